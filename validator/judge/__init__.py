@@ -1,0 +1,1 @@
+"""Judging: facts plus policy give findings and a verdict. Pure: no I/O."""

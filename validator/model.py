@@ -1,0 +1,416 @@
+"""The facts a node reports and the findings we draw from them.
+
+Plain frozen dataclasses, JSON in and out, standard library only: this module is
+shipped to GPU hosts with the node agent and must run on Python 3.9.
+
+Facts are what was measured. A value that could not be measured is an
+:class:`Unavailable` carrying the reason, never ``None`` and never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple, TypeVar, Union
+
+# Bump on any change that a reader of an older JSON document would misread.
+SCHEMA_VERSION = 1
+
+T = TypeVar("T")
+
+
+class Reason(str, enum.Enum):
+    """Why a fact has no value."""
+
+    NOT_SUPPORTED = "not_supported"  # the device or driver does not offer it
+    NOT_MEASURED = "not_measured"  # nobody asked: file missing from a capture, source lacks it
+    NO_PERMISSION = "no_permission"
+    GPU_LOST = "gpu_lost"  # the GPU stopped answering (fallen off the bus)
+    ERROR = "error"  # asking failed; the detail says how
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A fact that has no value, and why."""
+
+    reason: Reason
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = self.reason.value.replace("_", " ")
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+NOT_MEASURED = Unavailable(Reason.NOT_MEASURED)
+NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED)
+
+# ``Measured[int]`` is an int or the reason it is missing. Written with
+# ``Union`` (not ``|``) because the JSON decoder evaluates these hints at run
+# time on Python 3.9.
+Measured = Union[T, Unavailable]
+
+
+def known(value: Measured[T]) -> bool:
+    """True when ``value`` was measured."""
+    return not isinstance(value, Unavailable)
+
+
+class NvmlStatus(str, enum.Enum):
+    """How far we got talking to the driver through NVML (or its captured stand-in)."""
+
+    OK = "ok"
+    LIBRARY_NOT_FOUND = "library_not_found"  # libnvidia-ml.so.1 absent: no user-space driver
+    DRIVER_NOT_LOADED = "driver_not_loaded"  # library present, kernel module not loaded
+    DRIVER_MISMATCH = "driver_mismatch"  # "Driver/library version mismatch"
+    NO_PERMISSION = "no_permission"
+    NO_DEVICES = "no_devices"  # driver answered, no GPU found
+    ERROR = "error"
+    NOT_MEASURED = "not_measured"  # e.g. a capture without nvidia-smi output
+
+
+class GpuStatus(str, enum.Enum):
+    """Whether a GPU answered when asked."""
+
+    OK = "ok"
+    LOST = "lost"  # NVML_ERROR_GPU_IS_LOST / "fallen off the bus"
+    ERROR = "error"  # present but its handle could not be read
+
+
+@dataclass(frozen=True)
+class NvLinkState:
+    """One NVLink of one GPU."""
+
+    link: int
+    active: bool
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """Everything measured about one GPU. Units are in the field names."""
+
+    index: int
+    status: GpuStatus = GpuStatus.OK
+    status_detail: str = ""
+    uuid: Measured[str] = NOT_MEASURED
+    serial: Measured[str] = NOT_MEASURED
+    name: Measured[str] = NOT_MEASURED
+    pci_bus_id: Measured[str] = NOT_MEASURED  # 00000000:18:00.0, upper case hex
+    vbios_version: Measured[str] = NOT_MEASURED
+    # Memory, MiB as NVML and nvidia-smi report it.
+    memory_total_mib: Measured[int] = NOT_MEASURED
+    memory_used_mib: Measured[int] = NOT_MEASURED
+    # ECC.
+    ecc_mode_current: Measured[bool] = NOT_MEASURED
+    ecc_mode_pending: Measured[bool] = NOT_MEASURED
+    ecc_volatile_corrected: Measured[int] = NOT_MEASURED
+    ecc_volatile_uncorrected: Measured[int] = NOT_MEASURED
+    ecc_aggregate_corrected: Measured[int] = NOT_MEASURED
+    ecc_aggregate_uncorrected: Measured[int] = NOT_MEASURED
+    retired_pages_sbe: Measured[int] = NOT_MEASURED
+    retired_pages_dbe: Measured[int] = NOT_MEASURED
+    retired_pages_pending: Measured[bool] = NOT_MEASURED
+    remapped_rows_correctable: Measured[int] = NOT_MEASURED
+    remapped_rows_uncorrectable: Measured[int] = NOT_MEASURED
+    remap_pending: Measured[bool] = NOT_MEASURED
+    remap_failure: Measured[bool] = NOT_MEASURED
+    # Temperatures, degrees C. Absolute thresholds where the GPU reports them;
+    # Hopper and newer report thresholds as offsets to T.Limit instead
+    # (tlimit_*: the margin at which the event happens; tlimit_margin_c: now).
+    temperature_gpu_c: Measured[float] = NOT_MEASURED
+    temperature_memory_c: Measured[float] = NOT_MEASURED
+    temp_shutdown_c: Measured[float] = NOT_MEASURED
+    temp_slowdown_c: Measured[float] = NOT_MEASURED
+    temp_max_operating_c: Measured[float] = NOT_MEASURED
+    temp_memory_max_c: Measured[float] = NOT_MEASURED
+    tlimit_margin_c: Measured[float] = NOT_MEASURED
+    tlimit_shutdown_c: Measured[float] = NOT_MEASURED
+    tlimit_slowdown_c: Measured[float] = NOT_MEASURED
+    tlimit_max_operating_c: Measured[float] = NOT_MEASURED
+    # Power, watts.
+    power_draw_w: Measured[float] = NOT_MEASURED
+    power_limit_enforced_w: Measured[float] = NOT_MEASURED
+    power_limit_default_w: Measured[float] = NOT_MEASURED
+    power_limit_min_w: Measured[float] = NOT_MEASURED
+    power_limit_max_w: Measured[float] = NOT_MEASURED
+    # Clocks, MHz.
+    sm_clock_mhz: Measured[int] = NOT_MEASURED
+    mem_clock_mhz: Measured[int] = NOT_MEASURED
+    sm_clock_max_mhz: Measured[int] = NOT_MEASURED
+    mem_clock_max_mhz: Measured[int] = NOT_MEASURED
+    sm_clock_app_mhz: Measured[int] = NOT_MEASURED
+    mem_clock_app_mhz: Measured[int] = NOT_MEASURED
+    # Active clock-event (throttle) reasons, by name (see CLOCK_EVENT_REASONS).
+    clock_event_reasons: Measured[Tuple[str, ...]] = NOT_MEASURED
+    # PCIe: gen_max is the most the device and host allow; gen_current drops at idle.
+    pcie_gen_current: Measured[int] = NOT_MEASURED
+    pcie_gen_max: Measured[int] = NOT_MEASURED
+    pcie_width_current: Measured[int] = NOT_MEASURED
+    pcie_width_max: Measured[int] = NOT_MEASURED
+    # State.
+    persistence_mode: Measured[bool] = NOT_MEASURED
+    compute_mode: Measured[str] = NOT_MEASURED  # default | exclusive_process | prohibited
+    mig_mode_current: Measured[bool] = NOT_MEASURED
+    mig_mode_pending: Measured[bool] = NOT_MEASURED
+    nvlinks: Measured[Tuple[NvLinkState, ...]] = NOT_MEASURED
+    # Fabric manager registration (NVSwitch systems): not_started | in_progress | completed.
+    fabric_state: Measured[str] = NOT_MEASURED
+    fabric_status: Measured[str] = NOT_MEASURED  # "success" or the error the driver gave
+
+
+# Clock-event reason names, in NVML bit order (nvmlClocksEventReason*).
+CLOCK_EVENT_REASONS: Tuple[Tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+
+def decode_clock_event_reasons(mask: int) -> Tuple[str, ...]:
+    """Names of the reasons set in an NVML clock-event bit mask, unknown bits as hex."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+    known_bits = 0
+    for bit, _ in CLOCK_EVENT_REASONS:
+        known_bits |= bit
+    rest = mask & ~known_bits
+    if rest:
+        names.append(f"unknown_0x{rest:x}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One Xid (or NVSwitch SXid) line from the kernel log."""
+
+    xid: int
+    pci_bus_id: str  # as the line gives it, e.g. 0000:9b:00 (no function number)
+    message: str
+    timestamp: Optional[str] = None  # ISO 8601 where the log gave a wall-clock time
+    uptime_s: Optional[float] = None  # where the log gave seconds since boot
+    pid: Optional[str] = None
+    process: Optional[str] = None
+    nvswitch: bool = False  # SXid from nvidia-nvswitchN
+
+
+@dataclass(frozen=True)
+class KernelLogFacts:
+    """Xid events found in the kernel log within a time window."""
+
+    source: str  # "dmesg", "journalctl", a capture file name, or "scenario"
+    window_hours: Optional[float]  # None: the whole log given
+    events: Measured[Tuple[XidEvent, ...]] = NOT_MEASURED
+
+
+@dataclass(frozen=True)
+class ToolFacts:
+    """The user-space pieces an operator pins: nvidia-smi, nvcc, cuDNN."""
+
+    nvidia_smi_driver_version: Measured[str] = NOT_MEASURED
+    nvidia_smi_cuda_version: Measured[str] = NOT_MEASURED
+    nvidia_smi_error: Optional[str] = None  # what nvidia-smi printed instead of a table
+    nvcc_version: Measured[str] = NOT_MEASURED  # release.patch, e.g. 12.4.131
+    nvcc_path: Optional[str] = None
+    cudnn_version: Measured[str] = NOT_MEASURED  # 9.6.0
+    cudnn_source: Optional[str] = None  # header path, library path or package
+    cudnn_cuda_major: Measured[int] = NOT_MEASURED  # CUDA major cuDNN was built for
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """Everything measured about one node, from one source."""
+
+    hostname: str
+    source: str  # live | capture | simulate
+    source_detail: str = ""  # capture directory or scenario name
+    collected_at: str = ""  # ISO 8601 UTC
+    schema_version: int = SCHEMA_VERSION
+    os_name: Measured[str] = NOT_MEASURED
+    kernel: Measured[str] = NOT_MEASURED
+    nvml_status: NvmlStatus = NvmlStatus.NOT_MEASURED
+    nvml_detail: str = ""
+    driver_version: Measured[str] = NOT_MEASURED  # user-space driver (NVML / nvidia-smi)
+    cuda_driver_version: Measured[str] = NOT_MEASURED  # CUDA version the driver supports, "12.4"
+    kernel_module_version: Measured[str] = NOT_MEASURED  # /proc/driver/nvidia/version
+    pci_gpu_count: Measured[int] = NOT_MEASURED  # NVIDIA display/3D controllers on the PCI bus
+    pci_nvswitch_count: Measured[int] = NOT_MEASURED
+    gpus: Tuple[GpuFacts, ...] = ()
+    tools: ToolFacts = field(default_factory=ToolFacts)
+    kernel_log: KernelLogFacts = field(
+        default_factory=lambda: KernelLogFacts(source="none", window_hours=None)
+    )
+
+
+class Severity(str, enum.Enum):
+    """How a check came out."""
+
+    PASS = "PASS"
+    WARN = "WARN"
+    FAIL = "FAIL"
+    UNKNOWN = "UNKNOWN"  # could not be measured or judged: never a pass
+
+
+class Verdict(str, enum.Enum):
+    """The node's outcome."""
+
+    CERTIFIED = "CERTIFIED"
+    NOT_CERTIFIED = "NOT_CERTIFIED"
+    UNKNOWN = "UNKNOWN"  # nothing could be judged (no driver, no GPU, unreachable)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check concluded, for the node or for one GPU."""
+
+    check: str  # family.name, e.g. "memory.capacity"
+    severity: Severity
+    message: str  # one readable sentence
+    observed: str = ""
+    expected: str = ""
+    gpu_index: Optional[int] = None
+    gpu_uuid: Optional[str] = None
+    required: bool = True  # an UNKNOWN on a required check blocks certification
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """One node judged: its facts, the findings, the verdict."""
+
+    hostname: str
+    verdict: Verdict
+    facts: NodeFacts
+    findings: Tuple[Finding, ...]
+    sku: Optional[str] = None  # catalog id the node was judged against
+    policy_digest: str = ""
+    summary: str = ""  # one line: why this verdict
+
+
+@dataclass(frozen=True)
+class Report:
+    """The acceptance report: one or many nodes."""
+
+    generated_at: str
+    tool_version: str
+    nodes: Tuple[NodeResult, ...]
+    schema_version: int = SCHEMA_VERSION
+
+
+# ---------------------------------------------------------------- JSON codec
+
+
+def to_dict(obj: Any) -> Any:
+    """Turn a model object into plain JSON-ready data."""
+    if isinstance(obj, Unavailable):
+        out: Dict[str, Any] = {"unavailable": obj.reason.value}
+        if obj.detail:
+            out["detail"] = obj.detail
+        return out
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(item) for item in obj]
+    if isinstance(obj, dict):
+        return {str(key): to_dict(value) for key, value in obj.items()}
+    return obj
+
+
+class SchemaError(ValueError):
+    """JSON that does not fit the model; the message names the path."""
+
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """Build a model object of type ``cls`` from :func:`to_dict` output.
+
+    Raises:
+        SchemaError: when ``data`` does not fit, naming where.
+    """
+    return typing.cast(T, _decode(cls, data, cls.__name__))
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    if cls not in _HINTS:
+        module = sys.modules[cls.__module__]
+        _HINTS[cls] = typing.get_type_hints(cls, vars(module))
+    return _HINTS[cls]
+
+
+def _decode(tp: Any, data: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        options = typing.get_args(tp)
+        if isinstance(data, dict) and "unavailable" in data and Unavailable in options:
+            return _decode(Unavailable, data, path)
+        if data is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None) or option is Unavailable:
+                continue
+            try:
+                return _decode(option, data, path)
+            except SchemaError as exc:
+                errors.append(str(exc))
+        raise SchemaError(errors[0] if errors else f"{path}: unexpected {data!r}")
+    if origin in (tuple, list):
+        if not isinstance(data, list):
+            raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
+        args = typing.get_args(tp)
+        item_type = args[0] if args else Any
+        items = [_decode(item_type, item, f"{path}[{i}]") for i, item in enumerate(data)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise SchemaError(f"{path}: expected an object")
+        value_type = typing.get_args(tp)[1]
+        return {key: _decode(value_type, value, f"{path}.{key}") for key, value in data.items()}
+    if tp is Unavailable:
+        if not isinstance(data, dict) or "unavailable" not in data:
+            raise SchemaError(f"{path}: expected an unavailable marker")
+        try:
+            reason = Reason(data["unavailable"])
+        except ValueError:
+            raise SchemaError(f"{path}: unknown reason {data['unavailable']!r}") from None
+        return Unavailable(reason, str(data.get("detail", "")))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise SchemaError(f"{path}: expected an object for {tp.__name__}")
+        hints = _hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SchemaError(f"{path}: unknown field {unknown[0]!r}")
+        kwargs = {
+            name: _decode(hints[name], value, f"{path}.{name}") for name, value in data.items()
+        }
+        try:
+            return tp(**kwargs)
+        except TypeError as exc:
+            raise SchemaError(f"{path}: {exc}") from None
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(data)
+        except ValueError:
+            raise SchemaError(f"{path}: {data!r} is not a valid {tp.__name__}") from None
+    if tp is Any:
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise SchemaError(f"{path}: expected a number, got {data!r}")
+        return float(data)
+    if tp in (int, str, bool):
+        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
+            raise SchemaError(f"{path}: expected {tp.__name__}, got {data!r}")
+        return data
+    raise SchemaError(f"{path}: cannot decode type {tp!r}")

@@ -1,0 +1,1 @@
+"""Pure parsers for the outputs of NVIDIA tools and the kernel log."""

@@ -1,0 +1,1 @@
+"""Rendering acceptance reports: terminal, JSON, HTML, JUnit."""
