@@ -1,0 +1,125 @@
+"""Xid / SXid parsing from kernel logs, and the Xid catalog."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+from validator.model import to_dict
+from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.parsers.xid_catalog import HARDWARE_XIDS, XID_DESCRIPTIONS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
+UTC = datetime.timezone.utc
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("xid-*.json")), ids=lambda p: p.stem)
+def test_xid_fixture(fixture: Path, captures_dir: Path) -> None:
+    case = json.loads(fixture.read_text())
+    expected = case["expected"]
+    events = parse_xid_events((captures_dir / case["capture"]).read_text())
+    assert len(events) == expected["count"]
+    assert sorted({event.xid for event in events}) == expected["codes"]
+    if "nvswitch_count" in expected:
+        assert sum(event.nvswitch for event in events) == expected["nvswitch_count"]
+    for key, event in (("first", events[0]), ("last", events[-1])):
+        actual = to_dict(event)
+        for name, value in expected.get(key, {}).items():
+            assert actual[name] == value, f"{key} {name}"
+
+
+# Line forms documented in captures/xid/XID_MEANINGS.md that no stored file carries.
+JOURNAL = (
+    "Jul 01 22:55:07 gpu-node-7 kernel: NVRM: Xid (PCI:0000:44:00): 79, "
+    "GPU has fallen off the bus.\n"
+)
+WRAPPED = (
+    "[  812.100001] NVRM: Xid (PCI:0019:01:00): 149, pid='<unknown>', name=<unknown>, "
+    "NETIR Link Interrupt\n"
+    "[  812.100002] NVRM:     Link 3 fatal error\n"
+    "[  812.100003] NVRM: GPU at PCI:0019:01:00: GPU-aaaa\n"
+    "[  812.100004] NVRM:     not a continuation of the Xid\n"
+)
+
+
+def test_journald_line_without_pid() -> None:
+    now = datetime.datetime(2025, 7, 2, 0, 0, 0)
+    (event,) = parse_xid_events(JOURNAL, now=now)
+    assert event.xid == 79
+    assert event.pci_bus_id == "0000:44:00"
+    assert event.pid is None
+    assert event.process is None
+    assert event.message == "GPU has fallen off the bus."
+    assert event.timestamp == "2025-07-01T22:55:07"
+
+
+def test_journald_year_rolls_back_at_new_year() -> None:
+    now = datetime.datetime(2026, 1, 1, 0, 5, 0)
+    (event,) = parse_xid_events(JOURNAL, now=now)
+    assert event.timestamp == "2025-07-01T22:55:07"
+
+
+def test_continuation_lines_join_the_message() -> None:
+    events = parse_xid_events(WRAPPED)
+    assert len(events) == 1
+    assert events[0].xid == 149
+    assert events[0].pci_bus_id == "0019:01:00"
+    assert events[0].message == "NETIR Link Interrupt Link 3 fatal error"
+
+
+def test_window_on_wall_clock_stamps(captures_dir: Path) -> None:
+    text = (captures_dir / "xid/gpud-dmesg-iso-xid13-sm-exceptions.log").read_text()
+    inside = datetime.datetime(2025, 1, 21, 6, 0, tzinfo=UTC)
+    outside = datetime.datetime(2025, 1, 22, 6, 0, tzinfo=UTC)
+    assert len(parse_xid_events(text, now=inside, window_hours=2)) == 16
+    assert parse_xid_events(text, now=outside, window_hours=2) == ()
+    assert len(parse_xid_events(text, now=outside, window_hours=None)) == 16
+
+
+def test_window_on_local_ctime_stamps(captures_dir: Path) -> None:
+    text = (captures_dir / "xid/gpud-dmesg-xid-119-h100-xe9680.log").read_text()
+    # dmesg -T stamps are local time; a naive `now` is local time too.
+    now = datetime.datetime(2025, 2, 23, 16, 35, 0)
+    recent = parse_xid_events(text, now=now, window_hours=0.1)  # since 16:29
+    assert [event.timestamp for event in recent] == ["2025-02-23T16:30:13"]
+    assert len(parse_xid_events(text, now=now, window_hours=1)) == 5
+
+
+def test_window_on_uptime_stamps(captures_dir: Path) -> None:
+    text = (captures_dir / "xid/gpud-xid79-sxid20034-nvswitch.log").read_text()
+    now = datetime.datetime(2025, 1, 1, tzinfo=UTC)
+    # Booted 6781741 s ago: the Xid 79 is 10 s old, all within one hour.
+    assert len(parse_xid_events(text, now=now, window_hours=1, uptime_s=6781751.0)) == 9
+    # Ten hours later, none of them are within one hour.
+    later = 6781751.0 + 36000
+    assert parse_xid_events(text, now=now, window_hours=1, uptime_s=later) == ()
+    # Without uptime the raw stamps cannot be placed: kept (fail closed).
+    assert len(parse_xid_events(text, now=now, window_hours=1)) == 9
+
+
+def test_undated_events_are_kept(captures_dir: Path) -> None:
+    text = (captures_dir / "xid/repo-mlengineering-xid63-row-remapper.log").read_text()
+    now = datetime.datetime(2030, 1, 1, tzinfo=UTC)
+    events = parse_xid_events(text, now=now, window_hours=1, uptime_s=10.0)
+    assert [event.xid for event in events] == [63]
+
+
+def test_no_xid_in_text() -> None:
+    assert parse_xid_events("") == ()
+    assert parse_xid_events("[    0.000000] Linux version 6.8.0\nrandom text\n") == ()
+
+
+def test_catalog() -> None:
+    for xid in (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 73, 74, 79, 92, 94, 95, 109, 119):
+        assert XID_DESCRIPTIONS[xid]
+    for xid in (120, 121, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154):
+        assert XID_DESCRIPTIONS[xid]
+    assert "fallen off the bus" in XID_DESCRIPTIONS[79]
+    azure = {48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120}
+    assert azure <= HARDWARE_XIDS
+    assert {94, 95, 140, 144, 150} <= HARDWARE_XIDS
+    assert 13 not in HARDWARE_XIDS
+    assert 43 not in HARDWARE_XIDS

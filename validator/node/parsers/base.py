@@ -1,0 +1,9 @@
+"""What every parser shares: the error it raises on input it cannot read."""
+
+from __future__ import annotations
+
+from validator.errors import BadInputError
+
+
+class ParseError(BadInputError):
+    """Text that is not the tool output a parser expects; the message names what was wrong."""

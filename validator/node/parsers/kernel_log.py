@@ -1,0 +1,185 @@
+"""Find Xid (GPU) and SXid (NVSwitch) events in kernel log text.
+
+Handled line forms (all seen in captures/xid/):
+
+* raw dmesg ``[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', ...``
+  (``pid='<unknown>', name=<unknown>`` become None)
+* ``dmesg -T`` ``[Sun Feb 23 16:24:18 2025] NVRM: Xid (...): 119, pid=2024380, name=smi, ...``
+* ``dmesg --time-format iso`` ``kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: Xid ...``
+* journald ``Jul 01 22:55:07 host kernel: NVRM: Xid ...`` (no year: the year of ``now``,
+  or the one before when that would put the line in the future)
+* no pid/name at all: ``NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus``
+* NVSwitch ``nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, ...``
+* an Xid message wrapped onto continuation lines ``NVRM:`` + deeper indentation,
+  which are appended to the message.
+
+Windowing fails closed: an event whose time cannot be placed is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+
+from validator.model import XidEvent
+
+_XID = re.compile(
+    r"(?:(nvidia-nvswitch\d*):\s*)?(S?Xid)\s*\(PCI:([0-9A-Fa-f:.]+)\):\s*(\d+)\s*,?\s*(.*)$"
+)
+_PID = re.compile(r"^pid=(?:'([^']*)'|([^,\s]+)),\s*")
+_NAME = re.compile(r"^name=([^,]*?),\s*")
+_RAW = re.compile(r"^\[\s*(\d+\.\d+)\]\s*")
+_CTIME = re.compile(r"^\[(\w{3} \w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]\s*")
+_ISO = re.compile(
+    r"^(?:\w+\s*:\s*\w+\s*:\s*)?(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:[,.](\d+))?"
+    r"([+-]\d{2}:?\d{2}|Z)?\s+"
+)
+_JOURNAL = re.compile(r"^(\w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2})\s+\S+\s+kernel:\s*")
+_CONTINUATION = re.compile(r"NVRM:\s{2,}(\S.*)$")
+
+
+class _Stamp:
+    """When a line was logged: wall clock (aware or local naive), uptime, or unknown."""
+
+    def __init__(self, wall: datetime.datetime | None = None, uptime: float | None = None) -> None:
+        self.wall = wall
+        self.uptime = uptime
+
+
+def _journal_time(text: str, now: datetime.datetime) -> datetime.datetime | None:
+    local_now = _as_local_naive(now)
+    try:
+        stamp = datetime.datetime.strptime(f"{local_now.year} {text}", "%Y %b %d %H:%M:%S")
+    except ValueError:
+        return None
+    if stamp > local_now + datetime.timedelta(days=1):
+        stamp = stamp.replace(year=stamp.year - 1)
+    return stamp
+
+
+def _iso_time(match: re.Match[str]) -> datetime.datetime | None:
+    base, fraction, zone = match.groups()
+    text = base + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
+    if zone:
+        text += "+00:00" if zone == "Z" else (zone if ":" in zone else f"{zone[:3]}:{zone[3:]}")
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _stamp(line: str, now: datetime.datetime) -> tuple[_Stamp, str]:
+    """The line's time and the rest of the line."""
+    raw = _RAW.match(line)
+    if raw:
+        return _Stamp(uptime=float(raw.group(1))), line[raw.end() :]
+    ctime = _CTIME.match(line)
+    if ctime:
+        try:
+            wall = datetime.datetime.strptime(ctime.group(1), "%a %b %d %H:%M:%S %Y")
+        except ValueError:
+            return _Stamp(), line[ctime.end() :]
+        return _Stamp(wall=wall), line[ctime.end() :]
+    iso = _ISO.match(line)
+    if iso:
+        return _Stamp(wall=_iso_time(iso)), line[iso.end() :]
+    journal = _JOURNAL.match(line)
+    if journal:
+        return _Stamp(wall=_journal_time(journal.group(1), now)), line[journal.end() :]
+    return _Stamp(), line
+
+
+def _as_local_naive(moment: datetime.datetime) -> datetime.datetime:
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone().replace(tzinfo=None)
+
+
+def _within(
+    stamp: _Stamp, now: datetime.datetime, window_hours: float, uptime_s: float | None
+) -> bool:
+    if stamp.wall is not None:
+        wall = stamp.wall
+        if wall.tzinfo is None:
+            reference = _as_local_naive(now)
+        else:
+            reference = now if now.tzinfo is not None else now.astimezone()
+        return wall >= reference - datetime.timedelta(hours=window_hours)
+    if stamp.uptime is not None and uptime_s is not None:
+        return stamp.uptime >= uptime_s - window_hours * 3600
+    return True  # cannot be dated: keep it (fail closed)
+
+
+def _event(match: re.Match[str], stamp: _Stamp) -> XidEvent:
+    switch, kind, bus, code, rest = match.groups()
+    pid = name = None
+    pid_match = _PID.match(rest)
+    if pid_match:
+        pid = pid_match.group(1) if pid_match.group(1) is not None else pid_match.group(2)
+        rest = rest[pid_match.end() :]
+        name_match = _NAME.match(rest)
+        if name_match:
+            name = name_match.group(1)
+            rest = rest[name_match.end() :]
+    return XidEvent(
+        xid=int(code),
+        pci_bus_id=bus,
+        message=rest.strip(),
+        timestamp=stamp.wall.isoformat() if stamp.wall is not None else None,
+        uptime_s=stamp.uptime,
+        pid=None if pid == "<unknown>" else pid,
+        process=None if name == "<unknown>" else name,
+        nvswitch=kind == "SXid" or bool(switch),
+    )
+
+
+def parse_xid_events(
+    text: str,
+    *,
+    now: datetime.datetime | None = None,
+    window_hours: float | None = None,
+    uptime_s: float | None = None,
+) -> tuple[XidEvent, ...]:
+    """The Xid and SXid events in a kernel log, optionally only the recent ones.
+
+    Args:
+        text: dmesg (raw, -T or iso) or journalctl -k output.
+        now: the reference time for the window; defaults to the current time.
+            Naive values and log stamps without a zone are local time.
+        window_hours: keep events no older than this; None keeps all.
+        uptime_s: seconds since boot, to place raw ``[seconds]`` stamps in the
+            window; without it such events are kept.
+
+    Returns:
+        The events in log order. Events whose time cannot be placed are kept.
+    """
+    reference = now if now is not None else datetime.datetime.now(datetime.timezone.utc)
+    events: list[XidEvent] = []
+    last: tuple[XidEvent, _Stamp] | None = None
+    for raw_line in text.splitlines():
+        stamp, body = _stamp(raw_line.rstrip(), reference)
+        match = _XID.search(body)
+        if match:
+            last = (_event(match, stamp), stamp)
+            events.append(last[0])
+            continue
+        continuation = _CONTINUATION.search(body)
+        if last is not None and continuation and events and events[-1] is last[0]:
+            joined = f"{last[0].message} {continuation.group(1).strip()}".strip()
+            updated = dataclasses.replace(last[0], message=joined)
+            events[-1] = updated
+            last = (updated, last[1])
+            continue
+        last = None
+    if window_hours is None:
+        return tuple(events)
+    kept = []
+    for event in events:
+        stamp = _Stamp(
+            wall=datetime.datetime.fromisoformat(event.timestamp) if event.timestamp else None,
+            uptime=event.uptime_s,
+        )
+        if _within(stamp, reference, window_hours, uptime_s):
+            kept.append(event)
+    return tuple(kept)
