@@ -1,0 +1,78 @@
+"""The HTML report in a real browser: headless Chromium renders it, runs its script, shoots it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_report_samples import XSS_HOST, failing_node, healthy_node, sample_report
+from validator.report.html import render_html
+
+pytestmark = pytest.mark.browser
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TIMEOUT_S = 90
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("headless Chromium not on PATH (Debian: apt-get install chromium)")
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        *args,
+    ]
+    # check=False: the callers assert on returncode so the failure shows stderr.
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+
+
+@pytest.fixture
+def report_file(tmp_path: Path) -> Path:
+    path = tmp_path / "report.html"
+    path.write_text(render_html(sample_report(healthy_node(), failing_node(XSS_HOST))))
+    return path
+
+
+def test_dom_after_rendering(tmp_path: Path, report_file: Path) -> None:
+    result = _run(tmp_path, "--dump-dom", report_file.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    assert 'id="verdict-text">NOT CERTIFIED</div>' in dom
+    assert 'data-verdict="NOT_CERTIFIED"' in dom
+    # The hostile hostname is text, and its script never ran.
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    assert "<title>GPU acceptance report: NOT CERTIFIED</title>" in dom
+    assert "pwned</title>" not in dom
+    assert dom.count("<script>") == 1
+    # The page's own script did run (the CSP hash matches): it wrapped headers in buttons.
+    assert '<th><button type="button" class="sort">Severity</button></th>' in dom
+
+
+def test_screenshot_is_a_png(tmp_path: Path, report_file: Path) -> None:
+    shot = tmp_path / "report.png"
+    result = _run(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000",
+                  report_file.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert len(data) > 20_000  # a blank page is a few kB; the report is far more

@@ -1,0 +1,266 @@
+"""The HTML report and the shared Jinja2 environment."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from tests.test_report_samples import XSS_HOST, failing_node, healthy_node, sample_report
+from validator.errors import ReportError
+from validator.model import NodeFacts, NodeResult, Report, Verdict
+from validator.report import environment
+from validator.report.environment import (
+    autoescapes,
+    get_environment,
+    render_template,
+    templates_dir,
+)
+from validator.report.html import render_html
+
+
+class _Collector(HTMLParser):
+    """Every start tag with its attributes, in document order, plus script bodies."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+        else:
+            self.text.append(data)
+
+    def find(self, tag: str, **attrs: str) -> list[dict[str, str | None]]:
+        return [
+            a for t, a in self.tags
+            if t == tag and all(a.get(k.replace("_", "-")) == v for k, v in attrs.items())
+        ]
+
+
+def _parse(html: str) -> _Collector:
+    collector = _Collector()
+    collector.feed(html)
+    collector.close()
+    return collector
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return render_html(sample_report(healthy_node(), failing_node(XSS_HOST)))
+
+
+def test_no_external_references(page: str) -> None:
+    doc = _parse(page)
+    assert "http://" not in page
+    assert "https://" not in page
+    assert "url(" not in page
+    assert "@import" not in page
+    for tag, attrs in doc.tags:
+        assert tag not in {"link", "img", "iframe", "object", "embed"}, tag
+        for name in ("src", "href", "action", "srcset"):
+            value = attrs.get(name)
+            if value is not None:
+                assert value.startswith("#"), f"<{tag} {name}={value!r}> leaves the page"
+    assert len(doc.scripts) == 1  # the inline sorter, nothing else
+
+
+def test_script_is_allowed_by_its_csp_hash_only(page: str) -> None:
+    doc = _parse(page)
+    csp = doc.find("meta", http_equiv="Content-Security-Policy")
+    assert len(csp) == 1
+    policy = csp[0]["content"] or ""
+    digest = base64.b64encode(hashlib.sha256(doc.scripts[0].encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy
+    assert "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
+
+
+def test_overall_verdict_banner(page: str) -> None:
+    doc = _parse(page)
+    banner = doc.find("header", id="verdict")
+    assert banner[0]["data-verdict"] == "NOT_CERTIFIED"
+    assert "v-NOT_CERTIFIED" in (banner[0]["class"] or "")
+    assert re.search(r'id="verdict-text">NOT CERTIFIED<', page)
+    assert "1 of 2 nodes certified; not certified: &lt;script&gt;" in page
+
+
+def test_certified_page_is_green() -> None:
+    doc = _parse(render_html(sample_report(healthy_node())))
+    assert doc.find("header", id="verdict")[0]["data-verdict"] == "CERTIFIED"
+    assert "All 4 checks passed." in "".join(doc.text)
+
+
+def test_unknown_node_gives_unknown_banner() -> None:
+    dark = NodeResult("dark-01", Verdict.UNKNOWN, NodeFacts("dark-01", "live"), (),
+                      summary="Host unreachable.")
+    page = render_html(sample_report(healthy_node(), dark))
+    assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
+    assert "No checks were judged for this node." in page
+    assert "No GPUs were reported for this node." in page
+
+
+def test_hostile_hostname_is_escaped(page: str) -> None:
+    assert XSS_HOST not in page
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in page
+    sections = _parse(page).find("section")
+    assert [s["data-hostname"] for s in sections] == ["gpu-node-01", XSS_HOST]
+
+
+def test_failing_findings_come_before_passing(page: str) -> None:
+    doc = _parse(page)
+    rows = [a for t, a in doc.tags if t == "tr" and "finding" in (a.get("class") or "").split()]
+    assert len(rows) == 10  # 4 for node 1, 6 for node 2
+    severities = [a["data-severity"] for a in rows[4:]]
+    assert severities == ["FAIL", "FAIL", "UNKNOWN", "WARN", "PASS", "PASS"]
+    assert [a["data-check"] for a in rows[4:6]] == ["memory.remap", "gpu.present"]
+    assert rows[4]["class"] == "finding sev-FAIL"
+    # And in the page text: the first FAIL row precedes every PASS row of node 2.
+    node2 = page[page.index('id="node-2"'):]
+    assert node2.index('class="finding sev-FAIL"') < node2.index('class="finding sev-PASS"')
+
+
+def test_node_facts_and_unavailable_values(page: str) -> None:
+    node2 = page[page.index('id="node-2"'):]
+    assert "<dt>Driver</dt><dd>550.54.15</dd>" in node2
+    assert '<dt>cuDNN</dt><dd class="na">n/a (not supported)</dd>' in node2
+    assert '<dt>nvcc</dt><dd class="na">n/a (not measured: nvcc not on PATH)</dd>' in node2
+    assert "<dt>Kernel</dt><dd class=\"na\">n/a (no permission: uname denied)</dd>" in node2
+    assert "<dt>Collected at</dt><dd>2025-03-04T10:11:12Z</dd>" in node2
+    assert "<dt>Source</dt><dd>simulate (healthy-h100)</dd>" in node2
+
+
+def test_gpu_table_rows(page: str) -> None:
+    doc = _parse(page)
+    rows = [a for t, a in doc.tags if t == "tr" and "gpu" in (a.get("class") or "").split()]
+    assert [(r["data-index"], r["class"]) for r in rows] == [
+        ("0", "gpu gpu-ok"), ("1", "gpu gpu-ok"),
+        ("0", "gpu gpu-ok"), ("1", "gpu gpu-ok"), ("2", "gpu gpu-lost"),
+    ]
+    assert "GPU-1b2c3d4e-0000-1111-2222-000000000000" in page
+    assert "00000000:18:00.0" in page
+    assert "81559 MiB" in page
+    assert '700 W<span class="note">default 700 W</span>' in page
+    assert "Gen4 x16" in page  # GPU 1 of node 2 runs below its Gen5 maximum
+    assert "No facts: GPU has fallen off the bus." in page
+    assert "n/a (gpu lost: NVML_ERROR_GPU_IS_LOST)" in page
+
+
+def test_xid_events_listed(page: str) -> None:
+    assert "Kernel log (journalctl, last 24 h): 1 Xid event." in page
+    assert "Kernel log (dmesg, last 24 h): 0 Xid events." in page
+    assert '<td class="mono">0000:1a:00</td>' in page
+
+
+def test_print_css_present(page: str) -> None:
+    assert "@media print" in page
+    assert "print-color-adjust: exact" in page
+
+
+# ------------------------------------------------------------- the environment
+
+
+def test_environment_is_shared_and_strict() -> None:
+    env = get_environment()
+    assert env is get_environment()
+    assert env.undefined is jinja2.StrictUndefined
+    assert env.keep_trailing_newline is True
+
+
+def test_templates_found_in_source_checkout() -> None:
+    assert (templates_dir() / "report.html.j2").is_file()
+
+
+def test_missing_templates_directory_is_a_report_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "_PROBE", "no-such-template.html.j2")
+    with pytest.raises(ReportError, match="report templates not found"):
+        templates_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "escaped"),
+    [("report.html.j2", True), ("junit.xml.j2", True), ("page.html", True),
+     ("report.txt.j2", False), ("report.md.j2", False), ("metrics.prom.j2", False),
+     ("report_sort.js.j2", False), ("mystery.j2", True), (None, True)],
+)
+def test_autoescape_is_decided_by_output_format(name: str | None, escaped: bool) -> None:
+    assert autoescapes(name) is escaped
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> jinja2.Environment:
+    (tmp_path / "missing.html.j2").write_text("<p>\n{{ present }}\n{{ absent }}</p>\n")
+    (tmp_path / "broken.html.j2").write_text("<p>\n{% if x %}\n</p>\n")
+    (tmp_path / "escape.html.j2").write_text("{{ value }}")
+    (tmp_path / "escape.txt.j2").write_text("{{ value }}")
+    (tmp_path / "attr.html.j2").write_text("{{ thing.nope }}")
+    return get_environment().overlay(loader=jinja2.FileSystemLoader(str(tmp_path)))
+
+
+def test_undefined_name_is_report_error_with_line(scratch: jinja2.Environment) -> None:
+    with pytest.raises(ReportError, match=r"missing\.html\.j2 line 3: 'absent' is undefined"):
+        render_template("missing.html.j2", {"present": 1}, environment=scratch)
+
+
+def test_undefined_attribute_is_report_error(scratch: jinja2.Environment) -> None:
+    with pytest.raises(ReportError, match=r"attr\.html\.j2 line 1: .*nope"):
+        render_template("attr.html.j2", {"thing": {}}, environment=scratch)
+
+
+def test_syntax_error_is_report_error_with_line(scratch: jinja2.Environment) -> None:
+    with pytest.raises(ReportError, match=r"broken\.html\.j2 line \d+: .*fix the template"):
+        render_template("broken.html.j2", {"x": 1}, environment=scratch)
+
+
+def test_missing_template_is_report_error(scratch: jinja2.Environment) -> None:
+    with pytest.raises(ReportError, match=r"nowhere\.html\.j2 not found"):
+        render_template("nowhere.html.j2", {}, environment=scratch)
+
+
+def test_escaping_follows_the_format(scratch: jinja2.Environment) -> None:
+    value = '<b>&"x"'
+    html = render_template("escape.html.j2", {"value": value}, environment=scratch)
+    text = render_template("escape.txt.j2", {"value": value}, environment=scratch)
+    assert html == "&lt;b&gt;&amp;&#34;x&#34;"
+    assert text == value
+
+
+def test_installed_templates_package_is_preferred(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = tmp_path / "site-packages" / "validator" / "templates"
+    installed.mkdir(parents=True)
+    (installed / "report.html.j2").write_text("installed")
+
+    def files(package: str) -> Path:
+        assert package == "validator.templates"
+        return installed
+
+    monkeypatch.setattr(environment.importlib.resources, "files", files)
+    assert templates_dir() == installed
+
+
+def test_empty_report_renders() -> None:
+    page = render_html(Report("2025-03-04T10:15:00Z", "0.1.0", ()))
+    assert 'data-verdict="UNKNOWN"' in page
+    assert "This report holds no nodes." in page
+    assert "No nodes were judged." in page

@@ -1,0 +1,136 @@
+"""JUnit XML: counts, failure/error elements, escaping."""
+
+from __future__ import annotations
+
+import dataclasses
+import xml.etree.ElementTree as ET
+
+from tests.test_report_samples import failing_node, healthy_node, sample_report
+from validator.model import Finding, NodeFacts, NodeResult, Report, Severity, Verdict
+from validator.report.junit import render_junit
+
+
+def _parse(text: str) -> ET.Element:
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
+    # Our own output, read with the stdlib parser the way a CI consumer would.
+    return ET.fromstring(text.encode("utf-8"))  # noqa: S314
+
+
+def _counts(element: ET.Element) -> tuple[int, int, int, int]:
+    return (
+        int(element.get("tests", "-1")),
+        int(element.get("failures", "-1")),
+        int(element.get("errors", "-1")),
+        int(element.get("skipped", "-1")),
+    )
+
+
+def test_one_suite_per_node_with_correct_counts() -> None:
+    root = _parse(render_junit(sample_report()))
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["gpu-node-01", "gpu-node-02"]
+    assert _counts(suites[0]) == (4, 0, 0, 0)
+    assert _counts(suites[1]) == (6, 2, 1, 0)
+    assert _counts(root) == (10, 2, 1, 0)
+    # The attribute counts agree with the elements actually present.
+    for suite in suites:
+        cases = suite.findall("testcase")
+        assert len(cases) == int(suite.get("tests", "-1"))
+        assert len(suite.findall("testcase/failure")) == int(suite.get("failures", "-1"))
+        assert len(suite.findall("testcase/error")) == int(suite.get("errors", "-1"))
+
+
+def test_fail_is_failure_unknown_is_error_warn_passes() -> None:
+    suite = _parse(render_junit(sample_report(failing_node())))[0]
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    remap = cases["memory.remap[gpu1]"]
+    failure = remap.find("failure")
+    assert failure is not None
+    assert failure.get("message") == "Row remap pending: reset the GPU before use."
+    assert "observed: remap_pending=yes" in (failure.text or "")
+    assert remap.get("classname") == "gpuready.gpu-node-02.memory"
+
+    power = cases["power.limit[gpu1]"]
+    error = power.find("error")
+    assert error is not None
+    assert error.get("message") == "Power limit not supported by this GPU."
+    assert power.find("failure") is None
+
+    thermal = cases["thermal.idle[gpu0]"]
+    assert thermal.find("failure") is None
+    assert thermal.find("error") is None
+    out = thermal.find("system-out")
+    assert out is not None
+    assert (out.text or "").startswith("WARN: GPU 0 idles at 88 C")
+
+    count = cases["gpu.count"]
+    assert list(count) == []
+    assert count.get("classname") == "gpuready.gpu-node-02.gpu"
+
+
+def test_failing_cases_come_first() -> None:
+    suite = _parse(render_junit(sample_report(failing_node())))[0]
+    names = [case.get("name") for case in suite.findall("testcase")]
+    assert names[:3] == ["memory.remap[gpu1]", "gpu.present[gpu2]", "power.limit[gpu1]"]
+
+
+def test_optional_unknown_is_skipped_not_passed() -> None:
+    node = healthy_node()
+    optional = Finding("nvlink.state", Severity.UNKNOWN, "NVLink not queried.", required=False)
+    node = dataclasses.replace(node, findings=(*node.findings, optional))
+    suite = _parse(render_junit(sample_report(node)))[0]
+    assert _counts(suite) == (5, 0, 0, 1)
+    skipped = suite.find("testcase[@name='nvlink.state']/skipped")
+    assert skipped is not None
+    assert "NVLink not queried." in (skipped.get("message") or "")
+
+
+def test_node_without_findings_is_not_green() -> None:
+    dark = NodeResult(
+        hostname="dark-01",
+        verdict=Verdict.UNKNOWN,
+        facts=NodeFacts(hostname="dark-01", source="live"),
+        findings=(),
+        summary="Host unreachable: connection refused.",
+    )
+    suite = _parse(render_junit(sample_report(dark)))[0]
+    assert _counts(suite) == (1, 0, 1, 0)
+    error = suite.find("testcase[@name='verdict']/error")
+    assert error is not None
+    assert error.get("message") == "Host unreachable: connection refused."
+
+
+def test_hostile_text_is_escaped_and_still_parses() -> None:
+    host = 'evil<>&"host'
+    node = failing_node(host, message_extra=' <b>&"quoted"</b>\x1b[31m\nsecond line')
+    text = render_junit(sample_report(node))
+    assert "<b>" not in text
+    assert "\x1b" not in text
+    suite = _parse(text)[0]
+    assert suite.get("name") == host
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert failure.get("message") == (
+        'Row remap pending: reset the GPU before use. <b>&"quoted"</b>\\x1b[31m second line'
+    )
+    classnames = {case.get("classname") for case in suite.findall("testcase")}
+    assert f"gpuready.{host}.memory" in classnames
+
+
+def test_testsuites_attributes() -> None:
+    root = _parse(render_junit(sample_report()))
+    assert root.get("name") == "gpuready"
+    assert root.get("timestamp") == "2025-03-04T10:15:00Z"
+    props = {
+        p.get("name"): p.get("value") for p in root[1].findall("properties/property")
+    }
+    assert props["verdict"] == "NOT_CERTIFIED"
+    assert props["sku"] == "h100-sxm5-80gb"
+    assert props["gpu_count"] == "3"
+
+
+def test_empty_report_is_valid_junit() -> None:
+    root = _parse(render_junit(Report("2025-03-04T10:15:00Z", "0.1.0", ())))
+    assert _counts(root) == (0, 0, 0, 0)
+    assert list(root) == []

@@ -1,0 +1,118 @@
+"""write_reports: all three files, atomically, or nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.test_report_samples import failing_node, healthy_node, sample_report
+from validator.errors import ReportError
+from validator.report import writer
+from validator.report.writer import write_reports
+
+NAMES = {"report.json", "report.html", "junit.xml"}
+
+
+def test_writes_three_files_and_creates_the_directory(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "run-1"
+    paths = write_reports(sample_report(), target)
+    assert paths == {
+        "json": target / "report.json",
+        "html": target / "report.html",
+        "junit": target / "junit.xml",
+    }
+    assert {p.name for p in target.iterdir()} == NAMES
+    assert json.loads(paths["json"].read_text())["nodes"][1]["hostname"] == "gpu-node-02"
+    assert 'data-verdict="NOT_CERTIFIED"' in paths["html"].read_text()
+    root = ET.fromstring(paths["junit"].read_bytes())  # noqa: S314 - our own file
+    assert root.get("failures") == "2"
+    assert paths["html"].stat().st_mode & 0o777 == 0o644
+
+
+def test_overwrites_previous_reports(tmp_path: Path) -> None:
+    write_reports(sample_report(failing_node()), tmp_path)
+    write_reports(sample_report(healthy_node()), tmp_path)
+    assert 'data-verdict="CERTIFIED"' in (tmp_path / "report.html").read_text()
+    assert {p.name for p in tmp_path.iterdir()} == NAMES
+
+
+def test_failure_on_second_file_keeps_the_previous_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_reports(sample_report(healthy_node()), tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in NAMES}
+
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def flaky_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        calls.append(Path(dst).name)
+        if Path(dst).name == "report.html":
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky_replace)
+    with pytest.raises(ReportError, match="No space left on device") as info:
+        write_reports(sample_report(failing_node()), tmp_path)
+
+    assert calls[:2] == ["report.json", "report.html"]  # the first file had been replaced
+    assert str(tmp_path) in str(info.value)
+    after = {name: (tmp_path / name).read_bytes() for name in NAMES}
+    assert after == before  # report.json rolled back to its previous content
+    assert {p.name for p in tmp_path.iterdir()} == NAMES  # no temp or backup files left
+
+
+def test_failure_on_first_write_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", no_fsync)
+    with pytest.raises(ReportError, match="Input/output error"):
+        write_reports(sample_report(), tmp_path / "fresh")
+    assert list((tmp_path / "fresh").iterdir()) == []
+
+
+def test_failure_without_previous_reports_removes_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_replace = os.replace
+
+    def fail_on_junit(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst).name == "junit.xml":
+            raise OSError(13, "Permission denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_on_junit)
+    with pytest.raises(ReportError):
+        write_reports(sample_report(), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_error_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_reports(sample_report(healthy_node()), tmp_path)
+    before = (tmp_path / "report.json").read_bytes()
+
+    def broken(report: object) -> str:
+        raise ReportError("report template junit line 1: boom; fix the template")
+
+    monkeypatch.setattr(writer, "render_junit", broken)
+    with pytest.raises(ReportError, match="boom"):
+        write_reports(sample_report(failing_node()), tmp_path)
+    assert (tmp_path / "report.json").read_bytes() == before
+
+
+def test_unwritable_directory_is_one_line_naming_path_and_fix(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the directory should be")
+    with pytest.raises(ReportError) as info:
+        write_reports(sample_report(), blocker / "reports")
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(blocker / "reports") in message
+    assert "choose a writable output directory" in message

@@ -1,0 +1,170 @@
+"""The report as JUnit XML, for CI systems (GitLab, Jenkins, GitHub test reporters).
+
+One ``<testsuite>`` per node, one ``<testcase>`` per finding. FAIL is a
+``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
+passing test with its message in ``<system-out>``.
+
+Built with :mod:`xml.etree.ElementTree`, which escapes by construction; control
+characters XML 1.0 cannot carry are made visible first.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from validator.model import Finding, NodeResult, Report, Severity, Verdict
+from validator.report import common
+
+SUITES_NAME = "gpuready"
+
+
+def _classname(hostname: str, check: str) -> str:
+    return f"gpuready.{hostname}.{common.check_family(check)}"
+
+
+def _testcase_name(finding: Finding) -> str:
+    label = common.gpu_label(finding)
+    return f"{finding.check}[{label}]" if label else finding.check
+
+
+def _details(finding: Finding) -> str:
+    lines = []
+    if finding.observed:
+        lines.append(f"observed: {finding.observed}")
+    if finding.expected:
+        lines.append(f"expected: {finding.expected}")
+    if finding.gpu_uuid:
+        lines.append(f"gpu_uuid: {finding.gpu_uuid}")
+    if not finding.required:
+        lines.append("required: no")
+    return common.clean("\n".join(lines))
+
+
+class _Tally:
+    """Counts for one suite, as JUnit names them."""
+
+    def __init__(self) -> None:
+        self.tests = 0
+        self.failures = 0
+        self.errors = 0
+        self.skipped = 0
+
+    def add(self, other: _Tally) -> None:
+        self.tests += other.tests
+        self.failures += other.failures
+        self.errors += other.errors
+        self.skipped += other.skipped
+
+    def apply(self, element: ET.Element) -> None:
+        element.set("tests", str(self.tests))
+        element.set("failures", str(self.failures))
+        element.set("errors", str(self.errors))
+        element.set("skipped", str(self.skipped))
+        element.set("time", "0")
+
+
+def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tally) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": common.clean(_classname(hostname, finding.check)),
+            "name": common.clean(_testcase_name(finding)),
+            "time": "0",
+        },
+    )
+    tally.tests += 1
+    message = common.one_line(finding.message)
+    details = _details(finding)
+    if finding.severity is Severity.FAIL:
+        element = ET.SubElement(case, "failure", {"message": message, "type": "FAIL"})
+        element.text = details
+        tally.failures += 1
+    elif finding.severity is Severity.UNKNOWN and finding.required:
+        element = ET.SubElement(case, "error", {"message": message, "type": "UNKNOWN"})
+        element.text = details
+        tally.errors += 1
+    elif finding.severity is Severity.UNKNOWN:
+        # An optional check that could not be measured does not block the
+        # certificate; "skipped" says "not run" without failing the pipeline.
+        ET.SubElement(case, "skipped", {"message": f"UNKNOWN (optional check): {message}"})
+        tally.skipped += 1
+    elif finding.severity is Severity.WARN:
+        out = ET.SubElement(case, "system-out")
+        out.text = common.clean("\n".join(filter(None, [f"WARN: {message}", details])))
+
+
+def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> None:
+    """A test for the verdict itself, so a node that is not certified never reads green.
+
+    Only added when no finding already shows it: a node that could not be
+    judged at all has no findings, and its suite would otherwise be empty.
+    """
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": common.clean(f"gpuready.{node.hostname}.node"),
+            "name": "verdict",
+            "time": "0",
+        },
+    )
+    tally.tests += 1
+    message = common.one_line(node.summary or f"verdict {node.verdict.value}")
+    if node.verdict is Verdict.NOT_CERTIFIED:
+        ET.SubElement(case, "failure", {"message": message, "type": node.verdict.value})
+        tally.failures += 1
+    else:
+        ET.SubElement(case, "error", {"message": message, "type": node.verdict.value})
+        tally.errors += 1
+
+
+def _suite(node: NodeResult, timestamp: str) -> tuple[ET.Element, _Tally]:
+    facts = node.facts
+    suite = ET.Element(
+        "testsuite",
+        {"name": common.clean(node.hostname), "hostname": common.clean(node.hostname)},
+    )
+    tally = _Tally()
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("verdict", node.verdict.value),
+        ("sku", common.show(node.sku)),
+        ("summary", common.one_line(node.summary)),
+        ("driver_version", common.show(facts.driver_version)),
+        ("cuda_driver_version", common.show(facts.cuda_driver_version)),
+        ("gpu_count", str(len(facts.gpus))),
+        ("source", common.one_line(facts.source)),
+        ("collected_at", common.one_line(facts.collected_at)),
+        ("policy_digest", common.one_line(node.policy_digest)),
+    ):
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    for finding in common.sorted_findings(node.findings):
+        _add_finding(suite, node.hostname, finding, tally)
+    if node.verdict is not Verdict.CERTIFIED and tally.failures + tally.errors == 0:
+        _add_verdict_case(suite, node, tally)
+    tally.apply(suite)
+    suite.set("timestamp", common.one_line(facts.collected_at or timestamp))
+    return suite, tally
+
+
+def render_junit(report: Report) -> str:
+    """Render the report as a JUnit XML document.
+
+    Args:
+        report: the acceptance report.
+
+    Returns:
+        The XML text, with declaration and trailing newline.
+    """
+    root = ET.Element("testsuites", {"name": SUITES_NAME})
+    total = _Tally()
+    for node in report.nodes:
+        suite, tally = _suite(node, report.generated_at)
+        root.append(suite)
+        total.add(tally)
+    total.apply(root)
+    root.set("timestamp", common.one_line(report.generated_at))
+    ET.indent(root, space="  ")
+    body = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
