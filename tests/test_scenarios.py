@@ -1,0 +1,290 @@
+"""Scenario files: built-ins, merging, user files, errors, and the simulated host."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validator.errors import ExitCode, ScenarioError
+from validator.model import GpuStatus, NvmlStatus
+from validator.node import host
+from validator.node.nvml import read_nvml
+from validator.node.scenario import (
+    ScenarioSystem,
+    builtin_names,
+    deep_merge,
+    describe,
+    load_scenario,
+)
+
+REQUIRED = {
+    "healthy-8x-h100-sxm",
+    "healthy-8x-a100-80gb",
+    "one-gpu-power-capped",
+    "mixed-hbm-40gb-in-80gb-node",
+    "row-remap-pending",
+    "driver-mismatch",
+    "cudnn-missing",
+    "nvcc-off-pin",
+    "gpu-fallen-off-bus",
+    "one-gpu-thermal-throttling",
+    "no-gpu-driver",
+}
+
+
+def test_builtin_names() -> None:
+    names = builtin_names()
+    assert names == sorted(names)
+    assert set(names) >= REQUIRED
+    healthy = {n for n in names if n.startswith("healthy-")}
+    assert healthy == {"healthy-8x-h100-sxm", "healthy-8x-a100-80gb"}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_each_builtin_loads_with_a_one_line_summary(name: str) -> None:
+    scenario = load_scenario(name)
+    assert scenario.name == name
+    summary = describe(name)
+    assert summary
+    assert "\n" not in summary
+    assert scenario.description.startswith(summary)
+
+
+def test_extends_merges_and_overrides_by_index() -> None:
+    scenario = load_scenario("row-remap-pending")
+    nvml = scenario.data["nvml"]
+    assert nvml["gpu"]["name"] == "NVIDIA H100 80GB HBM3"  # inherited
+    assert nvml["gpu_overrides"]["2"]["remap_pending"] is True
+    assert nvml["gpu_overrides"]["2"]["temperature_gpu_c"] == 23  # inherited idle figure kept
+    reading = read_nvml(scenario.nvml())
+    assert reading.gpus[2].remap_pending is True
+    assert reading.gpus[2].remapped_rows_uncorrectable == 1
+    assert reading.gpus[3].remap_pending is False
+    assert "extends" not in scenario.data
+    assert "Xid 63" in scenario.description
+
+
+def test_null_removes_inherited_keys() -> None:
+    healthy = load_scenario("healthy-8x-h100-sxm").system()
+    missing = load_scenario("cudnn-missing").system()
+    assert "CUDNN_MAJOR 9" in (healthy.read_text("/usr/include/cudnn_version.h") or "")
+    assert missing.read_text("/usr/include/cudnn_version.h") is None
+    assert missing.glob("/usr/include/cudnn*.h") == []
+    merged = deep_merge({"a": {"b": 1, "c": 2}}, {"a": {"c": None, "d": 3}})
+    assert merged == {"a": {"b": 1, "d": 3}}
+
+
+def test_user_file_extending_a_builtin(tmp_path: Path) -> None:
+    path = tmp_path / "my-node.json"
+    path.write_text(
+        json.dumps(
+            {
+                "extends": "healthy-8x-a100-80gb",
+                "description": "Our rack 7 node.",
+                "host": {"hostname": "rack7-n3"},
+                "nvml": {"gpu_overrides": {"0": {"power_limit_enforced_w": 250}}},
+            }
+        )
+    )
+    scenario = load_scenario(str(path))
+    assert scenario.name == "my-node"
+    assert scenario.path == path
+    assert describe(str(path)) == "Our rack 7 node."
+    assert scenario.system().hostname() == "rack7-n3"
+    reading = read_nvml(scenario.nvml())
+    assert reading.gpus[0].power_limit_enforced_w == 250.0
+    assert reading.gpus[1].power_limit_enforced_w == 400.0
+
+
+def _error(arg: str) -> str:
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(arg)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert caught.value.exit_code is ExitCode.BAD_INPUT
+    return message
+
+
+def test_unknown_name_says_how_to_list() -> None:
+    message = _error("foo")
+    assert message == (
+        "unknown scenario 'foo': run `gpuready scenarios` to list the built-in ones, "
+        "or give a path to a scenario file"
+    )
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    message = _error(str(tmp_path / "nope.json"))
+    assert "nope.json does not exist" in message
+
+
+def test_bad_json_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{\n  "name": "x",\n  "nvml": {,}\n}\n')
+    message = _error(str(path))
+    assert str(path) in message
+    assert "line 3" in message
+
+
+def _write(tmp_path: Path, data: dict[str, Any]) -> str:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_unknown_keys_are_named(tmp_path: Path) -> None:
+    assert "unknown key 'colour'" in _error(_write(tmp_path, {"colour": "red"}))
+    bad_gpu = {"nvml": {"gpu_count": 1, "gpu": {"memroy_total_mib": 1}}}
+    assert "unknown key 'nvml.gpu.memroy_total_mib'" in _error(_write(tmp_path, bad_gpu))
+    bad_index = {"nvml": {"gpu_count": 2, "gpu_overrides": {"5": {}}}}
+    assert "unknown key 'nvml.gpu_overrides.5'" in _error(_write(tmp_path, bad_index))
+
+
+def test_bad_values_are_named(tmp_path: Path) -> None:
+    wrong_type = {"nvml": {"gpu_count": 1, "gpu": {"memory_total_mib": "lots"}}}
+    assert "nvml.gpu.memory_total_mib must be an integer" in _error(_write(tmp_path, wrong_type))
+    bad_extends = {"extends": "healthy-9x-z100"}
+    assert "extends unknown scenario 'healthy-9x-z100'" in _error(_write(tmp_path, bad_extends))
+    same_serial = {"nvml": {"gpu_count": 2, "gpu": {"serial": "1650000000001"}}}
+    assert "repeats GPU 0's" in _error(_write(tmp_path, same_serial))
+    bad_reason = {"nvml": {"gpu_count": 1, "gpu": {"clock_event_reasons": ["too_hot"]}}}
+    assert "unknown reason 'too_hot'" in _error(_write(tmp_path, bad_reason))
+
+
+def test_system_files_and_synthesised_host_files() -> None:
+    system = load_scenario("healthy-8x-h100-sxm").system()
+    assert system.hostname() == "h100-node-01"
+    version = system.read_text("/proc/driver/nvidia/version") or ""
+    assert "Kernel Module  550.90.07" in version
+    assert host.parse_os_release(system.read_text(host.OS_RELEASE) or "") == "Ubuntu 22.04.4 LTS"
+    assert system.read_text(host.KERNEL_RELEASE) == "5.15.0-112-generic\n"
+    assert (system.read_text("/proc/uptime") or "").split()[0] == "86400.00"
+    assert system.read_text("/etc/shadow") is None
+    assert system.now() == datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc)
+
+
+def _pci_kinds(system: ScenarioSystem) -> dict[str, int]:
+    counts = {"gpu": 0, "nvswitch": 0, "other": 0}
+    for device in system.glob(host.PCI_DEVICES):
+        kind = host.classify_pci_device(
+            system.read_text(f"{device}/vendor") or "", system.read_text(f"{device}/class") or ""
+        )
+        counts[kind or "other"] += 1
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "switches"),
+    [
+        ("healthy-8x-h100-sxm", 8, 4),
+        ("healthy-8x-a100-80gb", 8, 6),
+        ("gpu-fallen-off-bus", 8, 4),
+        ("no-gpu-driver", 0, 0),
+    ],
+)
+def test_pci_glob(name: str, gpus: int, switches: int) -> None:
+    system = load_scenario(name).system()
+    assert _pci_kinds(system) == {"gpu": gpus, "nvswitch": switches, "other": 2}
+
+
+def test_pci_addresses_follow_nvml_bus_ids() -> None:
+    system = load_scenario("healthy-8x-h100-sxm").system()
+    assert "/sys/bus/pci/devices/0000:c1:00.0" in system.glob("/sys/bus/pci/devices/*")
+    assert system.read_text("/sys/bus/pci/devices/0000:c1:00.0/class") == "0x030200\n"
+    assert system.glob("/sys/bus/pci/devices/0000:c1:00.0/*") == [
+        "/sys/bus/pci/devices/0000:c1:00.0/class",
+        "/sys/bus/pci/devices/0000:c1:00.0/vendor",
+    ]
+
+
+def test_run_and_which() -> None:
+    system = load_scenario("healthy-8x-h100-sxm").system()
+    smi = system.run(["nvidia-smi"])
+    assert smi.ok
+    assert "Driver Version: 550.90.07" in smi.stdout
+    assert system.which("nvcc") == "/usr/local/cuda/bin/nvcc"
+    nvcc = system.run(["/usr/local/cuda/bin/nvcc", "--version"])
+    assert "release 12.4, V12.4.131" in nvcc.stdout
+    dpkg = system.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "*cudnn*"])
+    assert "libcudnn9-cuda-12 9.1.0.70-1" in dpkg.stdout
+    missing = system.run(["rpm", "-qa", "*cudnn*"])
+    assert missing.rc == 127
+    assert system.which("rpm") is None
+
+
+def test_no_driver_host_has_no_nvidia_tools() -> None:
+    system = load_scenario("no-gpu-driver").system()
+    assert system.which("nvidia-smi") is None
+    assert system.run(["nvidia-smi"]).rc == 127
+    assert system.which("nvcc") is None
+    assert system.read_text("/proc/driver/nvidia/version") is None
+    assert "NVRM" not in system.run(["dmesg"]).stdout
+
+
+def test_permission_denied_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"files": {"/var/log/kern.log": {"error": "permission_denied"}}})
+    system = load_scenario(path).system()
+    with pytest.raises(PermissionError):
+        system.read_text("/var/log/kern.log")
+
+
+_BANNER_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+(\S+) Off \|", re.M)
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_nvidia_smi_agrees_with_nvml(name: str) -> None:
+    scenario = load_scenario(name)
+    smi = scenario.system().run(["nvidia-smi"])
+    reading = read_nvml(scenario.nvml())
+    if reading.status is not NvmlStatus.OK or any(
+        g.status is not GpuStatus.OK for g in reading.gpus
+    ):
+        assert smi.rc != 0
+        return
+    assert f"Driver Version: {reading.driver_version}" in smi.stdout
+    assert f"CUDA Version: {reading.cuda_driver_version}" in smi.stdout
+    rows = _BANNER_ROW.findall(smi.stdout)
+    assert [(int(i), n, b) for i, n, _, b in rows] == [
+        (g.index, g.name, g.pci_bus_id) for g in reading.gpus
+    ]
+    for gpu in reading.gpus:
+        cap = f"/ {round(gpu.power_limit_enforced_w):>4}W"  # type: ignore[arg-type]
+        assert cap in smi.stdout
+
+
+def test_lost_gpu_agrees_across_nvml_smi_and_kernel_log() -> None:
+    scenario = load_scenario("gpu-fallen-off-bus")
+    healthy = read_nvml(load_scenario("healthy-8x-h100-sxm").nvml()).gpus[6]
+    system = scenario.system()
+    assert "GPU0000:C1:00.0" in system.run(["nvidia-smi"]).stdout
+    dmesg = system.run(["dmesg"]).stdout
+    xid = "NVRM: Xid (PCI:0000:c1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen"
+    assert xid in dmesg
+    assert healthy.pci_bus_id == "00000000:C1:00.0"
+    assert f"GPU Board Serial Number: {healthy.serial}" in dmesg
+
+
+def test_row_remap_xid_names_gpu_2() -> None:
+    dmesg = load_scenario("row-remap-pending").system().run(["dmesg"]).stdout
+    assert re.search(r"NVRM: Xid \(PCI:0000:4c:00\): 63, .*Row Remapper", dmesg)
+    healthy = load_scenario("healthy-8x-h100-sxm").system().run(["dmesg"]).stdout
+    assert "Xid" not in healthy
+
+
+def test_driver_mismatch_host() -> None:
+    system = load_scenario("driver-mismatch").system()
+    smi = system.run(["nvidia-smi"])
+    assert smi.rc != 0
+    assert "Failed to initialize NVML: Driver/library version mismatch" in smi.stdout
+    assert "NVML library version: 550.54" in smi.stdout
+    assert "550.90.07" in (system.read_text("/proc/driver/nvidia/version") or "")
+
+
+def test_nvcc_off_pin() -> None:
+    out = load_scenario("nvcc-off-pin").system().run(["nvcc", "--version"]).stdout
+    assert "release 12.2, V12.2.140" in out

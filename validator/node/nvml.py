@@ -1,0 +1,497 @@
+"""The single NVML adapter: the only module that imports ``pynvml``.
+
+Every NVML call goes through :func:`query`, which turns NVML's errors into
+:class:`~validator.model.Unavailable` values, so that a device that does not
+offer a reading, a GPU that fell off the bus or a missing permission becomes a
+fact rather than a crash. :func:`read_nvml` reads the driver and every GPU into
+an :class:`NvmlReading`; it takes the library as an argument so that the same
+code runs on ``pynvml`` and on :class:`validator.node.fake_nvml.FakeNvml`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, SupportsInt, TypeVar, cast
+
+from validator.model import (
+    GpuFacts,
+    GpuStatus,
+    Measured,
+    NvLinkState,
+    NvmlStatus,
+    Reason,
+    Unavailable,
+    decode_clock_event_reasons,
+)
+
+T = TypeVar("T")
+
+MIB = 1048576
+
+LIBRARY_NOT_FOUND_DETAIL = (
+    "libnvidia-ml.so.1 not found: no NVIDIA user-space driver on this machine"
+)
+PYNVML_MISSING_DETAIL = "nvidia-ml-py (pynvml) is not installed"
+
+_COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+_FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+_BUS_ID = re.compile(
+    r"^(?:(?P<domain>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
+    r"\.(?P<fn>[0-7])$"
+)
+
+
+@dataclass(frozen=True)
+class NvmlReading:
+    """What NVML told us about the driver and each GPU."""
+
+    status: NvmlStatus
+    detail: str
+    driver_version: Measured[str]
+    cuda_driver_version: Measured[str]  # "12.4" from nvmlSystemGetCudaDriverVersion 12040
+    gpus: tuple[GpuFacts, ...]
+
+
+def _const(lib: object, name: str, default: int) -> int:
+    return int(getattr(lib, name, default))
+
+
+def _error_type(lib: object) -> type[BaseException]:
+    error = getattr(lib, "NVMLError", None)
+    if isinstance(error, type) and issubclass(error, BaseException):
+        return error
+    # A library without NVMLError cannot signal NVML errors; catch nothing extra.
+    return _NeverRaised
+
+
+class _NeverRaised(Exception):
+    """Stand-in exception type for a library that has no NVMLError."""
+
+
+def unavailable_for_code(lib: object, code: int, what: str, text: str = "") -> Unavailable:
+    """The :class:`Unavailable` an NVML return code stands for.
+
+    Args:
+        lib: pynvml or a look-alike (for the code constants).
+        code: the NVML return code.
+        what: the NVML call, named in the detail.
+        text: NVML's own words for the error, if known.
+    """
+    if code in (
+        _const(lib, "NVML_ERROR_NOT_SUPPORTED", 3),
+        _const(lib, "NVML_ERROR_FUNCTION_NOT_FOUND", 13),
+    ):
+        return Unavailable(Reason.NOT_SUPPORTED, what)
+    if code == _const(lib, "NVML_ERROR_GPU_IS_LOST", 15):
+        return Unavailable(Reason.GPU_LOST, f"{what}: GPU is lost")
+    if code == _const(lib, "NVML_ERROR_NO_PERMISSION", 4):
+        return Unavailable(Reason.NO_PERMISSION, f"{what}: insufficient permissions")
+    return Unavailable(Reason.ERROR, f"{what}: {text or f'NVML error {code}'}")
+
+
+def _function(lib: object, name: str) -> Callable[..., object]:
+    """A library function by name (a look-alike lacking it fails like a missing symbol)."""
+    func = getattr(lib, name, None)
+    if not callable(func):
+        raise AttributeError(f"{lib!r} has no NVML function {name}")
+    return cast(Callable[..., object], func)
+
+
+def _int(value: object) -> int:
+    """An integer NVML returned (c_uint and friends arrive as int)."""
+    return int(cast(SupportsInt, value))
+
+
+def _decode(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").rstrip("\x00")
+    return value
+
+
+def query(lib: object, func_name: str, *args: object) -> object:
+    """Call one NVML function; its NVML error comes back as an :class:`Unavailable`.
+
+    NOT_SUPPORTED and FUNCTION_NOT_FOUND (and a pynvml too old to have the
+    function) become NOT_SUPPORTED, GPU_IS_LOST becomes GPU_LOST,
+    NO_PERMISSION stays NO_PERMISSION, anything else is ERROR with NVML's
+    message. Bytes are decoded to str.
+
+    Args:
+        lib: pynvml or a look-alike.
+        func_name: the pynvml function, e.g. "nvmlDeviceGetName".
+        *args: its arguments, in pynvml's order.
+
+    Returns:
+        The function's result, or the reason it has none.
+    """
+    return _call(lib, func_name, *args)[0]
+
+
+def _call(lib: object, func_name: str, *args: object) -> tuple[object, int | None]:
+    """Like :func:`query`, also giving the NVML return code of a failure."""
+    func = getattr(lib, func_name, None)
+    if not callable(func):
+        return Unavailable(Reason.NOT_SUPPORTED, f"{func_name}: not in this pynvml"), None
+    try:
+        result = func(*args)
+    except _error_type(lib) as err:
+        code = getattr(err, "value", None)
+        if not isinstance(code, int):
+            return Unavailable(Reason.ERROR, f"{func_name}: {err}"), None
+        return unavailable_for_code(lib, code, func_name, str(err)), code
+    return _decode(result), None
+
+
+def cuda_version_text(version: int) -> str:
+    """NVML's CUDA version number as text: 12040 -> "12.4"."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def normalise_bus_id(bus_id: str) -> str:
+    """A PCI bus id as NVML prints it: 00000000:18:00.0, upper-case hex."""
+    text = bus_id.strip()
+    match = _BUS_ID.match(text)
+    if not match:
+        return text.upper()
+    domain = int(match.group("domain") or "0", 16)
+    bus = int(match.group("bus"), 16)
+    dev = int(match.group("dev"), 16)
+    return f"{domain:08X}:{bus:02X}:{dev:02X}.{match.group('fn')}"
+
+
+def _init_failure(lib: object, err: BaseException) -> tuple[NvmlStatus, str]:
+    code = getattr(err, "value", None)
+    text = str(err)
+    if code == _const(lib, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
+        return NvmlStatus.LIBRARY_NOT_FOUND, LIBRARY_NOT_FOUND_DETAIL
+    if code == _const(lib, "NVML_ERROR_DRIVER_NOT_LOADED", 9):
+        return (
+            NvmlStatus.DRIVER_NOT_LOADED,
+            "NVIDIA driver not loaded: libnvidia-ml is present but the kernel module is not",
+        )
+    if code == _const(lib, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", 18):
+        return (
+            NvmlStatus.DRIVER_MISMATCH,
+            "driver/library version mismatch: the loaded kernel module and user-space NVML "
+            "differ (reboot or reload the nvidia module)",
+        )
+    if code == _const(lib, "NVML_ERROR_NO_PERMISSION", 4):
+        return NvmlStatus.NO_PERMISSION, f"nvmlInit: insufficient permissions ({text})"
+    return NvmlStatus.ERROR, f"nvmlInit failed: {text}"
+
+
+def _failed(status: NvmlStatus, detail: str) -> NvmlReading:
+    missing = Unavailable(Reason.NOT_MEASURED, detail)
+    return NvmlReading(status, detail, missing, missing, ())
+
+
+def read_nvml(lib: object | None = None) -> NvmlReading:
+    """Read the driver and every GPU through NVML.
+
+    Never raises for anything NVML reports: a missing library, a driver not
+    loaded or mismatched, and a lost GPU all come back as statuses.
+
+    Args:
+        lib: pynvml or a look-alike; None imports pynvml.
+
+    Returns:
+        The reading, with one :class:`GpuFacts` per GPU NVML counts.
+    """
+    if lib is None:
+        try:
+            import pynvml  # noqa: TID251 - this adapter is the one module allowed to
+        except ImportError:
+            return _failed(NvmlStatus.LIBRARY_NOT_FOUND, PYNVML_MISSING_DETAIL)
+        lib = pynvml
+    error = _error_type(lib)
+    try:
+        _function(lib, "nvmlInit")()
+    except error as err:
+        return _failed(*_init_failure(lib, err))
+    try:
+        return _read_initialised(lib)
+    finally:
+        # Shutting down is best effort; the reading is already made.
+        with contextlib.suppress(error):
+            _function(lib, "nvmlShutdown")()
+
+
+def _read_initialised(lib: object) -> NvmlReading:
+    driver = query(lib, "nvmlSystemGetDriverVersion")
+    driver_version: Measured[str] = driver if isinstance(driver, Unavailable) else str(driver)
+    cuda = query(lib, "nvmlSystemGetCudaDriverVersion")
+    cuda_version: Measured[str] = (
+        cuda if isinstance(cuda, Unavailable) else cuda_version_text(_int(cuda))
+    )
+    count = query(lib, "nvmlDeviceGetCount")
+    if isinstance(count, Unavailable):
+        return NvmlReading(NvmlStatus.ERROR, str(count), driver_version, cuda_version, ())
+    gpu_count = _int(count)
+    if gpu_count == 0:
+        return NvmlReading(
+            NvmlStatus.NO_DEVICES,
+            "NVML is up but counts no GPU",
+            driver_version,
+            cuda_version,
+            (),
+        )
+    gpus = tuple(read_gpu(lib, index) for index in range(gpu_count))
+    return NvmlReading(
+        NvmlStatus.OK, f"NVML counts {gpu_count} GPU(s)", driver_version, cuda_version, gpus
+    )
+
+
+class _GpuReader:
+    """Queries one GPU; once it answers GPU_IS_LOST, stops asking."""
+
+    def __init__(self, lib: object, handle: object) -> None:
+        self.lib = lib
+        self.handle = handle
+        self.lost: Unavailable | None = None
+
+    def q(self, func_name: str, *args: object) -> object:
+        return self.q_code(func_name, *args)[0]
+
+    def q_code(self, func_name: str, *args: object) -> tuple[object, int | None]:
+        if self.lost is not None:
+            return Unavailable(Reason.GPU_LOST, "GPU stopped answering earlier in this read"), None
+        result, code = _call(self.lib, func_name, self.handle, *args)
+        if isinstance(result, Unavailable) and result.reason is Reason.GPU_LOST:
+            self.lost = result
+        return result, code
+
+    def const(self, name: str, default: int) -> int:
+        return _const(self.lib, name, default)
+
+
+def _as(convert: Callable[[Any], T], value: object) -> Measured[T]:
+    """``convert(value)``, or the value itself when it is an :class:`Unavailable`."""
+    return value if isinstance(value, Unavailable) else convert(value)
+
+
+def _pick(value: object, position: int, convert: Callable[[Any], T]) -> Measured[T]:
+    """``convert(value[position])`` for a tuple-returning call, or why not."""
+    if isinstance(value, Unavailable):
+        return value
+    return convert(cast(Sequence[Any], value)[position])
+
+
+def _watts(milliwatts: int) -> float:
+    return int(milliwatts) / 1000.0
+
+
+def read_gpu(lib: object, index: int) -> GpuFacts:
+    """Read every fact of one GPU; a failure here never affects other GPUs.
+
+    Args:
+        lib: pynvml or a look-alike, already initialised.
+        index: the NVML device index.
+    """
+    handle = query(lib, "nvmlDeviceGetHandleByIndex", index)
+    if isinstance(handle, Unavailable):
+        status = GpuStatus.LOST if handle.reason is Reason.GPU_LOST else GpuStatus.ERROR
+        return unreadable_gpu(index, status, handle)
+    reader = _GpuReader(lib, handle)
+    try:
+        facts = _read_fields(reader, index)
+    except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        # A reading of a shape we did not expect: this GPU is an error, the rest go on.
+        why = Unavailable(Reason.ERROR, f"unexpected NVML answer: {exc}")
+        return unreadable_gpu(index, GpuStatus.ERROR, why)
+    if reader.lost is not None:
+        return replace(facts, status=GpuStatus.LOST, status_detail=reader.lost.detail)
+    return facts
+
+
+def unreadable_gpu(index: int, status: GpuStatus, why: Unavailable) -> GpuFacts:
+    """A GPU none of whose facts could be read: every fact carries the reason."""
+    facts = {
+        f.name: why for f in dataclasses.fields(GpuFacts) if f.name not in _GPU_IDENTITY_FIELDS
+    }
+    return GpuFacts(index=index, status=status, status_detail=why.detail, **facts)
+
+
+_GPU_IDENTITY_FIELDS = ("index", "status", "status_detail")
+
+
+def _read_fields(r: _GpuReader, index: int) -> GpuFacts:
+    c = r.const
+    pci = r.q("nvmlDeviceGetPciInfo")
+    memory = r.q("nvmlDeviceGetMemoryInfo")
+    ecc_mode = r.q("nvmlDeviceGetEccMode")
+    enabled = c("NVML_FEATURE_ENABLED", 1)
+    corrected = c("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
+    uncorrected = c("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile = c("NVML_VOLATILE_ECC", 0)
+    aggregate = c("NVML_AGGREGATE_ECC", 1)
+    remap = r.q("nvmlDeviceGetRemappedRows")
+    constraints = r.q("nvmlDeviceGetPowerManagementLimitConstraints")
+    mig = r.q("nvmlDeviceGetMigMode")
+    mig_on = c("NVML_DEVICE_MIG_ENABLE", 1)
+    fabric_state, fabric_status = _fabric(r)
+    sm = c("NVML_CLOCK_SM", 1)
+    mem = c("NVML_CLOCK_MEM", 2)
+
+    def threshold(name: str, default: int) -> Measured[float]:
+        return _as(float, r.q("nvmlDeviceGetTemperatureThreshold", c(name, default)))
+
+    def retired(cause: str, default: int) -> Measured[int]:
+        return _as(len, r.q("nvmlDeviceGetRetiredPages", c(cause, default)))
+
+    def ecc(kind: int, counter: int) -> Measured[int]:
+        return _as(int, r.q("nvmlDeviceGetTotalEccErrors", kind, counter))
+
+    return GpuFacts(
+        index=index,
+        uuid=_as(str, r.q("nvmlDeviceGetUUID")),
+        serial=_as(str, r.q("nvmlDeviceGetSerial")),
+        name=_as(str, r.q("nvmlDeviceGetName")),
+        pci_bus_id=_as(lambda info: normalise_bus_id(str(_decode(info.busId))), pci),
+        vbios_version=_as(str, r.q("nvmlDeviceGetVbiosVersion")),
+        memory_total_mib=_as(lambda m: int(m.total) // MIB, memory),
+        memory_used_mib=_as(lambda m: int(m.used) // MIB, memory),
+        ecc_mode_current=_pick(ecc_mode, 0, lambda v: int(v) == enabled),
+        ecc_mode_pending=_pick(ecc_mode, 1, lambda v: int(v) == enabled),
+        ecc_volatile_corrected=ecc(corrected, volatile),
+        ecc_volatile_uncorrected=ecc(uncorrected, volatile),
+        ecc_aggregate_corrected=ecc(corrected, aggregate),
+        ecc_aggregate_uncorrected=ecc(uncorrected, aggregate),
+        retired_pages_sbe=retired("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+        retired_pages_dbe=retired("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+        retired_pages_pending=_as(
+            lambda v: int(v) == enabled, r.q("nvmlDeviceGetRetiredPagesPendingStatus")
+        ),
+        remapped_rows_correctable=_pick(remap, 0, int),
+        remapped_rows_uncorrectable=_pick(remap, 1, int),
+        remap_pending=_pick(remap, 2, bool),
+        remap_failure=_pick(remap, 3, bool),
+        temperature_gpu_c=_as(
+            float, r.q("nvmlDeviceGetTemperature", c("NVML_TEMPERATURE_GPU", 0))
+        ),
+        temperature_memory_c=_memory_temperature(r),
+        temp_shutdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
+        temp_slowdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+        temp_max_operating_c=threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
+        temp_memory_max_c=threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2),
+        tlimit_margin_c=_margin(r),
+        power_draw_w=_as(_watts, r.q("nvmlDeviceGetPowerUsage")),
+        power_limit_enforced_w=_as(_watts, r.q("nvmlDeviceGetEnforcedPowerLimit")),
+        power_limit_default_w=_as(_watts, r.q("nvmlDeviceGetPowerManagementDefaultLimit")),
+        power_limit_min_w=_pick(constraints, 0, _watts),
+        power_limit_max_w=_pick(constraints, 1, _watts),
+        sm_clock_mhz=_as(int, r.q("nvmlDeviceGetClockInfo", sm)),
+        mem_clock_mhz=_as(int, r.q("nvmlDeviceGetClockInfo", mem)),
+        sm_clock_max_mhz=_as(int, r.q("nvmlDeviceGetMaxClockInfo", sm)),
+        mem_clock_max_mhz=_as(int, r.q("nvmlDeviceGetMaxClockInfo", mem)),
+        sm_clock_app_mhz=_as(int, r.q("nvmlDeviceGetApplicationsClock", sm)),
+        mem_clock_app_mhz=_as(int, r.q("nvmlDeviceGetApplicationsClock", mem)),
+        clock_event_reasons=_clock_event_reasons(r),
+        pcie_gen_current=_as(int, r.q("nvmlDeviceGetCurrPcieLinkGeneration")),
+        pcie_gen_max=_as(int, r.q("nvmlDeviceGetMaxPcieLinkGeneration")),
+        pcie_width_current=_as(int, r.q("nvmlDeviceGetCurrPcieLinkWidth")),
+        pcie_width_max=_as(int, r.q("nvmlDeviceGetMaxPcieLinkWidth")),
+        persistence_mode=_as(lambda v: int(v) == enabled, r.q("nvmlDeviceGetPersistenceMode")),
+        compute_mode=_as(
+            lambda v: _COMPUTE_MODES.get(int(v), f"unknown_{int(v)}"),
+            r.q("nvmlDeviceGetComputeMode"),
+        ),
+        mig_mode_current=_pick(mig, 0, lambda v: int(v) == mig_on),
+        mig_mode_pending=_pick(mig, 1, lambda v: int(v) == mig_on),
+        nvlinks=_nvlinks(r),
+        fabric_state=fabric_state,
+        fabric_status=fabric_status,
+    )
+
+
+def _memory_temperature(r: _GpuReader) -> Measured[float]:
+    field_id = getattr(r.lib, "NVML_FI_DEV_MEMORY_TEMP", None)
+    if field_id is None:
+        return Unavailable(Reason.NOT_SUPPORTED, "pynvml has no NVML_FI_DEV_MEMORY_TEMP")
+    values = r.q("nvmlDeviceGetFieldValues", [int(field_id)])
+    if isinstance(values, Unavailable):
+        return values
+    value = cast(Sequence[Any], values)[0]
+    ret = int(value.nvmlReturn)
+    if ret != r.const("NVML_SUCCESS", 0):
+        missing = unavailable_for_code(r.lib, ret, "nvmlDeviceGetFieldValues(MEMORY_TEMP)")
+        if missing.reason is Reason.GPU_LOST:
+            r.lost = missing
+        return missing
+    value_type = int(value.valueType)
+    member = {
+        r.const("NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
+        r.const("NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
+        r.const("NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
+        r.const("NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
+        r.const("NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
+        r.const("NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
+        r.const("NVML_VALUE_TYPE_UNSIGNED_SHORT", 6): "usVal",
+    }.get(value_type)
+    if member is None:
+        return Unavailable(Reason.ERROR, f"memory temperature of unknown value type {value_type}")
+    return float(getattr(value.value, member))
+
+
+def _margin(r: _GpuReader) -> Measured[float]:
+    if not callable(getattr(r.lib, "nvmlDeviceGetMarginTemperature", None)):
+        return Unavailable(Reason.NOT_MEASURED, "pynvml has no nvmlDeviceGetMarginTemperature")
+    return _as(float, r.q("nvmlDeviceGetMarginTemperature"))
+
+
+def _clock_event_reasons(r: _GpuReader) -> Measured[tuple[str, ...]]:
+    mask = r.q("nvmlDeviceGetCurrentClocksEventReasons")
+    if isinstance(mask, Unavailable) and mask.reason is Reason.NOT_SUPPORTED:
+        # Drivers and pynvml before R535 know only the older "throttle" name.
+        older = r.q("nvmlDeviceGetCurrentClocksThrottleReasons")
+        if not isinstance(older, Unavailable):
+            mask = older
+    return _as(lambda m: decode_clock_event_reasons(int(m)), mask)
+
+
+def _nvlinks(r: _GpuReader) -> Measured[tuple[NvLinkState, ...]]:
+    links: list[NvLinkState] = []
+    absent = (
+        r.const("NVML_ERROR_NOT_SUPPORTED", 3),
+        r.const("NVML_ERROR_INVALID_ARGUMENT", 2),
+        r.const("NVML_ERROR_FUNCTION_NOT_FOUND", 13),
+    )
+    for link in range(r.const("NVML_NVLINK_MAX_LINKS", 18)):
+        state, code = r.q_code("nvmlDeviceGetNvLinkState", link)
+        if isinstance(state, Unavailable):
+            if code in absent:
+                # Past the device's last link, or a link it does not have: skip it.
+                continue
+            # Lost, no permission or a real error: the link list cannot be trusted.
+            return state
+        links.append(NvLinkState(link=link, active=bool(_int(state))))
+    if not links:
+        return Unavailable(Reason.NOT_SUPPORTED, "no NVLink on this GPU")
+    return tuple(links)
+
+
+def _fabric(r: _GpuReader) -> tuple[Measured[str], Measured[str]]:
+    struct = getattr(r.lib, "c_nvmlGpuFabricInfo_t", None)
+    if struct is None or not callable(getattr(r.lib, "nvmlDeviceGetGpuFabricInfo", None)):
+        missing = Unavailable(Reason.NOT_SUPPORTED, "pynvml has no nvmlDeviceGetGpuFabricInfo")
+        return missing, missing
+    info = struct()
+    # NVML fills the struct through the pointer; pynvml passes it on untouched.
+    done = r.q("nvmlDeviceGetGpuFabricInfo", ctypes.pointer(info))
+    if isinstance(done, Unavailable):
+        return done, done
+    state = int(info.state)
+    status_code = int(info.status)
+    if status_code == r.const("NVML_SUCCESS", 0):
+        status = "success"
+    else:
+        status = str(unavailable_for_code(r.lib, status_code, "fabric").detail)
+        error = _error_type(r.lib)
+        if error is not _NeverRaised:
+            with contextlib.suppress(TypeError, ValueError):
+                status = str(error(status_code))
+    return _FABRIC_STATES.get(state, f"unknown_{state}"), status

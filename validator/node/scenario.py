@@ -1,0 +1,578 @@
+"""Simulated nodes: scenario files that describe a whole GPU host.
+
+A scenario drives both halves of a node: the fake NVML
+(:class:`validator.node.fake_nvml.FakeNvml`) and the host around it
+(:class:`ScenarioSystem`, a :class:`validator.node.system.System`), so the
+collector and every check run on it exactly as on a live host.
+
+Format (JSON, one object; every key but ``name`` is optional)::
+
+    {
+      "name": "healthy-8x-h100-sxm",
+      "description": "One line of summary; more lines may follow.",
+      "extends": "another-built-in",       # deep-merged under this file
+      "now": "2026-01-01T12:00:00+00:00",  # the host clock (ISO 8601)
+      "host": {"hostname": "...", "os_name": "Ubuntu 22.04.4 LTS",
+               "kernel": "5.15.0-112-generic", "uptime_s": 86400.5},
+      "nvml": { see validator.node.fake_nvml },
+      "files": {"/proc/driver/nvidia/version": "NVRM version: ...",
+                "/etc/secret": {"error": "permission_denied"}},
+      "commands": {"nvidia-smi": {"rc": 0, "stdout": "...", "stderr": ""},
+                   "nvcc --version": {...}, "dmesg": {...}, "dpkg-query": {...}},
+      "pci": {"gpus": 8, "nvswitches": 4}
+    }
+
+Merging: with ``extends``, objects merge key by key (recursively), any other
+value replaces the inherited one, and ``null`` removes the inherited key (a
+file, a command, a GPU field). ``nvml.gpu_overrides`` (by GPU index) is
+applied over ``nvml.gpu`` for that GPU after the merge.
+
+Synthesised host files: ``/etc/os-release`` from ``host.os_name``,
+``/proc/sys/kernel/osrelease`` from ``host.kernel``, ``/proc/uptime`` from
+``host.uptime_s`` and, under ``/sys/bus/pci/devices/<address>/``, ``vendor``
+and ``class`` for ``pci.gpus`` GPUs (0x10de, 0x030200; addresses from the NVML
+bus ids), ``pci.nvswitches`` NVSwitches (0x10de, 0x068000) and two
+non-NVIDIA host devices. A file given in ``files`` wins over a synthesised one.
+
+Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the
+program's directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds
+``nvcc --version``), then the program name alone; absent commands exit 127.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch
+import json
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from validator.errors import ScenarioError
+from validator.model import CLOCK_EVENT_REASONS
+from validator.node.fake_nvml import (
+    COMPUTE_MODES,
+    ERROR_CODES,
+    FABRIC_STATES,
+    GPU_KEYS,
+    NOT_SUPPORTED_MARKER,
+    NVML_KEYS,
+    FakeNvml,
+    default_bus_id,
+)
+from validator.node.system import CommandResult
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+DEFAULT_NOW = "2026-01-01T12:00:00+00:00"
+
+TOP_KEYS = frozenset(
+    {"name", "description", "extends", "now", "host", "nvml", "files", "commands", "pci"}
+)
+HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
+PCI_KEYS = frozenset({"gpus", "nvswitches"})
+COMMAND_KEYS = frozenset({"rc", "stdout", "stderr"})
+
+_INT_FIELDS = frozenset(
+    {
+        "memory_total_mib",
+        "memory_used_mib",
+        "ecc_volatile_corrected",
+        "ecc_volatile_uncorrected",
+        "ecc_aggregate_corrected",
+        "ecc_aggregate_uncorrected",
+        "retired_pages_sbe",
+        "retired_pages_dbe",
+        "remapped_rows_correctable",
+        "remapped_rows_uncorrectable",
+        "sm_clock_mhz",
+        "mem_clock_mhz",
+        "sm_clock_max_mhz",
+        "mem_clock_max_mhz",
+        "sm_clock_app_mhz",
+        "mem_clock_app_mhz",
+        "pcie_gen_current",
+        "pcie_gen_max",
+        "pcie_width_current",
+        "pcie_width_max",
+    }
+)
+_NUMBER_FIELDS = frozenset(
+    {
+        "temperature_gpu_c",
+        "temperature_memory_c",
+        "temp_shutdown_c",
+        "temp_slowdown_c",
+        "temp_max_operating_c",
+        "temp_memory_max_c",
+        "tlimit_margin_c",
+        "power_draw_w",
+        "power_limit_enforced_w",
+        "power_limit_default_w",
+        "power_limit_min_w",
+        "power_limit_max_w",
+    }
+)
+_BOOL_FIELDS = frozenset(
+    {
+        "lost",
+        "ecc_mode_current",
+        "ecc_mode_pending",
+        "retired_pages_pending",
+        "remap_pending",
+        "remap_failure",
+        "persistence_mode",
+        "mig_mode_current",
+        "mig_mode_pending",
+    }
+)
+_TEXT_FIELDS = frozenset(
+    {"uuid", "serial", "name", "pci_bus_id", "vbios_version", "pci_device_id", "fabric_status"}
+)
+_REASON_NAMES = frozenset(name for _, name in CLOCK_EVENT_REASONS)
+
+# Non-NVIDIA devices every simulated host has: a host bridge and an ISA bridge.
+_HOST_PCI_DEVICES = (("0000:00:00.0", "0x8086", "0x060000"), ("0000:00:1f.0", "0x8086", "0x060100"))
+
+
+# ---------------------------------------------------------------- loading
+
+
+def builtin_names() -> list[str]:
+    """The names of the built-in scenarios, sorted."""
+    return sorted(path.stem for path in SCENARIO_DIR.glob("*.json"))
+
+
+def describe(name: str) -> str:
+    """The first line of a scenario's description.
+
+    Raises:
+        ScenarioError: when the name or file cannot be loaded.
+    """
+    description = load_scenario(name).description
+    lines = description.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path.
+
+    Raises:
+        ScenarioError: with one line naming the problem and the fix.
+    """
+    if name_or_path in builtin_names():
+        raw = _read_json(SCENARIO_DIR / f"{name_or_path}.json")
+        where = f"built-in scenario {name_or_path!r}"
+        if raw.get("name", name_or_path) != name_or_path:
+            raise ScenarioError(
+                f"{where}: its name is {raw.get('name')!r}; name it {name_or_path!r} "
+                "like its file"
+            )
+        path = None
+    elif _looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        raw = _read_json(path)
+        where = f"scenario file {path}"
+    else:
+        raise ScenarioError(
+            f"unknown scenario {name_or_path!r}: run `gpuready scenarios` to list the built-in "
+            "ones, or give a path to a scenario file"
+        )
+    data = _resolve(raw, where, seen=(name_or_path,))
+    data.setdefault("name", path.stem if path else name_or_path)
+    _validate(data, where)
+    return Scenario(data, path)
+
+
+def _looks_like_path(text: str) -> bool:
+    return os.sep in text or "/" in text or text.endswith(".json") or Path(text).exists()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(
+            f"scenario file {path} does not exist: check the path, or run `gpuready scenarios` "
+            "for the built-in names"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"scenario file {path} cannot be read ({exc}); fix its permissions "
+                            "or encoding (UTF-8)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(
+            f"scenario file {path}, line {exc.lineno} column {exc.colno}: invalid JSON "
+            f"({exc.msg}); fix the file"
+        ) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"scenario file {path}: the top level must be a JSON object, "
+            f"not {type(data).__name__}"
+        )
+    return data
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged onto ``base``: objects merge, null removes, the rest replaces."""
+    merged: dict[str, Any] = dict(base)
+    for key, value in over.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str, Any]:
+    parent = raw.get("extends")
+    if parent is None:
+        return dict(raw)
+    if not isinstance(parent, str):
+        raise ScenarioError(f"{where}: 'extends' must be a built-in scenario name")
+    if parent in seen:
+        chain = " -> ".join((*seen, parent))
+        raise ScenarioError(f"{where}: 'extends' loops ({chain}); break the cycle")
+    if parent not in builtin_names():
+        raise ScenarioError(
+            f"{where}: extends unknown scenario {parent!r}; run `gpuready scenarios` to list "
+            "the built-in ones"
+        )
+    base = _resolve(
+        _read_json(SCENARIO_DIR / f"{parent}.json"),
+        f"built-in scenario {parent!r}",
+        (*seen, parent),
+    )
+    child = {key: value for key, value in raw.items() if key != "extends"}
+    merged = deep_merge(base, child)
+    # A child's description and name are its own, never inherited.
+    for key in ("name", "description"):
+        if key in child:
+            merged[key] = child[key]
+        else:
+            merged.pop(key, None)
+    return merged
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _fail(where: str, path: str, problem: str) -> ScenarioError:
+    return ScenarioError(f"{where}: {path} {problem}; fix the scenario")
+
+
+def _check_keys(where: str, path: str, value: object, allowed: frozenset[str]) -> None:
+    if not isinstance(value, Mapping):
+        raise _fail(where, path, "must be an object")
+    for key in value:
+        if key not in allowed:
+            known = ", ".join(sorted(allowed))
+            name = f"{path}.{key}" if path else str(key)
+            raise ScenarioError(f"{where}: unknown key {name!r}; known keys here: {known}")
+
+
+def _validate(data: Mapping[str, Any], where: str) -> None:
+    _check_keys(where, "", data, TOP_KEYS)
+    for key in ("name", "description", "now"):
+        if key in data and not isinstance(data[key], str):
+            raise _fail(where, key, "must be a string")
+    if "now" in data:
+        try:
+            _parse_now(data["now"])
+        except ValueError:
+            raise _fail(where, "now", f"is not an ISO 8601 time ({data['now']!r})") from None
+    host = data.get("host", {})
+    _check_keys(where, "host", host, HOST_KEYS)
+    pci = data.get("pci", {})
+    _check_keys(where, "pci", pci, PCI_KEYS)
+    for key, value in pci.items():
+        if _count(value) is None:
+            raise _fail(where, f"pci.{key}", "must be a count (0 or more)")
+    files = data.get("files", {})
+    if not isinstance(files, Mapping):
+        raise _fail(where, "files", "must be an object of path: text")
+    for path, text in files.items():
+        if not isinstance(text, str) and text != {"error": "permission_denied"}:
+            raise _fail(where, f"files[{path!r}]", 'must be text or {"error": "permission_denied"}')
+    commands = data.get("commands", {})
+    if not isinstance(commands, Mapping):
+        raise _fail(where, "commands", "must be an object of command line: result")
+    for line, result in commands.items():
+        _check_keys(where, f"commands[{line!r}]", result, COMMAND_KEYS)
+        if not _is_int(result.get("rc", 0)):
+            raise _fail(where, f"commands[{line!r}].rc", "must be an integer")
+    _validate_nvml(data.get("nvml", {}), where)
+
+
+def _validate_nvml(section: object, where: str) -> None:
+    _check_keys(where, "nvml", section, NVML_KEYS)
+    nvml = cast(Mapping[str, Any], section)
+    error = nvml.get("init_error")
+    if error is not None and str(error).lower() not in ERROR_CODES:
+        known = ", ".join(sorted(ERROR_CODES))
+        raise _fail(where, "nvml.init_error", f"{error!r} is not one of: {known}")
+    count = _count(nvml.get("gpu_count", 0))
+    if count is None:
+        raise _fail(where, "nvml.gpu_count", "must be a count (0 or more)")
+    cuda = nvml.get("cuda_driver_version")
+    if cuda is not None and not _is_int(cuda) and _marker_error(cuda) is None:
+        raise _fail(where, "nvml.cuda_driver_version", "must be an integer like 12040")
+    bus_ids = nvml.get("pci_bus_ids", [])
+    if not isinstance(bus_ids, list) or not all(isinstance(b, str) for b in bus_ids):
+        raise _fail(where, "nvml.pci_bus_ids", "must be a list of bus ids")
+    _validate_gpu(nvml.get("gpu", {}), where, "nvml.gpu")
+    overrides = nvml.get("gpu_overrides", {})
+    _check_keys(where, "nvml.gpu_overrides", overrides, frozenset(str(i) for i in range(count)))
+    for index, override in overrides.items():
+        _validate_gpu(override, where, f"nvml.gpu_overrides.{index}")
+    seen: dict[str, int] = {}
+    for index in range(count):
+        gpu = {**nvml.get("gpu", {}), **overrides.get(str(index), {})}
+        for key in ("uuid", "serial"):
+            if key in gpu and isinstance(gpu[key], str):
+                tag = f"{key}={gpu[key]}"
+                if tag in seen:
+                    raise _fail(
+                        where,
+                        f"nvml GPU {index} {key}",
+                        f"repeats GPU {seen[tag]}'s {gpu[key]!r}: give each GPU its own "
+                        "(or leave it out to derive one)",
+                    )
+                seen[tag] = index
+
+
+def _validate_gpu(section: object, where: str, path: str) -> None:  # noqa: PLR0912 - a check a line
+    _check_keys(where, path, section, GPU_KEYS)
+    for key, value in cast(Mapping[str, Any], section).items():
+        at = f"{path}.{key}"
+        if value is None or _marker_error(value) is not None:
+            continue
+        if key in _INT_FIELDS and not _is_int(value):
+            raise _fail(where, at, f"must be an integer, got {value!r}")
+        if key in _NUMBER_FIELDS and not _is_number(value):
+            raise _fail(where, at, f"must be a number, got {value!r}")
+        if key in _BOOL_FIELDS and not isinstance(value, bool):
+            raise _fail(where, at, f"must be true or false, got {value!r}")
+        if key in _TEXT_FIELDS and not isinstance(value, str):
+            raise _fail(where, at, f"must be a string, got {value!r}")
+        if key == "compute_mode" and value not in COMPUTE_MODES:
+            raise _fail(where, at, f"must be one of {', '.join(COMPUTE_MODES)}")
+        if key == "fabric_state" and value not in FABRIC_STATES:
+            raise _fail(where, at, f"must be one of {', '.join(FABRIC_STATES)}")
+        if key == "nvlinks" and not (
+            _count(value) is not None
+            or (isinstance(value, list) and all(isinstance(s, bool) for s in value))
+        ):
+            raise _fail(where, at, "must be a count of active links or a list of true/false")
+        if key == "clock_event_reasons":
+            if not isinstance(value, list):
+                raise _fail(where, at, "must be a list of reason names")
+            for reason in value:
+                if reason not in _REASON_NAMES and not str(reason).startswith("unknown_0x"):
+                    raise _fail(where, at, f"names unknown reason {reason!r}")
+
+
+def _marker_error(value: object) -> str | None:
+    if value == NOT_SUPPORTED_MARKER:
+        return NOT_SUPPORTED_MARKER
+    if isinstance(value, Mapping) and set(value) == {"nvml_error"}:
+        return str(value["nvml_error"])
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: object) -> int | None:
+    """``value`` when it is a whole number of 0 or more, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parse_now(text: str) -> datetime.datetime:
+    when = datetime.datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.astimezone(datetime.timezone.utc)
+
+
+# ---------------------------------------------------------------- the scenario
+
+
+class Scenario:
+    """One loaded scenario: merged, validated data and what it drives."""
+
+    def __init__(self, data: dict[str, Any], path: Path | None = None) -> None:
+        self.data = data
+        self.path = path
+
+    @property
+    def name(self) -> str:
+        """The scenario's name."""
+        return str(self.data.get("name", ""))
+
+    @property
+    def description(self) -> str:
+        """What the scenario simulates."""
+        return str(self.data.get("description", ""))
+
+    def nvml(self, *, bytes_strings: bool = False) -> FakeNvml:
+        """A fresh fake NVML for this node."""
+        return FakeNvml(self.data.get("nvml", {}), bytes_strings=bytes_strings)
+
+    def system(self) -> ScenarioSystem:
+        """The host around the GPUs."""
+        return ScenarioSystem(self.data)
+
+
+def _os_release(pretty: str) -> str:
+    words = pretty.split()
+    name = words[0] if words else "Linux"
+    version = words[1] if len(words) > 1 else ""
+    version_id = ".".join(version.split(".")[:2])
+    return (
+        f'PRETTY_NAME="{pretty}"\n'
+        f'NAME="{name}"\n'
+        f'VERSION_ID="{version_id}"\n'
+        f'VERSION="{" ".join(words[1:])}"\n'
+        f"ID={name.lower()}\n"
+    )
+
+
+def nvswitch_addresses(count: int, taken: Sequence[str]) -> list[str]:
+    """Sysfs addresses for ``count`` NVSwitches: buses from 0x05 up, skipping GPUs' buses."""
+    used = {address.lower() for address in taken}
+    out: list[str] = []
+    bus = 5
+    while len(out) < count:
+        address = f"0000:{bus:02x}:00.0"
+        if address not in used:
+            out.append(address)
+        bus += 1
+    return out
+
+
+def _sysfs_address(bus_id: str) -> str:
+    """00000000:19:00.0 -> 0000:19:00.0, lower case, as sysfs names devices."""
+    domain, _, rest = bus_id.partition(":")
+    return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+class ScenarioSystem:
+    """A :class:`~validator.node.system.System` answering from a scenario."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        host = data.get("host", {})
+        self._hostname = str(host.get("hostname") or f"sim-{data.get('name', 'node')}")
+        self._now = _parse_now(str(data.get("now", DEFAULT_NOW)))
+        self._commands: Mapping[str, Mapping[str, Any]] = data.get("commands", {})
+        self._files: dict[str, Any] = {}
+        if "os_name" in host:
+            self._files["/etc/os-release"] = _os_release(str(host["os_name"]))
+        if "kernel" in host:
+            self._files["/proc/sys/kernel/osrelease"] = f"{host['kernel']}\n"
+        if "uptime_s" in host:
+            uptime = float(host["uptime_s"])
+            self._files["/proc/uptime"] = f"{uptime:.2f} {uptime * 15.7:.2f}\n"
+        self._files.update(self._pci_files(data))
+        self._files.update(data.get("files", {}))
+        self._dirs = sorted({d for path in self._files for d in _parent_dirs(path)})
+
+    @staticmethod
+    def _pci_files(data: Mapping[str, Any]) -> dict[str, str]:
+        pci = data.get("pci", {})
+        nvml = data.get("nvml", {})
+        bus_ids: list[str] = list(nvml.get("pci_bus_ids", []))
+        files: dict[str, str] = {}
+
+        def add(address: str, vendor: str, device_class: str) -> None:
+            base = f"/sys/bus/pci/devices/{address}"
+            files[f"{base}/vendor"] = f"{vendor}\n"
+            files[f"{base}/class"] = f"{device_class}\n"
+
+        for address, vendor, device_class in _HOST_PCI_DEVICES:
+            add(address, vendor, device_class)
+        gpus = [
+            _sysfs_address(bus_ids[index] if index < len(bus_ids) else default_bus_id(index))
+            for index in range(int(pci.get("gpus", 0)))
+        ]
+        for address in gpus:
+            add(address, "0x10de", "0x030200")
+        for address in nvswitch_addresses(int(pci.get("nvswitches", 0)), gpus):
+            add(address, "0x10de", "0x068000")
+        return files
+
+    def hostname(self) -> str:
+        """The host's name."""
+        return self._hostname
+
+    def read_text(self, path: str) -> str | None:
+        """A file's text, or None when the scenario has no such file.
+
+        Raises:
+            PermissionError: for a file marked ``{"error": "permission_denied"}``.
+        """
+        text = self._files.get(path)
+        if isinstance(text, Mapping):
+            raise PermissionError(13, "Permission denied", path)
+        return text
+
+    def glob(self, pattern: str) -> list[str]:
+        """Files and directories matching a shell pattern (``*`` stays within a segment)."""
+        wanted = pattern.split("/")
+        found = [
+            path
+            for path in (*self._files, *self._dirs)
+            if _segments_match(path.split("/"), wanted)
+        ]
+        return sorted(set(found))
+
+    def which(self, name: str) -> str | None:
+        """Where a command the scenario knows lives."""
+        programs = {posixpath.basename(line.split()[0]) for line in self._commands if line.split()}
+        if name not in programs:
+            return None
+        return "/usr/local/cuda/bin/nvcc" if name == "nvcc" else f"/usr/bin/{name}"
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
+        """The scenario's recorded result for this command line; 127 when it has none."""
+        del timeout_s  # recorded results take no time
+        if not argv:
+            return CommandResult(127, "", "empty command")
+        program = posixpath.basename(argv[0])
+        for key in (" ".join(argv), " ".join((program, *argv[1:])), program):
+            result = self._commands.get(key)
+            if result is not None:
+                return CommandResult(
+                    int(result.get("rc", 0)),
+                    str(result.get("stdout", "")),
+                    str(result.get("stderr", "")),
+                )
+        return CommandResult(127, "", f"{argv[0]}: command not found")
+
+    def now(self) -> datetime.datetime:
+        """The scenario's fixed clock, UTC."""
+        return self._now
+
+
+def _parent_dirs(path: str) -> list[str]:
+    """/a/b/c -> [/a, /a/b]."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(2, len(parts))]
+
+
+def _segments_match(parts: Sequence[str], wanted: Sequence[str]) -> bool:
+    return len(parts) == len(wanted) and all(
+        fnmatch.fnmatchcase(part, pattern) for part, pattern in zip(parts, wanted)
+    )
