@@ -1,0 +1,165 @@
+"""The SKU catalog: every row valid, exact-name matching, names taken from real captures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from validator.errors import PolicyError
+from validator.judge import load_catalog
+
+SKUS_YAML = Path(__file__).resolve().parent.parent / "validator" / "judge" / "skus.yaml"
+
+EXPECTED_IDS = {
+    "v100-sxm2-16gb",
+    "v100-sxm2-32gb",
+    "v100-pcie-16gb",
+    "v100-pcie-32gb",
+    "t4",
+    "a10",
+    "a30",
+    "a40",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "a100-sxm4-40gb",
+    "a100-sxm4-80gb",
+    "l4",
+    "l40",
+    "l40s",
+    "h100-pcie",
+    "h100-sxm",
+    "h100-nvl",
+    "h200-sxm",
+    "h200-nvl",
+    "gh200",
+    "b200",
+}
+
+
+def test_catalog_has_every_required_row() -> None:
+    ids = {sku.id for sku in load_catalog().all()}
+    assert ids >= EXPECTED_IDS
+
+
+def test_every_row_is_consistent() -> None:
+    for sku in load_catalog().all():
+        assert sku.default_power_w in sku.power_limits_w, sku.id
+        assert 0 < sku.memory_tolerance_mib < sku.memory_mib // 10, sku.id
+        # estimates get the wider tolerance
+        assert sku.memory_tolerance_mib == (512 if sku.memory_verified else 2048), sku.id
+        assert sku.form_factor in ("sxm", "pcie", "nvl", "superchip"), sku.id
+        assert sku.peak_tflops.fp32 is not None, sku.id
+        assert sku.peak_tflops.fp16 is not None, sku.id
+        assert sku.source, sku.id
+        if sku.nvswitch:
+            assert sku.form_factor == "sxm", sku.id
+
+
+@pytest.mark.parametrize(
+    ("name", "sku_id", "memory_mib", "nvlinks"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm", 81559, 18),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb", 81920, 12),
+        ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb", 40960, 12),
+        ("NVIDIA H200", "h200-sxm", 143771, 18),
+        ("Tesla T4", "t4", 15360, None),
+        ("NVIDIA L40S", "l40s", 46068, None),
+        ("NVIDIA GH200 480GB", "gh200", 97871, None),
+        ("NVIDIA B200", "b200", 183359, 18),
+        ("NVIDIA H100 NVL", "h100-nvl", 95830, None),
+        ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb", 16384, 6),
+    ],
+)
+def test_match_exact_names(name: str, sku_id: str, memory_mib: int, nvlinks: int | None) -> None:
+    sku = load_catalog().match(name)
+    assert sku is not None
+    assert (sku.id, sku.memory_mib, sku.nvlinks) == (sku_id, memory_mib, nvlinks)
+
+
+def test_match_is_exact_then_case_insensitive_never_fuzzy() -> None:
+    catalog = load_catalog()
+    assert catalog.match("nvidia h100 80gb hbm3") is catalog.get("h100-sxm")
+    assert catalog.match("NVIDIA H100") is None
+    assert catalog.match("NVIDIA H100 80GB HBM3 ") is None
+    assert catalog.match("NVIDIA GeForce RTX 4090") is None
+    assert catalog.match("NVIDIA A10G") is None
+
+
+def test_a100_80gb_accepts_both_hgx_and_datasheet_defaults() -> None:
+    sku = load_catalog().get("a100-sxm4-80gb")
+    assert (sku.default_power_w, sku.power_limits_w, sku.tdp_w) == (500.0, (400.0, 500.0), 400.0)
+
+
+def test_get_unknown_id_lists_valid_ids() -> None:
+    with pytest.raises(PolicyError, match=r"unknown SKU id 'h100'; valid ids: .*h100-sxm"):
+        load_catalog().get("h100")
+
+
+def test_invalid_row_names_the_row(tmp_path: Path) -> None:
+    bad = tmp_path / "skus.yaml"
+    text = SKUS_YAML.read_text(encoding="utf-8")
+    bad.write_text(text.replace("memory_mib: 81559\n", "memory_mib: 80GB\n", 1), encoding="utf-8")
+    with pytest.raises(
+        PolicyError, match=r"row 'h100-pcie': 'memory_mib' must be a whole number >= 0, got '80GB'"
+    ):
+        load_catalog(str(bad))
+
+
+def test_duplicate_name_is_rejected(tmp_path: Path) -> None:
+    bad = tmp_path / "skus.yaml"
+    text = SKUS_YAML.read_text(encoding="utf-8")
+    bad.write_text(
+        text.replace('names: ["NVIDIA L40"]', 'names: ["NVIDIA L40S"]'), encoding="utf-8"
+    )
+    with pytest.raises(
+        PolicyError, match=r"row 'l40s': name 'NVIDIA L40S' already belongs to 'l40'"
+    ):
+        load_catalog(str(bad))
+
+
+def test_catalog_is_cached() -> None:
+    assert load_catalog() is load_catalog()
+
+
+def _captured_names(root: Path) -> set[str]:
+    names: set[str] = set()
+    for path in (root / "nvidia-smi-q").glob("*.txt"):
+        match = re.search(
+            r"^\s*Product Name\s*:\s*(.+?)\s*$", path.read_text(errors="replace"), re.M
+        )
+        if match:
+            names.add(match.group(1))
+    for path in (root / "nvidia-smi-xml").glob("*.xml"):
+        names.update(
+            re.findall(r"<product_name>(.+?)</product_name>", path.read_text(errors="replace"))
+        )
+    return names
+
+
+def test_every_datacenter_name_in_the_captures_is_in_the_catalog(captures_dir: Path) -> None:
+    names = _captured_names(captures_dir)
+    datacenter = {
+        n
+        for n in names
+        if re.search(r"\b(A10|A40|A100|H100|H200|GH200|L4|L40S|T4|V100)\b", n) and "A10G" not in n
+    }
+    assert len(datacenter) >= 9
+    catalog = load_catalog()
+    assert {n for n in datacenter if catalog.match(n) is None} == set()
+
+
+def test_captured_memory_matches_catalog(captures_dir: Path) -> None:
+    catalog = load_catalog()
+    checked = 0
+    for path in sorted((captures_dir / "nvidia-smi-q").glob("gls-*.txt")):
+        text = path.read_text(errors="replace")
+        name = re.search(r"Product Name\s*:\s*(.+?)\s*$", text, re.M)
+        total = re.search(r"FB Memory Usage\s*\n\s*Total\s*:\s*(\d+) MiB", text)
+        sku = catalog.match(name.group(1)) if name else None
+        if sku is None or total is None:
+            continue
+        assert abs(int(total.group(1)) - sku.memory_mib) <= sku.memory_tolerance_mib, path.name
+        checked += 1
+    assert checked >= 7

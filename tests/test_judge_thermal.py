@@ -1,0 +1,141 @@
+"""Thermal checks: idle margin to slowdown (absolute and T.Limit forms), throttle reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_judge_healthy import NOT_SUPPORTED, healthy_node, judge, not_passed, only, with_gpu
+from validator.judge import Policy, Thresholds
+from validator.model import NodeFacts, Reason, Severity, Unavailable, Verdict
+
+FAIL, UNKNOWN, WARN = Severity.FAIL, Severity.UNKNOWN, Severity.WARN
+
+ABSOLUTE = {
+    "tlimit_margin_c": NOT_SUPPORTED,
+    "tlimit_slowdown_c": NOT_SUPPORTED,
+    "temp_slowdown_c": 87.0,
+}
+
+CASES = [
+    (
+        "T.Limit margin 5 C",
+        with_gpu(healthy_node(), 1, tlimit_margin_c=5.0),
+        Policy(),
+        {("thermal.margin", WARN, 1)},
+    ),
+    ("T.Limit margin 8+2 C", with_gpu(healthy_node(), 1, tlimit_margin_c=8.0), Policy(), set()),
+    (
+        "healthy margin under a strict policy",
+        healthy_node(),
+        Policy(thresholds=Thresholds(thermal_margin_min_c=60)),
+        {("thermal.margin", WARN, i) for i in range(8)},
+    ),
+    (
+        "absolute form, hot",
+        with_gpu(healthy_node(), 2, temperature_gpu_c=80.0, **ABSOLUTE),
+        Policy(),
+        {("thermal.margin", WARN, 2)},
+    ),
+    (
+        "absolute form, cool",
+        with_gpu(healthy_node(), 2, temperature_gpu_c=40.0, **ABSOLUTE),
+        Policy(),
+        set(),
+    ),
+    (
+        "no thresholds reported",
+        with_gpu(healthy_node(), 2, tlimit_margin_c=NOT_SUPPORTED),
+        Policy(),
+        {("thermal.margin", UNKNOWN, 2)},
+    ),
+    (
+        "hw slowdown",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("hw_slowdown",)),
+        Policy(),
+        {("thermal.throttle", FAIL, 4)},
+    ),
+    (
+        "hw thermal slowdown",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("hw_slowdown", "hw_thermal_slowdown")),
+        Policy(),
+        {("thermal.throttle", FAIL, 4)},
+    ),
+    (
+        "power brake",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("hw_power_brake_slowdown",)),
+        Policy(),
+        {("thermal.throttle", FAIL, 4)},
+    ),
+    (
+        "sw thermal",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("sw_thermal_slowdown",)),
+        Policy(),
+        {("thermal.throttle", FAIL, 4)},
+    ),
+    (
+        "sw power cap is normal",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("sw_power_cap",)),
+        Policy(),
+        set(),
+    ),
+    (
+        "idle with app clocks is normal",
+        with_gpu(
+            healthy_node(), 4, clock_event_reasons=("gpu_idle", "applications_clocks_setting")
+        ),
+        Policy(),
+        set(),
+    ),
+    ("no reasons", with_gpu(healthy_node(), 4, clock_event_reasons=()), Policy(), set()),
+    (
+        "unknown bit",
+        with_gpu(healthy_node(), 4, clock_event_reasons=("unknown_0x200",)),
+        Policy(),
+        {("thermal.throttle", WARN, 4)},
+    ),
+    (
+        "reasons unreadable",
+        with_gpu(
+            healthy_node(), 4, clock_event_reasons=Unavailable(Reason.ERROR, "NVML_ERROR_UNKNOWN")
+        ),
+        Policy(),
+        {("thermal.throttle", UNKNOWN, 4)},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("facts", "policy", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_thermal_table(
+    facts: NodeFacts, policy: Policy, expected: set[tuple[str, Severity, int | None]]
+) -> None:
+    assert not_passed(judge(facts, policy), "thermal.") == expected
+
+
+def test_tlimit_margin_is_margin_minus_slowdown_offset() -> None:
+    (finding,) = [f for f in only(judge(healthy_node()), "thermal.margin") if f.gpu_index == 0]
+    assert finding.observed == "59 C (T.Limit margin 57 C, slowdown at -2 C)"
+
+
+def test_absolute_margin_message() -> None:
+    facts = with_gpu(healthy_node(), 2, temperature_gpu_c=80.0, **ABSOLUTE)
+    (finding,) = [f for f in only(judge(facts), "thermal.margin") if f.gpu_index == 2]
+    assert finding.message.startswith(
+        "GPU 2 is only 7 C below its slowdown point at idle (80 C now, slowdown at 87 C)"
+    )
+
+
+def test_unmeasured_margin_does_not_block_but_unreadable_throttle_does() -> None:
+    margin = judge(with_gpu(healthy_node(), 2, tlimit_margin_c=NOT_SUPPORTED))
+    assert margin.verdict is Verdict.CERTIFIED
+    throttle = judge(with_gpu(healthy_node(), 2, clock_event_reasons=NOT_SUPPORTED))
+    assert throttle.verdict is Verdict.NOT_CERTIFIED
+    assert "could not be judged: thermal.throttle (GPU 2)" in throttle.summary
+
+
+def test_throttle_message_names_the_reason() -> None:
+    facts = with_gpu(healthy_node(), 4, clock_event_reasons=("gpu_idle", "hw_thermal_slowdown"))
+    (finding,) = [f for f in only(judge(facts), "thermal.throttle") if f.gpu_index == 4]
+    assert finding.message.startswith("GPU 4 is being slowed down (hw_thermal_slowdown)")
+    assert finding.observed == "gpu_idle, hw_thermal_slowdown"

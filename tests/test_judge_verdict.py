@@ -1,0 +1,126 @@
+"""Verdict rules, summaries and the policy digest carried in the result."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.test_judge_healthy import NOT_SUPPORTED, healthy_node, judge, with_gpu, with_tools
+from validator.judge import Policy, Thresholds, judge_node, load_catalog, policy_digest
+from validator.model import NOT_MEASURED, NodeFacts, NvmlStatus, Severity, Unavailable, Verdict
+
+
+def no_driver(**changes: object) -> NodeFacts:
+    facts = NodeFacts(hostname="bare-01", source="live", nvml_status=NvmlStatus.LIBRARY_NOT_FOUND)
+    return dataclasses.replace(facts, **changes)  # type: ignore[arg-type]
+
+
+def test_fail_means_not_certified_with_failed_checks_and_gpus_listed() -> None:
+    facts = with_gpu(
+        with_gpu(healthy_node(), 3, power_limit_enforced_w=500.0), 5, power_limit_enforced_w=500.0
+    )
+    facts = with_gpu(facts, 1, persistence_mode=False)
+    result = judge(facts)
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert (
+        result.summary
+        == "8x H100 SXM5 80GB: 2 checks failed: power.limit (GPUs 3, 5), state.persistence (GPU 1)"
+    )
+
+
+def test_required_unknown_means_not_certified() -> None:
+    result = judge(with_gpu(healthy_node(), 2, power_limit_enforced_w=NOT_SUPPORTED))
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert (
+        result.summary
+        == "8x H100 SXM5 80GB: 1 required check could not be judged: power.limit (GPU 2)"
+    )
+
+
+def test_non_required_unknown_stays_certified() -> None:
+    result = judge(with_gpu(healthy_node(), 2, vbios_version=NOT_MEASURED))
+    unknowns = [f for f in result.findings if f.severity is Severity.UNKNOWN]
+    assert [(f.check, f.required) for f in unknowns] == [("versions.vbios", False)]
+    assert result.verdict is Verdict.CERTIFIED
+
+
+def test_warn_only_is_certified_and_summarised() -> None:
+    result = judge(with_gpu(healthy_node(), 1, tlimit_margin_c=3.0))
+    assert result.verdict is Verdict.CERTIFIED
+    assert result.summary.endswith("passed with 1 warning: thermal.margin (GPU 1)")
+
+
+def test_no_driver_is_unknown_with_a_clear_summary() -> None:
+    result = judge_node(no_driver(), Policy())
+    assert result.verdict is Verdict.UNKNOWN
+    assert (
+        result.summary
+        == "no usable NVIDIA driver on this host (libnvidia-ml.so.1 not found): nothing to certify"
+    )
+    assert result.sku is None
+    assert not any(f.severity is Severity.FAIL for f in result.findings)
+
+
+def test_no_driver_summary_carries_the_detail() -> None:
+    result = judge_node(
+        no_driver(
+            nvml_status=NvmlStatus.DRIVER_NOT_LOADED, nvml_detail="NVML_ERROR_DRIVER_NOT_LOADED"
+        ),
+        Policy(),
+    )
+    assert result.verdict is Verdict.UNKNOWN
+    assert result.summary == (
+        "the NVIDIA kernel module is not loaded on this host "
+        "(NVML_ERROR_DRIVER_NOT_LOADED): nothing to certify"
+    )
+
+
+def test_no_driver_with_a_failing_host_check_is_not_certified() -> None:
+    facts = no_driver(
+        tools=dataclasses.replace(
+            no_driver().tools, nvcc_version=Unavailable(NOT_SUPPORTED.reason, "nvcc not on PATH")
+        )
+    )
+    result = judge_node(facts, Policy())
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert "versions.nvcc" in result.summary
+
+
+def test_no_driver_with_pci_gpus_counts_as_unknown_not_missing() -> None:
+    result = judge_node(no_driver(pci_gpu_count=8), Policy())
+    (count,) = [f for f in result.findings if f.check == "inventory.gpu_count"]
+    assert count.severity is Severity.UNKNOWN
+    assert "the PCI bus shows 8" in count.message
+    assert result.verdict is Verdict.UNKNOWN
+
+
+def test_driver_mismatch_without_gpus_is_not_certified_not_unknown() -> None:
+    facts = healthy_node(
+        nvml_status=NvmlStatus.DRIVER_MISMATCH, gpus=(), kernel_module_version="550.54.14"
+    )
+    assert judge(facts).verdict is Verdict.NOT_CERTIFIED
+
+
+def test_result_carries_policy_digest_and_sku() -> None:
+    policy = Policy(driver_branch="550")
+    result = judge_node(healthy_node(), policy, load_catalog())
+    assert result.policy_digest == policy_digest(policy)
+    assert result.sku == "h100-sxm"
+    assert result.hostname == "gpu-node-01"
+
+
+def test_missing_tools_in_facts_are_unknown_never_pass() -> None:
+    facts = with_tools(healthy_node(), nvcc_version=NOT_MEASURED, cudnn_version=NOT_MEASURED)
+    result = judge(facts)
+    states = {
+        f.check: f.severity
+        for f in result.findings
+        if f.check in ("versions.nvcc", "versions.cudnn")
+    }
+    assert states == {"versions.nvcc": Severity.UNKNOWN, "versions.cudnn": Severity.UNKNOWN}
+
+
+def test_policy_digest_changes_with_thresholds() -> None:
+    assert policy_digest(Policy()) == policy_digest(Policy())
+    assert policy_digest(Policy()) != policy_digest(
+        Policy(thresholds=Thresholds(power_limit_min_ratio=0.9))
+    )

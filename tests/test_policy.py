@@ -1,0 +1,205 @@
+"""Policy loading: defaults, a full file, and one-line errors for every kind of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from validator.errors import ExitCode, PolicyError
+from validator.judge import (
+    DEFAULT_FAIL_XIDS,
+    Policy,
+    Thresholds,
+    load_policy,
+    policy_digest,
+    policy_from_mapping,
+)
+
+FULL = """\
+expected_gpu_count: 8
+expected_model: h100-sxm
+driver_version: "550.90.07"
+driver_branch: "550"
+cuda_version: "12.4"
+nvcc_version: "12.4"
+cudnn_version: "9.1"
+min_pcie_gen: 5
+min_pcie_width: 16
+persistence_mode_required: true
+mig_mode: false
+xid_window_hours: 2
+fail_xids: [48, 79, "144-146"]
+warn_xids: [13, 31]
+require_ecc: true
+require_fabric_manager: true
+require_nvcc: false
+require_cudnn: false
+thresholds:
+  memory_tolerance_mib: 256
+  power_limit_min_ratio: 0.9
+  thermal_margin_min_c: 15
+  ecc_corrected_volatile_warn: 5000
+  retired_pages_max: 5
+  remapped_rows_uncorrectable_max: 100
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_defaults() -> None:
+    policy = Policy()
+    assert policy.expected_gpu_count is None
+    assert policy.persistence_mode_required is True
+    assert policy.xid_window_hours == 24.0
+    assert policy.fail_xids == DEFAULT_FAIL_XIDS
+    assert {48, 79, 94, 95, 119, 120, 140, 144, 150} <= set(policy.fail_xids)
+    assert 13 not in policy.fail_xids
+    assert policy.thresholds == Thresholds(None, 0.95, 10.0, 10000, 10, 512)
+    assert (policy.require_ecc, policy.require_nvcc, policy.require_cudnn) == (True, True, True)
+
+
+def test_empty_file_gives_defaults(tmp_path: Path) -> None:
+    assert load_policy(write(tmp_path, "# nothing pinned yet\n")) == Policy()
+
+
+def test_full_file(tmp_path: Path) -> None:
+    policy = load_policy(write(tmp_path, FULL))
+    assert policy.expected_gpu_count == 8
+    assert policy.driver_version == "550.90.07"
+    assert policy.cuda_version == "12.4"
+    assert policy.mig_mode is False
+    assert policy.xid_window_hours == 2.0
+    assert policy.fail_xids == (48, 79, 144, 145, 146)
+    assert policy.warn_xids == (13, 31)
+    assert policy.require_fabric_manager is True
+    assert policy.thresholds == Thresholds(256, 0.9, 15.0, 5000, 5, 100)
+
+
+def test_unquoted_integer_branch_is_accepted() -> None:
+    assert policy_from_mapping({"driver_branch": 550}, "vars").driver_branch == "550"
+
+
+def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
+    path = write(tmp_path, "thresholds:\n  powr_limit_min_ratio: 0.9\n")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert str(info.value) == (
+        f"{path}: unknown key 'thresholds.powr_limit_min_ratio' (did you mean "
+        "'power_limit_min_ratio'?); valid keys: memory_tolerance_mib, power_limit_min_ratio, "
+        "thermal_margin_min_c, ecc_corrected_volatile_warn, retired_pages_max, "
+        "remapped_rows_uncorrectable_max"
+    )
+    assert "\n" not in str(info.value)
+    assert info.value.exit_code is ExitCode.BAD_INPUT
+
+
+def test_unknown_top_level_key_without_a_close_match(tmp_path: Path) -> None:
+    path = write(tmp_path, "colour: blue\n")
+    with pytest.raises(
+        PolicyError, match=r"unknown key 'colour'; valid keys: expected_gpu_count, "
+    ):
+        load_policy(path)
+
+
+def test_unknown_top_level_key_with_suggestion() -> None:
+    with pytest.raises(PolicyError) as info:
+        policy_from_mapping({"driver_verison": "550.90.07"}, "group_vars/gpu.yml")
+    assert str(info.value).startswith(
+        "group_vars/gpu.yml: unknown key 'driver_verison' (did you mean 'driver_version'?); "
+        "valid keys: "
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "thresholds:\n  power_limit_min_ratio: high\n",
+            "'thresholds.power_limit_min_ratio' must be a number above 0 up to 1, got 'high' (str)",
+        ),
+        (
+            "thresholds:\n  power_limit_min_ratio: 1.5\n",
+            "'thresholds.power_limit_min_ratio' must be a number above 0 up to 1, got 1.5 (float)",
+        ),
+        (
+            "expected_gpu_count: eight\n",
+            "'expected_gpu_count' must be a whole number >= 1, got 'eight' (str)",
+        ),
+        (
+            "expected_gpu_count: true\n",
+            "'expected_gpu_count' must be a whole number >= 1, got True (bool)",
+        ),
+        ("require_ecc: 'yes'\n", "'require_ecc' must be true or false, got 'yes' (str)"),
+        (
+            "cuda_version: 12.4\n",
+            "'cuda_version' must be a quoted version string like '12.4', got 12.4 (float)",
+        ),
+        (
+            "fail_xids: 79\n",
+            "'fail_xids' must be a list of Xid numbers or ranges like '144-150', got 79 (int)",
+        ),
+        (
+            "fail_xids: [79, '150-144']\n",
+            "'fail_xids' must be a list of Xid numbers or ranges like '144-150', "
+            "got '150-144' (str)",
+        ),
+        ("thresholds: 5\n", "'thresholds' must be a mapping of threshold keys, got 5 (int)"),
+    ],
+)
+def test_wrong_type_names_key_type_and_value(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_inconsistent_driver_pins() -> None:
+    with pytest.raises(
+        PolicyError, match=r"driver_version '550.90.07' is not on driver_branch '535'"
+    ):
+        policy_from_mapping({"driver_version": "550.90.07", "driver_branch": "535"}, "p")
+
+
+def test_bad_yaml_gives_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "driver_branch: '550'\nthresholds:\n  retired_pages_max: 5\n bad: [\n")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: line 4: YAML syntax error: ")
+    assert "\n" not in text
+
+
+def test_not_a_mapping_gives_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "# a list by mistake\n- driver_branch: '550'\n")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert (
+        str(info.value)
+        == f"{path}: line 2: the policy must be a mapping of keys to values, got a list"
+    )
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "nope.yaml")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert str(info.value) == f"{path}: policy file not found"
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r": cannot read policy file: "):
+        load_policy(str(tmp_path))
+
+
+def test_digest_is_stable_and_sensitive(tmp_path: Path) -> None:
+    loaded = load_policy(write(tmp_path, FULL))
+    again = policy_from_mapping(yaml.safe_load(FULL), "other origin")
+    assert policy_digest(loaded) == policy_digest(again)
+    assert len(policy_digest(loaded)) == 64
+    assert policy_digest(loaded) != policy_digest(Policy())

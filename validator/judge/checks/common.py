@@ -1,0 +1,182 @@
+"""Helpers shared by the check families: building findings, picking GPUs, formatting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from validator.judge.catalog import Sku
+from validator.judge.policy import Policy
+from validator.model import (
+    Finding,
+    GpuFacts,
+    GpuStatus,
+    Measured,
+    NodeFacts,
+    NvmlStatus,
+    Severity,
+    Unavailable,
+)
+
+CheckFn = Callable[[NodeFacts, Policy, "Sku | None"], list[Finding]]
+
+PASS = Severity.PASS
+WARN = Severity.WARN
+FAIL = Severity.FAIL
+UNKNOWN = Severity.UNKNOWN
+
+
+def uuid_of(gpu: GpuFacts) -> str | None:
+    """The GPU's UUID, where it was read."""
+    return gpu.uuid if isinstance(gpu.uuid, str) else None
+
+
+def gpu_finding(
+    check: str,
+    severity: Severity,
+    gpu: GpuFacts,
+    message: str,
+    *,
+    observed: object = "",
+    expected: object = "",
+    required: bool = True,
+) -> Finding:
+    """A finding about one GPU."""
+    return Finding(
+        check=check,
+        severity=severity,
+        message=message,
+        observed=str(observed),
+        expected=str(expected),
+        gpu_index=gpu.index,
+        gpu_uuid=uuid_of(gpu),
+        required=required,
+    )
+
+
+def node_finding(
+    check: str,
+    severity: Severity,
+    message: str,
+    *,
+    observed: object = "",
+    expected: object = "",
+    required: bool = True,
+) -> Finding:
+    """A finding about the node as a whole."""
+    return Finding(
+        check=check,
+        severity=severity,
+        message=message,
+        observed=str(observed),
+        expected=str(expected),
+        required=required,
+    )
+
+
+def unknown_gpu(
+    check: str, gpu: GpuFacts, what: str, value: Unavailable, *, required: bool = True
+) -> Finding:
+    """UNKNOWN for a GPU whose input could not be read: says what and why."""
+    return gpu_finding(
+        check,
+        UNKNOWN,
+        gpu,
+        f"GPU {gpu.index} {what} could not be read ({value}), so it cannot be judged",
+        observed=value,
+        required=required,
+    )
+
+
+def unknown_sku(check: str, what: str, *, required: bool = True) -> Finding:
+    """UNKNOWN for a check that needs the SKU when the GPU model is not in the catalog."""
+    return node_finding(
+        check,
+        UNKNOWN,
+        f"{what} cannot be judged without a known GPU model (see inventory.sku)",
+        required=required,
+    )
+
+
+def readable_gpus(facts: NodeFacts) -> list[GpuFacts]:
+    """GPUs that answered: lost or unreadable ones are reported once, by inventory."""
+    return [gpu for gpu in facts.gpus if gpu.status is GpuStatus.OK]
+
+
+def missing(*values: Measured[object]) -> Unavailable | None:
+    """The first of ``values`` that was not measured, if any."""
+    for value in values:
+        if isinstance(value, Unavailable):
+            return value
+    return None
+
+
+def watts(value: float) -> str:
+    """700 W, 310.5 W."""
+    return f"{value:g} W"
+
+
+def gpu_list(indexes: Iterable[int]) -> str:
+    """GPU 3 / GPUs 1, 4, 6."""
+    items = sorted(set(indexes))
+    if len(items) == 1:
+        return f"GPU {items[0]}"
+    return "GPUs " + ", ".join(str(i) for i in items)
+
+
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """(12, 4, 131) from "12.4.131"; None when a component is not a number."""
+    parts = text.strip().split(".")
+    if not all(part.isdigit() for part in parts):
+        return None
+    return tuple(int(part) for part in parts)
+
+
+def prefix_matches(pin: str, version: str) -> bool:
+    """True when ``version`` starts with every component of ``pin`` ("12.4" ~ "12.4.131")."""
+    want = version_tuple(pin)
+    have = version_tuple(version)
+    if want is None or have is None:
+        return pin == version
+    return have[: len(want)] == want
+
+
+def major_minor(text: str) -> tuple[int, int] | None:
+    """(12, 4) from "12.4" or "12.4.131"; None when unparsable."""
+    parts = version_tuple(text)
+    if parts is None:
+        return None
+    return (parts[0], parts[1] if len(parts) > 1 else 0)
+
+
+_NVML_PROBLEMS = {
+    NvmlStatus.LIBRARY_NOT_FOUND: (
+        "no usable NVIDIA driver on this host",
+        "libnvidia-ml.so.1 not found",
+    ),
+    NvmlStatus.DRIVER_NOT_LOADED: (
+        "the NVIDIA kernel module is not loaded on this host",
+        "run modprobe nvidia or reinstall the driver",
+    ),
+    NvmlStatus.NO_PERMISSION: (
+        "no permission to query the NVIDIA driver on this host",
+        "run as root or add the user to the video group",
+    ),
+    NvmlStatus.ERROR: ("the NVIDIA driver could not be queried on this host", "NVML error"),
+    NvmlStatus.NOT_MEASURED: (
+        "no GPU facts were collected from this host",
+        "the source holds no NVML or nvidia-smi output",
+    ),
+    NvmlStatus.DRIVER_MISMATCH: (
+        "the NVIDIA kernel module and user-space driver differ",
+        "Driver/library version mismatch",
+    ),
+    NvmlStatus.NO_DEVICES: ("the NVIDIA driver found no GPU on this host", "no devices"),
+}
+
+
+def nvml_problem(facts: NodeFacts) -> str | None:
+    """One phrase saying why the driver could not be used, or None when NVML answered."""
+    if facts.nvml_status is NvmlStatus.OK:
+        return None
+    text, default_detail = _NVML_PROBLEMS[facts.nvml_status]
+    return f"{text} ({facts.nvml_detail or default_detail})"
