@@ -41,9 +41,7 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         *args,
     ]
     # check=False: the callers assert on returncode so the failure shows stderr.
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-    )
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
 
 
 @pytest.fixture
@@ -70,8 +68,7 @@ def test_dom_after_rendering(tmp_path: Path, report_file: Path) -> None:
 
 def test_screenshot_is_a_png(tmp_path: Path, report_file: Path) -> None:
     shot = tmp_path / "report.png"
-    result = _run(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000",
-                  report_file.as_uri())
+    result = _run(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", report_file.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC)

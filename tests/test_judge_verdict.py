@@ -53,8 +53,8 @@ def test_no_driver_is_unknown_with_a_clear_summary() -> None:
     result = judge_node(no_driver(), Policy())
     assert result.verdict is Verdict.UNKNOWN
     assert (
-        result.summary
-        == "no usable NVIDIA driver on this host (libnvidia-ml.so.1 not found): nothing to certify"
+        result.summary == "no usable NVIDIA driver on this host (libnvidia-ml.so.1 not found); "
+        "no NVIDIA GPU found: nothing to certify"
     )
     assert result.sku is None
     assert not any(f.severity is Severity.FAIL for f in result.findings)
@@ -70,27 +70,32 @@ def test_no_driver_summary_carries_the_detail() -> None:
     assert result.verdict is Verdict.UNKNOWN
     assert result.summary == (
         "the NVIDIA kernel module is not loaded on this host "
-        "(NVML_ERROR_DRIVER_NOT_LOADED): nothing to certify"
+        "(NVML_ERROR_DRIVER_NOT_LOADED); no NVIDIA GPU found: nothing to certify"
     )
 
 
-def test_no_driver_with_a_failing_host_check_is_not_certified() -> None:
+def test_no_gpu_and_no_driver_is_unknown_even_with_a_failing_tool_check() -> None:
+    # A CPU-only machine lacks cuDNN too; that must not hide "no GPU here".
     facts = no_driver(
         tools=dataclasses.replace(
             no_driver().tools, nvcc_version=Unavailable(NOT_SUPPORTED.reason, "nvcc not on PATH")
         )
     )
     result = judge_node(facts, Policy())
-    assert result.verdict is Verdict.NOT_CERTIFIED
-    assert "versions.nvcc" in result.summary
+    assert any(f.severity is Severity.FAIL for f in result.findings)
+    assert result.verdict is Verdict.UNKNOWN
+    assert "no NVIDIA GPU found" in result.summary
 
 
-def test_no_driver_with_pci_gpus_counts_as_unknown_not_missing() -> None:
+def test_gpus_on_the_pci_bus_without_a_driver_fail() -> None:
     result = judge_node(no_driver(pci_gpu_count=8), Policy())
     (count,) = [f for f in result.findings if f.check == "inventory.gpu_count"]
     assert count.severity is Severity.UNKNOWN
     assert "the PCI bus shows 8" in count.message
-    assert result.verdict is Verdict.UNKNOWN
+    (driver,) = [f for f in result.findings if f.check == "inventory.driver"]
+    assert driver.severity is Severity.FAIL
+    assert "8 NVIDIA GPUs" in driver.message
+    assert result.verdict is Verdict.NOT_CERTIFIED
 
 
 def test_driver_mismatch_without_gpus_is_not_certified_not_unknown() -> None:

@@ -52,7 +52,8 @@ class _Collector(HTMLParser):
 
     def find(self, tag: str, **attrs: str) -> list[dict[str, str | None]]:
         return [
-            a for t, a in self.tags
+            a
+            for t, a in self.tags
             if t == tag and all(a.get(k.replace("_", "-")) == v for k, v in attrs.items())
         ]
 
@@ -111,8 +112,9 @@ def test_certified_page_is_green() -> None:
 
 
 def test_unknown_node_gives_unknown_banner() -> None:
-    dark = NodeResult("dark-01", Verdict.UNKNOWN, NodeFacts("dark-01", "live"), (),
-                      summary="Host unreachable.")
+    dark = NodeResult(
+        "dark-01", Verdict.UNKNOWN, NodeFacts("dark-01", "live"), (), summary="Host unreachable."
+    )
     page = render_html(sample_report(healthy_node(), dark))
     assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
     assert "No checks were judged for this node." in page
@@ -135,16 +137,16 @@ def test_failing_findings_come_before_passing(page: str) -> None:
     assert [a["data-check"] for a in rows[4:6]] == ["memory.remap", "gpu.present"]
     assert rows[4]["class"] == "finding sev-FAIL"
     # And in the page text: the first FAIL row precedes every PASS row of node 2.
-    node2 = page[page.index('id="node-2"'):]
+    node2 = page[page.index('id="node-2"') :]
     assert node2.index('class="finding sev-FAIL"') < node2.index('class="finding sev-PASS"')
 
 
 def test_node_facts_and_unavailable_values(page: str) -> None:
-    node2 = page[page.index('id="node-2"'):]
+    node2 = page[page.index('id="node-2"') :]
     assert "<dt>Driver</dt><dd>550.54.15</dd>" in node2
     assert '<dt>cuDNN</dt><dd class="na">n/a (not supported)</dd>' in node2
     assert '<dt>nvcc</dt><dd class="na">n/a (not measured: nvcc not on PATH)</dd>' in node2
-    assert "<dt>Kernel</dt><dd class=\"na\">n/a (no permission: uname denied)</dd>" in node2
+    assert '<dt>Kernel</dt><dd class="na">n/a (no permission: uname denied)</dd>' in node2
     assert "<dt>Collected at</dt><dd>2025-03-04T10:11:12Z</dd>" in node2
     assert "<dt>Source</dt><dd>simulate (healthy-h100)</dd>" in node2
 
@@ -153,8 +155,11 @@ def test_gpu_table_rows(page: str) -> None:
     doc = _parse(page)
     rows = [a for t, a in doc.tags if t == "tr" and "gpu" in (a.get("class") or "").split()]
     assert [(r["data-index"], r["class"]) for r in rows] == [
-        ("0", "gpu gpu-ok"), ("1", "gpu gpu-ok"),
-        ("0", "gpu gpu-ok"), ("1", "gpu gpu-ok"), ("2", "gpu gpu-lost"),
+        ("0", "gpu gpu-ok"),
+        ("1", "gpu gpu-ok"),
+        ("0", "gpu gpu-ok"),
+        ("1", "gpu gpu-ok"),
+        ("2", "gpu gpu-lost"),
     ]
     assert "GPU-1b2c3d4e-0000-1111-2222-000000000000" in page
     assert "00000000:18:00.0" in page
@@ -198,9 +203,17 @@ def test_missing_templates_directory_is_a_report_error(monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(
     ("name", "escaped"),
-    [("report.html.j2", True), ("junit.xml.j2", True), ("page.html", True),
-     ("report.txt.j2", False), ("report.md.j2", False), ("metrics.prom.j2", False),
-     ("report_sort.js.j2", False), ("mystery.j2", True), (None, True)],
+    [
+        ("report.html.j2", True),
+        ("junit.xml.j2", True),
+        ("page.html", True),
+        ("report.txt.j2", False),
+        ("report.md.j2", False),
+        ("metrics.prom.j2", False),
+        ("report_sort.js.j2", False),
+        ("mystery.j2", True),
+        (None, True),
+    ],
 )
 def test_autoescape_is_decided_by_output_format(name: str | None, escaped: bool) -> None:
     assert autoescapes(name) is escaped

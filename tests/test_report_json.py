@@ -79,13 +79,23 @@ def test_round_trip_gives_an_equal_report() -> None:
             ),
             "serial",
         ),
-        (lambda d: d["nodes"][0]["facts"]["gpus"][0].__setitem__("memory_total_mib", "80GB"),
-         "80GB"),
+        (
+            lambda d: d["nodes"][0]["facts"]["gpus"][0].__setitem__("memory_total_mib", "80GB"),
+            "80GB",
+        ),
         (lambda d: d["nodes"][0]["findings"][0].pop("message"), "message"),
         (lambda d: d.__setitem__("schema_version", 2), "schema_version"),
     ],
-    ids=["unknown-node-field", "unknown-gpu-field", "bad-verdict", "bad-severity",
-         "bad-reason", "wrong-type", "missing-field", "newer-schema"],
+    ids=[
+        "unknown-node-field",
+        "unknown-gpu-field",
+        "bad-verdict",
+        "bad-severity",
+        "bad-reason",
+        "wrong-type",
+        "missing-field",
+        "newer-schema",
+    ],
 )
 def test_mutated_document_fails_validation(
     validator: Draft202012Validator,
@@ -175,8 +185,18 @@ def _expected(tp: Any) -> dict[str, Any]:
 
 def test_walk_finds_the_model_classes() -> None:
     names = {cls.__name__ for cls in _model_dataclasses()}
-    assert {"Report", "NodeResult", "Finding", "NodeFacts", "GpuFacts", "ToolFacts",
-            "KernelLogFacts", "XidEvent", "NvLinkState", "Unavailable"} <= names
+    assert {
+        "Report",
+        "NodeResult",
+        "Finding",
+        "NodeFacts",
+        "GpuFacts",
+        "ToolFacts",
+        "KernelLogFacts",
+        "XidEvent",
+        "NvLinkState",
+        "Unavailable",
+    } <= names
 
 
 @pytest.mark.parametrize("cls", _model_dataclasses(), ids=lambda cls: cls.__name__)

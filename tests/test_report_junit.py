@@ -122,9 +122,7 @@ def test_testsuites_attributes() -> None:
     root = _parse(render_junit(sample_report()))
     assert root.get("name") == "gpuready"
     assert root.get("timestamp") == "2025-03-04T10:15:00Z"
-    props = {
-        p.get("name"): p.get("value") for p in root[1].findall("properties/property")
-    }
+    props = {p.get("name"): p.get("value") for p in root[1].findall("properties/property")}
     assert props["verdict"] == "NOT_CERTIFIED"
     assert props["sku"] == "h100-sxm5-80gb"
     assert props["gpu_count"] == "3"

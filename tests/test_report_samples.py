@@ -85,16 +85,34 @@ def healthy_node(hostname: str = "gpu-node-01") -> NodeResult:
     """A certified node with two healthy GPUs and only passing findings."""
     gpus = (_gpu(0), _gpu(1))
     findings = (
-        Finding("driver.version", Severity.PASS, "Driver 550.54.15 matches the pin.",
-                observed="550.54.15", expected="550.54.15"),
-        Finding("memory.capacity", Severity.PASS, "81559 MiB as the SKU expects.",
-                observed="81559 MiB", expected=">= 81000 MiB", gpu_index=0,
-                gpu_uuid=gpus[0].uuid),  # type: ignore[arg-type]
-        Finding("memory.capacity", Severity.PASS, "81559 MiB as the SKU expects.",
-                observed="81559 MiB", expected=">= 81000 MiB", gpu_index=1,
-                gpu_uuid=gpus[1].uuid),  # type: ignore[arg-type]
-        Finding("gpu.count", Severity.PASS, "2 GPUs found, 2 expected.",
-                observed="2", expected="2"),
+        Finding(
+            "driver.version",
+            Severity.PASS,
+            "Driver 550.54.15 matches the pin.",
+            observed="550.54.15",
+            expected="550.54.15",
+        ),
+        Finding(
+            "memory.capacity",
+            Severity.PASS,
+            "81559 MiB as the SKU expects.",
+            observed="81559 MiB",
+            expected=">= 81000 MiB",
+            gpu_index=0,
+            gpu_uuid=gpus[0].uuid,
+        ),  # type: ignore[arg-type]
+        Finding(
+            "memory.capacity",
+            Severity.PASS,
+            "81559 MiB as the SKU expects.",
+            observed="81559 MiB",
+            expected=">= 81000 MiB",
+            gpu_index=1,
+            gpu_uuid=gpus[1].uuid,
+        ),  # type: ignore[arg-type]
+        Finding(
+            "gpu.count", Severity.PASS, "2 GPUs found, 2 expected.", observed="2", expected="2"
+        ),
     )
     return NodeResult(
         hostname=hostname,
@@ -129,22 +147,47 @@ def failing_node(hostname: str = "gpu-node-02", message_extra: str = "") -> Node
     )
     findings = (
         Finding("memory.remap", Severity.PASS, "No rows remapped.", gpu_index=0),
-        Finding("thermal.idle", Severity.WARN, "GPU 0 idles at 88 C, 20 C above the fleet.",
-                observed="88 C", expected="<= 60 C", gpu_index=0),
-        Finding("memory.remap", Severity.FAIL,
-                "Row remap pending: reset the GPU before use." + message_extra,
-                observed="remap_pending=yes", expected="no", gpu_index=1,
-                gpu_uuid="GPU-1b2c3d4e-0000-1111-2222-000000000001"),
-        Finding("power.limit", Severity.UNKNOWN, "Power limit not supported by this GPU.",
-                observed="n/a (not supported)", expected="700 W", gpu_index=1),
-        Finding("gpu.count", Severity.PASS, "3 GPUs found, 3 expected.",
-                observed="3", expected="3"),
-        Finding("gpu.present", Severity.FAIL, "GPU 2 has fallen off the bus (Xid 79).",
-                gpu_index=2),
+        Finding(
+            "thermal.idle",
+            Severity.WARN,
+            "GPU 0 idles at 88 C, 20 C above the fleet.",
+            observed="88 C",
+            expected="<= 60 C",
+            gpu_index=0,
+        ),
+        Finding(
+            "memory.remap",
+            Severity.FAIL,
+            "Row remap pending: reset the GPU before use." + message_extra,
+            observed="remap_pending=yes",
+            expected="no",
+            gpu_index=1,
+            gpu_uuid="GPU-1b2c3d4e-0000-1111-2222-000000000001",
+        ),
+        Finding(
+            "power.limit",
+            Severity.UNKNOWN,
+            "Power limit not supported by this GPU.",
+            observed="n/a (not supported)",
+            expected="700 W",
+            gpu_index=1,
+        ),
+        Finding(
+            "gpu.count", Severity.PASS, "3 GPUs found, 3 expected.", observed="3", expected="3"
+        ),
+        Finding(
+            "gpu.present", Severity.FAIL, "GPU 2 has fallen off the bus (Xid 79).", gpu_index=2
+        ),
     )
     events = (
-        XidEvent(xid=79, pci_bus_id="0000:1a:00", message="GPU has fallen off the bus.",
-                 timestamp="2025-03-04T09:00:00Z", pid=None, process=None),
+        XidEvent(
+            xid=79,
+            pci_bus_id="0000:1a:00",
+            message="GPU has fallen off the bus.",
+            timestamp="2025-03-04T09:00:00Z",
+            pid=None,
+            process=None,
+        ),
     )
     return NodeResult(
         hostname=hostname,
@@ -183,7 +226,12 @@ def sample_report(*nodes: NodeResult) -> Report:
 def test_sorted_findings_put_blocking_ones_first() -> None:
     order = [f.severity for f in common.sorted_findings(failing_node().findings)]
     assert order == [
-        Severity.FAIL, Severity.FAIL, Severity.UNKNOWN, Severity.WARN, Severity.PASS, Severity.PASS,
+        Severity.FAIL,
+        Severity.FAIL,
+        Severity.UNKNOWN,
+        Severity.WARN,
+        Severity.PASS,
+        Severity.PASS,
     ]
 
 

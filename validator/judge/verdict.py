@@ -70,9 +70,12 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
     failed = [f for f in findings if f.severity is Severity.FAIL]
     blocking = [f for f in findings if f.severity is Severity.UNKNOWN and f.required]
     warned = [f for f in findings if f.severity is Severity.WARN]
-    if facts.nvml_status in _NOTHING_TO_JUDGE and not facts.gpus and not failed:
+    pci_gpus = facts.pci_gpu_count if isinstance(facts.pci_gpu_count, int) else 0
+    if facts.nvml_status in _NOTHING_TO_JUDGE and not facts.gpus and pci_gpus == 0:
+        # No GPU in sight and no driver to ask: a verdict on the tools around
+        # them (a missing cuDNN, say) would only hide the one thing to say.
         problem = nvml_problem(facts) or facts.nvml_status.value
-        return Verdict.UNKNOWN, f"{problem}: nothing to certify"
+        return Verdict.UNKNOWN, f"{problem}; no NVIDIA GPU found: nothing to certify"
     if failed or blocking:
         parts = []
         if failed:

@@ -204,7 +204,7 @@ def read_nvml(lib: object | None = None) -> NvmlReading:
     """
     if lib is None:
         try:
-            import pynvml  # noqa: TID251 - this adapter is the one module allowed to
+            import pynvml
         except ImportError:
             return _failed(NvmlStatus.LIBRARY_NOT_FOUND, PYNVML_MISSING_DETAIL)
         lib = pynvml
@@ -370,9 +370,7 @@ def _read_fields(r: _GpuReader, index: int) -> GpuFacts:
         remapped_rows_uncorrectable=_pick(remap, 1, int),
         remap_pending=_pick(remap, 2, bool),
         remap_failure=_pick(remap, 3, bool),
-        temperature_gpu_c=_as(
-            float, r.q("nvmlDeviceGetTemperature", c("NVML_TEMPERATURE_GPU", 0))
-        ),
+        temperature_gpu_c=_as(float, r.q("nvmlDeviceGetTemperature", c("NVML_TEMPERATURE_GPU", 0))),
         temperature_memory_c=_memory_temperature(r),
         temp_shutdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
         temp_slowdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),

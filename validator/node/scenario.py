@@ -36,7 +36,8 @@ non-NVIDIA host devices. A file given in ``files`` wins over a synthesised one.
 
 Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the
 program's directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds
-``nvcc --version``), then the program name alone; absent commands exit 127.
+``nvcc --version``), then keys holding a ``*`` as shell patterns over that
+line (``dpkg-query *``); absent commands exit 127.
 """
 
 from __future__ import annotations
@@ -166,8 +167,7 @@ def load_scenario(name_or_path: str) -> Scenario:
         where = f"built-in scenario {name_or_path!r}"
         if raw.get("name", name_or_path) != name_or_path:
             raise ScenarioError(
-                f"{where}: its name is {raw.get('name')!r}; name it {name_or_path!r} "
-                "like its file"
+                f"{where}: its name is {raw.get('name')!r}; name it {name_or_path!r} like its file"
             )
         path = None
     elif _looks_like_path(name_or_path):
@@ -198,8 +198,9 @@ def _read_json(path: Path) -> dict[str, Any]:
             "for the built-in names"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"scenario file {path} cannot be read ({exc}); fix its permissions "
-                            "or encoding (UTF-8)") from None
+        raise ScenarioError(
+            f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -209,8 +210,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise ScenarioError(
-            f"scenario file {path}: the top level must be a JSON object, "
-            f"not {type(data).__name__}"
+            f"scenario file {path}: the top level must be a JSON object, not {type(data).__name__}"
         )
     return data
 
@@ -532,9 +532,7 @@ class ScenarioSystem:
         """Files and directories matching a shell pattern (``*`` stays within a segment)."""
         wanted = pattern.split("/")
         found = [
-            path
-            for path in (*self._files, *self._dirs)
-            if _segments_match(path.split("/"), wanted)
+            path for path in (*self._files, *self._dirs) if _segments_match(path.split("/"), wanted)
         ]
         return sorted(set(found))
 
@@ -551,14 +549,24 @@ class ScenarioSystem:
         if not argv:
             return CommandResult(127, "", "empty command")
         program = posixpath.basename(argv[0])
-        for key in (" ".join(argv), " ".join((program, *argv[1:])), program):
-            result = self._commands.get(key)
-            if result is not None:
-                return CommandResult(
-                    int(result.get("rc", 0)),
-                    str(result.get("stdout", "")),
-                    str(result.get("stderr", "")),
-                )
+        line = " ".join((program, *argv[1:]))
+        result = self._commands.get(" ".join(argv)) or self._commands.get(line)
+        if result is None:
+            # Keys with a wildcard stand for a command whatever its arguments.
+            result = next(
+                (
+                    recorded
+                    for key, recorded in self._commands.items()
+                    if "*" in key and fnmatch.fnmatchcase(line, key)
+                ),
+                None,
+            )
+        if result is not None:
+            return CommandResult(
+                int(result.get("rc", 0)),
+                str(result.get("stdout", "")),
+                str(result.get("stderr", "")),
+            )
         return CommandResult(127, "", f"{argv[0]}: command not found")
 
     def now(self) -> datetime.datetime:

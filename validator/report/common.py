@@ -224,4 +224,3 @@ def one_line(text: str) -> str:
 def plural(count: int, word: str) -> str:
     """``1 GPU`` / ``2 GPUs``."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-

@@ -162,9 +162,7 @@ def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
 
 def _xid(node: NodeResult) -> tuple[list[XidEvent], str]:
     log = node.facts.kernel_log
-    window = (
-        "whole log" if log.window_hours is None else f"last {common.show(log.window_hours)} h"
-    )
+    window = "whole log" if log.window_hours is None else f"last {common.show(log.window_hours)} h"
     if isinstance(log.events, Unavailable):
         return [], f"Kernel log ({log.source}): {common.unavailable_text(log.events)}."
     count = common.plural(len(log.events), "Xid event")

@@ -41,6 +41,18 @@ def _driver(facts: NodeFacts) -> list[Finding]:
             )
         ]
     problem = nvml_problem(facts) or facts.nvml_status.value
+    pci_gpus = facts.pci_gpu_count
+    if isinstance(pci_gpus, int) and pci_gpus > 0:
+        return [
+            node_finding(
+                "inventory.driver",
+                FAIL,
+                f"The PCI bus shows {pci_gpus} NVIDIA GPUs but {problem}; install or load the "
+                "driver (gpuready provision) and certify again",
+                observed=facts.nvml_status.value,
+                expected="ok",
+            )
+        ]
     return [
         node_finding(
             "inventory.driver",

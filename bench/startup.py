@@ -1,0 +1,61 @@
+"""Start-up cost of `gpuready certify --simulate <8-GPU scenario> --json` as a whole process.
+
+Measured against a bare `python -c pass` in the same run, so the figure is the
+tool's own overhead on this machine. Target: under 0.5 s above the interpreter.
+
+    python bench/startup.py [--runs 15] [--scenario healthy-8x-h100-sxm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+TARGET_S = 0.5
+
+
+def timed(argv: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, check=False)
+        times.append(time.perf_counter() - start)
+        if done.returncode not in (0, 1):
+            sys.exit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--scenario", default="healthy-8x-h100-sxm")
+    args = parser.parse_args()
+    bare = [sys.executable, "-c", "pass"]
+    tool = [
+        sys.executable,
+        "-m",
+        "validator.cli.main",
+        "certify",
+        "--simulate",
+        args.scenario,
+        "--json",
+    ]
+    timed(tool, 2)  # warm the page cache and bytecode
+    base = timed(bare, args.runs)
+    ours = timed(tool, args.runs)
+    base_median, ours_median = statistics.median(base), statistics.median(ours)
+    overhead = ours_median - base_median
+    print(f"python -c pass            median {base_median * 1000:7.1f} ms over {args.runs} runs")
+    print(f"gpuready certify --json   median {ours_median * 1000:7.1f} ms over {args.runs} runs")
+    print(
+        f"overhead                  {overhead * 1000:7.1f} ms (target < {TARGET_S * 1000:.0f} ms)"
+    )
+    print(f"ratio                     {ours_median / base_median:7.2f}x the bare interpreter")
+    return 0 if overhead < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The ``gpuready`` command: a click group and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from validator import __version__
+from validator.cli.capture import capture
+from validator.cli.certify import certify
+from validator.cli.scenarios import scenarios
+from validator.errors import ExitCode, GpureadyError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuready")
+@click.option(
+    "--debug", is_flag=True, envvar="GPUREADY_DEBUG", help="Show tracebacks for internal errors."
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Take bare NVIDIA GPU hosts to certified, and keep them honest."""
+    ctx.obj = {"debug": debug}
+
+
+cli.add_command(certify)
+cli.add_command(scenarios)
+cli.add_command(capture)
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return per error kind
+    """Run the CLI; every error ends as one line on stderr and an exit code.
+
+    Returns:
+        The process exit code (also used by the console script).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = cli.main(args=args, prog_name="gpuready", standalone_mode=False)
+    except GpureadyError as exc:
+        click.echo(f"gpuready: error: {exc}", err=True)
+        return int(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitCode.BAD_INPUT)
+    except click.exceptions.Abort:
+        click.echo("gpuready: interrupted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("gpuready: interrupted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the edge: one line instead of a traceback
+        if os.environ.get("GPUREADY_DEBUG") or "--debug" in args:
+            traceback.print_exc()
+        click.echo(
+            f"gpuready: internal error: {type(exc).__name__}: {exc} "
+            "(re-run with --debug for the traceback, and please report it)",
+            err=True,
+        )
+        return int(ExitCode.COULD_NOT_RUN)
+    return int(code) if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Collect a node's facts: NVML (or its captured stand-in) plus commands and files.
+
+The collector never raises on what it finds: a tool that is missing, a file
+that cannot be read or an output that does not parse becomes an
+:class:`~validator.model.Unavailable` fact with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from validator.model import (
+    GpuFacts,
+    KernelLogFacts,
+    Measured,
+    NodeFacts,
+    NvmlStatus,
+    Reason,
+    ToolFacts,
+    Unavailable,
+)
+from validator.node import host
+from validator.node.parsers.base import ParseError
+from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
+from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.parsers.nvcc import parse_nvcc_version
+from validator.node.parsers.proc_version import parse_proc_driver_version
+from validator.node.parsers.smi_banner import parse_banner
+from validator.node.system import CommandResult, System
+
+T = TypeVar("T")
+
+PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+PROC_UPTIME = "/proc/uptime"
+NVIDIA_SMI = ("nvidia-smi",)
+NVCC_CANDIDATES = ("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-*/bin/nvcc")
+CUDNN_HEADERS = (
+    "/usr/include/cudnn_version.h",
+    "/usr/include/*-linux-gnu/cudnn_version_v*.h",
+    "/usr/include/cudnn_version_v*.h",
+    "/usr/local/cuda/include/cudnn_version.h",
+    "/usr/local/cuda-*/include/cudnn_version.h",
+    "/usr/local/cuda-*/targets/*/include/cudnn_version.h",
+)
+DPKG_CUDNN = ("dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "*cudnn*")
+RPM_CUDNN = ("rpm", "-qa", "*cudnn*")
+DMESG = ("dmesg",)
+JOURNAL_KERNEL = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso")
+
+
+@dataclass(frozen=True)
+class DriverReading:
+    """What NVML, or an nvidia-smi query captured in its place, told us."""
+
+    status: NvmlStatus
+    detail: str
+    driver_version: Measured[str]
+    cuda_driver_version: Measured[str]
+    gpus: tuple[GpuFacts, ...]
+
+
+def parsed(parse: Callable[[str], T], text: str, what: str) -> Measured[T]:
+    """Apply a parser, turning a parse failure into an ERROR fact naming ``what``."""
+    try:
+        return parse(text)
+    except ParseError as exc:
+        return Unavailable(Reason.ERROR, f"{what}: {exc}")
+
+
+def command_failure(result: CommandResult, what: str) -> Unavailable:
+    """The fact for a command that did not succeed."""
+    if result.rc == 127:
+        return Unavailable(Reason.NOT_SUPPORTED, f"{what} not found")
+    if result.rc == 126:
+        return Unavailable(Reason.NO_PERMISSION, f"{what}: permission denied")
+    text = (result.stderr or result.stdout).strip().splitlines()
+    first = text[0] if text else f"exit status {result.rc}"
+    return Unavailable(Reason.ERROR, f"{what}: {first}")
+
+
+def read_file(system: System, path: str) -> str | Unavailable:
+    """A file's text, or why not."""
+    try:
+        text = system.read_text(path)
+    except PermissionError:
+        return Unavailable(Reason.NO_PERMISSION, f"{path}: permission denied")
+    except OSError as exc:
+        return Unavailable(Reason.ERROR, f"{path}: {exc.strerror or exc}")
+    if text is None:
+        return Unavailable(Reason.NOT_SUPPORTED, f"{path} does not exist")
+    return text
+
+
+# ---------------------------------------------------------------- host and driver
+
+
+def os_name(system: System) -> Measured[str]:
+    """The OS's pretty name."""
+    text = read_file(system, host.OS_RELEASE)
+    return text if isinstance(text, Unavailable) else host.parse_os_release(text)
+
+
+def kernel_release(system: System) -> Measured[str]:
+    """The running kernel's release string."""
+    text = read_file(system, host.KERNEL_RELEASE)
+    return text if isinstance(text, Unavailable) else text.strip()
+
+
+def kernel_module_version(system: System) -> Measured[str]:
+    """The loaded nvidia kernel module's version."""
+    text = read_file(system, PROC_DRIVER_VERSION)
+    if isinstance(text, Unavailable):
+        if text.reason is Reason.NOT_SUPPORTED:
+            return Unavailable(
+                Reason.NOT_SUPPORTED,
+                f"nvidia kernel module not loaded ({PROC_DRIVER_VERSION} absent)",
+            )
+        return text
+    return parsed(parse_proc_driver_version, text, PROC_DRIVER_VERSION)
+
+
+def pci_counts(system: System) -> tuple[Measured[int], Measured[int]]:
+    """NVIDIA GPUs and NVSwitches on the PCI bus, as sysfs lists them."""
+    devices = system.glob(host.PCI_DEVICES)
+    if not devices:
+        missing = Unavailable(Reason.NOT_SUPPORTED, "/sys/bus/pci lists no devices")
+        return missing, missing
+    gpus = switches = 0
+    for device in devices:
+        vendor = read_file(system, f"{device}/vendor")
+        device_class = read_file(system, f"{device}/class")
+        if isinstance(vendor, Unavailable) or isinstance(device_class, Unavailable):
+            continue
+        kind = host.classify_pci_device(vendor, device_class)
+        gpus += kind == "gpu"
+        switches += kind == "nvswitch"
+    return gpus, switches
+
+
+# ---------------------------------------------------------------- tools
+
+
+def banner_facts(result: CommandResult) -> tuple[Measured[str], Measured[str], str | None]:
+    """Driver and CUDA versions from the nvidia-smi banner, or what it said instead."""
+    if result.rc == 127:
+        missing = Unavailable(Reason.NOT_SUPPORTED, "nvidia-smi not found")
+        return missing, missing, "nvidia-smi: command not found"
+    text = result.stdout if result.stdout.strip() else result.stderr
+    try:
+        banner = parse_banner(text)
+    except ParseError as exc:
+        error = Unavailable(Reason.ERROR, f"nvidia-smi: {exc}")
+        return error, error, str(exc)
+    if banner.status is not NvmlStatus.OK:
+        said = Unavailable(Reason.ERROR, banner.detail)
+        return said, said, banner.detail
+    return banner.driver_version, banner.cuda_version, None
+
+
+def find_nvcc(system: System) -> str | None:
+    """nvcc on PATH, else under /usr/local/cuda*, newest toolkit first."""
+    on_path = system.which("nvcc")
+    if on_path:
+        return on_path
+    for pattern in NVCC_CANDIDATES:
+        found = system.glob(pattern)
+        if found:
+            return sorted(found, key=_version_key)[-1]
+    return None
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    digits = "".join(ch if ch.isdigit() else " " for ch in path).split()
+    return tuple(int(d) for d in digits)
+
+
+def nvcc_facts(system: System) -> tuple[Measured[str], str | None]:
+    """The nvcc release and where it was found."""
+    path = find_nvcc(system)
+    if path is None:
+        return Unavailable(
+            Reason.NOT_SUPPORTED, "nvcc not found on PATH or under /usr/local/cuda*"
+        ), None
+    result = system.run((path, "--version"))
+    if not result.ok:
+        return command_failure(result, path), path
+    return parsed(parse_nvcc_version, result.stdout, f"{path} --version"), path
+
+
+def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int]]:
+    """cuDNN version, where it was found, and the CUDA major it was built for."""
+    version: Measured[str] = Unavailable(
+        Reason.NOT_SUPPORTED, "no cudnn_version.h and no cuDNN package"
+    )
+    where: str | None = None
+    for pattern in CUDNN_HEADERS:
+        for path in system.glob(pattern):
+            text = read_file(system, path)
+            if isinstance(text, Unavailable):
+                continue
+            version, where = parsed(parse_cudnn_header, text, path), path
+            break
+        if where:
+            break
+    cuda_major: Measured[int] = Unavailable(Reason.NOT_MEASURED, "no cuDNN package found to tell")
+    for argv in (DPKG_CUDNN, RPM_CUDNN):
+        result = system.run(argv)
+        if not result.ok or not result.stdout.strip():
+            continue
+        pkg_version, pkg_major = parse_cudnn_packages(result.stdout)
+        if isinstance(pkg_version, Unavailable):
+            continue
+        cuda_major = pkg_major
+        if where is None:
+            version, where = pkg_version, f"package ({argv[0]})"
+        break
+    return version, where, cuda_major
+
+
+def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFacts:
+    """Xid events within the window, from dmesg or, failing that, the journal."""
+    result = system.run(DMESG)
+    if result.ok:
+        uptime_text = read_file(system, PROC_UPTIME)
+        uptime = None
+        if not isinstance(uptime_text, Unavailable):
+            try:
+                uptime = float(uptime_text.split()[0])
+            except (ValueError, IndexError):
+                uptime = None
+        events = parse_xid_events(
+            result.stdout, now=system.now(), window_hours=window_hours, uptime_s=uptime
+        )
+        return KernelLogFacts(source="dmesg", window_hours=window_hours, events=events)
+    journal = system.run(JOURNAL_KERNEL)
+    if journal.ok:
+        events = parse_xid_events(journal.stdout, now=system.now(), window_hours=window_hours)
+        return KernelLogFacts(source="journalctl", window_hours=window_hours, events=events)
+    why = command_failure(result, "dmesg")
+    return KernelLogFacts(
+        source="dmesg",
+        window_hours=window_hours,
+        events=Unavailable(why.reason, f"{why.detail}; journalctl -k also failed"),
+    )
+
+
+def collect(
+    system: System,
+    reading: DriverReading,
+    *,
+    source: str,
+    source_detail: str = "",
+    window_hours: float | None = 24.0,
+) -> NodeFacts:
+    """Assemble NodeFacts from a driver reading and what the host shows.
+
+    Args:
+        system: the host (live, simulated or captured).
+        reading: what NVML (or a captured nvidia-smi query) said.
+        source: "live", "capture" or "simulate".
+        source_detail: the capture directory or scenario name.
+        window_hours: how far back kernel-log Xids count; None for the whole log.
+    """
+    smi_driver, smi_cuda, smi_error = banner_facts(system.run(NVIDIA_SMI))
+    nvcc_version, nvcc_path = nvcc_facts(system)
+    cudnn_version, cudnn_source, cudnn_major = cudnn_facts(system)
+    pci_gpus, pci_switches = pci_counts(system)
+    driver = reading.driver_version
+    if isinstance(driver, Unavailable) and not isinstance(smi_driver, Unavailable):
+        driver = smi_driver
+    cuda = reading.cuda_driver_version
+    if isinstance(cuda, Unavailable) and not isinstance(smi_cuda, Unavailable):
+        cuda = smi_cuda
+    return NodeFacts(
+        hostname=system.hostname(),
+        source=source,
+        source_detail=source_detail,
+        collected_at=system.now().isoformat(timespec="seconds"),
+        os_name=os_name(system),
+        kernel=kernel_release(system),
+        nvml_status=reading.status,
+        nvml_detail=reading.detail,
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        kernel_module_version=kernel_module_version(system),
+        pci_gpu_count=pci_gpus,
+        pci_nvswitch_count=pci_switches,
+        gpus=reading.gpus,
+        tools=ToolFacts(
+            nvidia_smi_driver_version=smi_driver,
+            nvidia_smi_cuda_version=smi_cuda,
+            nvidia_smi_error=smi_error,
+            nvcc_version=nvcc_version,
+            nvcc_path=nvcc_path,
+            cudnn_version=cudnn_version,
+            cudnn_source=cudnn_source,
+            cudnn_cuda_major=cudnn_major,
+        ),
+        kernel_log=kernel_log_facts(system, window_hours),
+    )
