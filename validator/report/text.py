@@ -41,6 +41,9 @@ def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
     verdict = paint(node.verdict.value, _VERDICT_COLOR[node.verdict])
     header = f"{paint(common.one_line(node.hostname), _BOLD)}  {verdict}  {sku}  {gpus}"
     lines = [header]
+    if node.verdict is Verdict.UNKNOWN and node.summary:
+        # Nothing could be judged: say why before the details, not after them.
+        lines.append(f"  {paint(common.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
     findings = [f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS]
     check_width = min(max((len(f.check) for f in findings), default=0), 32)
     for finding in findings:
@@ -51,7 +54,7 @@ def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
         message = common.one_line(finding.message)
         lines.append(f"  {severity}  {finding.check.ljust(check_width)}  {gpu}{message}{optional}")
     lines.append(f"  {common.count_severities(node.findings).line()}")
-    if node.summary:
+    if node.summary and node.verdict is not Verdict.UNKNOWN:
         lines.append(f"  {common.one_line(node.summary)}")
     return lines
 
