@@ -1,4 +1,4 @@
-"""Start-up cost of `gpuready certify --simulate <8-GPU scenario> --json` as a whole process.
+"""Start-up cost of `gpuready certify --simulate <8-GPU scenario> --json --burn 0` as a process.
 
 Measured against a bare `python -c pass` in the same run, so the figure is the
 tool's own overhead on this machine. Target: under 0.5 s above the interpreter.

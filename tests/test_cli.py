@@ -24,6 +24,8 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def certify_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    if not any(arg == "--burn" for arg in args):
+        args = ("--burn", "0", *args)
     code, out, err = run(capsys, "certify", "--json", *args)
     assert err == "" or "error" not in err, err
     return code, json.loads(out)
@@ -46,7 +48,7 @@ def test_scenarios_lists_names_first(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.parametrize("scenario", ["healthy-8x-h100-sxm", "healthy-8x-a100-80gb"])
 def test_healthy_scenarios_certify(capsys: pytest.CaptureFixture[str], scenario: str) -> None:
-    code, document = certify_json(capsys, "--simulate", scenario)
+    code, document = certify_json(capsys, "--simulate", scenario, "--burn", "2s")
     node = document["nodes"][0]
     assert node["verdict"] == "CERTIFIED", [f for f in node["findings"] if f["severity"] != "PASS"]
     assert code == ExitCode.OK
@@ -99,7 +101,9 @@ def test_nvcc_off_pin_fails_against_a_pinning_policy(
 
 
 def test_no_driver_says_so_and_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "certify", "--simulate", "no-gpu-driver", "--no-color")
+    code, out, _ = run(
+        capsys, "certify", "--simulate", "no-gpu-driver", "--no-color", "--burn", "1s"
+    )
     assert code == ExitCode.COULD_NOT_RUN
     assert "no usable NVIDIA driver" in out
 
@@ -108,7 +112,7 @@ def test_no_driver_says_so_and_exits_3(capsys: pytest.CaptureFixture[str]) -> No
     Path("/proc/driver/nvidia").exists(), reason="this machine has an NVIDIA driver"
 )
 def test_live_certify_on_a_machine_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "certify", "--no-color")
+    code, out, _ = run(capsys, "certify", "--no-color", "--burn", "1s")
     assert code == ExitCode.COULD_NOT_RUN
     assert "no usable NVIDIA driver" in out
 
@@ -120,6 +124,8 @@ def test_live_certify_on_a_machine_without_gpu(capsys: pytest.CaptureFixture[str
         (("certify", "--capture", "/nonexistent/bundle"), "/nonexistent/bundle does not exist"),
         (("certify", "--simulate", "healthy-8x-h100-sxm", "--capture", "/tmp"), "exclusive"),
         (("certify", "--bogus-flag"), "No such option"),
+        (("certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "soon"), "not a duration"),
+        (("certify", "--burn-dtype", "int4"), "int4"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -160,7 +166,14 @@ def test_bad_policy_is_one_line_exit_2(
 def test_report_dir_gets_three_reports(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "out"
     code, _, _ = run(
-        capsys, "certify", "--simulate", "one-gpu-power-capped", "--report-dir", str(target)
+        capsys,
+        "certify",
+        "--simulate",
+        "one-gpu-power-capped",
+        "--burn",
+        "0",
+        "--report-dir",
+        str(target),
     )
     assert code == ExitCode.NOT_CERTIFIED
     assert sorted(p.name for p in target.iterdir()) == ["junit.xml", "report.html", "report.json"]
@@ -170,7 +183,9 @@ def test_report_dir_gets_three_reports(capsys: pytest.CaptureFixture[str], tmp_p
 
 
 def test_terminal_report_names_the_failure(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "certify", "--simulate", "one-gpu-power-capped", "--no-color")
+    code, out, _ = run(
+        capsys, "certify", "--simulate", "one-gpu-power-capped", "--no-color", "--burn", "0"
+    )
     assert code == ExitCode.NOT_CERTIFIED
     assert "NOT_CERTIFIED" in out
     assert "power.limit" in out
@@ -181,7 +196,7 @@ def test_console_script_runs_as_a_process(tmp_path: Path) -> None:
     exe = shutil.which("gpuready")
     argv = [exe] if exe else [sys.executable, "-m", "validator.cli.main"]
     done = subprocess.run(
-        [*argv, "certify", "--simulate", "healthy-8x-h100-sxm", "--json"],
+        [*argv, "certify", "--simulate", "healthy-8x-h100-sxm", "--json", "--burn", "2s"],
         capture_output=True,
         text=True,
         timeout=60,

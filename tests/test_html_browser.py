@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.test_report_samples import XSS_HOST, failing_node, healthy_node, sample_report
+from tests.test_report_samples import (
+    SCRIPT_DETAIL,
+    TIMEOUT_DETAIL,
+    XSS_HOST,
+    burn_node,
+    failing_node,
+    healthy_node,
+    sample_report,
+)
 from validator.report.html import render_html
 
 pytestmark = pytest.mark.browser
@@ -51,6 +61,14 @@ def report_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def burn_file(tmp_path: Path) -> Path:
+    path = tmp_path / "burn.html"
+    node = burn_node(simulated=True, timeout_detail=TIMEOUT_DETAIL + SCRIPT_DETAIL)
+    path.write_text(render_html(sample_report(node)))
+    return path
+
+
 def test_dom_after_rendering(tmp_path: Path, report_file: Path) -> None:
     result = _run(tmp_path, "--dump-dom", report_file.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
@@ -73,3 +91,30 @@ def test_screenshot_is_a_png(tmp_path: Path, report_file: Path) -> None:
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC)
     assert len(data) > 20_000  # a blank page is a few kB; the report is far more
+
+
+def test_burn_charts_survive_the_browser(tmp_path: Path, burn_file: Path) -> None:
+    result = _run(tmp_path, "--dump-dom", burn_file.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    # The parser kept the inline SVG as SVG: four charts, their bars and lines intact.
+    assert dom.count("<svg") == 4
+    assert dom.count('<rect class="bar') == 2
+    assert dom.count("<polyline") == 5
+    assert dom.count("<script>") == 1  # the GPU detail's <script> stayed text
+    assert "&lt;script&gt;alert('burn')&lt;/script&gt;" in dom
+    assert re.search(r'class="badge simulated"[^>]*>SIMULATED figures<', dom)
+    # The sorter ran over the burn table too.
+    assert '<button type="button" class="sort">TFLOPS</button>' in dom
+
+
+def test_burn_screenshot(tmp_path: Path, burn_file: Path) -> None:
+    # GPUREADY_SCREENSHOT_DIR keeps the picture for a person to look at.
+    keep = os.environ.get("GPUREADY_SCREENSHOT_DIR")
+    shot = (Path(keep) if keep else tmp_path) / "burn-report.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    result = _run(tmp_path, f"--screenshot={shot}", "--window-size=1280,2600", burn_file.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert len(data) > 60_000  # four charts and a table: far more than a blank page

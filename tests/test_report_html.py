@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+import importlib.resources
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -11,7 +13,15 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from tests.test_report_samples import XSS_HOST, failing_node, healthy_node, sample_report
+from tests.test_report_samples import (
+    SCRIPT_DETAIL,
+    TIMEOUT_DETAIL,
+    XSS_HOST,
+    burn_node,
+    failing_node,
+    healthy_node,
+    sample_report,
+)
 from validator.errors import ReportError
 from validator.model import NodeFacts, NodeResult, Report, Verdict
 from validator.report import environment
@@ -268,7 +278,7 @@ def test_installed_templates_package_is_preferred(
         assert package == "validator.templates"
         return installed
 
-    monkeypatch.setattr(environment.importlib.resources, "files", files)
+    monkeypatch.setattr(importlib.resources, "files", files)
     assert templates_dir() == installed
 
 
@@ -277,3 +287,162 @@ def test_empty_report_renders() -> None:
     assert 'data-verdict="UNKNOWN"' in page
     assert "This report holds no nodes." in page
     assert "No nodes were judged." in page
+
+
+# ------------------------------------------------------------------ burn-in
+
+
+def _svgs(html: str) -> list[str]:
+    """Each inline <svg>...</svg> element of a page, in order."""
+    return re.findall(r"<svg\b.*?</svg>", html, flags=re.DOTALL)
+
+
+def _chart(html: str, title: str) -> str:
+    matches = [chart for chart in _svgs(html) if f"<title>{title}" in chart]
+    assert len(matches) == 1, title
+    return matches[0]
+
+
+@pytest.fixture(scope="module")
+def burn_page() -> str:
+    node = burn_node(timeout_detail=TIMEOUT_DETAIL + SCRIPT_DETAIL)
+    return render_html(sample_report(healthy_node(), node))
+
+
+def test_no_burn_no_burn_section(page: str) -> None:
+    assert "<svg" not in page
+    assert "Burn-in" not in page
+
+
+def test_burn_section_has_one_svg_per_chart(burn_page: str) -> None:
+    node1 = burn_page[: burn_page.index('id="node-2"')]
+    assert "<svg" not in node1  # the healthy node ran no burn
+    titles = [re.search(r"<title>([^<]*)</title>", chart).group(1) for chart in _svgs(burn_page)]  # type: ignore[union-attr]
+    assert titles == [
+        "Matrix-multiply throughput per GPU (bf16)",
+        "Power draw",
+        "GPU temperature",
+        "SM clock",
+    ]
+
+
+def test_tflops_bars_and_reference_line(burn_page: str) -> None:
+    chart = _chart(burn_page, "Matrix-multiply throughput")
+    # GPU 2 timed out: no bar (never a zero bar), an n/a label instead.
+    assert chart.count('<rect class="bar') == 2
+    assert chart.count('class="bar low"') == 1  # GPU 1 is below best - 10%
+    assert '<text class="bar-value na"' in chart
+    assert ">712.4</text>" in chart
+    assert ">598.7</text>" in chart
+    assert chart.count('class="reference"') == 1
+    assert "best \u2212 10%: 641.2" in chart
+    labels = re.findall(r'<text class="tick"[^>]*>(GPU \d)</text>', chart)
+    assert labels == ["GPU 0", "GPU 1", "GPU 2"]
+
+
+@pytest.mark.parametrize(
+    ("title", "lines", "no_data"),
+    [
+        ("Power draw", 1, ["GPU 1 (no data)", "GPU 2 (no data)"]),
+        ("GPU temperature", 2, ["GPU 2 (no data)"]),
+        ("SM clock", 2, ["GPU 2 (no data)"]),
+    ],
+)
+def test_telemetry_charts_draw_a_line_per_sampled_gpu(
+    burn_page: str, title: str, lines: int, no_data: list[str]
+) -> None:
+    chart = _chart(burn_page, title)
+    assert chart.count("<polyline") == lines
+    polylines = re.findall(r'<polyline[^>]*points="([^"]*)"', chart)
+    assert all(len(points.split()) == 12 for points in polylines)
+    assert re.findall(r">(GPU \d \(no data\))<", chart) == no_data
+    assert "Time since burn start (s)" in chart
+
+
+def test_power_chart_shows_the_enforced_limit(burn_page: str) -> None:
+    chart = _chart(burn_page, "Power draw")
+    assert "enforced limit 700 W" in chart
+    assert "Power (W)" in chart
+
+
+def test_burn_table_rows(burn_page: str) -> None:
+    doc = _parse(burn_page)
+    rows = [a for t, a in doc.tags if t == "tr" and "burn" in (a.get("class") or "").split()]
+    assert [(r["data-index"], r["class"]) for r in rows] == [
+        ("0", "burn burn-completed"),
+        ("1", "burn burn-completed burn-failed"),
+        ("2", "burn burn-timeout burn-failed"),
+    ]
+    assert '688 W<span class="note">98% of 700 W</span>' in burn_page
+    assert '<td class="num">82 °C</td>' in burn_page
+    assert '<td class="num">1755 MHz</td>' in burn_page
+    assert '<td class="num bad">37 / 2</td>' in burn_page
+    assert '<td colspan="4" class="na no-telemetry">no telemetry sampled</td>' in burn_page
+    assert "not supported: power readings not supported" in burn_page
+    assert 'title="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c">9f86d081884c\u2026<' in (
+        burn_page
+    )
+    assert "<dt>Matrix size</dt><dd>8192 \u00d7 8192</dd>" in burn_page
+    assert "<dt>Elapsed</dt><dd>61.2 s</dd>" in burn_page
+
+
+def test_burn_detail_is_escaped(burn_page: str) -> None:
+    assert "<script>alert" not in burn_page
+    assert "&lt;script&gt;alert(&#39;burn&#39;)&lt;/script&gt;" in burn_page
+    assert len(_parse(burn_page).scripts) == 1
+
+
+def test_burn_page_stays_self_contained(burn_page: str) -> None:
+    doc = _parse(burn_page)
+    assert "http://" not in burn_page
+    assert "https://" not in burn_page
+    for tag, attrs in doc.tags:
+        assert tag not in {"link", "img", "iframe", "object", "embed", "image", "use"}, tag
+        assert not [name for name in attrs if name.startswith("on")], (tag, attrs)
+        assert "href" not in attrs or (attrs["href"] or "").startswith("#")
+
+
+def test_simulated_badge_only_when_simulated(burn_page: str) -> None:
+    assert "SIMULATED figures" not in burn_page
+    simulated = render_html(sample_report(burn_node(simulated=True)))
+    assert simulated.count("SIMULATED figures") == 1
+    assert 'id="node-1-simulated"' in simulated
+
+
+def test_burn_that_could_not_start() -> None:
+    node = burn_node()
+    assert node.facts.burn is not None
+    burn = dataclasses.replace(node.facts.burn, gpus=(), error="cuBLAS <init> failed")
+    node = dataclasses.replace(node, facts=dataclasses.replace(node.facts, burn=burn))
+    page = render_html(sample_report(node))
+    assert "The burn-in could not run: cuBLAS &lt;init&gt; failed" in page
+    assert "<svg" not in page
+    assert 'class="burn sortable"' not in page
+
+
+def test_burn_without_any_samples_says_so() -> None:
+    node = burn_node()
+    assert node.facts.burn is not None
+    burn = node.facts.burn
+    gpus = tuple(dataclasses.replace(gpu, samples=()) for gpu in burn.gpus)
+    burn = dataclasses.replace(burn, gpus=gpus, sampler="none")
+    page = render_html(
+        sample_report(dataclasses.replace(node, facts=dataclasses.replace(node.facts, burn=burn)))
+    )
+    assert len(_svgs(page)) == 1  # throughput only
+    assert page.count("no telemetry sampled (sampler: none).") == 3
+    assert page.count('class="na no-telemetry"') == 3
+
+
+def test_failed_reference_tile_is_marked() -> None:
+    node = burn_node()
+    assert node.facts.burn is not None
+    burn = node.facts.burn
+    bad = dataclasses.replace(burn.gpus[0], reference_ok=False, reference_max_error=0.75)
+    burn = dataclasses.replace(burn, gpus=(bad, *burn.gpus[1:]))
+    page = render_html(
+        sample_report(dataclasses.replace(node, facts=dataclasses.replace(node.facts, burn=burn)))
+    )
+    assert '<td class="nowrap bad">FAILED<span class="note">max error 7.50e-01</span></td>' in page
+    row = _parse(page).find("tr", data_index="0", data_status="completed")
+    assert row[0]["class"] == "burn burn-completed burn-failed"

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.test_report_samples import XSS_HOST, failing_node, healthy_node, sample_report
+from tests.test_report_samples import (
+    SCRIPT_DETAIL,
+    TIMEOUT_DETAIL,
+    XSS_HOST,
+    burn_node,
+    failing_node,
+    healthy_node,
+    sample_report,
+)
 from validator import model
 from validator.errors import BadInputError, ReportError
 from validator.model import Report, Unavailable
@@ -29,7 +37,7 @@ def validator() -> Draft202012Validator:
 @pytest.fixture
 def document() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(
-        render_json(sample_report(healthy_node(), failing_node(XSS_HOST)))
+        render_json(sample_report(healthy_node(), failing_node(XSS_HOST), burn_node()))
     )
     return doc
 
@@ -59,6 +67,40 @@ def test_unavailable_is_written_with_its_reason(document: dict[str, Any]) -> Non
     assert kernel == {"unavailable": "no_permission", "detail": "uname denied"}
 
 
+def test_burn_is_written_in_full(document: dict[str, Any]) -> None:
+    assert document["nodes"][0]["facts"]["burn"] is None
+    burn = document["nodes"][2]["facts"]["burn"]
+    assert burn["backend"] == "cublas"
+    assert burn["error"] is None
+    assert burn["xid_events_during"] == []
+    gpus = burn["gpus"]
+    assert [g["status"] for g in gpus] == ["completed", "completed", "timeout"]
+    assert gpus[0]["tflops"] == 712.4
+    assert gpus[2]["tflops"] == {"unavailable": "not_measured"}
+    assert gpus[2]["samples"] == []
+    assert len(gpus[1]["samples"]) == 12
+    assert gpus[1]["samples"][0]["power_w"] == {
+        "unavailable": "not_supported",
+        "detail": "power readings not supported",
+    }
+    assert gpus[0]["samples"][-1]["clock_event_reasons"] == ["sw_power_cap"]
+    assert gpus[0]["counters_before"]["ecc_volatile_uncorrected"] == 0
+
+
+def test_burn_report_round_trips() -> None:
+    report = sample_report(
+        burn_node(simulated=True, timeout_detail=TIMEOUT_DETAIL + SCRIPT_DETAIL), healthy_node()
+    )
+    again = load_report_json(render_json(report))
+    assert again == report
+    burn = again.nodes[0].facts.burn
+    assert burn is not None
+    assert burn.simulated is True
+    assert isinstance(burn.gpus[1].samples[3].power_w, Unavailable)
+    assert burn.gpus[0].samples[3].sm_clock_mhz == 1868
+    assert again.nodes[1].facts.burn is None
+
+
 def test_round_trip_gives_an_equal_report() -> None:
     report = sample_report(healthy_node(), failing_node(XSS_HOST))
     again = load_report_json(render_json(report))
@@ -85,6 +127,31 @@ def test_round_trip_gives_an_equal_report() -> None:
         ),
         (lambda d: d["nodes"][0]["findings"][0].pop("message"), "message"),
         (lambda d: d.__setitem__("schema_version", 2), "schema_version"),
+        (lambda d: d["nodes"][2]["facts"].__setitem__("burn", "yes"), "yes"),
+        (lambda d: d["nodes"][2]["facts"].pop("burn"), "burn"),
+        (
+            lambda d: d["nodes"][2]["facts"]["burn"]["gpus"][0].__setitem__("status", "ok"),
+            "ok",
+        ),
+        (
+            lambda d: d["nodes"][2]["facts"]["burn"]["gpus"][0]["samples"][0].__setitem__(
+                "fan_pct", 40
+            ),
+            "fan_pct",
+        ),
+        (
+            lambda d: d["nodes"][2]["facts"]["burn"]["gpus"][1]["samples"][0].__setitem__(
+                "power_w", None
+            ),
+            "None",
+        ),
+        (
+            lambda d: d["nodes"][2]["facts"]["burn"]["gpus"][0]["counters_after"].pop(
+                "remap_pending"
+            ),
+            "remap_pending",
+        ),
+        (lambda d: d["nodes"][2]["facts"]["burn"].__setitem__("matrix_size", 8.5), "8.5"),
     ],
     ids=[
         "unknown-node-field",
@@ -95,6 +162,13 @@ def test_round_trip_gives_an_equal_report() -> None:
         "wrong-type",
         "missing-field",
         "newer-schema",
+        "burn-not-an-object",
+        "burn-missing",
+        "bad-burn-status",
+        "unknown-sample-field",
+        "power-null",
+        "counter-missing",
+        "float-matrix-size",
     ],
 )
 def test_mutated_document_fails_validation(
@@ -183,6 +257,21 @@ def _expected(tp: Any) -> dict[str, Any]:
     return {"type": names[tp]}
 
 
+def _model_enums() -> list[type[enum.Enum]]:
+    """Every enum a field of a model class uses."""
+    found: list[type[enum.Enum]] = []
+    for cls in _model_dataclasses():
+        todo: list[Any] = list(typing.get_type_hints(cls, vars(model)).values())
+        while todo:
+            tp = todo.pop()
+            if isinstance(tp, type) and issubclass(tp, enum.Enum):
+                if tp not in found:
+                    found.append(tp)
+            else:
+                todo.extend(typing.get_args(tp))
+    return found
+
+
 def test_walk_finds_the_model_classes() -> None:
     names = {cls.__name__ for cls in _model_dataclasses()}
     assert {
@@ -196,38 +285,87 @@ def test_walk_finds_the_model_classes() -> None:
         "XidEvent",
         "NvLinkState",
         "Unavailable",
+        "BurnResult",
+        "GpuBurn",
+        "TelemetrySample",
+        "ErrorCounters",
     } <= names
+    enums = {cls.__name__ for cls in _model_enums()}
+    assert enums == {"Reason", "Severity", "Verdict", "NvmlStatus", "GpuStatus", "BurnStatus"}
+
+
+def _schema_mismatches(schema: dict[str, Any], cls: type) -> list[str]:
+    """How the schema's definition of ``cls`` differs from the model; empty when in step."""
+    definition = schema["$defs"].get(cls.__name__)
+    if definition is None:
+        return [f"no $defs entry for {cls.__name__}"]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    properties = list(definition["properties"])
+    problems = []
+    if definition.get("additionalProperties") is not False:
+        problems.append("additionalProperties is not false")
+    if cls is Unavailable:
+        # to_dict writes the reason under the key "unavailable".
+        assert fields == ["reason", "detail"], "Unavailable changed: update to_dict and the schema"
+        if properties != ["unavailable", "detail"] or definition["required"] != ["unavailable"]:
+            problems.append("Unavailable must be {unavailable, detail?}")
+        if definition["properties"].get("unavailable") != {"$ref": "#/$defs/Reason"}:
+            problems.append("Unavailable.unavailable must be a Reason")
+        return problems
+    if properties != fields:
+        problems.append(f"properties {properties} != fields {fields}")
+    if definition.get("required") != fields:
+        problems.append("not every field is required")
+    hints = typing.get_type_hints(cls, vars(model))
+    for name in fields:
+        want = (
+            {"const": model.SCHEMA_VERSION} if name == "schema_version" else _expected(hints[name])
+        )
+        if definition["properties"].get(name) != want:
+            problems.append(f"{name}: {definition['properties'].get(name)} != {want}")
+    return problems
 
 
 @pytest.mark.parametrize("cls", _model_dataclasses(), ids=lambda cls: cls.__name__)
 def test_schema_covers_every_model_field(cls: type) -> None:
-    schema = load_schema()
-    definition = schema["$defs"][cls.__name__]
-    fields = [f.name for f in dataclasses.fields(cls)]
-    properties = list(definition["properties"])
-    assert definition["additionalProperties"] is False
-    if cls is Unavailable:
-        # to_dict writes the reason under the key "unavailable".
-        assert fields == ["reason", "detail"], "Unavailable changed: update to_dict and the schema"
-        assert properties == ["unavailable", "detail"]
-        assert definition["required"] == ["unavailable"]
-        assert definition["properties"]["unavailable"] == {"$ref": "#/$defs/Reason"}
-        return
-    assert properties == fields, f"report.schema.json {cls.__name__} is out of date"
-    assert definition["required"] == fields
-    hints = typing.get_type_hints(cls, vars(model))
-    for name in fields:
-        if name == "schema_version":
-            assert definition["properties"][name] == {"const": model.SCHEMA_VERSION}
-            continue
-        assert definition["properties"][name] == _expected(hints[name]), name
+    assert _schema_mismatches(load_schema(), cls) == [], (
+        f"report.schema.json {cls.__name__} is out of date"
+    )
 
 
 @pytest.mark.parametrize(
-    "enum_cls",
-    [model.Reason, model.Severity, model.Verdict, model.NvmlStatus, model.GpuStatus],
-    ids=lambda cls: cls.__name__,
+    ("cls", "mutate", "needle"),
+    [
+        (model.NodeFacts, lambda d: d["NodeFacts"]["properties"].pop("burn"), "properties"),
+        (
+            model.GpuBurn,
+            lambda d: d["GpuBurn"]["properties"].__setitem__("tflops", {"type": "number"}),
+            "tflops",
+        ),
+        (
+            model.BurnResult,
+            lambda d: d["BurnResult"]["properties"].__setitem__("error", {"type": "string"}),
+            "error",
+        ),
+        (model.TelemetrySample, lambda d: d.pop("TelemetrySample"), "no $defs"),
+        (
+            model.ErrorCounters,
+            lambda d: d["ErrorCounters"].__setitem__("additionalProperties", True),
+            "additionalProperties",
+        ),
+    ],
+    ids=["burn-missing", "not-measured-dropped", "optional-dropped", "def-missing", "lax"],
 )
+def test_schema_check_catches_a_stale_schema(
+    cls: type, mutate: typing.Callable[[dict[str, Any]], object], needle: str
+) -> None:
+    schema = copy.deepcopy(load_schema())
+    mutate(schema["$defs"])
+    problems = _schema_mismatches(schema, cls)
+    assert any(needle in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("enum_cls", _model_enums(), ids=lambda cls: cls.__name__)
 def test_schema_enums_match_the_model(enum_cls: type[enum.Enum]) -> None:
     assert load_schema()["$defs"][enum_cls.__name__]["enum"] == [m.value for m in enum_cls]
 

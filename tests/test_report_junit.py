@@ -5,7 +5,14 @@ from __future__ import annotations
 import dataclasses
 import xml.etree.ElementTree as ET
 
-from tests.test_report_samples import failing_node, healthy_node, sample_report
+from tests.test_report_samples import (
+    SCRIPT_DETAIL,
+    TIMEOUT_DETAIL,
+    burn_node,
+    failing_node,
+    healthy_node,
+    sample_report,
+)
 from validator.model import Finding, NodeFacts, NodeResult, Report, Severity, Verdict
 from validator.report.junit import render_junit
 
@@ -132,3 +139,15 @@ def test_empty_report_is_valid_junit() -> None:
     root = _parse(render_junit(Report("2025-03-04T10:15:00Z", "0.1.0", ())))
     assert _counts(root) == (0, 0, 0, 0)
     assert list(root) == []
+
+
+def test_burn_findings_are_ordinary_cases() -> None:
+    node = burn_node(timeout_detail=TIMEOUT_DETAIL + SCRIPT_DETAIL)
+    text = render_junit(sample_report(healthy_node(), node))
+    assert "<script>" not in text
+    suites = _parse(text).findall("testsuite")
+    assert _counts(suites[1]) == (3, 2, 0, 0)
+    names = [case.get("name") for case in suites[1].findall("testcase")]
+    assert names == ["burn.correctness[gpu1]", "burn.completed[gpu2]", "burn.throughput[gpu0]"]
+    props = {p.get("name"): p.get("value") for p in suites[1].findall("properties/property")}
+    assert props["gpu_count"] == "3"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from validator.model import (
     NOT_SUPPORTED,
+    BurnResult,
+    BurnStatus,
+    ErrorCounters,
     Finding,
+    GpuBurn,
     GpuFacts,
     GpuStatus,
     KernelLogFacts,
@@ -14,6 +18,7 @@ from validator.model import (
     Reason,
     Report,
     Severity,
+    TelemetrySample,
     ToolFacts,
     Unavailable,
     Verdict,
@@ -99,8 +104,8 @@ def healthy_node(hostname: str = "gpu-node-01") -> NodeResult:
             observed="81559 MiB",
             expected=">= 81000 MiB",
             gpu_index=0,
-            gpu_uuid=gpus[0].uuid,
-        ),  # type: ignore[arg-type]
+            gpu_uuid=str(gpus[0].uuid),
+        ),
         Finding(
             "memory.capacity",
             Severity.PASS,
@@ -108,8 +113,8 @@ def healthy_node(hostname: str = "gpu-node-01") -> NodeResult:
             observed="81559 MiB",
             expected=">= 81000 MiB",
             gpu_index=1,
-            gpu_uuid=gpus[1].uuid,
-        ),  # type: ignore[arg-type]
+            gpu_uuid=str(gpus[1].uuid),
+        ),
         Finding(
             "gpu.count", Severity.PASS, "2 GPUs found, 2 expected.", observed="2", expected="2"
         ),
@@ -211,6 +216,123 @@ def failing_node(hostname: str = "gpu-node-02", message_extra: str = "") -> Node
     )
 
 
+TIMEOUT_DETAIL = "worker stopped answering after 30 s"
+SCRIPT_DETAIL = " <script>alert('burn')</script>"
+
+
+def _samples(index: int, *, power: bool = True) -> tuple[TelemetrySample, ...]:
+    """Twelve ticks, 5 s apart: power and heat rise, the SM clock settles lower."""
+    samples = []
+    for tick in range(12):
+        ramp = min(tick / 6, 1.0)
+        samples.append(
+            TelemetrySample(
+                t_s=5.0 * tick,
+                power_w=round(300.0 + 388.0 * ramp - 6.0 * index, 1)
+                if power
+                else Unavailable(Reason.NOT_SUPPORTED, "power readings not supported"),
+                temperature_gpu_c=45.0 + 37.0 * ramp - index,
+                temperature_memory_c=50.0 + 20.0 * ramp,
+                sm_clock_mhz=1980 - int(225 * ramp) + 15 * index,
+                mem_clock_mhz=2619,
+                utilization_pct=100,
+                clock_event_reasons=("sw_power_cap",) if ramp == 1.0 and power else (),
+            )
+        )
+    return tuple(samples)
+
+
+def burn_result(*, simulated: bool = False, timeout_detail: str = TIMEOUT_DETAIL) -> BurnResult:
+    """A burn over 3 GPUs: 0 healthy, 1 with mismatches and no power readings, 2 timed out."""
+    counters = ErrorCounters(ecc_volatile_corrected=0, ecc_volatile_uncorrected=0)
+    return BurnResult(
+        backend="cublas",
+        dtype="bf16",
+        matrix_size=8192,
+        duration_s=60.0,
+        elapsed_s=61.25,
+        memory_fraction=0.9,
+        started_at="2025-03-04T10:12:00Z",
+        sampler="simulated" if simulated else "nvml",
+        simulated=simulated,
+        gpus=(
+            GpuBurn(
+                index=0,
+                status=BurnStatus.COMPLETED,
+                uuid="GPU-1b2c3d4e-0000-1111-2222-000000000000",
+                iterations=5120,
+                tflops=712.4,
+                tflops_windows=(710.0, 712.4, 713.1),
+                reference_max_error=0.0019,
+                reference_ok=True,
+                digest="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c",
+                samples=_samples(0),
+                counters_before=counters,
+                counters_after=counters,
+            ),
+            GpuBurn(
+                index=1,
+                status=BurnStatus.COMPLETED,
+                uuid="GPU-1b2c3d4e-0000-1111-2222-000000000001",
+                iterations=4980,
+                tflops=598.7,
+                tflops_windows=(601.0, 598.7),
+                mismatched_elements=37,
+                mismatched_iterations=2,
+                reference_max_error=0.0021,
+                reference_ok=True,
+                digest="1c2d3e4f",
+                samples=_samples(1, power=False),
+            ),
+            GpuBurn(
+                index=2,
+                status=BurnStatus.TIMEOUT,
+                detail=timeout_detail,
+                uuid="GPU-1b2c3d4e-0000-1111-2222-000000000002",
+                iterations=0,
+            ),
+        ),
+        xid_events_during=(),
+    )
+
+
+def burn_node(
+    hostname: str = "gpu-node-03", *, simulated: bool = False, timeout_detail: str = TIMEOUT_DETAIL
+) -> NodeResult:
+    """A node that ran the burn-in: GPU 1 computed wrong results, GPU 2 timed out."""
+    gpus = (_gpu(0), _gpu(1), _gpu(2))
+    findings = (
+        Finding(
+            "burn.correctness",
+            Severity.FAIL,
+            "GPU 1 computed 37 mismatched elements in 2 iterations.",
+            observed="37",
+            expected="0",
+            gpu_index=1,
+        ),
+        Finding(
+            "burn.completed",
+            Severity.FAIL,
+            "GPU 2 burn-in timed out.",
+            observed="timeout",
+            expected="completed",
+            gpu_index=2,
+        ),
+        Finding("burn.throughput", Severity.PASS, "GPU 0 at 712.4 TFLOPS.", gpu_index=0),
+    )
+    return NodeResult(
+        hostname=hostname,
+        verdict=Verdict.NOT_CERTIFIED,
+        facts=_facts(
+            hostname, gpus, burn=burn_result(simulated=simulated, timeout_detail=timeout_detail)
+        ),
+        findings=findings,
+        sku="h100-sxm5-80gb",
+        policy_digest="sha256:3f1a9c",
+        summary="2 checks failed: burn.correctness, burn.completed.",
+    )
+
+
 def sample_report(*nodes: NodeResult) -> Report:
     """A report over the given nodes; a healthy and a failing node by default."""
     return Report(
@@ -272,3 +394,59 @@ def test_show_says_why_a_value_is_missing() -> None:
 def test_clean_makes_control_characters_visible() -> None:
     assert common.clean("a\x1b[2Jb\x00") == "a\\x1b[2Jb\\x00"
     assert common.one_line("two\nlines\tand tab") == "two lines and tab"
+
+
+def test_burn_stats_from_samples() -> None:
+    node = burn_node()
+    burn = node.facts.burn
+    assert burn is not None
+    healthy = common.burn_stats(burn.gpus[0], node.facts)
+    assert healthy.peak_power_w == 688.0
+    assert healthy.power_limit_w == 700.0
+    assert round(healthy.peak_power_pct, 1) == 98.3  # type: ignore[arg-type]
+    assert healthy.peak_temperature_c == 82.0
+    assert healthy.min_sm_clock_mhz == 1755
+    assert healthy.clock_events == ("sw_power_cap",)
+    assert healthy.errors == 0
+
+
+def test_burn_stats_say_why_figures_are_missing() -> None:
+    node = burn_node()
+    burn = node.facts.burn
+    assert burn is not None
+    no_power = common.burn_stats(burn.gpus[1], node.facts)
+    assert no_power.peak_power_w == Unavailable(
+        Reason.NOT_SUPPORTED, "power readings not supported"
+    )
+    assert no_power.peak_power_pct == no_power.peak_power_w
+    assert no_power.peak_temperature_c == 81.0
+    assert no_power.errors == 37
+    timed_out = common.burn_stats(burn.gpus[2], node.facts)
+    assert timed_out.peak_power_w == common.NO_TELEMETRY
+    assert timed_out.min_sm_clock_mhz == common.NO_TELEMETRY
+    assert timed_out.clock_events == common.NO_TELEMETRY
+    assert common.burn_failed(burn.gpus[0]) is False
+    assert common.burn_failed(burn.gpus[1]) is True
+    assert common.burn_failed(burn.gpus[2]) is True
+
+
+def test_telemetry_skips_unavailable_points() -> None:
+    burn = burn_result()
+    assert common.telemetry(burn.gpus[1].samples, "power_w") == []
+    points = common.telemetry(burn.gpus[0].samples, "sm_clock_mhz")
+    assert len(points) == 12
+    assert points[0] == (0.0, 1980.0)
+    assert points[-1] == (55.0, 1755.0)
+
+
+def test_shorten_marks_the_cut() -> None:
+    assert common.shorten("short", 10) == "short"
+    assert common.shorten("a much longer line", 8) == "a much\u2026"
+    assert len(common.shorten("x" * 50, 20)) == 20
+
+
+def test_tflops_text_keeps_small_figures_visible() -> None:
+    assert common.tflops_text(712.44) == "712.4"
+    assert common.tflops_text(10.0) == "10.0"
+    assert common.tflops_text(0.0234) == "0.0234"
+    assert common.tflops_text(3.14159) == "3.14"

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from tests.test_report_samples import failing_node, healthy_node, sample_report
+from tests.test_report_samples import (
+    SCRIPT_DETAIL,
+    TIMEOUT_DETAIL,
+    burn_node,
+    failing_node,
+    healthy_node,
+    sample_report,
+)
 from validator.model import Report
 from validator.report.text import render_text
 
@@ -72,3 +80,68 @@ def test_control_characters_from_devices_are_neutralised() -> None:
 
 def test_empty_report_says_so() -> None:
     assert render_text(Report("t", "v", ())) == "Overall: UNKNOWN  No nodes were judged.\n"
+
+
+def test_burn_lines_follow_the_node_header() -> None:
+    lines = render_text(sample_report(burn_node())).splitlines()
+    assert lines[:5] == [
+        "gpu-node-03  NOT_CERTIFIED  h100-sxm5-80gb  3 GPUs",
+        "  burn-in  cublas bf16 n=8192  60 s (ran 61.2 s)  sampler nvml",
+        "  burn gpu0  completed  712.4 TFLOPS  it=5120  errors=0  peak 688 W (98%)  82 C"
+        "  sm>=1755 MHz",
+        "  burn gpu1  completed  598.7 TFLOPS  it=4980  errors=37  power n/a  81 C  sm>=1770 MHz",
+        "  burn gpu2  timeout    worker stopped answering after 30 s",
+    ]
+    assert lines[5].startswith("  FAIL     burn.correctness  gpu1")
+
+
+def test_burn_lines_fit_100_columns_and_shorten_details() -> None:
+    long_detail = "CUDA error: an illegal memory access was encountered " * 4 + SCRIPT_DETAIL
+    text = render_text(sample_report(burn_node(timeout_detail=long_detail)))
+    burn_lines = [line for line in text.splitlines() if line.startswith("  burn")]
+    assert len(burn_lines) == 4
+    for line in text.splitlines():
+        assert len(line) <= 100, line
+    assert burn_lines[3].startswith("  burn gpu2  timeout    CUDA error: an illegal memory access")
+    assert burn_lines[3].endswith("\u2026")
+    assert len(burn_lines[3]) == 100
+
+
+def test_simulated_burn_says_so_and_colours_failures() -> None:
+    plain = render_text(sample_report(burn_node(simulated=True)))
+    assert "  burn-in  cublas bf16 n=8192  60 s (ran 61.2 s)  sampler simulated  SIMULATED" in plain
+    assert "SIMULATED" not in render_text(sample_report(burn_node()))
+    colored = render_text(sample_report(burn_node()), color=True)
+    assert "\x1b[32mcompleted\x1b[0m  712.4" in colored  # healthy
+    assert "\x1b[31mcompleted\x1b[0m  598.7" in colored  # mismatches: not healthy
+    assert "\x1b[31mtimeout  \x1b[0m" in colored
+    assert ANSI.sub("", colored) == render_text(sample_report(burn_node()))
+
+
+def test_burn_that_could_not_start_gives_its_reason() -> None:
+    node = burn_node()
+    assert node.facts.burn is not None
+    burn = dataclasses.replace(node.facts.burn, gpus=(), error="no backend: \x1b[2Jcublas missing")
+    node = dataclasses.replace(node, facts=dataclasses.replace(node.facts, burn=burn))
+    lines = render_text(sample_report(node)).splitlines()
+    assert lines[2] == "  burn-in could not run: no backend: \\x1b[2Jcublas missing"
+    assert not any(line.startswith("  burn gpu") for line in lines)
+
+
+def test_burn_detail_with_control_characters_is_cleaned() -> None:
+    text = render_text(sample_report(burn_node(timeout_detail=TIMEOUT_DETAIL + "\x1b[2J\nend")))
+    assert "\x1b" not in text
+    assert "  burn gpu2  timeout    worker stopped answering after 30 s\\x1b[2J end" in text
+
+
+def test_failed_reference_tile_shows_in_the_gpu_line() -> None:
+    node = burn_node()
+    assert node.facts.burn is not None
+    burn = node.facts.burn
+    bad = dataclasses.replace(burn.gpus[0], reference_ok=False)
+    burn = dataclasses.replace(burn, gpus=(bad, *burn.gpus[1:]))
+    node = dataclasses.replace(node, facts=dataclasses.replace(node.facts, burn=burn))
+    lines = render_text(sample_report(node)).splitlines()
+    assert lines[2].startswith(
+        "  burn gpu0  completed  712.4 TFLOPS  it=5120  errors=0 ref=bad  peak"
+    )

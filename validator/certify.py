@@ -11,6 +11,7 @@ from validator.errors import ExitCode
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
 from validator.model import NodeFacts, Report, Verdict
+from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 
 VERDICT_EXIT = {
@@ -27,6 +28,7 @@ class CertifyRequest:
     simulate: str | None = None
     capture: str | os.PathLike[str] | None = None
     policy_path: str | None = None
+    burn: BurnConfig | None = None  # None: no burn-in
 
 
 def report_exit_code(report: Report) -> ExitCode:
@@ -59,5 +61,6 @@ def certify(request: CertifyRequest) -> Report:
         simulate=request.simulate,
         capture=request.capture,
         window_hours=policy.xid_window_hours,
+        burn=request.burn,
     )
     return make_report((facts,), policy)

@@ -224,6 +224,83 @@ class ToolFacts:
 
 
 @dataclass(frozen=True)
+class TelemetrySample:
+    """One sampler tick for one GPU during the burn-in."""
+
+    t_s: float  # seconds since the burn started
+    power_w: Measured[float] = NOT_MEASURED
+    temperature_gpu_c: Measured[float] = NOT_MEASURED
+    temperature_memory_c: Measured[float] = NOT_MEASURED
+    sm_clock_mhz: Measured[int] = NOT_MEASURED
+    mem_clock_mhz: Measured[int] = NOT_MEASURED
+    utilization_pct: Measured[int] = NOT_MEASURED
+    clock_event_reasons: Measured[Tuple[str, ...]] = NOT_MEASURED
+
+
+@dataclass(frozen=True)
+class ErrorCounters:
+    """A GPU's error counters at one moment, to compare before and after the burn."""
+
+    ecc_volatile_corrected: Measured[int] = NOT_MEASURED
+    ecc_volatile_uncorrected: Measured[int] = NOT_MEASURED
+    remapped_rows_correctable: Measured[int] = NOT_MEASURED
+    remapped_rows_uncorrectable: Measured[int] = NOT_MEASURED
+    remap_pending: Measured[bool] = NOT_MEASURED
+    retired_pages_pending: Measured[bool] = NOT_MEASURED
+
+
+class BurnStatus(str, enum.Enum):
+    """How one GPU's burn worker ended."""
+
+    COMPLETED = "completed"
+    ERROR = "error"  # the backend failed on this GPU; detail says how
+    TIMEOUT = "timeout"  # the worker stopped answering (wedged GPU or backend)
+    NOT_RUN = "not_run"  # the GPU could not be given a worker
+
+
+@dataclass(frozen=True)
+class GpuBurn:
+    """One GPU's burn-in: speed, correctness, telemetry."""
+
+    index: int
+    status: BurnStatus
+    detail: str = ""
+    uuid: Measured[str] = NOT_MEASURED
+    iterations: int = 0  # matrix products computed
+    tflops: Measured[float] = NOT_MEASURED  # median over windows after warm-up
+    tflops_windows: Tuple[float, ...] = ()
+    mismatched_elements: int = 0  # elements differing from the first result, all iterations
+    mismatched_iterations: int = 0
+    nonfinite_elements: int = 0  # NaN or Inf in any result
+    reference_max_error: Measured[float] = NOT_MEASURED  # small tile against fp64 on the CPU
+    reference_ok: Measured[bool] = NOT_MEASURED
+    digest: Measured[str] = NOT_MEASURED  # of the first result, to compare across GPUs
+    samples: Tuple[TelemetrySample, ...] = ()
+    counters_before: ErrorCounters = field(default_factory=ErrorCounters)
+    counters_after: ErrorCounters = field(default_factory=ErrorCounters)
+
+
+@dataclass(frozen=True)
+class BurnResult:
+    """The node's burn-in: every GPU loaded at once for a duration."""
+
+    backend: str  # cublas | torch | numpy
+    dtype: str  # bf16 | fp16 | tf32 | fp32 | fp8
+    matrix_size: int
+    duration_s: float  # asked for
+    elapsed_s: float  # as run
+    memory_fraction: float  # share of free memory the buffers were asked to fill
+    started_at: str  # ISO 8601 UTC
+    sampler: str  # nvml | simulated | none
+    simulated: bool = False  # figures come from a scenario, not from a GPU
+    deterministic: bool = True  # results compared bitwise; else within tolerance
+    tolerance: float = 0.0  # relative, when not deterministic
+    gpus: Tuple[GpuBurn, ...] = ()
+    xid_events_during: Measured[Tuple[XidEvent, ...]] = NOT_MEASURED
+    error: Optional[str] = None  # the burn could not start at all
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     """Everything measured about one node, from one source."""
 
@@ -246,6 +323,7 @@ class NodeFacts:
     kernel_log: KernelLogFacts = field(
         default_factory=lambda: KernelLogFacts(source="none", window_hours=None)
     )
+    burn: Optional[BurnResult] = None  # None: no burn-in was asked for
 
 
 class Severity(str, enum.Enum):

@@ -8,6 +8,13 @@ import click
 
 from validator.certify import CertifyRequest, report_exit_code
 from validator.certify import certify as run_certify
+from validator.node.burnin.config import (
+    DEFAULT_MEMORY_FRACTION,
+    DTYPES,
+    BurnConfig,
+    Injection,
+    parse_duration,
+)
 
 
 @click.command()
@@ -40,6 +47,35 @@ from validator.certify import certify as run_certify
     default=None,
     help="Colour the terminal report (default: when a terminal).",
 )
+@click.option(
+    "--burn",
+    "burn_duration",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="Burn-in length (90s, 5m); 0 skips it, and a node is then not certified.",
+)
+@click.option(
+    "--burn-backend",
+    type=click.Choice(["cublas", "torch", "numpy"]),
+    help="Force a burn backend (default: cublas, else torch; numpy only measures the CPU).",
+)
+@click.option(
+    "--burn-dtype",
+    type=click.Choice(list(DTYPES)),
+    default="bf16",
+    show_default=True,
+    help="Precision of the burn-in products.",
+)
+@click.option("--burn-matrix-size", type=click.IntRange(min=16), help="Matrix size (default 8192).")
+@click.option(
+    "--burn-memory-fraction",
+    type=click.FloatRange(0.01, 0.98),
+    default=DEFAULT_MEMORY_FRACTION,
+    show_default=True,
+    help="Share of free GPU memory the result buffers fill.",
+)
+@click.option("--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan).")
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -49,12 +85,29 @@ def certify(
     as_json: bool,
     report_dir: str | None,
     color: bool | None,
+    burn_duration: str,
+    burn_backend: str | None,
+    burn_dtype: str,
+    burn_matrix_size: int | None,
+    burn_memory_fraction: float,
+    burn_inject: str | None,
 ) -> None:
     """Certify this machine (or a capture, or a simulated node) against its GPU model."""
     if simulate is not None and capture_dir is not None:
         raise click.UsageError("--simulate and --capture are exclusive: choose one source of facts")
+    duration = parse_duration(burn_duration)
+    burn = None
+    if duration > 0 and capture_dir is None:
+        burn = BurnConfig(
+            duration_s=duration,
+            dtype=burn_dtype,
+            backend=burn_backend,
+            matrix_size=burn_matrix_size,
+            memory_fraction=burn_memory_fraction,
+            inject=Injection.parse(burn_inject) if burn_inject else None,
+        )
     report = run_certify(
-        CertifyRequest(simulate=simulate, capture=capture_dir, policy_path=policy_path)
+        CertifyRequest(simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn)
     )
     if report_dir is not None:
         from validator.report.writer import write_reports

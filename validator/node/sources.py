@@ -1,15 +1,29 @@
-"""The three places facts come from: this host, a capture, a scenario."""
+"""The three places facts come from: this host, a capture, a scenario (and their burn-ins)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
-from validator.model import NodeFacts
+from validator.model import (
+    BurnResult,
+    GpuStatus,
+    Measured,
+    NodeFacts,
+    Unavailable,
+    XidEvent,
+)
 from validator.node import collect
+from validator.node.burnin.backend import BackendUnavailable, select_backend
+from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.run import run_burn
+from validator.node.burnin.sampler import NoSampler, Sampler
+from validator.node.burnin.simulated import simulated_burn
 from validator.node.capture import collect_capture
 from validator.node.nvml import read_nvml
-from validator.node.scenario import load_scenario
+from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.scenario import Scenario, load_scenario
 from validator.node.system import LiveSystem, System
 
 
@@ -24,27 +38,115 @@ def _reading(lib: Any | None) -> collect.DriverReading:  # noqa: ANN401 - pynvml
     )
 
 
-def collect_live(window_hours: float | None = 24.0, system: System | None = None) -> NodeFacts:
-    """Facts of the machine this process runs on, through NVML and local commands."""
-    return collect.collect(
-        system or LiveSystem(), _reading(None), source="live", window_hours=window_hours
+def _burnable(facts: NodeFacts) -> list[tuple[int, Measured[str]]]:
+    return [(gpu.index, gpu.uuid) for gpu in facts.gpus if gpu.status is GpuStatus.OK]
+
+
+def _not_started(config: BurnConfig, backend: str, why: str) -> BurnResult:
+    return BurnResult(
+        backend=backend,
+        dtype=config.dtype,
+        matrix_size=config.matrix_size or 0,
+        duration_s=config.duration_s,
+        elapsed_s=0.0,
+        memory_fraction=config.memory_fraction,
+        started_at="",
+        sampler="none",
+        error=why,
     )
 
 
-def collect_simulated(name_or_path: str, window_hours: float | None = 24.0) -> NodeFacts:
+def _live_sampler(facts: NodeFacts, config: BurnConfig) -> Sampler:
+    try:
+        from validator.node.burnin.nvml_sampler import NvmlSampler
+    except ImportError:
+        return NoSampler()
+    return NvmlSampler([index for index, _ in _burnable(facts)], config.sample_interval_s)
+
+
+def burn_live(facts: NodeFacts, system: System, config: BurnConfig) -> BurnResult:
+    """Burn this host's GPUs on a real backend, sampling them through NVML."""
+    gpus = _burnable(facts)
+    if not gpus:
+        return _not_started(
+            config, config.backend or "auto", "no GPU answered NVML: nothing to burn"
+        )
+    try:
+        backend = select_backend(config.backend)
+    except BackendUnavailable as exc:
+        return _not_started(config, config.backend or "auto", f"no burn backend can run: {exc}")
+
+    def xid_probe() -> Measured[tuple[XidEvent, ...]]:
+        return collect.kernel_log_facts(system, None).events
+
+    return run_burn(config, backend, gpus, _live_sampler(facts, config), xid_probe)
+
+
+def burn_simulated(facts: NodeFacts, scenario: Scenario, config: BurnConfig) -> BurnResult:
+    """Burn a simulated node: real products on the CPU, the scenario's speed and telemetry."""
+    gpus = _burnable(facts)
+    if not gpus:
+        return _not_started(config, "numpy", "no GPU answered NVML: nothing to burn")
+    plan = simulated_burn(facts, scenario.data.get("burn", {}), config.sample_interval_s)
+    try:
+        backend = select_backend(config.backend, simulated_tflops=plan.tflops)
+    except BackendUnavailable as exc:
+        return _not_started(config, config.backend or "numpy", str(exc))
+    kernel_log = _ScenarioKernelLog(
+        facts.kernel_log.events, parse_xid_events("\n".join(plan.xid_lines), window_hours=None)
+    )
+    return run_burn(config, backend, gpus, plan.sampler, kernel_log, simulated=True)
+
+
+class _ScenarioKernelLog:
+    """A scenario's Xids: first read, the log as collected; later reads add the burn's lines."""
+
+    def __init__(
+        self, before: Measured[tuple[XidEvent, ...]], during: tuple[XidEvent, ...]
+    ) -> None:
+        self._before = before
+        self._during = during
+        self._reads = 0
+
+    def __call__(self) -> Measured[tuple[XidEvent, ...]]:
+        self._reads += 1
+        if self._reads == 1 or isinstance(self._before, Unavailable):
+            return self._before
+        return self._before + self._during
+
+
+def collect_live(
+    window_hours: float | None = 24.0,
+    system: System | None = None,
+    burn: BurnConfig | None = None,
+) -> NodeFacts:
+    """Facts of the machine this process runs on, through NVML and local commands."""
+    host = system or LiveSystem()
+    facts = collect.collect(host, _reading(None), source="live", window_hours=window_hours)
+    if burn is not None:
+        facts = dataclasses.replace(facts, burn=burn_live(facts, host, burn))
+    return facts
+
+
+def collect_simulated(
+    name_or_path: str, window_hours: float | None = 24.0, burn: BurnConfig | None = None
+) -> NodeFacts:
     """Facts of a simulated node: the real collector over a scenario's fake NVML and host.
 
     Raises:
         ScenarioError: unknown scenario or a bad scenario file.
     """
     scenario = load_scenario(name_or_path)
-    return collect.collect(
+    facts = collect.collect(
         scenario.system(),
         _reading(scenario.nvml()),
         source="simulate",
         source_detail=scenario.name,
         window_hours=window_hours,
     )
+    if burn is not None:
+        facts = dataclasses.replace(facts, burn=burn_simulated(facts, scenario, burn))
+    return facts
 
 
 def collect_from(
@@ -52,10 +154,18 @@ def collect_from(
     simulate: str | None = None,
     capture: str | os.PathLike[str] | None = None,
     window_hours: float | None = 24.0,
+    burn: BurnConfig | None = None,
 ) -> NodeFacts:
-    """Facts from whichever source was asked for; this host when neither."""
+    """Facts from whichever source was asked for; this host when neither.
+
+    A capture holds no burn-in: ``burn`` is ignored for it, and the judge says
+    the burn-in was not run.
+    """
     if simulate is not None:
-        return collect_simulated(simulate, window_hours)
+        return collect_simulated(simulate, window_hours, burn)
     if capture is not None:
         return collect_capture(capture, window_hours)
-    return collect_live(window_hours)
+    return collect_live(window_hours, burn=burn)
+
+
+__all__ = ["collect_from", "collect_live", "collect_simulated"]

@@ -11,10 +11,16 @@ import re
 from collections.abc import Iterable
 
 from validator.model import (
+    BurnStatus,
     Finding,
+    GpuBurn,
+    Measured,
+    NodeFacts,
     NvLinkState,
+    Reason,
     Report,
     Severity,
+    TelemetrySample,
     Unavailable,
     Verdict,
 )
@@ -224,3 +230,128 @@ def one_line(text: str) -> str:
 def plural(count: int, word: str) -> str:
     """``1 GPU`` / ``2 GPUs``."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def shorten(text: str, width: int) -> str:
+    """``one_line`` text cut to ``width`` characters, ending in an ellipsis when cut."""
+    text = one_line(text)
+    if len(text) <= width:
+        return text
+    return text[: max(width - 1, 0)].rstrip() + "\u2026"
+
+
+# ------------------------------------------------------------------ burn-in
+
+NO_TELEMETRY = Unavailable(Reason.NOT_MEASURED, "no telemetry sampled")
+
+
+@dataclasses.dataclass(frozen=True)
+class BurnStats:
+    """What one GPU's burn-in telemetry and counts come to, as every format shows them."""
+
+    peak_power_w: Measured[float]
+    power_limit_w: Measured[float]  # enforced limit from the node's facts
+    peak_power_pct: Measured[float]  # peak power as a share of the enforced limit
+    peak_temperature_c: Measured[float]
+    min_sm_clock_mhz: Measured[int]
+    clock_events: Measured[tuple[str, ...]]  # every reason seen, in order of first sighting
+    errors: int  # mismatched plus non-finite elements
+
+
+def telemetry(samples: Iterable[TelemetrySample], name: str) -> list[tuple[float, float]]:
+    """The measured ``(t_s, value)`` points of one telemetry field; missing ones are skipped.
+
+    Args:
+        samples: one GPU's samples.
+        name: a :class:`~validator.model.TelemetrySample` field, e.g. ``"power_w"``.
+
+    Returns:
+        The points in sample order.
+    """
+    points: list[tuple[float, float]] = []
+    for sample in samples:
+        value = getattr(sample, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            points.append((sample.t_s, float(value)))
+    return points
+
+
+def _missing(samples: tuple[TelemetrySample, ...], name: str) -> Unavailable:
+    """Why a field has no value: no samples at all, or the reason the samples give."""
+    for sample in samples:
+        value = getattr(sample, name)
+        if isinstance(value, Unavailable):
+            return value
+    return NO_TELEMETRY
+
+
+def _peak(samples: tuple[TelemetrySample, ...], name: str) -> Measured[float]:
+    values = [value for _, value in telemetry(samples, name)]
+    return max(values) if values else _missing(samples, name)
+
+
+def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
+    """Peak power (and its share of the enforced limit), peak temperature, lowest SM clock.
+
+    Args:
+        gpu: one GPU's burn-in.
+        facts: the node's facts, for the GPU's enforced power limit.
+
+    Returns:
+        The figures; each is :class:`~validator.model.Unavailable` when no sample
+        measured it, with the samples' own reason where they give one.
+    """
+    samples = gpu.samples
+    peak_power = _peak(samples, "power_w")
+    inventory = [g for g in facts.gpus if g.index == gpu.index]
+    limit: Measured[float] = (
+        inventory[0].power_limit_enforced_w
+        if inventory
+        else Unavailable(Reason.NOT_MEASURED, f"GPU {gpu.index} not in the inventory")
+    )
+    pct: Measured[float]
+    if isinstance(peak_power, Unavailable):
+        pct = peak_power
+    elif isinstance(limit, Unavailable):
+        pct = limit
+    elif limit <= 0:
+        pct = Unavailable(Reason.ERROR, f"enforced limit {show(limit, 'W')}")
+    else:
+        pct = peak_power / limit * 100.0
+    clocks = [int(value) for _, value in telemetry(samples, "sm_clock_mhz")]
+    reasons: list[str] = []
+    measured_reasons = False
+    for sample in samples:
+        if isinstance(sample.clock_event_reasons, Unavailable):
+            continue
+        measured_reasons = True
+        reasons.extend(r for r in sample.clock_event_reasons if r not in reasons)
+    return BurnStats(
+        peak_power_w=peak_power,
+        power_limit_w=limit,
+        peak_power_pct=pct,
+        peak_temperature_c=_peak(samples, "temperature_gpu_c"),
+        min_sm_clock_mhz=min(clocks) if clocks else _missing(samples, "sm_clock_mhz"),
+        clock_events=tuple(reasons)
+        if measured_reasons
+        else _missing(samples, "clock_event_reasons"),
+        errors=gpu.mismatched_elements + gpu.nonfinite_elements,
+    )
+
+
+def tflops_text(value: float) -> str:
+    """A TFLOPS figure: one decimal for a GPU's hundreds, three significant digits below 10.
+
+    A CPU stand-in (the numpy backend) reaches a few hundredths; ``0.0`` would hide it.
+    """
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def burn_failed(gpu: GpuBurn) -> bool:
+    """True when a GPU's burn did not complete or produced a wrong result."""
+    return (
+        gpu.status is not BurnStatus.COMPLETED
+        or gpu.mismatched_elements > 0
+        or gpu.nonfinite_elements > 0
+        or gpu.reference_ok is False
+    )

@@ -3,7 +3,8 @@
 Everything is inline (style, a small sorting script); the page loads nothing
 from anywhere and reads completely without JavaScript. Its Content Security
 Policy allows only the one script whose hash it carries, so even a hostname that
-slipped past escaping could not run code.
+slipped past escaping could not run code. The burn-in charts are inline SVG
+drawn here on the server (:mod:`validator.report.svg`), so they need no script.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import hashlib
 from markupsafe import Markup
 
 from validator.model import (
+    BurnResult,
     Finding,
+    GpuBurn,
     GpuFacts,
     GpuStatus,
     Measured,
@@ -26,7 +29,7 @@ from validator.model import (
     XidEvent,
     known,
 )
-from validator.report import common
+from validator.report import common, svg
 from validator.report.environment import render_template
 
 TEMPLATE = "report.html.j2"
@@ -122,6 +125,230 @@ def _gpu_row(gpu: GpuFacts) -> GpuRow:
     )
 
 
+# ------------------------------------------------------------------ burn-in
+
+# The node's best GPU less this share is the line the TFLOPS bars are read against.
+SLOW_SHARE = 0.10
+DIGEST_CHARS = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class BurnRow:
+    """One row of the burn-in table."""
+
+    index: int
+    status: str
+    detail: str
+    failed: bool  # did not complete, or computed a wrong result
+    tflops: Cell
+    iterations: int
+    mismatches: Cell
+    mismatched: bool
+    nonfinite: Cell
+    reference: Cell
+    digest: Cell
+    digest_full: str
+    sampled: bool  # False: no telemetry at all, the four telemetry cells become one
+    peak_power: Cell
+    peak_temperature: Cell
+    min_sm_clock: Cell
+    clock_events: Cell
+
+
+@dataclasses.dataclass(frozen=True)
+class Chart:
+    """One burn-in chart: the SVG, or why there is none."""
+
+    title: str
+    svg: Markup | None
+    empty: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class BurnView:
+    """A node's burn-in, ready for the template."""
+
+    simulated: bool
+    error: str
+    facts: list[tuple[str, Cell]]
+    rows: list[BurnRow]
+    charts: list[Chart]
+
+
+def _brief(value: object, unit: str = "") -> Cell:
+    """A value for the dense burn-in table: a missing one reads ``n/a``, its reason below."""
+    if isinstance(value, Unavailable):
+        reason = value.reason.value.replace("_", " ")
+        note = f"{reason}: {common.one_line(value.detail)}" if value.detail else reason
+        return Cell("n/a", missing=True, note=note)
+    return Cell(common.show(value, unit))
+
+
+def _count_cell(count: int, what: str) -> Cell:
+    # A non-zero error count is the news; the "missing" styling does not apply.
+    return Cell(str(count), note=what if count else "")
+
+
+def _burn_row(gpu: GpuBurn, stats: common.BurnStats) -> BurnRow:
+    reference = _brief(gpu.reference_ok)
+    if isinstance(gpu.reference_ok, bool):
+        reference = Cell("ok" if gpu.reference_ok else "FAILED")
+    if known(gpu.reference_max_error):
+        error = gpu.reference_max_error
+        text = f"{error:.2e}" if isinstance(error, float) else common.show(error)
+        reference = dataclasses.replace(reference, note=f"max error {text}")
+    digest = _brief(gpu.digest)
+    digest_full = common.show(gpu.digest)
+    if not digest.missing and len(digest.text) > DIGEST_CHARS:
+        digest = Cell(digest.text[:DIGEST_CHARS] + "\u2026")
+    power = _brief(stats.peak_power_w, "W")
+    if not power.missing:
+        if isinstance(stats.peak_power_pct, Unavailable):
+            note = f"limit {common.show(stats.power_limit_w)}"
+        else:
+            note = f"{stats.peak_power_pct:.0f}% of {common.show(stats.power_limit_w, 'W')}"
+        power = dataclasses.replace(power, note=note)
+    tflops = _brief(gpu.tflops)
+    if isinstance(gpu.tflops, float):
+        tflops = Cell(common.tflops_text(gpu.tflops))
+    return BurnRow(
+        index=gpu.index,
+        status=gpu.status.value,
+        detail=common.one_line(gpu.detail),
+        failed=common.burn_failed(gpu),
+        tflops=tflops,
+        iterations=gpu.iterations,
+        mismatches=Cell(f"{gpu.mismatched_elements} / {gpu.mismatched_iterations}"),
+        mismatched=gpu.mismatched_elements > 0,
+        nonfinite=_count_cell(gpu.nonfinite_elements, "NaN or Inf"),
+        reference=reference,
+        digest=digest,
+        digest_full=digest_full,
+        sampled=bool(gpu.samples),
+        peak_power=power,
+        peak_temperature=_brief(stats.peak_temperature_c, "°C"),
+        min_sm_clock=_brief(stats.min_sm_clock_mhz, "MHz"),
+        clock_events=_brief(stats.clock_events),
+    )
+
+
+def _burn_facts(burn: BurnResult) -> list[tuple[str, Cell]]:
+    compare = "bitwise" if burn.deterministic else f"within {common.show(burn.tolerance)} relative"
+    if isinstance(burn.xid_events_during, Unavailable):
+        xid = _cell(burn.xid_events_during)
+    else:
+        xid = Cell(common.plural(len(burn.xid_events_during), "Xid event"))
+    return [
+        ("Backend", Cell(common.one_line(burn.backend))),
+        ("Data type", Cell(common.one_line(burn.dtype))),
+        ("Matrix size", Cell(f"{burn.matrix_size} \u00d7 {burn.matrix_size}")),
+        ("Duration", Cell(f"{common.show(burn.duration_s, 's')} asked")),
+        ("Elapsed", Cell(common.show(round(burn.elapsed_s, 1), "s"))),
+        ("Memory", Cell(f"{burn.memory_fraction * 100:.0f}% of free memory")),
+        ("Sampler", Cell(common.one_line(burn.sampler))),
+        ("Results compared", Cell(compare)),
+        ("Started at", _cell(burn.started_at)),
+        ("During the burn", xid),
+    ]
+
+
+def _tflops_chart(burn: BurnResult) -> Chart:
+    title = "Matrix-multiply throughput per GPU"
+    if not burn.gpus:
+        return Chart(title, None, "no GPU was burned")
+    bars = [
+        svg.Bar(
+            label=f"GPU {gpu.index}",
+            value=gpu.tflops if isinstance(gpu.tflops, float) else None,
+            tooltip=f"GPU {gpu.index}: {common.show(gpu.tflops, 'TFLOPS')} ({gpu.status.value})",
+        )
+        for gpu in burn.gpus
+    ]
+    measured = [bar.value for bar in bars if bar.value is not None]
+    reference = None
+    if measured:
+        line = max(measured) * (1 - SLOW_SHARE)
+        reference = svg.Reference(line, f"best \u2212 {SLOW_SHARE:.0%}: {common.tflops_text(line)}")
+    chart = svg.bar_chart(
+        bars,
+        title=f"{title} ({burn.dtype})",
+        y_label="TFLOPS",
+        reference=reference,
+        value_format=common.tflops_text,
+    )
+    return Chart(title, chart)
+
+
+# (field, chart title, axis label) for the telemetry line charts.
+_TELEMETRY_CHARTS: tuple[tuple[str, str, str], ...] = (
+    ("power_w", "Power draw", "Power (W)"),
+    ("temperature_gpu_c", "GPU temperature", "Temperature (\u00b0C)"),
+    ("sm_clock_mhz", "SM clock", "SM clock (MHz)"),
+)
+
+
+def _telemetry_chart(
+    burn: BurnResult, stats: list[common.BurnStats], name: str, title: str, y_label: str
+) -> Chart:
+    series = [
+        svg.Series(
+            label=f"GPU {gpu.index}",
+            points=tuple(common.telemetry(gpu.samples, name)),
+            color=svg.color(position),
+        )
+        for position, gpu in enumerate(burn.gpus)
+    ]
+    if not any(item.points for item in series):
+        if not any(gpu.samples for gpu in burn.gpus):
+            return Chart(title, None, f"no telemetry sampled (sampler: {burn.sampler})")
+        return Chart(title, None, "no GPU reported this figure during the burn")
+    references = []
+    if name == "power_w":
+        limits = sorted({s.power_limit_w for s in stats if isinstance(s.power_limit_w, float)})
+        references = [
+            svg.Reference(limit, f"enforced limit {common.show(limit, 'W')}") for limit in limits
+        ]
+    chart = svg.line_chart(
+        series,
+        title=title,
+        x_label="Time since burn start (s)",
+        y_label=y_label,
+        references=references,
+        x_range=(0.0, burn.elapsed_s),
+    )
+    return Chart(title, chart)
+
+
+def burn_view(node: NodeResult) -> BurnView | None:
+    """A node's burn-in as the template shows it: facts, a row per GPU, four charts.
+
+    Args:
+        node: one judged node.
+
+    Returns:
+        The view, or ``None`` when no burn-in was asked for.
+    """
+    burn = node.facts.burn
+    if burn is None:
+        return None
+    stats = [common.burn_stats(gpu, node.facts) for gpu in burn.gpus]
+    charts = [_tflops_chart(burn)]
+    charts.extend(
+        _telemetry_chart(burn, stats, name, title, label)
+        for name, title, label in _TELEMETRY_CHARTS
+    )
+    if burn.error is not None and not burn.gpus:
+        # The burn never started: there is nothing to chart, the error says why.
+        charts = []
+    return BurnView(
+        simulated=burn.simulated,
+        error=common.one_line(burn.error or ""),
+        facts=_burn_facts(burn),
+        rows=[_burn_row(gpu, s) for gpu, s in zip(burn.gpus, stats)],
+        charts=charts,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeView:
     """One node, ready for the template."""
@@ -136,6 +363,7 @@ class NodeView:
     lost_gpus: int
     xid_events: list[XidEvent]
     xid_note: str
+    burn: BurnView | None
 
 
 def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
@@ -182,6 +410,7 @@ def _node_view(position: int, node: NodeResult) -> NodeView:
         lost_gpus=sum(1 for gpu in node.facts.gpus if gpu.status is not GpuStatus.OK),
         xid_events=events,
         xid_note=note,
+        burn=None if node.facts.burn is None else burn_view(node),
     )
 
 

@@ -7,7 +7,17 @@ never repaint the operator's screen.
 
 from __future__ import annotations
 
-from validator.model import NodeResult, Report, Severity, Verdict
+from validator.model import (
+    BurnResult,
+    BurnStatus,
+    GpuBurn,
+    NodeFacts,
+    NodeResult,
+    Report,
+    Severity,
+    Unavailable,
+    Verdict,
+)
 from validator.report import common
 
 _RESET = "\x1b[0m"
@@ -25,6 +35,8 @@ _VERDICT_COLOR = {
 }
 # Width of the severity column: the longest severity name.
 _SEV_WIDTH = max(len(severity.value) for severity in Severity)
+_BURN_STATUS_WIDTH = max(len(status.value) for status in BurnStatus)
+_WIDTH = 100
 
 
 class _Painter:
@@ -33,6 +45,66 @@ class _Painter:
 
     def __call__(self, text: str, code: str) -> str:
         return f"{code}{text}{_RESET}" if self.color else text
+
+
+def _fit(text: str, width: int) -> str:
+    """Cut a line we composed (already clean) to ``width``, keeping its spacing."""
+    return text if len(text) <= width else text[: max(width - 1, 0)].rstrip() + "\u2026"
+
+
+def _burn_header(burn: BurnResult, paint: _Painter) -> str:
+    elapsed = common.show(round(burn.elapsed_s, 1), "s")
+    head = (
+        f"  burn-in  {common.one_line(burn.backend)} {common.one_line(burn.dtype)} "
+        f"n={burn.matrix_size}  {common.show(burn.duration_s, 's')} (ran {elapsed})  "
+        f"sampler {common.one_line(burn.sampler)}"
+    )
+    head = _fit(head, _WIDTH - (len("  SIMULATED") if burn.simulated else 0))
+    if burn.simulated:
+        head += "  " + paint("SIMULATED", _SEVERITY_COLOR[Severity.WARN])
+    return head
+
+
+def _burn_gpu_line(gpu: GpuBurn, facts: NodeFacts, paint: _Painter) -> str:
+    """``  burn gpu3  completed  712.4 TFLOPS  it=5120  errors=0  peak 688 W (98%) ...``."""
+    label = f"  burn gpu{gpu.index}".ljust(11) + "  "
+    failed = common.burn_failed(gpu)
+    status = gpu.status.value.ljust(_BURN_STATUS_WIDTH)
+    colored = paint(status, _SEVERITY_COLOR[Severity.FAIL if failed else Severity.PASS])
+    if gpu.status is not BurnStatus.COMPLETED:
+        room = _WIDTH - len(label) - len(status) - 2
+        detail = common.shorten(gpu.detail or "no detail given", room)
+        return f"{label}{colored}  {detail}".rstrip()
+    stats = common.burn_stats(gpu, facts)
+    tflops = common.tflops_text(gpu.tflops) if isinstance(gpu.tflops, float) else "n/a"
+    errors = f"errors={stats.errors}"
+    if gpu.reference_ok is False:
+        errors += " ref=bad"
+    parts = [f"{tflops} TFLOPS", f"it={gpu.iterations}", errors]
+    if isinstance(stats.peak_power_w, Unavailable):
+        parts.append("power n/a")
+    elif isinstance(stats.peak_power_pct, Unavailable):
+        parts.append(f"peak {stats.peak_power_w:.0f} W")
+    else:
+        parts.append(f"peak {stats.peak_power_w:.0f} W ({stats.peak_power_pct:.0f}%)")
+    temperature = stats.peak_temperature_c
+    parts.append("temp n/a" if isinstance(temperature, Unavailable) else f"{temperature:.0f} C")
+    clock = stats.min_sm_clock_mhz
+    parts.append("sm n/a" if isinstance(clock, Unavailable) else f"sm>={clock} MHz")
+    rest = _fit("  ".join(parts), _WIDTH - len(label) - len(status) - 2)
+    return f"{label}{colored}  {rest}"
+
+
+def _burn_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
+    burn = facts.burn
+    if burn is None:
+        return []
+    lines = [_burn_header(burn, paint)]
+    if burn.error:
+        error = common.shorten(burn.error, _WIDTH - len("  burn-in could not run: "))
+        lines.append("  burn-in could not run: " + paint(error, _SEVERITY_COLOR[Severity.FAIL]))
+    lines.extend(_burn_gpu_line(gpu, facts, paint) for gpu in burn.gpus)
+    return lines
 
 
 def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
@@ -44,6 +116,7 @@ def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
     if node.verdict is Verdict.UNKNOWN and node.summary:
         # Nothing could be judged: say why before the details, not after them.
         lines.append(f"  {paint(common.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
+    lines.extend(_burn_lines(node.facts, paint))
     findings = [f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS]
     check_width = min(max((len(f.check) for f in findings), default=0), 32)
     for finding in findings:
@@ -62,8 +135,11 @@ def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
 def render_text(report: Report, *, color: bool = False) -> str:
     """Render the report for a terminal.
 
-    Per node: a header (hostname, verdict, SKU, GPU count), each finding that did
-    not pass (severity, check, GPU, message), the count line and the summary.
+    Per node: a header (hostname, verdict, SKU, GPU count); when a burn-in ran, a
+    line saying how and one compact line per GPU (status, TFLOPS, iterations,
+    errors, peak power and its share of the limit, peak temperature, lowest SM
+    clock); each finding that did not pass (severity, check, GPU, message), the
+    count line and the summary.
     Several nodes end with the overall verdict.
 
     Args:
