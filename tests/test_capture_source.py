@@ -73,7 +73,7 @@ def test_certify_capture_cli_exit_codes(
     # nvcc, cuDNN and the kernel log were not captured: could-not-measure never passes.
     assert code == ExitCode.NOT_CERTIFIED
     unknown = {f["check"] for f in document["nodes"][0]["findings"] if f["severity"] == "UNKNOWN"}
-    assert unknown, "missing files must show up as UNKNOWN findings"
+    assert {"versions.nvcc", "versions.cudnn", "errors.xid"} <= unknown
 
 
 def test_error_text_instead_of_table_becomes_the_fact(tmp_path: Path) -> None:
@@ -85,6 +85,21 @@ def test_error_text_instead_of_table_becomes_the_fact(tmp_path: Path) -> None:
     facts = collect_capture(directory)
     assert facts.nvml_status is NvmlStatus.DRIVER_MISMATCH
     assert facts.gpus == ()
+    # The message names the user-space side; the CUDA version stays unknown.
+    assert facts.driver_version == "550.54"
+    assert facts.tools.nvidia_smi_driver_version == "550.54"
+    assert isinstance(facts.cuda_driver_version, Unavailable)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_empty_dmesg_is_not_a_clean_kernel_log(tmp_path: Path, text: str) -> None:
+    directory = tmp_path / "bundle"
+    directory.mkdir()
+    (directory / "dmesg.txt").write_text(text)
+    events = collect_capture(directory).kernel_log.events
+    assert isinstance(events, Unavailable)
+    assert events.reason is Reason.ERROR
+    assert "dmesg.txt shows no log line" in events.detail
 
 
 def test_truncated_xml_is_bad_input(tmp_path: Path, captures_dir: Path) -> None:

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from tests.test_judge_healthy import NOT_SUPPORTED, healthy_node, judge, with_gpu, with_tools
 from validator.judge import Policy, Thresholds, judge_node, load_catalog, policy_digest
-from validator.model import NOT_MEASURED, NodeFacts, NvmlStatus, Severity, Unavailable, Verdict
+from validator.model import (
+    NOT_MEASURED,
+    GpuFacts,
+    GpuStatus,
+    KernelLogFacts,
+    NodeFacts,
+    NvmlStatus,
+    Reason,
+    Severity,
+    Unavailable,
+    Verdict,
+)
 
 
 def no_driver(**changes: object) -> NodeFacts:
@@ -129,3 +142,95 @@ def test_policy_digest_changes_with_thresholds() -> None:
     assert policy_digest(Policy()) != policy_digest(
         Policy(thresholds=Thresholds(power_limit_min_ratio=0.9))
     )
+
+
+# ---------------------------------------------------------------- fail closed
+
+_LOST = Unavailable(Reason.GPU_LOST, "nvidia-smi: GPU is lost")
+_ERROR = Unavailable(Reason.ERROR, "Unknown Error")
+_SILENT_FIELDS = [
+    f.name
+    for f in dataclasses.fields(GpuFacts)
+    if f.name not in ("index", "status", "status_detail")
+]
+
+
+def _silent_gpu(index: int, value: Unavailable) -> GpuFacts:
+    """A GPU NVML counted whose every reading failed with ``value``."""
+    return GpuFacts(index=index, **dict.fromkeys(_SILENT_FIELDS, value))  # type: ignore[arg-type]
+
+
+def _all_silent(value: Unavailable) -> NodeFacts:
+    return healthy_node(gpus=tuple(_silent_gpu(i, value) for i in range(8)))
+
+
+# (case, facts, GPUs that must have no PASS finding, a finding that must be there)
+FAIL_CLOSED_CASES = [
+    (
+        "GPU whose handle could not be read",
+        with_gpu(healthy_node(), 3, status=GpuStatus.ERROR, status_detail="Unknown Error"),
+        {3},
+        ("inventory.gpu_status", Severity.UNKNOWN, 3),
+    ),
+    (
+        "GPU whose readings say it is lost, status left ok (a capture)",
+        with_gpu(healthy_node(), 3, temperature_gpu_c=_LOST, power_draw_w=_LOST),
+        {3},
+        ("inventory.gpu_status", Severity.FAIL, 3),
+    ),
+    (
+        "GPU whose every reading failed",
+        with_gpu(healthy_node(), 6, **dict.fromkeys(_SILENT_FIELDS, _ERROR)),
+        {6},
+        ("inventory.gpu_status", Severity.UNKNOWN, 6),
+    ),
+    (
+        "eight GPUs counted, every reading unavailable",
+        _all_silent(_ERROR),
+        set(range(8)),
+        ("inventory.gpu_status", Severity.UNKNOWN, 0),
+    ),
+    (
+        "eight GPUs counted, every reading not supported",
+        _all_silent(NOT_SUPPORTED),
+        set(range(8)),
+        ("inventory.gpu_status", Severity.UNKNOWN, 7),
+    ),
+    (
+        "nvidia-smi names another driver than NVML",
+        with_tools(healthy_node(), nvidia_smi_driver_version="535.183.01"),
+        set(),
+        ("versions.driver", Severity.FAIL, None),
+    ),
+    (
+        "kernel log unreadable",
+        healthy_node(
+            kernel_log=KernelLogFacts(
+                source="dmesg", window_hours=24.0, events=Unavailable(Reason.ERROR, "empty")
+            )
+        ),
+        set(),
+        ("errors.xid", Severity.UNKNOWN, None),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("facts", "silent_gpus", "expected"),
+    [c[1:] for c in FAIL_CLOSED_CASES],
+    ids=[c[0] for c in FAIL_CLOSED_CASES],
+)
+def test_what_could_not_be_measured_never_certifies(
+    facts: NodeFacts, silent_gpus: set[int], expected: tuple[str, Severity, int | None]
+) -> None:
+    result = judge(facts)
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    seen = {(f.check, f.severity, f.gpu_index) for f in result.findings}
+    assert expected in seen
+    passed_on = {f.gpu_index for f in result.findings if f.severity is Severity.PASS}
+    assert not passed_on & silent_gpus
+    if silent_gpus == set(range(8)):
+        assert not any(
+            f.check == "inventory.gpu_status" and f.severity is Severity.PASS
+            for f in result.findings
+        )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.test_judge_healthy import (
@@ -59,8 +57,32 @@ CASES = [
     ),
     (
         "CUDA 12.10 beats 12.4 numerically",
-        healthy_node(cuda_driver_version="12.10"),
+        with_tools(healthy_node(cuda_driver_version="12.10"), nvidia_smi_cuda_version="12.10"),
         Policy(cuda_version="12.4"),
+        set(),
+    ),
+    (
+        "nvidia-smi prints another driver than NVML",
+        with_tools(healthy_node(), nvidia_smi_driver_version="535.183.01"),
+        Policy(),
+        {("versions.driver", FAIL, NODE)},
+    ),
+    (
+        "nvidia-smi prints the driver shorter",
+        with_tools(healthy_node(), nvidia_smi_driver_version="550.90"),
+        Policy(),
+        set(),
+    ),
+    (
+        "nvidia-smi prints another CUDA than NVML",
+        with_tools(healthy_node(), nvidia_smi_cuda_version="12.2"),
+        Policy(),
+        {("versions.cuda", FAIL, NODE)},
+    ),
+    (
+        "nvidia-smi not run",
+        with_tools(healthy_node(), nvidia_smi_driver_version=NOT_MEASURED),
+        Policy(),
         set(),
     ),
     (
@@ -178,11 +200,14 @@ def test_nvcc_newer_than_driver_message() -> None:
 
 
 def test_nvcc_pin_is_by_component_not_by_characters() -> None:
-    facts = with_tools(healthy_node(), nvcc_version="12.40.1", cudnn_cuda_major=12)
-    result = judge(
-        dataclasses.replace(facts, cuda_driver_version="12.40"), Policy(nvcc_version="12.4")
+    facts = with_tools(
+        healthy_node(cuda_driver_version="12.40"),
+        nvcc_version="12.40.1",
+        cudnn_cuda_major=12,
+        nvidia_smi_cuda_version="12.40",
     )
-    assert ("versions.nvcc", FAIL, None) in not_passed(result)
+    result = judge(facts, Policy(nvcc_version="12.4"))
+    assert not_passed(result, "versions.") == {("versions.nvcc", FAIL, None)}
 
 
 def test_vbios_message_names_the_odd_gpus() -> None:
@@ -201,3 +226,63 @@ def test_vbios_message_names_the_odd_gpus() -> None:
 def test_cudnn_cuda_unknown_does_not_block() -> None:
     result = judge(with_tools(healthy_node(), cudnn_cuda_major=NOT_MEASURED))
     assert result.verdict is Verdict.CERTIFIED
+
+
+def test_nvidia_smi_disagreement_names_both_versions() -> None:
+    facts = with_tools(healthy_node(), nvidia_smi_driver_version="535.183.01")
+    (finding,) = only(judge(facts, Policy(driver_version="550.90.07")), "versions.driver")
+    assert finding.severity is FAIL
+    assert finding.observed == "NVML 550.90.07, nvidia-smi 535.183.01"
+    assert finding.message.startswith(
+        "NVML reports driver 550.90.07 but nvidia-smi prints 535.183.01"
+    )
+
+
+_NO_LIBRARY = "libnvidia-ml.so.1 not found: no NVIDIA user-space driver on this machine"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        NvmlStatus.LIBRARY_NOT_FOUND,
+        NvmlStatus.DRIVER_NOT_LOADED,
+        NvmlStatus.DRIVER_MISMATCH,
+        NvmlStatus.ERROR,
+    ],
+)
+def test_versions_say_one_short_thing_when_nvml_failed(status: NvmlStatus) -> None:
+    missing = Unavailable(Reason.NOT_MEASURED, _NO_LIBRARY)
+    facts = healthy_node(
+        nvml_status=status,
+        nvml_detail=_NO_LIBRARY,
+        driver_version=missing,
+        cuda_driver_version=missing,
+        gpus=(),
+    )
+    result = judge(facts, Policy(driver_branch="550"))
+    messages = {}
+    for check in ("versions.driver", "versions.cuda", "versions.nvcc_driver"):
+        (finding,) = only(result, check)
+        assert finding.severity is UNKNOWN
+        assert _NO_LIBRARY not in finding.message
+        messages[check] = (finding.message, finding.required)
+    assert messages == {
+        "versions.driver": ("The driver version was not read: the driver did not answer", True),
+        "versions.cuda": (
+            "The CUDA version the driver supports was not read: the driver did not answer",
+            False,
+        ),
+        "versions.nvcc_driver": (
+            "nvcc 12.4.131 cannot be compared with the driver's CUDA version, which was not "
+            "read: the driver did not answer",
+            True,
+        ),
+    }
+
+
+def test_a_version_nvml_could_not_give_says_why_without_nesting() -> None:
+    facts = healthy_node(driver_version=Unavailable(Reason.ERROR, "nvmlSystemGetDriverVersion (x)"))
+    (finding,) = only(judge(facts), "versions.driver")
+    assert finding.message == (
+        "The driver version was not read: error: nvmlSystemGetDriverVersion (x)"
+    )

@@ -155,7 +155,10 @@ def test_gpu_lost_mid_read_marks_it_lost_and_stops_asking() -> None:
     reading = read_nvml(fake)
     gpu = reading.gpus[1]
     assert gpu.status is GpuStatus.LOST
-    assert gpu.uuid != Unavailable(Reason.GPU_LOST)  # read before the loss
+    # The PCI info is read before the memory: kept. The UUID comes after: not asked.
+    assert gpu.pci_bus_id == read_nvml(FakeNvml(data)).gpus[1].pci_bus_id
+    assert isinstance(gpu.pci_bus_id, str)
+    assert gpu.uuid == Unavailable(Reason.GPU_LOST, "GPU stopped answering earlier in this read")
     assert isinstance(gpu.power_draw_w, Unavailable)
     assert gpu.power_draw_w.reason is Reason.GPU_LOST
     assert reading.gpus[2].status is GpuStatus.OK
@@ -177,7 +180,9 @@ def test_init_errors_become_statuses(error: str, status: NvmlStatus) -> None:
     reading = read_nvml(fake)
     assert reading.status is status
     assert reading.gpus == ()
-    assert isinstance(reading.driver_version, Unavailable)
+    # Not measured (NVML never started), and the detail says why.
+    assert reading.driver_version == Unavailable(Reason.NOT_MEASURED, reading.detail)
+    assert reading.detail
     assert fake.shutdown_calls == 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from validator.model import to_dict
-from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
 from validator.node.parsers.xid_catalog import HARDWARE_XIDS, XID_DESCRIPTIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
@@ -123,3 +123,30 @@ def test_catalog() -> None:
     assert {94, 95, 140, 144, 150} <= HARDWARE_XIDS
     assert 13 not in HARDWARE_XIDS
     assert 43 not in HARDWARE_XIDS
+
+
+@pytest.mark.parametrize(
+    ("text", "empty"),
+    [
+        ("", True),
+        ("\n   \n", True),
+        ("-- No entries --\n", True),
+        (
+            "Hint: You are currently not seeing messages from other users and the system.\n"
+            "      Users in groups 'adm', 'systemd-journal' can see all messages.\n"
+            "      Pass -q to turn off this notice.\n"
+            "-- No entries --\n",
+            True,
+        ),
+        ("   indented, but no hint before it\n", False),
+        (
+            "-- Logs begin at Mon 2026-01-01 00:00:00 UTC, end at Mon 2026-01-01 12:00 UTC. --\n",
+            True,
+        ),
+        ("No journal files were found.\n", True),
+        ("[    0.000000] Linux version 6.8.0\n", False),
+        ("-- Boot 3f2a --\n" + JOURNAL, False),
+    ],
+)
+def test_log_is_empty(text: str, empty: bool) -> None:
+    assert log_is_empty(text) is empty

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from validator.model import NOT_SUPPORTED, NvmlStatus, Reason, Unavailable, to_dict
+from validator.model import NOT_MEASURED, NOT_SUPPORTED, NvmlStatus, Reason, Unavailable, to_dict
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.parsers.smi_common import (
@@ -21,7 +21,7 @@ from validator.node.parsers.smi_common import (
     read_state_word,
     sum_counts,
 )
-from validator.node.parsers.smi_errors import classify_smi_error, lost_gpu_bus_ids
+from validator.node.parsers.smi_errors import classify_smi_error, library_version, lost_gpu_bus_ids
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
 
@@ -191,6 +191,12 @@ def test_error_texts_become_status(text: str, status: NvmlStatus) -> None:
         assert result.status == status
         assert result.gpus == ()
         assert result.detail == found[1]
+        # Only the mismatch text names a user-space version; without one it stays unknown.
+        if "NVML library version" in text:
+            assert result.driver_version == "550.127"
+        else:
+            assert result.driver_version == NOT_MEASURED
+        assert result.cuda_version == NOT_MEASURED
 
 
 def test_normal_output_is_not_an_error(captures_dir: Path) -> None:
@@ -294,3 +300,20 @@ GPU 00000000:01:00.0
     assert gpu.clock_event_reasons == ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown")
     assert gpu.remap_pending == NOT_SUPPORTED
     assert gpu.pci_bus_id == "00000000:01:00.0"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Failed to initialize NVML: Driver/library version mismatch\n"
+            "NVML library version: 550.54\n",
+            "550.54",
+        ),
+        ("NVML library version: 535.183.01", "535.183.01"),
+        ("Failed to initialize NVML: Driver/library version mismatch\n", NOT_MEASURED),
+        ("NVML library version: unknown\n", NOT_MEASURED),
+    ],
+)
+def test_library_version_from_error_text(text: str, expected: object) -> None:
+    assert library_version(text) == expected

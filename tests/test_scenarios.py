@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import re
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 
 from validator.errors import ExitCode, ScenarioError
-from validator.model import GpuStatus, NvmlStatus
+from validator.judge import Policy, judge_node
+from validator.model import GpuFacts, GpuStatus, NvmlStatus, Unavailable
 from validator.node import host
+from validator.node.fake_nvml import GPU_KEYS, NOT_SIMULATED
 from validator.node.nvml import read_nvml
 from validator.node.scenario import (
     ScenarioSystem,
@@ -21,6 +24,7 @@ from validator.node.scenario import (
     describe,
     load_scenario,
 )
+from validator.node.sources import collect_simulated
 
 REQUIRED = {
     "healthy-8x-h100-sxm",
@@ -288,3 +292,112 @@ def test_driver_mismatch_host() -> None:
 def test_nvcc_off_pin() -> None:
     out = load_scenario("nvcc-off-pin").system().run(["nvcc", "--version"]).stdout
     assert "release 12.2, V12.2.140" in out
+
+
+_JOURNAL = "journalctl -k -b --no-pager -o short-iso"
+_KERNEL_LINE = "2026-01-01T11:00:00+0000 node kernel: Linux version 5.15.0-112-generic\n"
+
+
+@pytest.mark.parametrize(
+    ("commands", "source", "known"),
+    [
+        pytest.param({}, "dmesg", True, id="dmesg with a real log"),
+        pytest.param({"dmesg": {"rc": 0, "stdout": ""}}, "dmesg", False, id="dmesg empty"),
+        pytest.param(
+            {"dmesg": {"rc": 0, "stdout": ""}, _JOURNAL: {"rc": 0, "stdout": "-- No entries --\n"}},
+            "dmesg",
+            False,
+            id="dmesg empty, journal without entries",
+        ),
+        pytest.param(
+            {
+                "dmesg": {"rc": 1, "stderr": "dmesg: read kernel buffer failed: not permitted"},
+                _JOURNAL: {
+                    "rc": 0,
+                    "stdout": "Hint: You are currently not seeing messages from other users "
+                    "and the system.\n-- No entries --\n",
+                },
+            },
+            "dmesg",
+            False,
+            id="dmesg refused, journal hidden from this user",
+        ),
+        pytest.param(
+            {"dmesg": {"rc": 1, "stderr": "not permitted"}, _JOURNAL: {"stdout": _KERNEL_LINE}},
+            "journalctl",
+            True,
+            id="dmesg refused, journal readable",
+        ),
+    ],
+)
+def test_an_empty_kernel_log_is_not_a_clean_one(
+    tmp_path: Path, commands: dict[str, Any], source: str, known: bool
+) -> None:
+    path = _write(tmp_path, {"extends": "healthy-8x-h100-sxm", "commands": commands})
+    log = collect_simulated(path).kernel_log
+    assert log.source == source
+    if known:
+        assert log.events == ()
+    else:
+        assert isinstance(log.events, Unavailable)
+        assert "no log line" in log.events.detail
+
+
+def test_driver_mismatch_collects_the_user_space_version() -> None:
+    facts = collect_simulated("driver-mismatch")
+    assert facts.nvml_status is NvmlStatus.DRIVER_MISMATCH
+    assert facts.driver_version == "550.54"
+    assert facts.kernel_module_version == "550.90.07"
+    (finding,) = [
+        f for f in judge_node(facts, Policy()).findings if f.check == "versions.kernel_module"
+    ]
+    assert "kernel module 550.90.07, user space 550.54:" in finding.message
+    assert (finding.observed, finding.expected) == ("550.90.07", "550.54")
+
+
+def test_mismatch_without_a_library_version_leaves_the_driver_unknown(tmp_path: Path) -> None:
+    said = "Failed to initialize NVML: Driver/library version mismatch\n"
+    path = _write(
+        tmp_path,
+        {"extends": "driver-mismatch", "commands": {"nvidia-smi": {"rc": 18, "stdout": said}}},
+    )
+    facts = collect_simulated(path)
+    assert isinstance(facts.driver_version, Unavailable)
+    assert facts.nvml_status is NvmlStatus.DRIVER_MISMATCH
+
+
+_NESTED = re.compile(r"\([^()]*\(")
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_finding_messages_do_not_nest_parentheses(name: str) -> None:
+    result = judge_node(collect_simulated(name), Policy())
+    assert [f.message for f in result.findings if _NESTED.search(f.message)] == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("pcie_gen_max", "five", "must be an integer"),
+        ("remapped_rows_uncorrectable", 1.5, "must be an integer"),
+        ("temperature_gpu_c", "hot", "must be a number"),
+        ("power_limit_default_w", True, "must be a number"),
+        ("persistence_mode", 1, "must be true or false"),
+        ("lost", "yes", "must be true or false"),
+        ("vbios_version", 96, "must be a string"),
+        ("pci_device_id", 0x2330, "must be a string"),
+        ("compute_mode", "shared", "must be one of"),
+        ("fabric_state", "done", "must be one of"),
+    ],
+)
+def test_gpu_values_are_checked_by_the_type_of_their_field(
+    tmp_path: Path, key: str, value: object, problem: str
+) -> None:
+    data = {"nvml": {"gpu_count": 1, "gpu": {key: value}}}
+    assert f"nvml.gpu.{key} {problem}" in _error(_write(tmp_path, data))
+
+
+def test_every_gpu_fact_nvml_answers_is_a_scenario_key() -> None:
+    names = {f.name for f in dataclasses.fields(GpuFacts)}
+    assert names - GPU_KEYS == NOT_SIMULATED
+    assert GPU_KEYS - names == {"lost", "pci_device_id"}

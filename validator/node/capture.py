@@ -45,7 +45,7 @@ from validator.model import (
 from validator.node import collect, host
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
-from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import BannerGpu, parse_banner
@@ -93,11 +93,11 @@ class _Bundle:
                 f"cannot read {path}: {exc.strerror}; check its permissions"
             ) from None
 
-    def parse(self, name: str, parse: Callable[[str], T]) -> Measured[T]:
-        """A file parsed; a broken file is bad input, a missing one not measured."""
+    def parse_present(self, name: str, parse: Callable[[str], T]) -> T | None:
+        """A file parsed, or None when the capture lacks it; a broken file is bad input."""
         text = self.text(name)
         if text is None:
-            return Unavailable(Reason.NOT_MEASURED, f"{name} not in the capture")
+            return None
         try:
             return parse(text)
         except ParseError as exc:
@@ -105,33 +105,27 @@ class _Bundle:
                 f"{self.directory / name}: {exc}; capture it again or remove the file"
             ) from None
 
+    def parse(self, name: str, parse: Callable[[str], T]) -> Measured[T]:
+        """A file parsed; a broken file is bad input, a missing one not measured."""
+        value = self.parse_present(name, parse)
+        if value is None:
+            return Unavailable(Reason.NOT_MEASURED, f"{name} not in the capture")
+        return value
+
 
 def _driver_reading(bundle: _Bundle) -> collect.DriverReading:
     for name, parse in ((SMI_XML, parse_smi_xml), (SMI_QUERY, parse_smi_query)):
-        text = bundle.text(name)
-        if text is None:
-            continue
-        try:
-            query = parse(text)
-        except ParseError as exc:
-            raise CaptureError(
-                f"{bundle.directory / name}: {exc}; capture it again or remove the file"
-            ) from None
-        return collect.DriverReading(
-            status=query.status,
-            detail=query.detail,
-            driver_version=query.driver_version,
-            cuda_driver_version=query.cuda_version,
-            gpus=query.gpus,
-        )
-    banner_text = bundle.text(SMI_BANNER)
-    if banner_text is not None:
-        try:
-            banner = parse_banner(banner_text)
-        except ParseError as exc:
-            raise CaptureError(
-                f"{bundle.directory / SMI_BANNER}: {exc}; capture it again or remove the file"
-            ) from None
+        query = bundle.parse_present(name, parse)
+        if query is not None:
+            return collect.DriverReading(
+                status=query.status,
+                detail=query.detail,
+                driver_version=query.driver_version,
+                cuda_driver_version=query.cuda_version,
+                gpus=query.gpus,
+            )
+    banner = bundle.parse_present(SMI_BANNER, parse_banner)
+    if banner is not None:
         return collect.DriverReading(
             status=banner.status,
             detail=banner.detail,
@@ -203,6 +197,12 @@ def _kernel_log(
             window_hours=window_hours,
             events=Unavailable(Reason.NOT_MEASURED, f"{DMESG} not in the capture"),
         )
+    if log_is_empty(text):
+        return KernelLogFacts(
+            source=DMESG,
+            window_hours=window_hours,
+            events=Unavailable(Reason.ERROR, collect.EMPTY_LOG_DETAIL.format(what=DMESG)),
+        )
     now = _captured_at(meta)
     uptime = meta.get("uptime_s")
     if now is None:
@@ -259,11 +259,7 @@ def collect_capture(
         smi_driver, smi_cuda, smi_error = absent, absent, None
     else:
         smi_driver, smi_cuda, smi_error = collect.banner_facts(CommandResult(0, banner_text))
-    driver, cuda = reading.driver_version, reading.cuda_driver_version
-    if isinstance(driver, Unavailable) and not isinstance(smi_driver, Unavailable):
-        driver = smi_driver
-    if isinstance(cuda, Unavailable) and not isinstance(smi_cuda, Unavailable):
-        cuda = smi_cuda
+    driver, cuda = collect.driver_versions(reading, smi_driver, smi_cuda)
     cudnn_version, cudnn_source, cudnn_major = _cudnn(bundle)
     lspci = bundle.text(LSPCI)
     pci_gpus: Measured[int]

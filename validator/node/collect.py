@@ -23,7 +23,7 @@ from validator.model import (
 from validator.node import host
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
-from validator.node.parsers.kernel_log import parse_xid_events
+from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
@@ -47,6 +47,10 @@ DPKG_CUDNN = ("dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "*cudnn*")
 RPM_CUDNN = ("rpm", "-qa", "*cudnn*")
 DMESG = ("dmesg",)
 JOURNAL_KERNEL = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso")
+EMPTY_LOG_DETAIL = (
+    "{what} shows no log line (the log was cleared or is hidden from this user), "
+    "so it proves nothing about Xids"
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +158,31 @@ def banner_facts(result: CommandResult) -> tuple[Measured[str], Measured[str], s
         return error, error, str(exc)
     if banner.status is not NvmlStatus.OK:
         said = Unavailable(Reason.ERROR, banner.detail)
-        return said, said, banner.detail
+        # A mismatch message still names the user-space side ("NVML library version: ...").
+        driver = banner.driver_version if isinstance(banner.driver_version, str) else said
+        return driver, said, banner.detail
     return banner.driver_version, banner.cuda_version, None
+
+
+def driver_versions(
+    reading: DriverReading, smi_driver: Measured[str], smi_cuda: Measured[str]
+) -> tuple[Measured[str], Measured[str]]:
+    """The user-space driver and CUDA versions: NVML's, else what nvidia-smi printed.
+
+    Args:
+        reading: what NVML (or a captured query) said.
+        smi_driver: the driver version plain nvidia-smi printed, or why not.
+        smi_cuda: the CUDA version plain nvidia-smi printed, or why not.
+
+    Returns:
+        (driver, cuda), each the reading's value where it has one.
+    """
+    driver, cuda = reading.driver_version, reading.cuda_driver_version
+    if isinstance(driver, Unavailable) and not isinstance(smi_driver, Unavailable):
+        driver = smi_driver
+    if isinstance(cuda, Unavailable) and not isinstance(smi_cuda, Unavailable):
+        cuda = smi_cuda
+    return driver, cuda
 
 
 def find_nvcc(system: System) -> str | None:
@@ -219,9 +246,13 @@ def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int
 
 
 def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFacts:
-    """Xid events within the window, from dmesg or, failing that, the journal."""
+    """Xid events within the window, from dmesg or, failing that, the journal.
+
+    A log that shows no line at all (cleared, or hidden from this user) is not a clean
+    log: the events are then unknown, never an empty list.
+    """
     result = system.run(DMESG)
-    if result.ok:
+    if result.ok and not log_is_empty(result.stdout):
         uptime_text = read_file(system, PROC_UPTIME)
         uptime = None
         if not isinstance(uptime_text, Unavailable):
@@ -234,14 +265,19 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
         )
         return KernelLogFacts(source="dmesg", window_hours=window_hours, events=events)
     journal = system.run(JOURNAL_KERNEL)
-    if journal.ok:
+    if journal.ok and not log_is_empty(journal.stdout):
         events = parse_xid_events(journal.stdout, now=system.now(), window_hours=window_hours)
         return KernelLogFacts(source="journalctl", window_hours=window_hours, events=events)
-    why = command_failure(result, "dmesg")
+    why = (
+        Unavailable(Reason.ERROR, EMPTY_LOG_DETAIL.format(what="dmesg"))
+        if result.ok
+        else command_failure(result, "dmesg")
+    )
+    journal_said = "also failed" if not journal.ok else "showed no log line either"
     return KernelLogFacts(
         source="dmesg",
         window_hours=window_hours,
-        events=Unavailable(why.reason, f"{why.detail}; journalctl -k also failed"),
+        events=Unavailable(why.reason, f"{why.detail}; journalctl -k {journal_said}"),
     )
 
 
@@ -266,12 +302,7 @@ def collect(
     nvcc_version, nvcc_path = nvcc_facts(system)
     cudnn_version, cudnn_source, cudnn_major = cudnn_facts(system)
     pci_gpus, pci_switches = pci_counts(system)
-    driver = reading.driver_version
-    if isinstance(driver, Unavailable) and not isinstance(smi_driver, Unavailable):
-        driver = smi_driver
-    cuda = reading.cuda_driver_version
-    if isinstance(cuda, Unavailable) and not isinstance(smi_cuda, Unavailable):
-        cuda = smi_cuda
+    driver, cuda = driver_versions(reading, smi_driver, smi_cuda)
     return NodeFacts(
         hostname=system.hostname(),
         source=source,

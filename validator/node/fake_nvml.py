@@ -39,11 +39,12 @@ error. A field that is absent is not supported by the simulated device.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validator.model import CLOCK_EVENT_REASONS
+from validator.model import CLOCK_EVENT_REASONS, GpuFacts
 
 MIB = 1048576
 
@@ -115,63 +116,25 @@ COMPUTE_MODES: dict[str, int] = {
     "exclusive_process": 3,
 }
 
-# Every per-GPU key a scenario may give.
-GPU_KEYS: frozenset[str] = frozenset(
+# GpuFacts fields a scenario cannot set: the adapter decides a GPU's status, and NVML
+# gives only the current T.Limit margin (nvidia-smi -q prints the T.Limit thresholds).
+NOT_SIMULATED: frozenset[str] = frozenset(
     {
-        "lost",
-        "pci_device_id",
-        "uuid",
-        "serial",
-        "name",
-        "pci_bus_id",
-        "vbios_version",
-        "memory_total_mib",
-        "memory_used_mib",
-        "ecc_mode_current",
-        "ecc_mode_pending",
-        "ecc_volatile_corrected",
-        "ecc_volatile_uncorrected",
-        "ecc_aggregate_corrected",
-        "ecc_aggregate_uncorrected",
-        "retired_pages_sbe",
-        "retired_pages_dbe",
-        "retired_pages_pending",
-        "remapped_rows_correctable",
-        "remapped_rows_uncorrectable",
-        "remap_pending",
-        "remap_failure",
-        "temperature_gpu_c",
-        "temperature_memory_c",
-        "temp_shutdown_c",
-        "temp_slowdown_c",
-        "temp_max_operating_c",
-        "temp_memory_max_c",
-        "tlimit_margin_c",
-        "power_draw_w",
-        "power_limit_enforced_w",
-        "power_limit_default_w",
-        "power_limit_min_w",
-        "power_limit_max_w",
-        "sm_clock_mhz",
-        "mem_clock_mhz",
-        "sm_clock_max_mhz",
-        "mem_clock_max_mhz",
-        "sm_clock_app_mhz",
-        "mem_clock_app_mhz",
-        "clock_event_reasons",
-        "pcie_gen_current",
-        "pcie_gen_max",
-        "pcie_width_current",
-        "pcie_width_max",
-        "persistence_mode",
-        "compute_mode",
-        "mig_mode_current",
-        "mig_mode_pending",
-        "nvlinks",
-        "fabric_state",
-        "fabric_status",
+        "index",
+        "status",
+        "status_detail",
+        "tlimit_shutdown_c",
+        "tlimit_slowdown_c",
+        "tlimit_max_operating_c",
     }
 )
+# Keys a scenario may give that are no GpuFacts field.
+SCENARIO_ONLY_KEYS: frozenset[str] = frozenset({"lost", "pci_device_id"})
+
+# Every per-GPU key a scenario may give: the GpuFacts fields NVML answers, and the above.
+GPU_KEYS: frozenset[str] = (
+    frozenset(f.name for f in dataclasses.fields(GpuFacts)) - NOT_SIMULATED
+) | SCENARIO_ONLY_KEYS
 
 NVML_KEYS: frozenset[str] = frozenset(
     {

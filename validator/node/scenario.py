@@ -47,12 +47,13 @@ import fnmatch
 import json
 import os
 import posixpath
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from validator.errors import ScenarioError
-from validator.model import CLOCK_EVENT_REASONS
+from validator.model import CLOCK_EVENT_REASONS, GpuFacts
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
     ERROR_CODES,
@@ -75,62 +76,20 @@ HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
 PCI_KEYS = frozenset({"gpus", "nvswitches"})
 COMMAND_KEYS = frozenset({"rc", "stdout", "stderr"})
 
-_INT_FIELDS = frozenset(
-    {
-        "memory_total_mib",
-        "memory_used_mib",
-        "ecc_volatile_corrected",
-        "ecc_volatile_uncorrected",
-        "ecc_aggregate_corrected",
-        "ecc_aggregate_uncorrected",
-        "retired_pages_sbe",
-        "retired_pages_dbe",
-        "remapped_rows_correctable",
-        "remapped_rows_uncorrectable",
-        "sm_clock_mhz",
-        "mem_clock_mhz",
-        "sm_clock_max_mhz",
-        "mem_clock_max_mhz",
-        "sm_clock_app_mhz",
-        "mem_clock_app_mhz",
-        "pcie_gen_current",
-        "pcie_gen_max",
-        "pcie_width_current",
-        "pcie_width_max",
-    }
-)
-_NUMBER_FIELDS = frozenset(
-    {
-        "temperature_gpu_c",
-        "temperature_memory_c",
-        "temp_shutdown_c",
-        "temp_slowdown_c",
-        "temp_max_operating_c",
-        "temp_memory_max_c",
-        "tlimit_margin_c",
-        "power_draw_w",
-        "power_limit_enforced_w",
-        "power_limit_default_w",
-        "power_limit_min_w",
-        "power_limit_max_w",
-    }
-)
-_BOOL_FIELDS = frozenset(
-    {
-        "lost",
-        "ecc_mode_current",
-        "ecc_mode_pending",
-        "retired_pages_pending",
-        "remap_pending",
-        "remap_failure",
-        "persistence_mode",
-        "mig_mode_current",
-        "mig_mode_pending",
-    }
-)
-_TEXT_FIELDS = frozenset(
-    {"uuid", "serial", "name", "pci_bus_id", "vbios_version", "pci_device_id", "fabric_status"}
-)
+
+def _gpu_keys_holding(kind: type) -> frozenset[str]:
+    """Per-GPU scenario keys whose GpuFacts field holds a ``kind`` (when measured)."""
+    hints = typing.get_type_hints(GpuFacts)
+    return frozenset(
+        name for name, hint in hints.items() if name in GPU_KEYS and kind in typing.get_args(hint)
+    )
+
+
+_INT_FIELDS = _gpu_keys_holding(int)
+_NUMBER_FIELDS = _gpu_keys_holding(float)
+_BOOL_FIELDS = _gpu_keys_holding(bool) | {"lost"}
+# compute_mode and fabric_state are strings too, checked against their own word lists.
+_TEXT_FIELDS = _gpu_keys_holding(str) | {"pci_device_id"}
 _REASON_NAMES = frozenset(name for _, name in CLOCK_EVENT_REASONS)
 
 # Non-NVIDIA devices every simulated host has: a host bridge and an ISA bridge.

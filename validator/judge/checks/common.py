@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import fields, replace
 
 from validator.judge.catalog import Sku
 from validator.judge.policy import Policy
@@ -13,6 +14,7 @@ from validator.model import (
     Measured,
     NodeFacts,
     NvmlStatus,
+    Reason,
     Severity,
     Unavailable,
 )
@@ -41,15 +43,12 @@ def gpu_finding(
     required: bool = True,
 ) -> Finding:
     """A finding about one GPU."""
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
+    return replace(
+        node_finding(
+            check, severity, message, observed=observed, expected=expected, required=required
+        ),
         gpu_index=gpu.index,
         gpu_uuid=uuid_of(gpu),
-        required=required,
     )
 
 
@@ -73,6 +72,16 @@ def node_finding(
     )
 
 
+def why_not(value: Unavailable) -> str:
+    """Why a value is missing, as one flat phrase: "not supported", "error: NVML error 999".
+
+    Findings put this after a colon rather than in parentheses: the detail often carries
+    parentheses of its own, and nested ones read badly.
+    """
+    text = value.reason.value.replace("_", " ")
+    return f"{text}: {value.detail}" if value.detail else text
+
+
 def unknown_gpu(
     check: str, gpu: GpuFacts, what: str, value: Unavailable, *, required: bool = True
 ) -> Finding:
@@ -81,7 +90,7 @@ def unknown_gpu(
         check,
         UNKNOWN,
         gpu,
-        f"GPU {gpu.index} {what} could not be read ({value}), so it cannot be judged",
+        f"GPU {gpu.index} {what} could not be read, so it cannot be judged: {why_not(value)}",
         observed=value,
         required=required,
     )
@@ -97,9 +106,33 @@ def unknown_sku(check: str, what: str, *, required: bool = True) -> Finding:
     )
 
 
+_STATUS_FIELDS = ("index", "status", "status_detail")
+
+
+def gpu_state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
+    """Whether a GPU answered, from its readings as well as the status the collector gave.
+
+    A reading that says the GPU is lost means it is lost, whatever the status says (a
+    capture marks only the cells nvidia-smi could not fill); a GPU none of whose readings
+    succeeded did not answer, however many handles NVML counted.
+
+    Returns:
+        The status and a detail saying why.
+    """
+    if gpu.status is not GpuStatus.OK:
+        return gpu.status, gpu.status_detail
+    values = [getattr(gpu, f.name) for f in fields(GpuFacts) if f.name not in _STATUS_FIELDS]
+    for value in values:
+        if isinstance(value, Unavailable) and value.reason is Reason.GPU_LOST:
+            return GpuStatus.LOST, value.detail or "a reading said the GPU is lost"
+    if all(isinstance(value, Unavailable) for value in values):
+        return GpuStatus.ERROR, "none of its readings succeeded"
+    return GpuStatus.OK, ""
+
+
 def readable_gpus(facts: NodeFacts) -> list[GpuFacts]:
     """GPUs that answered: lost or unreadable ones are reported once, by inventory."""
-    return [gpu for gpu in facts.gpus if gpu.status is GpuStatus.OK]
+    return [gpu for gpu in facts.gpus if gpu_state(gpu)[0] is GpuStatus.OK]
 
 
 def missing(*values: Measured[object]) -> Unavailable | None:
@@ -172,6 +205,17 @@ _NVML_PROBLEMS = {
     ),
     NvmlStatus.NO_DEVICES: ("the NVIDIA driver found no GPU on this host", "no devices"),
 }
+
+
+def driver_silent(facts: NodeFacts) -> str | None:
+    """A short reason for a driver-side version that NVML itself failed to give, else None.
+
+    When NVML could not start, inventory.driver (or versions.kernel_module, on a mismatch)
+    already says why at length; the per-version checks say only this.
+    """
+    if facts.nvml_status in (NvmlStatus.OK, NvmlStatus.NO_DEVICES):
+        return None
+    return "not read: the driver did not answer"
 
 
 def nvml_problem(facts: NodeFacts) -> str | None:

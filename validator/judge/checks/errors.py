@@ -20,6 +20,7 @@ from validator.judge.checks.common import (
     node_finding,
     readable_gpus,
     unknown_gpu,
+    why_not,
 )
 from validator.judge.policy import Policy
 from validator.model import (
@@ -32,11 +33,12 @@ from validator.model import (
     XidEvent,
 )
 
-# Mnemonics and descriptions from NVIDIA's Xid catalog
+# Mnemonics and descriptions from NVIDIA's Xid catalog, without parentheses: findings
+# print them inside a pair already
 # (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, via captures/xid/XID_MEANINGS.md).
 XID_MEANINGS: dict[int, str] = {
-    13: "graphics engine exception (usually an application fault)",
-    31: "GPU memory page fault (usually an application fault)",
+    13: "graphics engine exception, usually an application fault",
+    31: "GPU memory page fault, usually an application fault",
     43: "GPU stopped processing after an application fault",
     45: "preemptive cleanup due to previous errors",
     48: "double-bit ECC error",
@@ -44,27 +46,27 @@ XID_MEANINGS: dict[int, str] = {
     57: "error programming video memory interface",
     58: "unstable video memory interface detected",
     62: "internal micro-controller halt",
-    63: "GPU memory remapping or page retirement event (takes effect at the next reset)",
+    63: "GPU memory remapping or page retirement event, applied at the next reset",
     64: "GPU memory remapping or page retirement failure",
     65: "video processor exception",
-    68: "video decoder (NVDEC) exception",
+    68: "NVDEC video decoder exception",
     69: "graphics engine class error",
-    73: "video encoder (NVENC) error",
+    73: "NVENC video encoder error",
     74: "NVLink error",
     79: "GPU has fallen off the bus",
     80: "corrupted data sent to the GPU",
     81: "VGA subsystem error",
     92: "high single-bit ECC error rate",
-    94: "contained memory error (uncorrectable, contained to the application)",
+    94: "contained memory error: uncorrectable, contained to the application",
     95: "uncontained memory error",
     109: "context switch timeout",
-    119: "GSP RPC timeout (the GPU likely needs a reset)",
+    119: "GSP RPC timeout, the GPU likely needs a reset",
     120: "GSP error",
-    144: "NVLink5 error (NVLINK_SAW_ERROR)",
-    145: "NVLink5 error (NVLINK_RLW_ERROR)",
-    149: "NVLink5 error (NVLINK_NETIR_ERROR)",
-    150: "NVLink5 error (NVLINK_MSE_ERROR)",
-    154: "recovery action for another Xid changed (informational)",
+    144: "NVLink5 error NVLINK_SAW_ERROR",
+    145: "NVLink5 error NVLINK_RLW_ERROR",
+    149: "NVLink5 error NVLINK_NETIR_ERROR",
+    150: "NVLink5 error NVLINK_MSE_ERROR",
+    154: "recovery action for another Xid changed, informational",
 }
 
 
@@ -320,7 +322,7 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
             node_finding(
                 check_id,
                 UNKNOWN,
-                f"The kernel log could not be read for Xid errors ({events})",
+                f"The kernel log could not be read for Xid errors: {why_not(events)}",
                 expected=f"no hardware Xid in the last {hours}",
             )
         ]

@@ -11,9 +11,11 @@ from validator.judge.checks.common import (
     UNKNOWN,
     gpu_finding,
     gpu_list,
+    gpu_state,
     node_finding,
     nvml_problem,
     readable_gpus,
+    why_not,
 )
 from validator.judge.policy import Policy
 from validator.model import Finding, GpuStatus, NodeFacts, NvmlStatus
@@ -68,8 +70,9 @@ def _gpu_status(facts: NodeFacts) -> list[Finding]:
     findings: list[Finding] = []
     for gpu in facts.gpus:
         bus = gpu.pci_bus_id if isinstance(gpu.pci_bus_id, str) else "bus id unknown"
-        detail = f": {gpu.status_detail}" if gpu.status_detail else ""
-        if gpu.status is GpuStatus.LOST:
+        status, why = gpu_state(gpu)
+        detail = f": {why}" if why else ""
+        if status is GpuStatus.LOST:
             findings.append(
                 gpu_finding(
                     "inventory.gpu_status",
@@ -81,7 +84,7 @@ def _gpu_status(facts: NodeFacts) -> list[Finding]:
                     expected="ok",
                 )
             )
-        elif gpu.status is GpuStatus.ERROR:
+        elif status is GpuStatus.ERROR:
             findings.append(
                 gpu_finding(
                     "inventory.gpu_status",
@@ -193,7 +196,8 @@ def _model(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
             "inventory.model",
             UNKNOWN,
             gpu,
-            f"GPU {gpu.index} product name could not be read ({gpu.name}), so its model is unknown",
+            f"GPU {gpu.index} product name could not be read, so its model is unknown: "
+            f"{why_not(gpu.name)}",
         )
         for gpu in gpus
         if not isinstance(gpu.name, str)

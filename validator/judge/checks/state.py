@@ -17,6 +17,7 @@ from validator.judge.checks.common import (
     node_finding,
     readable_gpus,
     unknown_gpu,
+    why_not,
 )
 from validator.judge.policy import Policy
 from validator.model import Finding, GpuFacts, NodeFacts, Reason, Unavailable
@@ -150,8 +151,10 @@ def _fabric(
                     check_id,
                     UNKNOWN,
                     gpu,
-                    f"GPU {gpu.index} does not report its fabric registration ({state})"
-                    + ("; check systemctl status nvidia-fabricmanager instead" if old else ""),
+                    f"GPU {gpu.index} does not report its fabric registration through NVML; "
+                    "check systemctl status nvidia-fabricmanager instead"
+                    if old
+                    else f"GPU {gpu.index} fabric registration could not be read: {why_not(state)}",
                     observed=state,
                     expected="completed/success",
                     required=not old,

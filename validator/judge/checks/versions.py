@@ -15,14 +15,16 @@ from validator.judge.checks.common import (
     PASS,
     UNKNOWN,
     WARN,
+    driver_silent,
     gpu_list,
     major_minor,
     node_finding,
     prefix_matches,
     readable_gpus,
+    why_not,
 )
 from validator.judge.policy import Policy
-from validator.model import Finding, NodeFacts, NvmlStatus, Reason, Unavailable
+from validator.model import Finding, Measured, NodeFacts, NvmlStatus, Reason, Unavailable
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
@@ -43,7 +45,7 @@ def _kernel_module(facts: NodeFacts) -> Finding:
     module_text = module if isinstance(module, str) else "unknown"
     user_text = user if isinstance(user, str) else "unknown"
     mismatch = facts.nvml_status is NvmlStatus.DRIVER_MISMATCH or (
-        isinstance(module, str) and isinstance(user, str) and module != user
+        isinstance(module, str) and isinstance(user, str) and not _same_version(module, user)
     )
     if mismatch:
         return node_finding(
@@ -88,10 +90,15 @@ def _driver(facts: NodeFacts, policy: Policy) -> Finding:
         return node_finding(
             check_id,
             UNKNOWN,
-            f"The driver version could not be read ({version})",
+            f"The driver version was {_unread(facts, version)}",
             expected=expected,
             required=pinned,
         )
+    disagreement = _smi_disagrees(
+        check_id, "driver", version, facts.tools.nvidia_smi_driver_version, expected
+    )
+    if disagreement is not None:
+        return disagreement
     if pin is not None:
         ok = version == pin
     elif policy.driver_branch:
@@ -130,10 +137,15 @@ def _cuda(facts: NodeFacts, policy: Policy) -> Finding:
         return node_finding(
             check_id,
             UNKNOWN,
-            f"The CUDA version the driver supports could not be read ({version})",
+            f"The CUDA version the driver supports was {_unread(facts, version)}",
             expected=expected,
             required=policy.cuda_version is not None,
         )
+    disagreement = _smi_disagrees(
+        check_id, "CUDA", version, facts.tools.nvidia_smi_cuda_version, expected
+    )
+    if disagreement is not None:
+        return disagreement
     if policy.cuda_version is None:
         return node_finding(
             check_id,
@@ -170,71 +182,117 @@ def _cuda(facts: NodeFacts, policy: Policy) -> Finding:
     )
 
 
+def _unread(facts: NodeFacts, value: Unavailable) -> str:
+    """Why a driver-side version is missing; short when NVML itself failed."""
+    return driver_silent(facts) or f"not read: {why_not(value)}"
+
+
+def _same_version(one: str, other: str) -> bool:
+    # nvidia-smi may print fewer components ("550.54" after a mismatch, for 550.54.15).
+    return prefix_matches(one, other) or prefix_matches(other, one)
+
+
+def _smi_disagrees(
+    check_id: str, what: str, nvml: str, smi: Measured[str], expected: str
+) -> Finding | None:
+    """FAIL when nvidia-smi printed another version than NVML gave: two drivers answer."""
+    if isinstance(smi, Unavailable) or _same_version(nvml, smi):
+        return None
+    return node_finding(
+        check_id,
+        FAIL,
+        f"NVML reports {what} {nvml} but nvidia-smi prints {smi}: two user-space driver "
+        "libraries answer on this node (check ldconfig -p | grep libnvidia-ml and "
+        "LD_LIBRARY_PATH), or the capture mixes outputs of different installs",
+        observed=f"NVML {nvml}, nvidia-smi {smi}",
+        expected=expected,
+    )
+
+
 def _absent(value: Unavailable) -> bool:
     return value.reason is Reason.NOT_SUPPORTED
 
 
-def _nvcc(facts: NodeFacts, policy: Policy) -> list[Finding]:
-    check_id = "versions.nvcc"
-    version = facts.tools.nvcc_version
-    expected = policy.nvcc_version or ("installed" if policy.require_nvcc else "any")
-    required = policy.require_nvcc or policy.nvcc_version is not None
+def _pinned_tool(
+    check_id: str,
+    name: str,
+    version: Measured[str],
+    pin: str | None,
+    require: bool,
+    install: str,
+    absent_name: str = "",
+) -> Finding:
+    """The presence-and-pin finding for a tool the policy may require or pin (nvcc, cuDNN).
+
+    Args:
+        check_id: the check, e.g. "versions.nvcc".
+        name: the tool as messages name it ("nvcc", "cuDNN").
+        version: what the collector found.
+        pin: the policy's version prefix, if any.
+        require: whether the policy requires the tool even without a pin.
+        install: how to install it, for the FAIL message ("install cuDNN").
+        absent_name: how to name it when it is missing, when not just ``name``.
+    """
+    expected = pin or ("installed" if require else "any")
+    required = require or pin is not None
     if isinstance(version, Unavailable):
         if _absent(version) and required:
-            return [
-                node_finding(
-                    check_id,
-                    FAIL,
-                    f"nvcc (the CUDA toolkit) is not installed ({version.detail or 'not found'})"
-                    "; run gpuready provision or install the CUDA toolkit",
-                    observed="not installed",
-                    expected=expected,
-                )
-            ]
-        if _absent(version):
-            return [
-                node_finding(
-                    check_id,
-                    PASS,
-                    "nvcc is not installed, and the policy does not require it",
-                    observed="not installed",
-                    expected=expected,
-                    required=False,
-                )
-            ]
-        return [
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The nvcc version could not be read ({version})",
-                expected=expected,
-                required=required,
-            )
-        ]
-    findings: list[Finding] = []
-    if policy.nvcc_version and not prefix_matches(policy.nvcc_version, version):
-        findings.append(
-            node_finding(
+            return node_finding(
                 check_id,
                 FAIL,
-                f"nvcc {version} is installed but the policy pins {policy.nvcc_version}",
-                observed=version,
+                f"{absent_name or name} is not installed ({version.detail or 'not found'}); "
+                f"run gpuready provision or {install}",
+                observed="not installed",
                 expected=expected,
             )
-        )
-    else:
-        findings.append(
-            node_finding(
+        if _absent(version):
+            return node_finding(
                 check_id,
                 PASS,
-                f"nvcc {version} is installed"
-                + (f", matching the pin {policy.nvcc_version}" if policy.nvcc_version else ""),
-                observed=version,
+                f"{name} is not installed, and the policy does not require it",
+                observed="not installed",
                 expected=expected,
+                required=False,
             )
+        return node_finding(
+            check_id,
+            UNKNOWN,
+            f"The {name} version could not be read: {why_not(version)}",
+            expected=expected,
+            required=required,
         )
-    findings.append(_nvcc_vs_driver(facts, version))
-    return findings
+    if pin and not prefix_matches(pin, version):
+        return node_finding(
+            check_id,
+            FAIL,
+            f"{name} {version} is installed but the policy pins {pin}",
+            observed=version,
+            expected=expected,
+        )
+    matching = f", matching the pin {pin}" if pin else ""
+    return node_finding(
+        check_id,
+        PASS,
+        f"{name} {version} is installed{matching}",
+        observed=version,
+        expected=expected,
+    )
+
+
+def _nvcc(facts: NodeFacts, policy: Policy) -> list[Finding]:
+    version = facts.tools.nvcc_version
+    first = _pinned_tool(
+        "versions.nvcc",
+        "nvcc",
+        version,
+        policy.nvcc_version,
+        policy.require_nvcc,
+        "install the CUDA toolkit",
+        absent_name="nvcc (the CUDA toolkit)",
+    )
+    if isinstance(version, Unavailable):
+        return [first]
+    return [first, _nvcc_vs_driver(facts, version)]
 
 
 def _nvcc_vs_driver(facts: NodeFacts, nvcc: str) -> Finding:
@@ -244,7 +302,8 @@ def _nvcc_vs_driver(facts: NodeFacts, nvcc: str) -> Finding:
         return node_finding(
             check_id,
             UNKNOWN,
-            f"nvcc {nvcc} cannot be compared with the driver's CUDA version ({driver_cuda})",
+            f"nvcc {nvcc} cannot be compared with the driver's CUDA version, which was "
+            f"{_unread(facts, driver_cuda)}",
             observed=nvcc,
         )
     have, limit = major_minor(nvcc), major_minor(driver_cuda)
@@ -275,56 +334,17 @@ def _nvcc_vs_driver(facts: NodeFacts, nvcc: str) -> Finding:
 
 
 def _cudnn(facts: NodeFacts, policy: Policy) -> list[Finding]:
-    check_id = "versions.cudnn"
     version = facts.tools.cudnn_version
-    expected = policy.cudnn_version or ("installed" if policy.require_cudnn else "any")
-    required = policy.require_cudnn or policy.cudnn_version is not None
+    first = _pinned_tool(
+        "versions.cudnn",
+        "cuDNN",
+        version,
+        policy.cudnn_version,
+        policy.require_cudnn,
+        "install cuDNN",
+    )
     if isinstance(version, Unavailable):
-        if _absent(version) and required:
-            return [
-                node_finding(
-                    check_id,
-                    FAIL,
-                    f"cuDNN is not installed ({version.detail or 'not found'}); run gpuready "
-                    "provision or install cuDNN",
-                    observed="not installed",
-                    expected=expected,
-                )
-            ]
-        if _absent(version):
-            return [
-                node_finding(
-                    check_id,
-                    PASS,
-                    "cuDNN is not installed, and the policy does not require it",
-                    observed="not installed",
-                    expected=expected,
-                    required=False,
-                )
-            ]
-        return [
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The cuDNN version could not be read ({version})",
-                expected=expected,
-                required=required,
-            )
-        ]
-    if policy.cudnn_version and not prefix_matches(policy.cudnn_version, version):
-        first = node_finding(
-            check_id,
-            FAIL,
-            f"cuDNN {version} is installed but the policy pins {policy.cudnn_version}",
-            observed=version,
-            expected=expected,
-        )
-    else:
-        pin = f", matching the pin {policy.cudnn_version}" if policy.cudnn_version else ""
-        first = node_finding(
-            check_id, PASS, f"cuDNN {version} is installed{pin}", observed=version,
-            expected=expected,
-        )  # fmt: skip
+        return [first]
     return [first, _cudnn_cuda(facts, version)]
 
 
@@ -335,7 +355,7 @@ def _cudnn_cuda(facts: NodeFacts, cudnn: str) -> Finding:
         return node_finding(
             check_id,
             UNKNOWN,
-            f"The CUDA major version cuDNN {cudnn} was built for is unknown ({built_for})",
+            f"The CUDA major version cuDNN {cudnn} was built for is unknown: {why_not(built_for)}",
             required=False,
         )
     nvcc, driver_cuda = facts.tools.nvcc_version, facts.cuda_driver_version

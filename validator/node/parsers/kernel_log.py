@@ -39,6 +39,37 @@ _JOURNAL = re.compile(r"^(\w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2})\s+\S+\s+kernel:\s*"
 _CONTINUATION = re.compile(r"NVRM:\s{2,}(\S.*)$")
 
 
+# What journalctl prints around (or instead of) log lines: "-- No entries --",
+# "-- Logs begin at ... --", "-- Boot 3f2a... --", "Hint: You are currently not seeing ...".
+_JOURNAL_NOTE = re.compile(r"^(?:--.*--|Hint:.*|No journal files were found\.?)$")
+
+
+def log_is_empty(text: str) -> bool:
+    """True when ``text`` holds no log line at all, journalctl's own notes aside.
+
+    A running system's kernel log is never empty: an empty one was cleared, or is hidden
+    from this user (``kernel.dmesg_restrict``, a user outside the ``adm`` group), and
+    either way it says nothing about Xids.
+
+    Args:
+        text: dmesg or journalctl -k output.
+
+    Returns:
+        Whether no line is a log line.
+    """
+    in_hint = False
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        # journalctl indents a hint's further lines ("      Users in groups 'adm', ...").
+        if in_hint and line[:1].isspace():
+            continue
+        in_hint = line.startswith("Hint:")
+        if not _JOURNAL_NOTE.match(line.strip()):
+            return False
+    return True
+
+
 class _Stamp:
     """When a line was logged: wall clock (aware or local naive), uptime, or unknown."""
 

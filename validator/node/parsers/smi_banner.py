@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from validator.model import NOT_MEASURED, Measured, NvmlStatus, Reason, Unavailable
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.smi_common import read_bool, read_bus_id, read_float, read_int
-from validator.node.parsers.smi_errors import classify_smi_error
+from validator.node.parsers.smi_errors import smi_error
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,8 @@ def parse_banner(text: str) -> SmiBanner:
     """
     header = _HEADER.search(text)
     if header is None:
-        error = classify_smi_error(text)
-        if error is not None:
-            return SmiBanner(error[0], error[1], NOT_MEASURED, NOT_MEASURED, ())
-        if not text.strip():
-            raise ParseError("nvidia-smi output is empty")
-        first = text.strip().splitlines()[0][:80]
-        raise ParseError(f"not nvidia-smi table output (no NVIDIA-SMI header): {first!r}")
+        error = smi_error(text, "nvidia-smi table output", "no NVIDIA-SMI header")
+        return SmiBanner(error.status, error.detail, error.library_version, NOT_MEASURED, ())
     lines = text.splitlines()
     gpus = _gpu_rows(lines)
     if not gpus:

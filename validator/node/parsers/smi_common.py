@@ -9,9 +9,9 @@ never raise, because one unreadable cell must not hide the other facts.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from validator.model import (
     CLOCK_EVENT_REASONS,
@@ -23,6 +23,7 @@ from validator.model import (
     Reason,
     Unavailable,
 )
+from validator.node.parsers.smi_errors import SmiError
 
 T = TypeVar("T")
 
@@ -37,6 +38,13 @@ class SmiQuery:
     cuda_version: Measured[str]
     attached_gpus: Measured[int]
     gpus: tuple[GpuFacts, ...]
+
+    @classmethod
+    def from_error(cls, error: SmiError) -> SmiQuery:
+        """What a query says when nvidia-smi printed an error instead: no GPU, no CUDA."""
+        return cls(
+            error.status, error.detail, error.library_version, NOT_MEASURED, NOT_MEASURED, ()
+        )
 
 
 # Placeholders meaning "this GPU or driver does not offer the value".
@@ -129,6 +137,41 @@ def read_float(raw: str | None, *units: str) -> Measured[float]:
     """
     text = _numeric(raw, units, r"[-+]?\d+(?:\.\d+)?")
     return text if isinstance(text, Unavailable) else float(text)
+
+
+def use_module_power(
+    fields: dict[str, Any],
+    module_value: Callable[[str], str | None],
+    keys_by_field: Mapping[str, tuple[str, ...]],
+) -> None:
+    """On a GH200, fill the GPU power fields left unknown from the module power readings.
+
+    The Grace Hopper GPU power readings can be N/A; the module's are then the only power
+    figures printed.
+
+    Args:
+        fields: one GPU's facts by field name, updated in place.
+        module_value: the printed value of one module power key (None when absent).
+        keys_by_field: for each power field, the module keys to try in order.
+    """
+    name = fields.get("name")
+    if not isinstance(name, str) or "GH200" not in name.upper():
+        return
+    for field, keys in keys_by_field.items():
+        if isinstance(fields[field], Unavailable):
+            module = first_known(read_measure(module_value(key)) for key in keys)
+            if not isinstance(module, Unavailable):
+                fields[field] = module
+
+
+def read_count(raw: str | None) -> Measured[int]:
+    """An integer in any unit nvidia-smi -q prints one in: MiB, MHz, link width "16x"."""
+    return read_int(raw, "MiB", "MHz", "x")
+
+
+def read_measure(raw: str | None) -> Measured[float]:
+    """A number in any unit nvidia-smi -q prints one in: watts, degrees C."""
+    return read_float(raw, "W", "C")
 
 
 _TRUE = frozenset({"enabled", "yes", "on", "active", "true"})

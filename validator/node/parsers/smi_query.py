@@ -37,13 +37,15 @@ from validator.node.parsers.smi_common import (
     read_bool,
     read_bus_id,
     read_compute_mode,
-    read_float,
+    read_count,
     read_int,
+    read_measure,
     read_state_word,
     read_text,
     sum_counts,
+    use_module_power,
 )
-from validator.node.parsers.smi_errors import classify_smi_error
+from validator.node.parsers.smi_errors import smi_error
 
 _KEY_VALUE = re.compile(r"^(\S.*?)\s+:(?:\s?(.*))?$")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
@@ -117,14 +119,6 @@ def _pick(
     return first_known(read(gpu.get(*path)) for path in paths)
 
 
-def _int(raw: str | None) -> Measured[int]:
-    return read_int(raw, "MiB", "MHz", "x")
-
-
-def _float(raw: str | None) -> Measured[float]:
-    return read_float(raw, "W", "C")
-
-
 _GPU_POWER = ("GPU Power Readings",)
 _OLD_POWER = ("Power Readings",)
 _CEILING = ("GPU Power Readings", "GPU Ceiling Power Limit")
@@ -136,35 +130,35 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[tuple[str,
     "serial": (read_text, (("Serial Number",),)),
     "name": (read_text, (("Product Name",),)),
     "vbios_version": (read_text, (("VBIOS Version",),)),
-    "memory_total_mib": (_int, (("FB Memory Usage", "Total"),)),
-    "memory_used_mib": (_int, (("FB Memory Usage", "Used"),)),
+    "memory_total_mib": (read_count, (("FB Memory Usage", "Total"),)),
+    "memory_used_mib": (read_count, (("FB Memory Usage", "Used"),)),
     "ecc_mode_current": (read_bool, (("ECC Mode", "Current"),)),
     "ecc_mode_pending": (read_bool, (("ECC Mode", "Pending"),)),
-    "retired_pages_sbe": (_int, (("Retired Pages", "Single Bit ECC"),)),
-    "retired_pages_dbe": (_int, (("Retired Pages", "Double Bit ECC"),)),
+    "retired_pages_sbe": (read_count, (("Retired Pages", "Single Bit ECC"),)),
+    "retired_pages_dbe": (read_count, (("Retired Pages", "Double Bit ECC"),)),
     "retired_pages_pending": (
         read_bool,
         (("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending Page Retirement")),
     ),
-    "remapped_rows_correctable": (_int, (("Remapped Rows", "Correctable Error"),)),
-    "remapped_rows_uncorrectable": (_int, (("Remapped Rows", "Uncorrectable Error"),)),
+    "remapped_rows_correctable": (read_count, (("Remapped Rows", "Correctable Error"),)),
+    "remapped_rows_uncorrectable": (read_count, (("Remapped Rows", "Uncorrectable Error"),)),
     "remap_pending": (read_bool, (("Remapped Rows", "Pending"),)),
     "remap_failure": (read_bool, (("Remapped Rows", "Remapping Failure Occurred"),)),
-    "temperature_gpu_c": (_float, ((*_TEMP, "GPU Current Temp"),)),
-    "temperature_memory_c": (_float, ((*_TEMP, "Memory Current Temp"),)),
-    "temp_shutdown_c": (_float, ((*_TEMP, "GPU Shutdown Temp"),)),
-    "temp_slowdown_c": (_float, ((*_TEMP, "GPU Slowdown Temp"),)),
-    "temp_max_operating_c": (_float, ((*_TEMP, "GPU Max Operating Temp"),)),
-    "temp_memory_max_c": (_float, ((*_TEMP, "Memory Max Operating Temp"),)),
+    "temperature_gpu_c": (read_measure, ((*_TEMP, "GPU Current Temp"),)),
+    "temperature_memory_c": (read_measure, ((*_TEMP, "Memory Current Temp"),)),
+    "temp_shutdown_c": (read_measure, ((*_TEMP, "GPU Shutdown Temp"),)),
+    "temp_slowdown_c": (read_measure, ((*_TEMP, "GPU Slowdown Temp"),)),
+    "temp_max_operating_c": (read_measure, ((*_TEMP, "GPU Max Operating Temp"),)),
+    "temp_memory_max_c": (read_measure, ((*_TEMP, "Memory Max Operating Temp"),)),
     "tlimit_margin_c": (
-        _float,
+        read_measure,
         ((*_TEMP, "GPU T.Limit Temp"), (*_TEMP, "GPU Current T.Limit Temp")),
     ),
-    "tlimit_shutdown_c": (_float, ((*_TEMP, "GPU Shutdown T.Limit Temp"),)),
-    "tlimit_slowdown_c": (_float, ((*_TEMP, "GPU Slowdown T.Limit Temp"),)),
-    "tlimit_max_operating_c": (_float, ((*_TEMP, "GPU Max Operating T.Limit Temp"),)),
+    "tlimit_shutdown_c": (read_measure, ((*_TEMP, "GPU Shutdown T.Limit Temp"),)),
+    "tlimit_slowdown_c": (read_measure, ((*_TEMP, "GPU Slowdown T.Limit Temp"),)),
+    "tlimit_max_operating_c": (read_measure, ((*_TEMP, "GPU Max Operating T.Limit Temp"),)),
     "power_draw_w": (
-        _float,
+        read_measure,
         (
             (*_GPU_POWER, "Power Draw"),
             (*_GPU_POWER, "Instantaneous Power Draw"),
@@ -173,7 +167,7 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[tuple[str,
         ),
     ),
     "power_limit_enforced_w": (
-        _float,
+        read_measure,
         (
             (*_GPU_POWER, "Current Power Limit"),
             (*_CEILING, "Current Power Limit"),
@@ -181,7 +175,7 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[tuple[str,
         ),
     ),
     "power_limit_default_w": (
-        _float,
+        read_measure,
         (
             (*_GPU_POWER, "Default Power Limit"),
             (*_CEILING, "Default Power Limit"),
@@ -189,29 +183,29 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[tuple[str,
         ),
     ),
     "power_limit_min_w": (
-        _float,
+        read_measure,
         ((*_GPU_POWER, "Min Power Limit"), (*_OLD_POWER, "Min Power Limit")),
     ),
     "power_limit_max_w": (
-        _float,
+        read_measure,
         ((*_GPU_POWER, "Max Power Limit"), (*_OLD_POWER, "Max Power Limit")),
     ),
-    "sm_clock_mhz": (_int, (("Clocks", "SM"),)),
-    "mem_clock_mhz": (_int, (("Clocks", "Memory"),)),
-    "sm_clock_max_mhz": (_int, (("Max Clocks", "SM"),)),
-    "mem_clock_max_mhz": (_int, (("Max Clocks", "Memory"),)),
-    "sm_clock_app_mhz": (_int, (("Applications Clocks", "Graphics"),)),
-    "mem_clock_app_mhz": (_int, (("Applications Clocks", "Memory"),)),
-    "pcie_gen_current": (_int, (("PCI", "GPU Link Info", "PCIe Generation", "Current"),)),
+    "sm_clock_mhz": (read_count, (("Clocks", "SM"),)),
+    "mem_clock_mhz": (read_count, (("Clocks", "Memory"),)),
+    "sm_clock_max_mhz": (read_count, (("Max Clocks", "SM"),)),
+    "mem_clock_max_mhz": (read_count, (("Max Clocks", "Memory"),)),
+    "sm_clock_app_mhz": (read_count, (("Applications Clocks", "Graphics"),)),
+    "mem_clock_app_mhz": (read_count, (("Applications Clocks", "Memory"),)),
+    "pcie_gen_current": (read_count, (("PCI", "GPU Link Info", "PCIe Generation", "Current"),)),
     "pcie_gen_max": (
-        _int,
+        read_count,
         (
             ("PCI", "GPU Link Info", "PCIe Generation", "Max"),
             ("PCI", "GPU Link Info", "PCIe Generation", "Device Max"),
         ),
     ),
-    "pcie_width_current": (_int, (("PCI", "GPU Link Info", "Link Width", "Current"),)),
-    "pcie_width_max": (_int, (("PCI", "GPU Link Info", "Link Width", "Max"),)),
+    "pcie_width_current": (read_count, (("PCI", "GPU Link Info", "Link Width", "Current"),)),
+    "pcie_width_max": (read_count, (("PCI", "GPU Link Info", "Link Width", "Max"),)),
     "persistence_mode": (read_bool, (("Persistence Mode",),)),
     "compute_mode": (read_compute_mode, (("Compute Mode",),)),
     "mig_mode_current": (read_bool, (("MIG Mode", "Current"),)),
@@ -234,19 +228,21 @@ def _ecc(gpu: _Node, kind: str) -> tuple[Measured[int], Measured[int]]:
     base = ("ECC Errors", kind)
     if gpu.has(*base, "DRAM Correctable") or gpu.has(*base, "SRAM Correctable"):
         corrected = sum_counts(
-            _int(gpu.get(*base, key)) for key in ("DRAM Correctable", "SRAM Correctable")
+            read_count(gpu.get(*base, key)) for key in ("DRAM Correctable", "SRAM Correctable")
         )
         sram: list[Measured[int]] = (
-            [_int(gpu.get(*base, "SRAM Uncorrectable"))]
+            [read_count(gpu.get(*base, "SRAM Uncorrectable"))]
             if gpu.has(*base, "SRAM Uncorrectable")
             else [
-                _int(gpu.get(*base, "SRAM Uncorrectable Parity")),
-                _int(gpu.get(*base, "SRAM Uncorrectable SEC-DED")),
+                read_count(gpu.get(*base, "SRAM Uncorrectable Parity")),
+                read_count(gpu.get(*base, "SRAM Uncorrectable SEC-DED")),
             ]
         )
-        uncorrected = sum_counts([_int(gpu.get(*base, "DRAM Uncorrectable")), *sram])
+        uncorrected = sum_counts([read_count(gpu.get(*base, "DRAM Uncorrectable")), *sram])
         return corrected, uncorrected
-    return _int(gpu.get(*base, "Single Bit", "Total")), _int(gpu.get(*base, "Double Bit", "Total"))
+    return read_count(gpu.get(*base, "Single Bit", "Total")), read_count(
+        gpu.get(*base, "Double Bit", "Total")
+    )
 
 
 def _clock_events(gpu: _Node) -> Measured[tuple[str, ...]]:
@@ -255,17 +251,6 @@ def _clock_events(gpu: _Node) -> Measured[tuple[str, ...]]:
         return NOT_MEASURED
     entries = [(node.key, node.value) for node in section.walk() if node.value is not None]
     return active_reasons(section.value, entries, present=True)
-
-
-def _gh200_module_power(gpu: _Node, fields: dict[str, Any]) -> None:
-    name = fields.get("name")
-    if not isinstance(name, str) or "GH200" not in name.upper():
-        return
-    for field, keys in _MODULE_POWER.items():
-        if isinstance(fields[field], Unavailable):
-            module = first_known(_float(gpu.get("Module Power Readings", key)) for key in keys)
-            if not isinstance(module, Unavailable):
-                fields[field] = module
 
 
 def _gpu_facts(index: int, gpu: _Node, header_bus_id: str) -> GpuFacts:
@@ -279,7 +264,7 @@ def _gpu_facts(index: int, gpu: _Node, header_bus_id: str) -> GpuFacts:
     fields["ecc_volatile_corrected"], fields["ecc_volatile_uncorrected"] = _ecc(gpu, "Volatile")
     fields["ecc_aggregate_corrected"], fields["ecc_aggregate_uncorrected"] = _ecc(gpu, "Aggregate")
     fields["clock_event_reasons"] = _clock_events(gpu)
-    _gh200_module_power(gpu, fields)
+    use_module_power(fields, lambda key: gpu.get("Module Power Readings", key), _MODULE_POWER)
     return GpuFacts(index=index, **fields)
 
 
@@ -303,13 +288,7 @@ def parse_smi_query(text: str) -> SmiQuery:
             or it has the banner but no GPU section.
     """
     if "NVSMI LOG" not in text:
-        error = classify_smi_error(text)
-        if error is not None:
-            return SmiQuery(error[0], error[1], NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, ())
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        if not first:
-            raise ParseError("nvidia-smi -q output is empty")
-        raise ParseError(f"not nvidia-smi -q output (no NVSMI LOG banner): {first[:80]!r}")
+        return SmiQuery.from_error(smi_error(text, "nvidia-smi -q output", "no NVSMI LOG banner"))
     root = _build_tree(text)
     gpus: list[GpuFacts] = []
     for node in root.children:

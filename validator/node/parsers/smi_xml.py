@@ -22,13 +22,15 @@ from validator.node.parsers.smi_common import (
     read_bool,
     read_bus_id,
     read_compute_mode,
-    read_float,
+    read_count,
     read_int,
+    read_measure,
     read_state_word,
     read_text,
     sum_counts,
+    use_module_power,
 )
-from validator.node.parsers.smi_errors import classify_smi_error
+from validator.node.parsers.smi_errors import smi_error
 
 
 def _get(elem: ET.Element, path: str) -> str | None:
@@ -49,45 +51,40 @@ def _get(elem: ET.Element, path: str) -> str | None:
     return node.text if node.text is not None else ""
 
 
-def _int(raw: str | None) -> Measured[int]:
-    return read_int(raw, "MiB", "MHz", "x")
-
-
-def _float(raw: str | None) -> Measured[float]:
-    return read_float(raw, "W", "C")
-
-
 _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[str, ...]]] = {
     "uuid": (read_text, ("uuid",)),
     "serial": (read_text, ("serial",)),
     "name": (read_text, ("product_name",)),
     "vbios_version": (read_text, ("vbios_version",)),
-    "memory_total_mib": (_int, ("fb_memory_usage/total",)),
-    "memory_used_mib": (_int, ("fb_memory_usage/used",)),
+    "memory_total_mib": (read_count, ("fb_memory_usage/total",)),
+    "memory_used_mib": (read_count, ("fb_memory_usage/used",)),
     "ecc_mode_current": (read_bool, ("ecc_mode/current_ecc",)),
     "ecc_mode_pending": (read_bool, ("ecc_mode/pending_ecc",)),
-    "retired_pages_sbe": (_int, ("retired_pages/multiple_single_bit_retirement/retired_count",)),
-    "retired_pages_dbe": (_int, ("retired_pages/double_bit_retirement/retired_count",)),
+    "retired_pages_sbe": (
+        read_count,
+        ("retired_pages/multiple_single_bit_retirement/retired_count",),
+    ),
+    "retired_pages_dbe": (read_count, ("retired_pages/double_bit_retirement/retired_count",)),
     "retired_pages_pending": (
         read_bool,
         ("retired_pages/pending_blacklist", "retired_pages/pending_retirement"),
     ),
-    "remapped_rows_correctable": (_int, ("remapped_rows/remapped_row_corr",)),
-    "remapped_rows_uncorrectable": (_int, ("remapped_rows/remapped_row_unc",)),
+    "remapped_rows_correctable": (read_count, ("remapped_rows/remapped_row_corr",)),
+    "remapped_rows_uncorrectable": (read_count, ("remapped_rows/remapped_row_unc",)),
     "remap_pending": (read_bool, ("remapped_rows/remapped_row_pending",)),
     "remap_failure": (read_bool, ("remapped_rows/remapped_row_failure",)),
-    "temperature_gpu_c": (_float, ("temperature/gpu_temp",)),
-    "temperature_memory_c": (_float, ("temperature/memory_temp",)),
-    "temp_shutdown_c": (_float, ("temperature/gpu_temp_max_threshold",)),
-    "temp_slowdown_c": (_float, ("temperature/gpu_temp_slow_threshold",)),
-    "temp_max_operating_c": (_float, ("temperature/gpu_temp_max_gpu_threshold",)),
-    "temp_memory_max_c": (_float, ("temperature/gpu_temp_max_mem_threshold",)),
-    "tlimit_margin_c": (_float, ("temperature/gpu_temp_tlimit",)),
-    "tlimit_shutdown_c": (_float, ("temperature/gpu_temp_max_tlimit_threshold",)),
-    "tlimit_slowdown_c": (_float, ("temperature/gpu_temp_slow_tlimit_threshold",)),
-    "tlimit_max_operating_c": (_float, ("temperature/gpu_temp_max_gpu_tlimit_threshold",)),
+    "temperature_gpu_c": (read_measure, ("temperature/gpu_temp",)),
+    "temperature_memory_c": (read_measure, ("temperature/memory_temp",)),
+    "temp_shutdown_c": (read_measure, ("temperature/gpu_temp_max_threshold",)),
+    "temp_slowdown_c": (read_measure, ("temperature/gpu_temp_slow_threshold",)),
+    "temp_max_operating_c": (read_measure, ("temperature/gpu_temp_max_gpu_threshold",)),
+    "temp_memory_max_c": (read_measure, ("temperature/gpu_temp_max_mem_threshold",)),
+    "tlimit_margin_c": (read_measure, ("temperature/gpu_temp_tlimit",)),
+    "tlimit_shutdown_c": (read_measure, ("temperature/gpu_temp_max_tlimit_threshold",)),
+    "tlimit_slowdown_c": (read_measure, ("temperature/gpu_temp_slow_tlimit_threshold",)),
+    "tlimit_max_operating_c": (read_measure, ("temperature/gpu_temp_max_gpu_tlimit_threshold",)),
     "power_draw_w": (
-        _float,
+        read_measure,
         (
             "gpu_power_readings/power_draw",
             "gpu_power_readings/instant_power_draw",
@@ -96,37 +93,37 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[str, ...]]
         ),
     ),
     "power_limit_enforced_w": (
-        _float,
+        read_measure,
         ("gpu_power_readings/current_power_limit", "power_readings/enforced_power_limit"),
     ),
     "power_limit_default_w": (
-        _float,
+        read_measure,
         ("gpu_power_readings/default_power_limit", "power_readings/default_power_limit"),
     ),
     "power_limit_min_w": (
-        _float,
+        read_measure,
         ("gpu_power_readings/min_power_limit", "power_readings/min_power_limit"),
     ),
     "power_limit_max_w": (
-        _float,
+        read_measure,
         ("gpu_power_readings/max_power_limit", "power_readings/max_power_limit"),
     ),
-    "sm_clock_mhz": (_int, ("clocks/sm_clock",)),
-    "mem_clock_mhz": (_int, ("clocks/mem_clock",)),
-    "sm_clock_max_mhz": (_int, ("max_clocks/sm_clock",)),
-    "mem_clock_max_mhz": (_int, ("max_clocks/mem_clock",)),
-    "sm_clock_app_mhz": (_int, ("applications_clocks/graphics_clock",)),
-    "mem_clock_app_mhz": (_int, ("applications_clocks/mem_clock",)),
-    "pcie_gen_current": (_int, ("pci/pci_gpu_link_info/pcie_gen/current_link_gen",)),
+    "sm_clock_mhz": (read_count, ("clocks/sm_clock",)),
+    "mem_clock_mhz": (read_count, ("clocks/mem_clock",)),
+    "sm_clock_max_mhz": (read_count, ("max_clocks/sm_clock",)),
+    "mem_clock_max_mhz": (read_count, ("max_clocks/mem_clock",)),
+    "sm_clock_app_mhz": (read_count, ("applications_clocks/graphics_clock",)),
+    "mem_clock_app_mhz": (read_count, ("applications_clocks/mem_clock",)),
+    "pcie_gen_current": (read_count, ("pci/pci_gpu_link_info/pcie_gen/current_link_gen",)),
     "pcie_gen_max": (
-        _int,
+        read_count,
         (
             "pci/pci_gpu_link_info/pcie_gen/max_link_gen",
             "pci/pci_gpu_link_info/pcie_gen/max_device_link_gen",
         ),
     ),
-    "pcie_width_current": (_int, ("pci/pci_gpu_link_info/link_widths/current_link_width",)),
-    "pcie_width_max": (_int, ("pci/pci_gpu_link_info/link_widths/max_link_width",)),
+    "pcie_width_current": (read_count, ("pci/pci_gpu_link_info/link_widths/current_link_width",)),
+    "pcie_width_max": (read_count, ("pci/pci_gpu_link_info/link_widths/max_link_width",)),
     "persistence_mode": (read_bool, ("persistence_mode",)),
     "compute_mode": (read_compute_mode, ("compute_mode",)),
     "mig_mode_current": (read_bool, ("mig_mode/current_mig",)),
@@ -152,7 +149,8 @@ def _ecc(gpu: ET.Element, kind: str) -> tuple[Measured[int], Measured[int]]:
         block.find("dram_correctable") is not None or block.find("sram_correctable") is not None
     ):
         corrected = sum_counts(
-            _int(_get(gpu, f"{base}/{tag}")) for tag in ("dram_correctable", "sram_correctable")
+            read_count(_get(gpu, f"{base}/{tag}"))
+            for tag in ("dram_correctable", "sram_correctable")
         )
         sram_tags = (
             ("sram_uncorrectable",)
@@ -160,12 +158,12 @@ def _ecc(gpu: ET.Element, kind: str) -> tuple[Measured[int], Measured[int]]:
             else ("sram_uncorrectable_parity", "sram_uncorrectable_secded")
         )
         uncorrected = sum_counts(
-            _int(_get(gpu, f"{base}/{tag}")) for tag in ("dram_uncorrectable", *sram_tags)
+            read_count(_get(gpu, f"{base}/{tag}")) for tag in ("dram_uncorrectable", *sram_tags)
         )
         return corrected, uncorrected
     return (
-        _int(_get(gpu, f"{base}/single_bit/total")),
-        _int(_get(gpu, f"{base}/double_bit/total")),
+        read_count(_get(gpu, f"{base}/single_bit/total")),
+        read_count(_get(gpu, f"{base}/double_bit/total")),
     )
 
 
@@ -181,17 +179,6 @@ def _clock_events(gpu: ET.Element) -> Measured[tuple[str, ...]]:
     return NOT_MEASURED
 
 
-def _gh200_module_power(gpu: ET.Element, fields: dict[str, Any]) -> None:
-    name = fields.get("name")
-    if not isinstance(name, str) or "GH200" not in name.upper():
-        return
-    for field, tags in _MODULE_POWER.items():
-        if isinstance(fields[field], Unavailable):
-            module = first_known(_float(_get(gpu, f"module_power_readings/{tag}")) for tag in tags)
-            if not isinstance(module, Unavailable):
-                fields[field] = module
-
-
 def _gpu_facts(index: int, gpu: ET.Element) -> GpuFacts:
     fields: dict[str, Any] = {
         name: first_known(read(_get(gpu, path)) for path in paths)
@@ -205,7 +192,7 @@ def _gpu_facts(index: int, gpu: ET.Element) -> GpuFacts:
     fields["ecc_volatile_corrected"], fields["ecc_volatile_uncorrected"] = _ecc(gpu, "volatile")
     fields["ecc_aggregate_corrected"], fields["ecc_aggregate_uncorrected"] = _ecc(gpu, "aggregate")
     fields["clock_event_reasons"] = _clock_events(gpu)
-    _gh200_module_power(gpu, fields)
+    use_module_power(fields, lambda tag: _get(gpu, f"module_power_readings/{tag}"), _MODULE_POWER)
     return GpuFacts(index=index, **fields)
 
 
@@ -240,13 +227,7 @@ def parse_smi_xml(text: str) -> SmiQuery:
             an nvidia_smi_log document.
     """
     if "<" not in text:
-        error = classify_smi_error(text)
-        if error is not None:
-            return SmiQuery(error[0], error[1], NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, ())
-        if not text.strip():
-            raise ParseError("nvidia-smi XML output is empty")
-        first = text.strip().splitlines()[0]
-        raise ParseError(f"not nvidia-smi XML output: {first[:80]!r}")
+        return SmiQuery.from_error(smi_error(text, "nvidia-smi XML output"))
     root = _document(text)
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"XML root is <{root.tag}>, expected <nvidia_smi_log>")
