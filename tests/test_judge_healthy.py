@@ -7,6 +7,10 @@ from typing import Any
 
 from validator.judge import Policy, judge_node
 from validator.model import (
+    BurnResult,
+    BurnStatus,
+    ErrorCounters,
+    GpuBurn,
     GpuFacts,
     KernelLogFacts,
     NodeFacts,
@@ -15,6 +19,7 @@ from validator.model import (
     NvmlStatus,
     Reason,
     Severity,
+    TelemetrySample,
     ToolFacts,
     Unavailable,
     Verdict,
@@ -63,6 +68,7 @@ def healthy_gpu(index: int) -> GpuFacts:
         power_limit_min_w=200.0,
         power_limit_max_w=700.0,
         clock_event_reasons=("gpu_idle",),
+        sm_clock_max_mhz=1980,
         pcie_gen_current=5,
         pcie_gen_max=5,
         pcie_width_current=16,
@@ -75,6 +81,67 @@ def healthy_gpu(index: int) -> GpuFacts:
         fabric_state="completed",
         fabric_status="success",
     )
+
+
+def healthy_gpu_burn(index: int, **changes: Any) -> GpuBurn:
+    counters = ErrorCounters(
+        ecc_volatile_corrected=0,
+        ecc_volatile_uncorrected=0,
+        remapped_rows_correctable=0,
+        remapped_rows_uncorrectable=0,
+        remap_pending=False,
+        retired_pages_pending=NOT_SUPPORTED,
+    )
+    samples = tuple(
+        TelemetrySample(
+            t_s=float(t),
+            power_w=680.0,
+            temperature_gpu_c=60.0 + t,
+            temperature_memory_c=70.0 + t,
+            sm_clock_mhz=1830,
+            mem_clock_mhz=2619,
+            utilization_pct=100,
+            clock_event_reasons=("sw_power_cap",),
+        )
+        for t in range(1, 11)
+    )
+    burn = GpuBurn(
+        index=index,
+        status=BurnStatus.COMPLETED,
+        uuid=healthy_gpu(index).uuid,
+        iterations=5000,
+        tflops=720.0 + index,
+        tflops_windows=(720.0 + index,) * 5,
+        reference_max_error=0.004,
+        reference_ok=True,
+        digest="5cb39e4a59863cec",
+        samples=samples,
+        counters_before=counters,
+        counters_after=counters,
+    )
+    return dataclasses.replace(burn, **changes)
+
+
+def healthy_burn(**changes: Any) -> BurnResult:
+    burn = BurnResult(
+        backend="cublas",
+        dtype="bf16",
+        matrix_size=8192,
+        duration_s=300.0,
+        elapsed_s=300.4,
+        memory_fraction=0.9,
+        started_at="2025-03-01T11:55:00+00:00",
+        sampler="nvml",
+        gpus=tuple(healthy_gpu_burn(i) for i in range(8)),
+        xid_events_during=(),
+    )
+    return dataclasses.replace(burn, **changes)
+
+
+def with_gpu_burn(facts: NodeFacts, index: int, **changes: Any) -> NodeFacts:
+    assert facts.burn is not None
+    gpus = [dataclasses.replace(g, **changes) if g.index == index else g for g in facts.burn.gpus]
+    return dataclasses.replace(facts, burn=dataclasses.replace(facts.burn, gpus=tuple(gpus)))
 
 
 def healthy_node(**changes: Any) -> NodeFacts:
@@ -102,6 +169,7 @@ def healthy_node(**changes: Any) -> NodeFacts:
             cudnn_cuda_major=12,
         ),
         kernel_log=KernelLogFacts(source="dmesg", window_hours=24.0, events=()),
+        burn=healthy_burn(),
     )
     return dataclasses.replace(facts, **changes)
 
@@ -157,6 +225,7 @@ def test_healthy_node_covers_every_family_and_gpu() -> None:
         "thermal",
         "pcie",
         "errors",
+        "burn",
     }
     per_gpu = {f.gpu_index for f in result.findings if f.check == "memory.capacity"}
     assert per_gpu == set(range(8))
@@ -168,7 +237,7 @@ def test_healthy_node_covers_every_family_and_gpu() -> None:
 def test_findings_are_sorted_fail_unknown_warn_pass_then_check_then_gpu() -> None:
     facts = with_gpu(healthy_node(), 5, power_limit_enforced_w=500.0)
     facts = with_gpu(facts, 2, power_limit_enforced_w=500.0, temperature_gpu_c=90.0)
-    facts = with_gpu(facts, 1, tlimit_margin_c=5.0)
+    facts = with_gpu(facts, 1, tlimit_margin_c=5.0, temperature_gpu_c=82.0)
     facts = with_gpu(facts, 4, clock_event_reasons=NOT_SUPPORTED)
     result = judge(facts)
     head = [(f.severity, f.check, f.gpu_index) for f in result.findings[:4]]

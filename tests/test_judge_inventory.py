@@ -92,6 +92,8 @@ CASES = [
             ("power.default", UNKNOWN, None),
             ("pcie.gen", UNKNOWN, None),
             ("pcie.width", UNKNOWN, None),
+            # No catalog peak: burn speed is judged only against the node's best GPU.
+            *{("burn.speed", UNKNOWN, i) for i in range(8)},
         },
     ),
     (

@@ -45,7 +45,8 @@ def test_required_unknown_means_not_certified() -> None:
     assert result.verdict is Verdict.NOT_CERTIFIED
     assert (
         result.summary
-        == "8x H100 SXM5 80GB: 1 required check could not be judged: power.limit (GPU 2)"
+        == "8x H100 SXM5 80GB: 2 required checks could not be judged: burn.power (GPU 2), "
+        "power.limit (GPU 2)"
     )
 
 
@@ -57,7 +58,8 @@ def test_non_required_unknown_stays_certified() -> None:
 
 
 def test_warn_only_is_certified_and_summarised() -> None:
-    result = judge(with_gpu(healthy_node(), 1, tlimit_margin_c=3.0))
+    # A GPU 3 C from T.Limit at idle is hot: its temperature says so too.
+    result = judge(with_gpu(healthy_node(), 1, tlimit_margin_c=3.0, temperature_gpu_c=84.0))
     assert result.verdict is Verdict.CERTIFIED
     assert result.summary.endswith("passed with 1 warning: thermal.margin (GPU 1)")
 

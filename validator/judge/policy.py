@@ -60,6 +60,12 @@ class Thresholds:
     ecc_corrected_volatile_warn: int = 10000
     retired_pages_max: int = 10
     remapped_rows_uncorrectable_max: int = 512
+    # Burn-in (see validator/judge/checks/burn.py for why these defaults).
+    burn_speed_ratio: float = 0.65
+    burn_relative_min: float = 0.90
+    burn_power_min_ratio: float = 0.75
+    burn_thermal_margin_c: float = 5.0
+    burn_clock_sag_max: float = 0.30
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class Policy:
     require_fabric_manager: bool | None = None  # None: NVSwitches on the PCI bus, else SKU
     require_nvcc: bool = True
     require_cudnn: bool = True
+    require_burn: bool = True  # a node is certified only after a burn-in
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -190,6 +197,11 @@ _THRESHOLD_FIELDS: dict[str, _Parser] = {
     "ecc_corrected_volatile_warn": _int_between(1, None),
     "retired_pages_max": _int_between(0, None),
     "remapped_rows_uncorrectable_max": _int_between(0, None),
+    "burn_speed_ratio": _number_between(0.0, 1.0, open_low=True),
+    "burn_relative_min": _number_between(0.0, 1.0, open_low=True),
+    "burn_power_min_ratio": _number_between(0.0, 1.0, open_low=True),
+    "burn_thermal_margin_c": _number_between(0.0, None, open_low=False),
+    "burn_clock_sag_max": _number_between(0.0, 1.0, open_low=False),
 }
 
 _POLICY_FIELDS: dict[str, _Parser] = {
@@ -211,6 +223,7 @@ _POLICY_FIELDS: dict[str, _Parser] = {
     "require_fabric_manager": _optional(_boolean),
     "require_nvcc": _boolean,
     "require_cudnn": _boolean,
+    "require_burn": _boolean,
 }
 
 

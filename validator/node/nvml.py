@@ -14,17 +14,19 @@ import contextlib
 import ctypes
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable, SupportsInt, TypeVar, cast
 
 from validator.model import (
+    ErrorCounters,
     GpuFacts,
     GpuStatus,
     Measured,
     NvLinkState,
     NvmlStatus,
     Reason,
+    TelemetrySample,
     Unavailable,
     decode_clock_event_reasons,
 )
@@ -190,6 +192,84 @@ def _failed(status: NvmlStatus, detail: str) -> NvmlReading:
     return NvmlReading(status, detail, missing, missing, ())
 
 
+def _import_pynvml() -> object | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return cast(object, pynvml)
+
+
+@contextlib.contextmanager
+def nvml_session(lib: object | None = None) -> Iterator[object]:
+    """NVML initialised for the length of a ``with`` block (the burn-in's sampler).
+
+    Raises:
+        RuntimeError: NVML cannot be initialised; the message says why.
+    """
+    if lib is None:
+        lib = _import_pynvml()
+        if lib is None:
+            raise RuntimeError(PYNVML_MISSING_DETAIL)
+    error = _error_type(lib)
+    try:
+        _function(lib, "nvmlInit")()
+    except error as err:
+        raise RuntimeError(_init_failure(lib, err)[1]) from None
+    try:
+        yield lib
+    finally:
+        with contextlib.suppress(error):
+            _function(lib, "nvmlShutdown")()
+
+
+def sample_gpu(lib: object, index: int, t_s: float) -> TelemetrySample:
+    """One telemetry tick of one GPU: power, temperatures, clocks, utilisation, reasons.
+
+    Args:
+        lib: pynvml or a look-alike, already initialised.
+        index: the NVML device index.
+        t_s: seconds since the burn started, stamped on the sample.
+    """
+    handle = query(lib, "nvmlDeviceGetHandleByIndex", index)
+    if isinstance(handle, Unavailable):
+        return TelemetrySample(
+            t_s=t_s,
+            power_w=handle,
+            temperature_gpu_c=handle,
+            temperature_memory_c=handle,
+            sm_clock_mhz=handle,
+            mem_clock_mhz=handle,
+            utilization_pct=handle,
+            clock_event_reasons=handle,
+        )
+    r = _GpuReader(lib, handle)
+    c = r.const
+    return TelemetrySample(
+        t_s=t_s,
+        power_w=_as(_watts, r.q("nvmlDeviceGetPowerUsage")),
+        temperature_gpu_c=_as(float, r.q("nvmlDeviceGetTemperature", c("NVML_TEMPERATURE_GPU", 0))),
+        temperature_memory_c=_memory_temperature(r),
+        sm_clock_mhz=_as(int, r.q("nvmlDeviceGetClockInfo", c("NVML_CLOCK_SM", 1))),
+        mem_clock_mhz=_as(int, r.q("nvmlDeviceGetClockInfo", c("NVML_CLOCK_MEM", 2))),
+        utilization_pct=_as(lambda u: int(u.gpu), r.q("nvmlDeviceGetUtilizationRates")),
+        clock_event_reasons=_clock_event_reasons(r),
+    )
+
+
+def read_counters(lib: object, index: int) -> ErrorCounters:
+    """The error counters of one GPU now, to compare before and after the burn-in."""
+    facts = read_gpu(lib, index)
+    return ErrorCounters(
+        ecc_volatile_corrected=facts.ecc_volatile_corrected,
+        ecc_volatile_uncorrected=facts.ecc_volatile_uncorrected,
+        remapped_rows_correctable=facts.remapped_rows_correctable,
+        remapped_rows_uncorrectable=facts.remapped_rows_uncorrectable,
+        remap_pending=facts.remap_pending,
+        retired_pages_pending=facts.retired_pages_pending,
+    )
+
+
 def read_nvml(lib: object | None = None) -> NvmlReading:
     """Read the driver and every GPU through NVML.
 
@@ -203,11 +283,9 @@ def read_nvml(lib: object | None = None) -> NvmlReading:
         The reading, with one :class:`GpuFacts` per GPU NVML counts.
     """
     if lib is None:
-        try:
-            import pynvml
-        except ImportError:
+        lib = _import_pynvml()
+        if lib is None:
             return _failed(NvmlStatus.LIBRARY_NOT_FOUND, PYNVML_MISSING_DETAIL)
-        lib = pynvml
     error = _error_type(lib)
     try:
         _function(lib, "nvmlInit")()

@@ -54,6 +54,7 @@ from typing import Any, cast
 
 from validator.errors import ScenarioError
 from validator.model import CLOCK_EVENT_REASONS, GpuFacts
+from validator.node.burnin.simulated import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
     ERROR_CODES,
@@ -70,7 +71,7 @@ SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_NOW = "2026-01-01T12:00:00+00:00"
 
 TOP_KEYS = frozenset(
-    {"name", "description", "extends", "now", "host", "nvml", "files", "commands", "pci"}
+    {"name", "description", "extends", "now", "host", "nvml", "files", "commands", "pci", "burn"}
 )
 HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
 PCI_KEYS = frozenset({"gpus", "nvswitches"})
@@ -265,6 +266,13 @@ def _validate(data: Mapping[str, Any], where: str) -> None:
         if not _is_int(result.get("rc", 0)):
             raise _fail(where, f"commands[{line!r}].rc", "must be an integer")
     _validate_nvml(data.get("nvml", {}), where)
+    _validate_burn(data, where)
+
+
+def _validate_burn(data: Mapping[str, Any], where: str) -> None:
+    problems = check_burn_section(data["burn"], "burn") if "burn" in data else []
+    if problems:
+        raise ScenarioError(f"{where}: {problems[0]}; fix the scenario")
 
 
 def _validate_nvml(section: object, where: str) -> None:

@@ -17,8 +17,9 @@ from validator.model import (
 from validator.node import collect
 from validator.node.burnin.backend import BackendUnavailable, select_backend
 from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.nvml_sampler import NvmlSampler
 from validator.node.burnin.run import run_burn
-from validator.node.burnin.sampler import NoSampler, Sampler
+from validator.node.burnin.sampler import Sampler
 from validator.node.burnin.simulated import simulated_burn
 from validator.node.capture import collect_capture
 from validator.node.nvml import read_nvml
@@ -57,10 +58,6 @@ def _not_started(config: BurnConfig, backend: str, why: str) -> BurnResult:
 
 
 def _live_sampler(facts: NodeFacts, config: BurnConfig) -> Sampler:
-    try:
-        from validator.node.burnin.nvml_sampler import NvmlSampler
-    except ImportError:
-        return NoSampler()
     return NvmlSampler([index for index, _ in _burnable(facts)], config.sample_interval_s)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from validator.judge.checks import (
+    burn,
     errors,
     inventory,
     memory,
@@ -24,6 +25,7 @@ FAMILIES: tuple[tuple[str, CheckFn], ...] = (
     ("thermal", thermal.check),
     ("pcie", pcie.check),
     ("errors", errors.check),
+    ("burn", burn.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

@@ -47,6 +47,21 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
     return findings
 
 
+def slowdown_temperature(gpu: GpuFacts) -> float | None:
+    """The slowdown point in degrees C: as reported, or from the T.Limit form.
+
+    Hopper and newer report the margin to T.Limit now and the slowdown point as
+    an offset to T.Limit: T.Limit = temperature + margin, slowdown = T.Limit -
+    offset (the offset is negative: slowdown lies above T.Limit).
+    """
+    if isinstance(gpu.temp_slowdown_c, float):
+        return gpu.temp_slowdown_c
+    current, margin, offset = gpu.temperature_gpu_c, gpu.tlimit_margin_c, gpu.tlimit_slowdown_c
+    if isinstance(current, float) and isinstance(margin, float) and isinstance(offset, float):
+        return current + margin - offset
+    return None
+
+
 def _margin_of(gpu: GpuFacts) -> tuple[float, str] | None:
     current, slowdown = gpu.temperature_gpu_c, gpu.temp_slowdown_c
     if not isinstance(current, Unavailable) and not isinstance(slowdown, Unavailable):

@@ -231,6 +231,7 @@ def run_burn(
                 counters_after=sampler.counters(index),
             )
         )
+    sampler.close()
     return BurnResult(
         backend=backend.name,
         dtype=config.dtype,

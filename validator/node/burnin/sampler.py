@@ -34,6 +34,10 @@ class Sampler(Protocol):
         """End sampling; the trace per GPU index."""
         ...
 
+    def close(self) -> None:
+        """Release what the sampler holds (after the last counters are read)."""
+        ...
+
 
 class NoSampler:
     """For hosts where nothing can be sampled: every trace is empty, counters unmeasured."""
@@ -51,6 +55,9 @@ class NoSampler:
     def stop(self) -> dict[int, tuple[TelemetrySample, ...]]:
         """No samples."""
         return {}
+
+    def close(self) -> None:
+        """Nothing held."""
 
 
 def counters_from_facts(gpu: GpuFacts) -> ErrorCounters:
@@ -119,6 +126,9 @@ class SimulatedSampler:
             index: tuple(self._sample(load, t, elapsed) for t in times)
             for index, load in self._loads.items()
         }
+
+    def close(self) -> None:
+        """Nothing held."""
 
     @staticmethod
     def _sample(load: SimulatedLoad, t: float, elapsed: float) -> TelemetrySample:

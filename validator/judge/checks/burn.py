@@ -1,0 +1,568 @@
+"""Burn-in: did every GPU carry a sustained load, correctly, at its model's speed, within limits?
+
+Thresholds (policy.thresholds, defaults and why):
+
+- ``burn_speed_ratio`` 0.65: achieved dense TFLOPS must reach this share of the
+  SKU's datasheet dense peak for the dtype. Well-cooled H100 SXM reach about
+  0.7-0.8 of 989 bf16 TFLOPS in large GEMMs; 0.65 leaves room for clocks under
+  a power limit without passing a GPU running at half speed.
+- ``burn_relative_min`` 0.90: each GPU within 10% of the node's best (as
+  gpu-fryer's tolerance).
+- ``burn_power_min_ratio`` 0.75: peak draw reaches this share of the enforced
+  limit (as DCGM's targeted power).
+- ``burn_thermal_margin_c`` 5: peak temperature stays this far below slowdown.
+- ``burn_clock_sag_max`` 0.30: the lowest SM clock under load stays within
+  30% of the GPU's maximum SM clock.
+
+A burn that was not run, could not start, or measured nothing is UNKNOWN,
+never a pass; ``require_burn: false`` makes it optional.
+"""
+
+from __future__ import annotations
+
+import collections
+import statistics
+
+from validator.judge.catalog import Sku
+from validator.judge.checks.common import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    WARN,
+    gpu_list,
+    node_finding,
+    readable_gpus,
+)
+from validator.judge.checks.errors import xid_meaning
+from validator.judge.checks.thermal import slowdown_temperature
+from validator.judge.policy import Policy
+from validator.model import (
+    BurnResult,
+    BurnStatus,
+    Finding,
+    GpuBurn,
+    GpuFacts,
+    NodeFacts,
+    Severity,
+    Unavailable,
+)
+
+HARDWARE_SLOWDOWN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+THERMAL_SLOWDOWN = ("sw_thermal_slowdown",)
+
+
+def _finding(
+    check: str,
+    severity: Severity,
+    gpu: GpuBurn,
+    message: str,
+    *,
+    observed: object = "",
+    expected: object = "",
+    required: bool = True,
+) -> Finding:
+    return Finding(
+        check=check,
+        severity=severity,
+        message=message,
+        observed=str(observed),
+        expected=str(expected),
+        gpu_index=gpu.index,
+        gpu_uuid=gpu.uuid if isinstance(gpu.uuid, str) else None,
+        required=required,
+    )
+
+
+def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
+    """Judge the burn-in facts."""
+    burn = facts.burn
+    if burn is None:
+        return [
+            node_finding(
+                "burn.run",
+                UNKNOWN,
+                "No burn-in was run (--burn 0, or a capture): a node is certified only after "
+                "every GPU carried a sustained load",
+                observed="not run",
+                expected="run",
+                required=policy.require_burn,
+            )
+        ]
+    if burn.error:
+        return [
+            node_finding(
+                "burn.run",
+                UNKNOWN,
+                f"The burn-in could not start: {burn.error}",
+                observed="could not start",
+                expected="run",
+                required=policy.require_burn,
+            )
+        ]
+    # GPUs whose facts could not be read are judged (failed) by the inventory
+    # checks; a burn figure must not make one of them look healthy.
+    gpus_by_index = {gpu.index: gpu for gpu in readable_gpus(facts)}
+    findings = [_run_summary(burn, policy)]
+    ran = [
+        gpu
+        for gpu in burn.gpus
+        if gpu.status is BurnStatus.COMPLETED and gpu.index in gpus_by_index
+    ]
+    for gpu in burn.gpus:
+        findings += _status(gpu, policy)
+    for gpu in ran:
+        facts_gpu = gpus_by_index.get(gpu.index)
+        findings += _correctness(gpu)
+        findings += _speed(burn, gpu, policy, sku)
+        findings += _power(gpu, facts_gpu, policy)
+        findings += _throttle(gpu)
+        findings += _thermal(gpu, facts_gpu, policy)
+        findings += _clocks(gpu, facts_gpu, policy)
+        findings += _counters(gpu)
+    findings += _cross_gpu(burn, ran)
+    findings += _relative_speed(ran, policy)
+    findings += _xids(burn, policy)
+    return findings
+
+
+def _run_summary(burn: BurnResult, policy: Policy) -> Finding:
+    kind = "simulated " if burn.simulated else ""
+    return node_finding(
+        "burn.run",
+        PASS,
+        f"{kind}{burn.dtype} burn-in of {len(burn.gpus)} GPUs for {burn.elapsed_s:.0f} s on the "
+        f"{burn.backend} backend ({burn.matrix_size}x{burn.matrix_size} products)",
+        observed=f"{burn.elapsed_s:.1f} s",
+        expected=f"{burn.duration_s:.0f} s",
+        required=policy.require_burn,
+    )
+
+
+def _status(gpu: GpuBurn, policy: Policy) -> list[Finding]:
+    if gpu.status is BurnStatus.COMPLETED:
+        return []
+    if gpu.status is BurnStatus.NOT_RUN:
+        return [
+            _finding(
+                "burn.status",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index} could not be given a burn worker: {gpu.detail}",
+                observed="not run",
+                expected="completed",
+                required=policy.require_burn,
+            )
+        ]
+    what = (
+        "stopped answering during the burn-in (wedged)"
+        if gpu.status is BurnStatus.TIMEOUT
+        else "failed the burn-in"
+    )
+    return [
+        _finding(
+            "burn.status",
+            FAIL,
+            gpu,
+            f"GPU {gpu.index} {what}: {gpu.detail}; drain the node and investigate the GPU",
+            observed=gpu.status.value,
+            expected="completed",
+        )
+    ]
+
+
+def _correctness(gpu: GpuBurn) -> list[Finding]:
+    problems = []
+    if gpu.mismatched_elements:
+        problems.append(
+            f"{gpu.mismatched_elements} result elements differed from the first result in "
+            f"{gpu.mismatched_iterations} of {gpu.iterations} products"
+        )
+    if gpu.nonfinite_elements:
+        problems.append(f"{gpu.nonfinite_elements} elements were NaN or Inf")
+    if gpu.reference_ok is False:
+        problems.append(
+            f"the first product disagreed with an fp64 reference (max relative error "
+            f"{gpu.reference_max_error})"
+        )
+    if problems:
+        return [
+            _finding(
+                "burn.correctness",
+                FAIL,
+                gpu,
+                f"GPU {gpu.index} computed wrong results: {'; '.join(problems)}; a faulty GPU, "
+                "drain it and request an RMA",
+                observed=f"{gpu.mismatched_elements} bad, {gpu.nonfinite_elements} non-finite",
+                expected="0 bad elements",
+            )
+        ]
+    if isinstance(gpu.reference_ok, Unavailable):
+        return [
+            _finding(
+                "burn.correctness",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s first product could not be checked against fp64: "
+                f"{gpu.reference_ok}",
+                observed="not checked",
+                expected="reference ok",
+            )
+        ]
+    return [
+        _finding(
+            "burn.correctness",
+            PASS,
+            gpu,
+            f"GPU {gpu.index} returned identical, finite results in all {gpu.iterations} products",
+            observed="0 bad elements",
+            expected="0 bad elements",
+        )
+    ]
+
+
+def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> list[Finding]:
+    check_id = "burn.speed"
+    if isinstance(gpu.tflops, Unavailable):
+        return [
+            _finding(
+                check_id, UNKNOWN, gpu, f"GPU {gpu.index}'s speed was not measured: {gpu.tflops}"
+            )
+        ]
+    if burn.backend == "numpy" and not burn.simulated:
+        return [
+            _finding(
+                check_id,
+                UNKNOWN,
+                gpu,
+                f"The numpy backend measured the CPU ({gpu.tflops:.3g} TFLOPS), not GPU "
+                f"{gpu.index}; "
+                "burn with cublas or torch to judge speed",
+                observed=f"{gpu.tflops:.3g} TFLOPS (CPU)",
+                expected="a GPU backend",
+            )
+        ]
+    peak = getattr(sku.peak_tflops, burn.dtype, None) if sku is not None else None
+    if peak is None:
+        return [
+            _finding(
+                check_id,
+                UNKNOWN,
+                gpu,
+                f"No datasheet {burn.dtype} peak is known for this GPU model, so {gpu.tflops:.0f} "
+                "TFLOPS cannot be judged on its own",
+                observed=f"{gpu.tflops:.1f} TFLOPS",
+                expected="a catalog peak",
+                required=False,
+            )
+        ]
+    floor = policy.thresholds.burn_speed_ratio * peak
+    ratio = gpu.tflops / peak
+    ok = gpu.tflops >= floor
+    return [
+        _finding(
+            check_id,
+            PASS if ok else FAIL,
+            gpu,
+            f"GPU {gpu.index} sustained {gpu.tflops:.1f} {burn.dtype} TFLOPS, {ratio:.0%} of the "
+            f"{peak:g} dense peak"
+            + (
+                ""
+                if ok
+                else f", below the {policy.thresholds.burn_speed_ratio:.0%} floor; check clocks, "
+                "power and cooling"
+            ),
+            observed=f"{gpu.tflops:.1f} TFLOPS",
+            expected=f">= {floor:.0f} TFLOPS",
+        )
+    ]
+
+
+def _relative_speed(ran: list[GpuBurn], policy: Policy) -> list[Finding]:
+    measured = [(gpu, gpu.tflops) for gpu in ran if isinstance(gpu.tflops, float)]
+    if len(measured) < 2:
+        return []
+    best = max(value for _, value in measured)
+    floor = policy.thresholds.burn_relative_min * best
+    findings = []
+    for gpu, value in measured:
+        ok = value >= floor
+        findings.append(
+            _finding(
+                "burn.speed_relative",
+                PASS if ok else FAIL,
+                gpu,
+                f"GPU {gpu.index} ran at {value / best:.0%} of the node's fastest GPU "
+                f"({best:.1f} TFLOPS)"
+                + ("" if ok else "; a straggler slows every job that spans it"),
+                observed=f"{value:.1f} TFLOPS",
+                expected=f">= {floor:.1f} TFLOPS",
+            )
+        )
+    return findings
+
+
+def _cross_gpu(burn: BurnResult, ran: list[GpuBurn]) -> list[Finding]:
+    digests = {gpu.index: gpu.digest for gpu in ran if isinstance(gpu.digest, str)}
+    if len(digests) < 2 or not burn.deterministic:
+        return []
+    common, count = collections.Counter(digests.values()).most_common(1)[0]
+    odd = sorted(index for index, digest in digests.items() if digest != common)
+    if not odd:
+        return [
+            node_finding(
+                "burn.cross_gpu",
+                PASS,
+                f"All {len(digests)} GPUs computed bit-identical products from the same inputs",
+                observed=common,
+                expected="identical",
+            )
+        ]
+    return [
+        node_finding(
+            "burn.cross_gpu",
+            FAIL,
+            f"GPUs {gpu_list(odd)} computed a different product from the same inputs than the "
+            f"other {count}: a silent data corruption suspect",
+            observed=", ".join(f"gpu{i}={digests[i]}" for i in odd),
+            expected=common,
+        )
+    ]
+
+
+def _peak(gpu: GpuBurn, name: str) -> float | None:
+    values = [getattr(sample, name) for sample in gpu.samples]
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
+    return max(numbers) if numbers else None
+
+
+def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
+    peak = _peak(gpu, "power_w")
+    limit = facts_gpu.power_limit_enforced_w if facts_gpu is not None else None
+    if peak is None or not isinstance(limit, float):
+        why = "no power was sampled" if peak is None else "the enforced limit is unknown"
+        return [
+            _finding(
+                "burn.power",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s power under load cannot be judged: {why}",
+            )
+        ]
+    ratio = peak / limit if limit else 0.0
+    floor = policy.thresholds.burn_power_min_ratio
+    ok = ratio >= floor
+    return [
+        _finding(
+            "burn.power",
+            PASS if ok else FAIL,
+            gpu,
+            f"GPU {gpu.index} drew up to {peak:.0f} W under load, {ratio:.0%} of its "
+            f"{limit:.0f} W limit"
+            + ("" if ok else f"; below {floor:.0%}: the load never reached full power"),
+            observed=f"{peak:.0f} W",
+            expected=f">= {floor * limit:.0f} W",
+        )
+    ]
+
+
+def _throttle(gpu: GpuBurn) -> list[Finding]:
+    seen: set[str] = set()
+    measured = False
+    for sample in gpu.samples:
+        if isinstance(sample.clock_event_reasons, tuple):
+            measured = True
+            seen.update(sample.clock_event_reasons)
+    if not measured:
+        return [
+            _finding(
+                "burn.throttle",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s clock-event reasons were not sampled",
+            )
+        ]
+    bad = sorted(reason for reason in seen if reason in HARDWARE_SLOWDOWN + THERMAL_SLOWDOWN)
+    if bad:
+        return [
+            _finding(
+                "burn.throttle",
+                FAIL,
+                gpu,
+                f"GPU {gpu.index} throttled under load: {', '.join(bad)}; check cooling, airflow "
+                "and the power supply",
+                observed=", ".join(bad),
+                expected="no slowdown",
+            )
+        ]
+    return [
+        _finding(
+            "burn.throttle",
+            PASS,
+            gpu,
+            f"GPU {gpu.index} showed no hardware, thermal or power-brake slowdown under load"
+            + (f" (seen: {', '.join(sorted(seen))})" if seen else ""),
+            observed=", ".join(sorted(seen)) or "none",
+            expected="no slowdown",
+        )
+    ]
+
+
+def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
+    peak = _peak(gpu, "temperature_gpu_c")
+    slowdown = slowdown_temperature(facts_gpu) if facts_gpu is not None else None
+    if peak is None:
+        return [
+            _finding("burn.thermal", UNKNOWN, gpu, f"GPU {gpu.index}'s temperature was not sampled")
+        ]
+    if slowdown is None:
+        return [
+            _finding(
+                "burn.thermal",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index} peaked at {peak:.0f} C; its slowdown temperature is unknown",
+                observed=f"{peak:.0f} C",
+                expected="a known slowdown threshold",
+                required=False,
+            )
+        ]
+    margin = slowdown - peak
+    needed = policy.thresholds.burn_thermal_margin_c
+    ok = margin >= needed
+    return [
+        _finding(
+            "burn.thermal",
+            PASS if ok else FAIL,
+            gpu,
+            f"GPU {gpu.index} peaked at {peak:.0f} C under load, {margin:.0f} C below its "
+            f"{slowdown:.0f} C slowdown point" + ("" if ok else "; check cooling and airflow"),
+            observed=f"{peak:.0f} C",
+            expected=f"<= {slowdown - needed:.0f} C",
+        )
+    ]
+
+
+def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
+    clocks = [s.sm_clock_mhz for s in gpu.samples if isinstance(s.sm_clock_mhz, int)]
+    top = facts_gpu.sm_clock_max_mhz if facts_gpu is not None else None
+    if not clocks or not isinstance(top, int) or top <= 0:
+        return [
+            _finding(
+                "burn.clocks",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s SM clock under load cannot be judged (no samples, "
+                "or no maximum clock)",
+                required=False,
+            )
+        ]
+    lowest = min(clocks)
+    sag = 1.0 - lowest / top
+    allowed = policy.thresholds.burn_clock_sag_max
+    ok = sag <= allowed
+    return [
+        _finding(
+            "burn.clocks",
+            PASS if ok else FAIL,
+            gpu,
+            f"GPU {gpu.index}'s SM clock stayed at or above {lowest} MHz under load "
+            f"(median {statistics.median(clocks):.0f}, max {top} MHz)"
+            + ("" if ok else f": a {sag:.0%} sag, more than {allowed:.0%}"),
+            observed=f"{lowest} MHz",
+            expected=f">= {top * (1 - allowed):.0f} MHz",
+        )
+    ]
+
+
+_COUNTER_RULES: tuple[tuple[str, Severity, str], ...] = (
+    ("ecc_volatile_uncorrected", FAIL, "uncorrected ECC errors"),
+    ("remapped_rows_uncorrectable", FAIL, "rows remapped for uncorrectable errors"),
+    ("ecc_volatile_corrected", WARN, "corrected ECC errors"),
+    ("remapped_rows_correctable", WARN, "rows remapped for correctable errors"),
+)
+
+
+def _counters(gpu: GpuBurn) -> list[Finding]:
+    before, after = gpu.counters_before, gpu.counters_after
+    grew = []
+    severity = PASS
+    compared = 0
+    for name, level, words in _COUNTER_RULES:
+        old, new = getattr(before, name), getattr(after, name)
+        if isinstance(old, int) and isinstance(new, int):
+            compared += 1
+            if new > old:
+                grew.append(f"{new - old} new {words}")
+                severity = FAIL if FAIL in (severity, level) else WARN
+    for flag in ("remap_pending", "retired_pages_pending"):
+        if getattr(after, flag) is True and getattr(before, flag) is not True:
+            grew.append(f"{flag.replace('_', ' ')} appeared")
+            severity = FAIL
+    if not compared:
+        return [
+            _finding(
+                "burn.errors",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s error counters could not be compared",
+            )
+        ]
+    if grew:
+        return [
+            _finding(
+                "burn.errors",
+                severity,
+                gpu,
+                f"GPU {gpu.index} during the burn-in: {'; '.join(grew)}",
+                observed="; ".join(grew),
+                expected="no new errors",
+            )
+        ]
+    return [
+        _finding(
+            "burn.errors",
+            PASS,
+            gpu,
+            f"GPU {gpu.index} raised no new ECC errors or row remaps during the burn-in",
+            observed="none",
+            expected="no new errors",
+        )
+    ]
+
+
+def _xids(burn: BurnResult, policy: Policy) -> list[Finding]:
+    events = burn.xid_events_during
+    if isinstance(events, Unavailable):
+        return [
+            node_finding(
+                "burn.xid",
+                UNKNOWN,
+                f"Xids during the burn-in could not be read: {events}",
+                observed="not measured",
+                expected="no new Xids",
+            )
+        ]
+    if not events:
+        return [
+            node_finding(
+                "burn.xid",
+                PASS,
+                "No Xid appeared during the burn-in",
+                observed="none",
+                expected="none",
+            )
+        ]
+    failing = sorted({e.xid for e in events if e.xid in policy.fail_xids})
+    listed = ", ".join(f"Xid {x} ({xid_meaning(x)})" for x in sorted({e.xid for e in events}))
+    return [
+        node_finding(
+            "burn.xid",
+            FAIL if failing else WARN,
+            f"During the burn-in the kernel logged {listed}",
+            observed=", ".join(str(e.xid) for e in events),
+            expected="no new Xids",
+        )
+    ]
+
+
+__all__ = ["check"]
