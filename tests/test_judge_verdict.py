@@ -236,3 +236,11 @@ def test_what_could_not_be_measured_never_certifies(
             f.check == "inventory.gpu_status" and f.severity is Severity.PASS
             for f in result.findings
         )
+
+
+def test_no_findings_at_all_is_never_certified() -> None:
+    from validator.judge.verdict import decide
+
+    verdict, summary = decide(healthy_node(), ())
+    assert verdict is Verdict.UNKNOWN
+    assert "nothing could be judged" in summary

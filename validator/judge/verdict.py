@@ -76,6 +76,9 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
         # them (a missing cuDNN, say) would only hide the one thing to say.
         problem = nvml_problem(facts) or facts.nvml_status.value
         return Verdict.UNKNOWN, f"{problem}; no NVIDIA GPU found: nothing to certify"
+    if not findings:
+        # Nothing was checked at all: that is never a certificate.
+        return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"
     if failed or blocking:
         parts = []
         if failed:
