@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import importlib.resources
 import json
 import os
 import posixpath
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from validator.errors import ScenarioError
 from validator.model import CLOCK_EVENT_REASONS, GpuFacts
@@ -67,7 +68,12 @@ from validator.node.fake_nvml import (
 )
 from validator.node.system import CommandResult
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+# Through importlib.resources so the built-ins load from a wheel and from the
+# agent's zipapp alike.
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+SCENARIO_DIR = importlib.resources.files("validator.node.scenarios")
 DEFAULT_NOW = "2026-01-01T12:00:00+00:00"
 
 TOP_KEYS = frozenset(
@@ -102,7 +108,11 @@ _HOST_PCI_DEVICES = (("0000:00:00.0", "0x8086", "0x060000"), ("0000:00:1f.0", "0
 
 def builtin_names() -> list[str]:
     """The names of the built-in scenarios, sorted."""
-    return sorted(path.stem for path in SCENARIO_DIR.glob("*.json"))
+    return sorted(
+        entry.name[: -len(".json")]
+        for entry in SCENARIO_DIR.iterdir()
+        if entry.name.endswith(".json")
+    )
 
 
 def describe(name: str) -> str:
@@ -149,7 +159,7 @@ def _looks_like_path(text: str) -> bool:
     return os.sep in text or "/" in text or text.endswith(".json") or Path(text).exists()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path | Traversable) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

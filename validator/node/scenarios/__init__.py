@@ -1,0 +1,1 @@
+"""Built-in scenario files (data: one JSON file per simulated node)."""

@@ -1,0 +1,1 @@
+"""Reaching hosts: transports (local, ssh, ansible), the shipped agent, the fan-out."""

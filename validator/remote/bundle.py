@@ -1,0 +1,103 @@
+"""The node agent as one file: a zipapp of validator/node plus pynvml, named by its hash.
+
+Built at run time from the installed package, byte-for-byte reproducible (fixed
+timestamps, sorted entries), so the same code gives the same hash and a host
+that already holds it is not sent it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import zipfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from validator.errors import CouldNotRunError
+
+# Checked before anything else is imported, in syntax every Python 3 parses,
+# so an old interpreter gets one line instead of a SyntaxError.
+MAIN = """import sys
+if sys.version_info < (3, 9):
+    sys.stderr.write("gpuready-agent: error: Python %d.%d is too old; "
+                     "the agent needs 3.9 or newer\\n" % sys.version_info[:2])
+    sys.exit(3)
+from validator.node.agent import main
+main()
+"""
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+_PACKAGE_FILES = ("validator/__init__.py", "validator/model.py", "validator/errors.py")
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    """The zipapp's bytes and the name hosts cache it under."""
+
+    data: bytes
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        """``gpuready-agent-<first 16 hex digits of the hash>.pyz``."""
+        return f"gpuready-agent-{self.sha256[:16]}.pyz"
+
+
+def _package_root() -> Path:
+    import validator
+
+    return Path(validator.__file__).resolve().parent.parent
+
+
+def _pynvml_file() -> Path | None:
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin)
+
+
+def _entries(root: Path) -> list[tuple[str, bytes]]:
+    entries = [(name, (root / name).read_bytes()) for name in _PACKAGE_FILES]
+    node = root / "validator" / "node"
+    for path in sorted(node.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+            entries.append((path.relative_to(root).as_posix(), path.read_bytes()))
+    pynvml = _pynvml_file()
+    if pynvml is not None:
+        entries.append(("pynvml.py", pynvml.read_bytes()))
+    entries.append(("__main__.py", MAIN.encode()))
+    return sorted(entries)
+
+
+@lru_cache(maxsize=1)
+def build_agent() -> AgentBundle:
+    """The agent zipapp of the running code (built once per process).
+
+    Raises:
+        CouldNotRunError: the package's files cannot be read.
+    """
+    try:
+        entries = _entries(_package_root())
+    except OSError as exc:
+        raise CouldNotRunError(f"cannot build the node agent: {exc}; reinstall gpuready") from None
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    data = buffer.getvalue()
+    return AgentBundle(data=data, sha256=hashlib.sha256(data).hexdigest())
+
+
+def write_agent(directory: Path) -> Path:
+    """Write the agent into ``directory`` under its hashed name; return its path."""
+    bundle = build_agent()
+    target = directory / bundle.filename
+    if not target.exists():
+        temporary = target.with_suffix(".tmp")
+        temporary.write_bytes(bundle.data)
+        temporary.replace(target)
+    return target
