@@ -14,13 +14,16 @@ import jinja2
 import pytest
 
 from tests.test_report_samples import (
+    REACH_MESSAGE,
     SCRIPT_DETAIL,
     TIMEOUT_DETAIL,
     XSS_HOST,
     burn_node,
     failing_node,
+    fleet_report,
     healthy_node,
     sample_report,
+    unreachable_node,
 )
 from validator.errors import ReportError
 from validator.model import NodeFacts, NodeResult, Report, Verdict
@@ -128,7 +131,13 @@ def test_unknown_node_gives_unknown_banner() -> None:
     page = render_html(sample_report(healthy_node(), dark))
     assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
     assert "No checks were judged for this node." in page
-    assert "No GPUs were reported for this node." in page
+    # Nothing came back from it: one line says so, instead of a grid of n/a and empty tables.
+    start = page.index('<section class="node v-UNKNOWN" id="node-2"')
+    dark_section = page[start : page.index("</section>", start)]
+    assert "No facts were collected from this host." in dark_section
+    assert "No GPUs were reported for this node." not in dark_section
+    assert '<dl class="facts">' not in dark_section
+    assert "Kernel log" not in dark_section
 
 
 def test_hostile_hostname_is_escaped(page: str) -> None:
@@ -446,3 +455,140 @@ def test_failed_reference_tile_is_marked() -> None:
     assert '<td class="nowrap bad">FAILED<span class="note">max error 7.50e-01</span></td>' in page
     row = _parse(page).find("tr", data_index="0", data_status="completed")
     assert row[0]["class"] == "burn burn-completed burn-failed"
+
+
+# ------------------------------------------------------------------ fleet
+
+
+def _section(page: str, anchor: str) -> str:
+    start = page.index(f'id="{anchor}"')
+    return page[start : page.index("</section>", start)]
+
+
+@pytest.fixture(scope="module")
+def fleet_page() -> str:
+    return render_html(fleet_report(64, failing=(17, 40), unknown=(5,)))
+
+
+def test_fleet_header_counts(fleet_page: str) -> None:
+    doc = _parse(fleet_page)
+    (fleet,) = doc.find("section", id="fleet")
+    assert fleet["data-hosts"] == "64"
+    header = _section(fleet_page, "fleet")
+    assert '<span class="pill">64 hosts</span>' in header
+    assert '<span class="pill sev-FAIL">2 not certified</span>' in header
+    assert '<span class="pill sev-UNKNOWN">1 unknown</span>' in header
+    assert '<span class="pill sev-PASS">61 certified</span>' in header
+    assert 'id="interrupted"' not in fleet_page
+
+
+def test_fleet_interrupted_banner() -> None:
+    report = fleet_report(4, failing=(), unknown=())
+    assert report.fleet is not None
+    report = dataclasses.replace(report, fleet=dataclasses.replace(report.fleet, interrupted=True))
+    doc = _parse(render_html(report))
+    assert len(doc.find("p", id="interrupted")) == 1
+
+
+def test_fleet_nodes_table_lists_failing_first(fleet_page: str) -> None:
+    doc = _parse(fleet_page)
+    rows = [a for t, a in doc.tags if t == "tr" and "node-row" in (a.get("class") or "")]
+    assert len(rows) == 64
+    assert [r["data-hostname"] for r in rows[:3]] == ["gpu18", "gpu41", "gpu06"]
+    verdicts = [r["data-verdict"] for r in rows]
+    assert verdicts == ["NOT_CERTIFIED"] * 2 + ["UNKNOWN"] + ["CERTIFIED"] * 61
+    # Certified ones keep inventory order.
+    assert [r["data-hostname"] for r in rows[3:6]] == ["gpu01", "gpu02", "gpu03"]
+    # The sections below follow the table, and every row links to its own node's section.
+    sections = doc.find("section")
+    hosts = [s["data-hostname"] for s in sections if s.get("data-hostname")]
+    assert hosts == [r["data-hostname"] for r in rows]
+    links = [a["href"] for t, a in doc.tags if t == "a" and (a.get("href") or "").startswith("#")]
+    anchors = {s["id"]: s["data-hostname"] for s in sections if s.get("data-hostname")}
+    assert [anchors[link[1:]] for link in links[:3]] == ["gpu18", "gpu41", "gpu06"]
+
+
+def test_fleet_nodes_table_row_cells(fleet_page: str) -> None:
+    table = fleet_page[fleet_page.index('id="overview"') :]
+    table = table[: table.index("</table>")]
+    assert "<th>Transport</th>" in table
+    assert '<th class="num">Elapsed</th>' in table
+    row = table[table.index('data-hostname="gpu06"') :]
+    row = row[: row.index("</tr>")]
+    # Verdict sorts by rank, so the script's ascending sort also puts failing nodes first.
+    assert '<td data-sort="1"><span class="badge v-UNKNOWN">UNKNOWN</span></td>' in row
+    assert "<td>ssh</td>" in row
+    assert '<td class="num" data-sort="41.25">41.2 s</td>' in row
+    assert '<a href="#node-3">gpu06</a>' in row
+    assert REACH_MESSAGE in row
+
+
+def test_fleet_sku_stats_table(fleet_page: str) -> None:
+    table = fleet_page[fleet_page.index('id="fleet-skus"') :]
+    table = table[: table.index("</table>")]
+    assert 'data-sku="h100-sxm5-80gb"' in table
+    cells = re.findall(r'<td class="num"[^>]*>([^<]*)', table)
+    assert cells == ["126", "712.4", "6.1", "662.5"]
+    assert "93% of the median" in table
+
+
+def test_fleet_without_sku_stats_says_why() -> None:
+    report = fleet_report(3, failing=(), unknown=())
+    assert report.fleet is not None
+    report = dataclasses.replace(report, fleet=dataclasses.replace(report.fleet, skus=()))
+    page = render_html(report)
+    assert 'id="fleet-skus"' not in page
+    assert "the fleet comparison was skipped" in page
+
+
+def test_unreachable_node_renders_cleanly(fleet_page: str) -> None:
+    section = _section(fleet_page, "node-3")
+    assert 'data-hostname="gpu06"' in section
+    assert "No facts were collected from this host." in section
+    # One table (its one finding); no facts grid, GPU table, charts or kernel log.
+    assert section.count("<table") == 1
+    assert 'data-check="transport.reach"' in section
+    assert "<svg" not in section
+    assert "<figure" not in section
+    assert "GPUs</h3>" not in section
+    assert "Kernel log" not in section
+    assert "via ssh, 41.2 s" in section
+
+
+def test_agent_stderr_is_collapsed_and_escaped(fleet_page: str) -> None:
+    section = _section(fleet_page, "node-3")
+    doc = _parse(section)
+    (details,) = doc.find("details", id="node-3-stderr")
+    assert "open" not in details  # collapsed until asked
+    assert "<summary>Agent stderr (2 lines)</summary>" in section
+    assert "&lt;b&gt;agent&lt;/b&gt; exited 255\\x1b[31m" in section
+    assert "<b>agent</b>" not in fleet_page
+    assert "\x1b" not in fleet_page
+    # Nodes without stderr have no such block.
+    assert fleet_page.count('class="stderr"') == 1
+
+
+def test_fleet_page_size_is_sane_and_self_contained(fleet_page: str) -> None:
+    single = render_html(sample_report(healthy_node()))
+    per_node = (len(fleet_page) - len(single)) / 63
+    assert len(fleet_page) < 1_000_000
+    assert per_node < 8_000, per_node  # linear in hosts: no per-node copy of styles or script
+    doc = _parse(fleet_page)
+    assert len(doc.scripts) == 1
+    assert fleet_page.count("<style>") == 1
+    for tag, attrs in doc.tags:
+        for name in ("src", "href"):
+            value = attrs.get(name)
+            assert value is None or value.startswith("#"), (tag, value)
+
+
+def test_single_node_report_has_no_fleet_parts() -> None:
+    page = render_html(sample_report(healthy_node()))
+    assert 'id="fleet"' not in page
+    assert 'id="overview"' not in page
+
+
+def test_unreachable_node_without_fleet() -> None:
+    page = render_html(sample_report(unreachable_node()))
+    assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
+    assert page.count("<table") == 1

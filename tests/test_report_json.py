@@ -18,8 +18,10 @@ from tests.test_report_samples import (
     XSS_HOST,
     burn_node,
     failing_node,
+    fleet_report,
     healthy_node,
     sample_report,
+    unreachable_node,
 )
 from validator import model
 from validator.errors import BadInputError, ReportError
@@ -218,6 +220,78 @@ def test_nan_is_refused_rather_than_written() -> None:
         render_json(report)
 
 
+# ---------------------------------------------- fleet
+
+
+def test_fleet_report_validates_and_round_trips(validator: Draft202012Validator) -> None:
+    report = fleet_report(8, failing=(3,), unknown=(5,))
+    text = render_json(report)
+    document = json.loads(text)
+    assert _errors(validator, document) == []
+    assert document["fleet"] == {
+        "hosts": 8,
+        "certified": 6,
+        "not_certified": 1,
+        "unknown": 1,
+        "skus": [
+            {
+                "sku": "h100-sxm5-80gb",
+                "gpus": 126,
+                "median_tflops": 712.4,
+                "mad_tflops": 6.1,
+                "threshold_tflops": 662.5,
+            }
+        ],
+        "interrupted": False,
+    }
+    # JSON keeps the nodes in the report's order; ordering for reading is the renderers'.
+    assert [n["hostname"] for n in document["nodes"]] == [f"gpu0{i}" for i in range(1, 9)]
+    unreachable = document["nodes"][5]
+    assert (unreachable["transport"], unreachable["elapsed_s"]) == ("ssh", 41.25)
+    assert unreachable["agent_stderr"].endswith("exited 255\x1b[31m\n")
+    assert load_report_json(text) == report
+
+
+def test_single_node_report_has_null_fleet(
+    validator: Draft202012Validator, document: dict[str, Any]
+) -> None:
+    assert document["fleet"] is None
+    assert document["nodes"][0]["transport"] == "local"
+    assert document["nodes"][0]["elapsed_s"] == 0.0
+
+
+def test_unreachable_node_round_trips(validator: Draft202012Validator) -> None:
+    report = sample_report(unreachable_node())
+    document = json.loads(render_json(report))
+    assert _errors(validator, document) == []
+    assert load_report_json(render_json(report)) == report
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["fleet"].__setitem__("hosts", "8"), "'8'"),
+        (lambda d: d["fleet"]["skus"][0].pop("mad_tflops"), "mad_tflops"),
+        (lambda d: d["fleet"]["skus"][0].__setitem__("p99", 1.0), "p99"),
+        (lambda d: d["nodes"][0].__setitem__("elapsed_s", "fast"), "fast"),
+        (lambda d: d.pop("fleet"), "fleet"),
+    ],
+    ids=["hosts-type", "mad-missing", "extra-stat", "elapsed-type", "fleet-missing"],
+)
+def test_schema_rejects_a_broken_fleet(
+    validator: Draft202012Validator, mutate: typing.Callable[[dict[str, Any]], object], needle: str
+) -> None:
+    document = json.loads(render_json(fleet_report(4, failing=(), unknown=())))
+    mutate(document)
+    # oneOf (fleet may be null) reports the nested reason in each error's context.
+    errors = [
+        message
+        for error in validator.iter_errors(document)
+        for message in [error.message, *(sub.message for sub in error.context or ())]
+    ]
+    assert any(needle in error for error in errors), errors
+
+
 # ---------------------------------------------- the schema keeps up with model.py
 
 
@@ -289,6 +363,8 @@ def test_walk_finds_the_model_classes() -> None:
         "GpuBurn",
         "TelemetrySample",
         "ErrorCounters",
+        "FleetSummary",
+        "SkuFleetStats",
     } <= names
     enums = {cls.__name__ for cls in _model_enums()}
     assert enums == {"Reason", "Severity", "Verdict", "NvmlStatus", "GpuStatus", "BurnStatus"}

@@ -10,8 +10,10 @@ from tests.test_report_samples import (
     TIMEOUT_DETAIL,
     burn_node,
     failing_node,
+    fleet_report,
     healthy_node,
     sample_report,
+    unreachable_node,
 )
 from validator.model import Finding, NodeFacts, NodeResult, Report, Severity, Verdict
 from validator.report.junit import render_junit
@@ -151,3 +153,48 @@ def test_burn_findings_are_ordinary_cases() -> None:
     assert names == ["burn.correctness[gpu1]", "burn.completed[gpu2]", "burn.throughput[gpu0]"]
     props = {p.get("name"): p.get("value") for p in suites[1].findall("properties/property")}
     assert props["gpu_count"] == "3"
+
+
+# ------------------------------------------------------------------ fleet
+
+
+def test_unreachable_node_is_an_error() -> None:
+    root = _parse(render_junit(sample_report(healthy_node(), unreachable_node())))
+    suites = root.findall("testsuite")
+    assert _counts(suites[1]) == (1, 0, 1, 0)
+    (case,) = suites[1].findall("testcase")
+    assert case.get("name") == "transport.reach"
+    error = case.find("error")
+    assert error is not None
+    assert error.get("type") == "UNKNOWN"
+    assert "Connection timed out" in (error.get("message") or "")
+    assert suites[1].get("time") == "30.000"
+    props = {p.get("name"): p.get("value") for p in suites[1].findall("properties/property")}
+    assert props["transport"] == "ssh"
+    assert props["gpu_count"] == "0"
+    err = suites[1].find("system-err")
+    assert err is not None
+    assert err.text == "warning: nvidia-smi slow to answer\n<b>agent</b> exited 255\\x1b[31m\n"
+    assert suites[0].find("system-err") is None
+    assert _counts(root) == (5, 0, 1, 0)
+
+
+def test_optional_unreachable_finding_still_errors_via_the_verdict() -> None:
+    node = unreachable_node()
+    node = dataclasses.replace(
+        node, findings=(dataclasses.replace(node.findings[0], required=False),)
+    )
+    suite = _parse(render_junit(sample_report(node))).findall("testsuite")[0]
+    assert _counts(suite) == (2, 0, 1, 1)
+
+
+def test_fleet_of_64_totals() -> None:
+    root = _parse(render_junit(fleet_report(64, failing=(17, 40), unknown=(5,))))
+    suites = root.findall("testsuite")
+    assert len(suites) == 64
+    # healthy: 4 tests; failing: 6 tests, 2 failures, 1 error; unreachable: 1 test, 1 error.
+    assert _counts(root) == (61 * 4 + 2 * 6 + 1, 2 * 2, 2 * 1 + 1, 0)
+    assert sum(_counts(s)[0] for s in suites) == _counts(root)[0]
+    assert [s.get("name") for s in suites[:4]] == ["gpu18", "gpu41", "gpu06", "gpu01"]
+    total = sum(float(s.get("time", "0")) for s in suites)
+    assert float(root.get("time", "0")) == round(total, 3)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from validator.model import (
     NOT_SUPPORTED,
     BurnResult,
     BurnStatus,
     ErrorCounters,
     Finding,
+    FleetSummary,
     GpuBurn,
     GpuFacts,
     GpuStatus,
@@ -18,6 +21,7 @@ from validator.model import (
     Reason,
     Report,
     Severity,
+    SkuFleetStats,
     TelemetrySample,
     ToolFacts,
     Unavailable,
@@ -342,6 +346,57 @@ def sample_report(*nodes: NodeResult) -> Report:
     )
 
 
+REACH_MESSAGE = "ssh: connect to host 10.0.9.9 port 22: Connection timed out"
+STDERR_TEXT = "warning: nvidia-smi slow to answer\n<b>agent</b> exited 255\x1b[31m\n"
+
+
+def unreachable_node(hostname: str = "gpu-node-99") -> NodeResult:
+    """A host that could not be reached: no facts, one UNKNOWN finding, stderr kept."""
+    return NodeResult(
+        hostname=hostname,
+        verdict=Verdict.UNKNOWN,
+        facts=NodeFacts(hostname=hostname, source="live"),
+        findings=(Finding("transport.reach", Severity.UNKNOWN, REACH_MESSAGE),),
+        summary=f"could not reach the host: {REACH_MESSAGE}",
+        transport="ssh",
+        agent_stderr=STDERR_TEXT,
+        elapsed_s=30.0,
+    )
+
+
+FLEET_STATS = SkuFleetStats(
+    sku="h100-sxm5-80gb", gpus=126, median_tflops=712.4, mad_tflops=6.1, threshold_tflops=662.5
+)
+
+
+def fleet_report(
+    hosts: int = 64, *, failing: tuple[int, ...] = (17, 40), unknown: tuple[int, ...] = (5,)
+) -> Report:
+    """A fleet of ``hosts``: certified ones, with ``failing`` and ``unknown`` positions mixed in."""
+    nodes = []
+    for position in range(hosts):
+        name = f"gpu{position + 1:02d}"
+        if position in failing:
+            node = failing_node(name)
+        elif position in unknown:
+            node = unreachable_node(name)
+        else:
+            node = healthy_node(name)
+        nodes.append(dataclasses.replace(node, transport="ssh", elapsed_s=40.0 + position / 4))
+    return Report(
+        generated_at="2025-03-04T10:15:00Z",
+        tool_version="0.1.0",
+        nodes=tuple(nodes),
+        fleet=FleetSummary(
+            hosts=hosts,
+            certified=hosts - len(failing) - len(unknown),
+            not_certified=len(failing),
+            unknown=len(unknown),
+            skus=(FLEET_STATS,),
+        ),
+    )
+
+
 # ------------------------------------------------------- the shared helpers
 
 
@@ -450,3 +505,38 @@ def test_tflops_text_keeps_small_figures_visible() -> None:
     assert common.tflops_text(10.0) == "10.0"
     assert common.tflops_text(0.0234) == "0.0234"
     assert common.tflops_text(3.14159) == "3.14"
+
+
+def test_reading_order_puts_failing_nodes_first_in_a_fleet() -> None:
+    report = fleet_report(8, failing=(3, 6), unknown=(1,))
+    order = [node.hostname for node in common.reading_order(report)]
+    assert order == ["gpu04", "gpu07", "gpu02", "gpu01", "gpu03", "gpu05", "gpu06", "gpu08"]
+    # Without a fleet summary the report's own order is kept.
+    plain = dataclasses.replace(report, fleet=None)
+    assert [n.hostname for n in common.reading_order(plain)] == [f"gpu0{i}" for i in range(1, 9)]
+
+
+def test_fleet_line_reads_like_the_brief() -> None:
+    report = fleet_report(64, failing=(17, 40), unknown=(5,))
+    assert report.fleet is not None
+    assert common.fleet_line(report.fleet) == (
+        "fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown"
+    )
+    interrupted = dataclasses.replace(report.fleet, interrupted=True)
+    assert common.fleet_line(interrupted).endswith("(interrupted: not every host finished)")
+    assert common.sku_fleet_line(FLEET_STATS) == (
+        "h100-sxm5-80gb: median 712.4 TFLOPS over 126 GPUs, MAD 6.1, below 662.5 (93%) fails"
+    )
+
+
+def test_has_facts_tells_an_unreachable_host() -> None:
+    assert common.has_facts(unreachable_node().facts) is False
+    assert common.has_facts(healthy_node().facts) is True
+    no_driver = NodeFacts(hostname="x", source="live", nvml_status=NvmlStatus.DRIVER_NOT_LOADED)
+    assert common.has_facts(no_driver) is True  # something was said: show it
+
+
+def test_elapsed_text() -> None:
+    assert common.elapsed_text(12.345) == "12.3 s"
+    assert common.elapsed_text(0.0) == "-"
+    assert common.elapsed_text(0.04) == "<0.1 s"  # measured, just quick: not "0.0 s"

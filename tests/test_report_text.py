@@ -6,12 +6,15 @@ import dataclasses
 import re
 
 from tests.test_report_samples import (
+    REACH_MESSAGE,
     SCRIPT_DETAIL,
     TIMEOUT_DETAIL,
     burn_node,
     failing_node,
+    fleet_report,
     healthy_node,
     sample_report,
+    unreachable_node,
 )
 from validator.model import Report
 from validator.report.text import render_text
@@ -144,4 +147,46 @@ def test_failed_reference_tile_shows_in_the_gpu_line() -> None:
     lines = render_text(sample_report(node)).splitlines()
     assert lines[2].startswith(
         "  burn gpu0  completed  712.4 TFLOPS  it=5120  errors=0 ref=bad  peak"
+    )
+
+
+# ------------------------------------------------------------------ fleet
+
+
+def test_fleet_lists_failing_nodes_first_and_ends_with_the_fleet_line() -> None:
+    text = render_text(fleet_report(64, failing=(17, 40), unknown=(5,)))
+    blocks = text.rstrip("\n").split("\n\n")
+    assert len(blocks) == 64 + 2
+    heads = [block.split("  ")[0] for block in blocks[:64]]
+    assert heads[:4] == ["gpu18", "gpu41", "gpu06", "gpu01"]
+    assert sorted(heads) == [f"gpu{i:02d}" for i in range(1, 65)]
+    assert blocks[64].splitlines() == [
+        "fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown",
+        "  h100-sxm5-80gb: median 712.4 TFLOPS over 126 GPUs, MAD 6.1, below 662.5 (93%) fails",
+    ]
+    assert blocks[65].startswith("Overall: NOT_CERTIFIED  61 of 64 nodes certified")
+
+
+def test_fleet_node_header_says_how_the_host_was_reached() -> None:
+    text = render_text(fleet_report(3, failing=(), unknown=()))
+    assert text.startswith("gpu01  CERTIFIED  h100-sxm5-80gb  2 GPUs  via ssh 40.0 s\n")
+
+
+def test_unreachable_node_in_text() -> None:
+    lines = render_text(sample_report(unreachable_node())).splitlines()
+    assert lines[0] == "gpu-node-99  UNKNOWN  no SKU matched  0 GPUs"
+    assert lines[1] == f"  could not reach the host: {REACH_MESSAGE}"
+    # The agent's last words, cleaned: the ESC it printed cannot repaint the terminal.
+    assert lines[2] == "  agent stderr (2 lines): <b>agent</b> exited 255\\x1b[31m"
+    assert lines[3] == f"  UNKNOWN  transport.reach  node  {REACH_MESSAGE}"
+    assert lines[4] == "  0 passed, 0 warnings, 0 failed, 1 unknown"
+    assert len(lines) == 5
+
+
+def test_fleet_without_comparison_says_so() -> None:
+    report = fleet_report(2, failing=(), unknown=())
+    assert report.fleet is not None
+    report = dataclasses.replace(report, fleet=dataclasses.replace(report.fleet, skus=()))
+    assert "  no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs\n" in (
+        render_text(report)
     )

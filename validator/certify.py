@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from validator import __version__
 from validator.errors import ExitCode
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import NodeFacts, Report, Verdict
+from validator.model import NodeFacts, NodeResult, Report, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
+from validator.remote.fanout import run_fanout
+from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport
 
 VERDICT_EXIT = {
     Verdict.CERTIFIED: ExitCode.OK,
@@ -64,3 +69,106 @@ def certify(request: CertifyRequest) -> Report:
         burn=request.burn,
     )
     return make_report((facts,), policy)
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """Certify every host of an inventory."""
+
+    inventories: tuple[str, ...]
+    limit: str | None = None
+    policy_path: str | None = None
+    burn: BurnConfig | None = None
+    transport: str = "ssh"  # ssh | ansible | local
+    parallel: int = 64
+    deadline_s: float | None = None  # None: the burn plus a margin
+    accept_new_host_keys: bool = False
+    connect_timeout_s: float = 10.0
+    ssh_config: str | None = None
+    known_hosts: str | None = None
+
+
+# Connecting, uploading the agent and collecting facts take seconds; the burn
+# itself is the long part.
+DEADLINE_MARGIN_S = 300.0
+
+
+def _transport(request: FleetRequest) -> Transport:
+    if request.transport == "local":
+        from validator.remote.local import LocalTransport
+
+        return LocalTransport()
+    if request.transport == "ansible":
+        from validator.remote.ansible_transport import AnsibleTransport
+
+        return AnsibleTransport(request.inventories)
+    from validator.remote.ssh import SshTransport
+
+    return SshTransport(
+        ssh_config=Path(request.ssh_config) if request.ssh_config else None,
+        known_hosts=Path(request.known_hosts) if request.known_hosts else None,
+        accept_new_host_keys=request.accept_new_host_keys,
+        connect_timeout_s=request.connect_timeout_s,
+    )
+
+
+def agent_request(burn: BurnConfig | None, policy: Policy) -> AgentRequest:
+    """What every host's agent is asked to do."""
+    if burn is None:
+        return AgentRequest(xid_window_hours=policy.xid_window_hours)
+    return AgentRequest(
+        burn_s=burn.duration_s,
+        burn_backend=burn.backend,
+        burn_dtype=burn.dtype,
+        burn_matrix_size=burn.matrix_size,
+        burn_memory_fraction=burn.memory_fraction,
+        xid_window_hours=policy.xid_window_hours,
+    )
+
+
+def certify_fleet(
+    request: FleetRequest,
+    *,
+    progress: Progress | None = None,
+    on_result: Callable[[NodeResult], None] | None = None,
+    on_hosts: Callable[[list[HostSpec]], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Report:
+    """Certify every inventory host in parallel, then judge the fleet as a whole.
+
+    Raises:
+        BadInputError: a bad inventory, limit, policy file or per-host policy variable.
+    """
+    from validator.inventory import load_hosts, policy_for
+    from validator.judge.fleet import judge_fleet
+
+    base = load_policy(request.policy_path) if request.policy_path else Policy()
+    hosts = load_hosts(request.inventories, request.limit)
+    policies = {host.name: policy_for(host, base) for host in hosts}
+    if on_hosts is not None:
+        on_hosts(hosts)
+
+    def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
+        return judge_node(facts, policies[host.name])
+
+    burn_s = request.burn.duration_s if request.burn else 0.0
+    outcome = run_fanout(
+        hosts,
+        _transport(request),
+        agent_request(request.burn, base),
+        judge,
+        parallel=request.parallel,
+        deadline_s=request.deadline_s or burn_s + DEADLINE_MARGIN_S,
+        progress=progress,
+        on_result=on_result,
+        stop=stop,
+    )
+    results, fleet = judge_fleet(
+        outcome.results, lambda name: policies.get(name, base), interrupted=outcome.interrupted
+    )
+    return Report(
+        generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        nodes=results,
+        fleet=fleet,
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
-from validator.certify import CertifyRequest, report_exit_code
+from validator.certify import CertifyRequest, FleetRequest, certify_fleet, report_exit_code
 from validator.certify import certify as run_certify
+from validator.model import NodeResult, Report
 from validator.node.burnin.config import (
     DEFAULT_MEMORY_FRACTION,
     DTYPES,
@@ -76,6 +78,53 @@ from validator.node.burnin.config import (
     help="Share of free GPU memory the result buffers fill.",
 )
 @click.option("--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan).")
+@click.option(
+    "-i",
+    "--inventory",
+    "inventories",
+    multiple=True,
+    metavar="INVENTORY",
+    help="Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.",
+)
+@click.option("--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it.")
+@click.option(
+    "--transport",
+    type=click.Choice(["ssh", "ansible", "local"]),
+    default="ssh",
+    show_default=True,
+    help="How to reach the inventory's hosts.",
+)
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=64, show_default=True, help="Hosts at once."
+)
+@click.option(
+    "--deadline",
+    "deadline",
+    metavar="DURATION",
+    help="How long one host may take (default: the burn plus 5 minutes).",
+)
+@click.option(
+    "--accept-new-host-keys",
+    is_flag=True,
+    help="Add unknown SSH host keys to known_hosts (a changed key is always refused).",
+)
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for an SSH connection.",
+)
+@click.option(
+    "--ssh-config",
+    type=click.Path(dir_okay=False),
+    help="SSH client config (default ~/.ssh/config).",
+)
+@click.option(
+    "--known-hosts",
+    type=click.Path(dir_okay=False),
+    help="known_hosts file (default ~/.ssh/known_hosts).",
+)
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -91,10 +140,26 @@ def certify(
     burn_matrix_size: int | None,
     burn_memory_fraction: float,
     burn_inject: str | None,
+    inventories: tuple[str, ...],
+    limit: str | None,
+    transport: str,
+    parallel: int,
+    deadline: str | None,
+    accept_new_host_keys: bool,
+    connect_timeout: float,
+    ssh_config: str | None,
+    known_hosts: str | None,
 ) -> None:
-    """Certify this machine (or a capture, or a simulated node) against its GPU model."""
+    """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     if simulate is not None and capture_dir is not None:
         raise click.UsageError("--simulate and --capture are exclusive: choose one source of facts")
+    if inventories and (simulate is not None or capture_dir is not None):
+        raise click.UsageError(
+            "-i certifies the inventory's hosts: set gpuready_simulate per host instead of "
+            "--simulate, and certify a capture on its own"
+        )
+    if not inventories and limit is not None:
+        raise click.UsageError("--limit needs an inventory (-i)")
     duration = parse_duration(burn_duration)
     burn = None
     if duration > 0 and capture_dir is None:
@@ -106,9 +171,27 @@ def certify(
             memory_fraction=burn_memory_fraction,
             inject=Injection.parse(burn_inject) if burn_inject else None,
         )
-    report = run_certify(
-        CertifyRequest(simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn)
-    )
+    if inventories:
+        fleet = FleetRequest(
+            inventories=inventories,
+            limit=limit,
+            policy_path=policy_path,
+            burn=burn,
+            transport=transport,
+            parallel=parallel,
+            deadline_s=parse_duration(deadline) if deadline else None,
+            accept_new_host_keys=accept_new_host_keys,
+            connect_timeout_s=connect_timeout,
+            ssh_config=ssh_config,
+            known_hosts=known_hosts,
+        )
+        report = _certify_fleet(fleet, report_dir)
+    else:
+        report = run_certify(
+            CertifyRequest(
+                simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn
+            )
+        )
     if report_dir is not None:
         from validator.report.writer import write_reports
 
@@ -125,3 +208,24 @@ def certify(
         use_color = sys.stdout.isatty() if color is None else color
         click.echo(render_text(report, color=use_color), nl=False)
     ctx.exit(int(report_exit_code(report)))
+
+
+def _certify_fleet(request: FleetRequest, report_dir: str | None) -> Report:
+    """The fleet run with live progress; each host's result is written as it arrives."""
+    from validator.cli.progress import FleetProgress
+    from validator.report.partial import write_host_result
+
+    # paramiko logs every refused connection on its own; each host's one-line
+    # reason reaches the report instead.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+    with FleetProgress() as progress:
+
+        def arrived(result: NodeResult) -> None:
+            progress.result(result)
+            if report_dir is not None:
+                write_host_result(result, report_dir)
+
+        return certify_fleet(
+            request, progress=progress, on_result=arrived, on_hosts=progress.set_hosts
+        )

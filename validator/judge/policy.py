@@ -66,6 +66,7 @@ class Thresholds:
     burn_power_min_ratio: float = 0.75
     burn_thermal_margin_c: float = 5.0
     burn_clock_sag_max: float = 0.30
+    fleet_speed_min: float = 0.93  # share of the SKU's fleet median TFLOPS (judge/fleet.py)
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,7 @@ _THRESHOLD_FIELDS: dict[str, _Parser] = {
     "burn_power_min_ratio": _number_between(0.0, 1.0, open_low=True),
     "burn_thermal_margin_c": _number_between(0.0, None, open_low=False),
     "burn_clock_sag_max": _number_between(0.0, 1.0, open_low=False),
+    "fleet_speed_min": _number_between(0.0, 1.0, open_low=True),
 }
 
 _POLICY_FIELDS: dict[str, _Parser] = {

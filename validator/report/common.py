@@ -13,16 +13,21 @@ from collections.abc import Iterable
 from validator.model import (
     BurnStatus,
     Finding,
+    FleetSummary,
     GpuBurn,
     Measured,
     NodeFacts,
+    NodeResult,
     NvLinkState,
+    NvmlStatus,
     Reason,
     Report,
     Severity,
+    SkuFleetStats,
     TelemetrySample,
     Unavailable,
     Verdict,
+    known,
 )
 
 # The order operators read in: what blocks certification first.
@@ -31,6 +36,14 @@ SEVERITY_ORDER: dict[Severity, int] = {
     Severity.UNKNOWN: 1,
     Severity.WARN: 2,
     Severity.PASS: 3,
+}
+
+# Nodes in the order a fleet is read in: what is not certified first, then what could
+# not be judged, then the certified ones.
+VERDICT_ORDER: dict[Verdict, int] = {
+    Verdict.NOT_CERTIFIED: 0,
+    Verdict.UNKNOWN: 1,
+    Verdict.CERTIFIED: 2,
 }
 
 # Characters that must never reach a terminal or an XML document verbatim:
@@ -354,4 +367,78 @@ def burn_failed(gpu: GpuBurn) -> bool:
         or gpu.mismatched_elements > 0
         or gpu.nonfinite_elements > 0
         or gpu.reference_ok is False
+    )
+
+
+# ------------------------------------------------------------------ fleet
+
+
+def nodes_failing_first(nodes: Iterable[NodeResult]) -> list[NodeResult]:
+    """Nodes NOT_CERTIFIED first, then UNKNOWN, then CERTIFIED; report order within each.
+
+    Args:
+        nodes: the report's nodes.
+
+    Returns:
+        A new list in reading order.
+    """
+    return sorted(nodes, key=lambda node: VERDICT_ORDER[node.verdict])
+
+
+def reading_order(report: Report) -> list[NodeResult]:
+    """The nodes as every format shows them: failing first in a fleet report, else as given."""
+    if report.fleet is None:
+        return list(report.nodes)
+    return nodes_failing_first(report.nodes)
+
+
+def fleet_line(fleet: FleetSummary) -> str:
+    """``fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown``, marked when interrupted."""
+    line = (
+        f"fleet: {plural(fleet.hosts, 'host')}, {fleet.certified} certified, "
+        f"{fleet.not_certified} not certified, {fleet.unknown} unknown"
+    )
+    if fleet.interrupted:
+        line += " (interrupted: not every host finished)"
+    return line
+
+
+def threshold_share(stats: SkuFleetStats) -> float:
+    """The threshold as a share of the median (the policy's fleet_speed_min)."""
+    return stats.threshold_tflops / stats.median_tflops if stats.median_tflops > 0 else 0.0
+
+
+def sku_fleet_line(stats: SkuFleetStats) -> str:
+    """``h100-sxm: median 712.0 TFLOPS over 24 GPUs, MAD 2.0, below 662.2 (93%) fails``."""
+    return (
+        f"{one_line(stats.sku)}: median {tflops_text(stats.median_tflops)} TFLOPS over "
+        f"{plural(stats.gpus, 'GPU')}, MAD {stats.mad_tflops:.1f}, below "
+        f"{tflops_text(stats.threshold_tflops)} ({threshold_share(stats):.0%}) fails"
+    )
+
+
+def elapsed_text(seconds: float) -> str:
+    """``12.3 s``; ``-`` when not measured (zero: the local single-node path)."""
+    if seconds <= 0:
+        return "-"
+    return f"{seconds:.1f} s" if seconds >= 0.05 else "<0.1 s"
+
+
+def has_facts(facts: NodeFacts) -> bool:
+    """False when nothing at all was collected (an unreachable host): no facts to show."""
+    return bool(
+        facts.gpus
+        or facts.burn is not None
+        or facts.nvml_status is not NvmlStatus.NOT_MEASURED
+        or facts.collected_at
+        or any(
+            known(value)
+            for value in (
+                facts.os_name,
+                facts.kernel,
+                facts.driver_version,
+                facts.kernel_module_version,
+                facts.pci_gpu_count,
+            )
+        )
     )

@@ -18,6 +18,7 @@ from markupsafe import Markup
 from validator.model import (
     BurnResult,
     Finding,
+    FleetSummary,
     GpuBurn,
     GpuFacts,
     GpuStatus,
@@ -356,14 +357,56 @@ class NodeView:
     anchor: str
     node: NodeResult
     verdict_words: str
+    verdict_rank: int  # NOT_CERTIFIED 0, UNKNOWN 1, CERTIFIED 2: what the table sorts on
     findings: list[Finding]
     counts: common.SeverityCounts
+    reached: bool  # False: no facts at all came back (unreachable host)
     facts: list[tuple[str, Cell]]
     gpus: list[GpuRow]
     lost_gpus: int
     xid_events: list[XidEvent]
     xid_note: str
     burn: BurnView | None
+    elapsed: str
+    stderr: str  # the agent's stderr, control characters made visible
+    stderr_lines: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SkuRow:
+    """One row of the fleet speed table."""
+
+    sku: str
+    gpus: int
+    median: str
+    mad: str
+    threshold: str
+    share: str  # the threshold as a share of the median
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetView:
+    """The fleet header: counts by verdict, the interrupted flag, speed per SKU."""
+
+    summary: FleetSummary
+    line: str
+    skus: list[SkuRow]
+
+
+def fleet_view(fleet: FleetSummary) -> FleetView:
+    """The report's fleet summary as the template shows it."""
+    rows = [
+        SkuRow(
+            sku=common.one_line(stats.sku),
+            gpus=stats.gpus,
+            median=common.tflops_text(stats.median_tflops),
+            mad=f"{stats.mad_tflops:.1f}",
+            threshold=common.tflops_text(stats.threshold_tflops),
+            share=f"{common.threshold_share(stats):.0%}",
+        )
+        for stats in fleet.skus
+    ]
+    return FleetView(summary=fleet, line=common.fleet_line(fleet), skus=rows)
 
 
 def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
@@ -384,6 +427,8 @@ def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
         ("GPUs on PCI bus", _cell(facts.pci_gpu_count)),
         ("Collected at", _cell(facts.collected_at)),
         ("Source", Cell(common.one_line(source))),
+        ("Transport", Cell(common.one_line(node.transport))),
+        ("Elapsed", Cell(common.elapsed_text(node.elapsed_s), missing=node.elapsed_s <= 0)),
         ("Policy digest", _cell(node.policy_digest)),
     ]
 
@@ -399,18 +444,24 @@ def _xid(node: NodeResult) -> tuple[list[XidEvent], str]:
 
 def _node_view(position: int, node: NodeResult) -> NodeView:
     events, note = _xid(node)
+    stderr = common.clean(node.agent_stderr).rstrip()
     return NodeView(
         anchor=f"node-{position}",
         node=node,
         verdict_words=common.verdict_words(node.verdict),
+        verdict_rank=common.VERDICT_ORDER[node.verdict],
         findings=common.sorted_findings(node.findings),
         counts=common.count_severities(node.findings),
+        reached=common.has_facts(node.facts),
         facts=_facts(node),
         gpus=[_gpu_row(gpu) for gpu in node.facts.gpus],
         lost_gpus=sum(1 for gpu in node.facts.gpus if gpu.status is not GpuStatus.OK),
         xid_events=events,
         xid_note=note,
         burn=None if node.facts.burn is None else burn_view(node),
+        elapsed=common.elapsed_text(node.elapsed_s),
+        stderr=stderr,
+        stderr_lines=len(stderr.splitlines()),
     )
 
 
@@ -424,6 +475,10 @@ def _script() -> tuple[Markup, str]:
 
 def render_html(report: Report) -> str:
     """Render the report as one self-contained HTML page.
+
+    A fleet report (``report.fleet`` set) opens with the fleet's counts, an
+    interrupted banner when the run was stopped, and the speed statistics per SKU;
+    its nodes, in the table and in the sections below, come failing first.
 
     Args:
         report: the acceptance report.
@@ -441,7 +496,10 @@ def render_html(report: Report) -> str:
         "overall": overall.value,
         "overall_words": common.verdict_words(overall),
         "summary": common.overall_summary(report),
-        "nodes": [_node_view(i, node) for i, node in enumerate(report.nodes, start=1)],
+        "nodes": [
+            _node_view(i, node) for i, node in enumerate(common.reading_order(report), start=1)
+        ],
+        "fleet": None if report.fleet is None else fleet_view(report.fleet),
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
         "totals": common.count_severities(f for node in report.nodes for f in node.findings),
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),

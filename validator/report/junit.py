@@ -2,7 +2,11 @@
 
 One ``<testsuite>`` per node, one ``<testcase>`` per finding. FAIL is a
 ``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
-passing test with its message in ``<system-out>``.
+passing test with its message in ``<system-out>``. A host that could not be
+reached (its one finding ``transport.reach`` UNKNOWN) is an ``<error>`` like any
+other unknown; the agent's stderr goes in the suite's ``<system-err>`` and the
+host's elapsed time in its ``time``. Fleet findings (``fleet.speed``) are findings
+of their node like the rest.
 
 Built with :mod:`xml.etree.ElementTree`, which escapes by construction; control
 characters XML 1.0 cannot carry are made visible first.
@@ -48,19 +52,21 @@ class _Tally:
         self.failures = 0
         self.errors = 0
         self.skipped = 0
+        self.time_s = 0.0
 
     def add(self, other: _Tally) -> None:
         self.tests += other.tests
         self.failures += other.failures
         self.errors += other.errors
         self.skipped += other.skipped
+        self.time_s += other.time_s
 
     def apply(self, element: ET.Element) -> None:
         element.set("tests", str(self.tests))
         element.set("failures", str(self.failures))
         element.set("errors", str(self.errors))
         element.set("skipped", str(self.skipped))
-        element.set("time", "0")
+        element.set("time", f"{self.time_s:.3f}" if self.time_s > 0 else "0")
 
 
 def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tally) -> None:
@@ -137,12 +143,19 @@ def _suite(node: NodeResult, timestamp: str) -> tuple[ET.Element, _Tally]:
         ("source", common.one_line(facts.source)),
         ("collected_at", common.one_line(facts.collected_at)),
         ("policy_digest", common.one_line(node.policy_digest)),
+        ("transport", common.one_line(node.transport)),
     ):
         ET.SubElement(properties, "property", {"name": name, "value": value})
     for finding in common.sorted_findings(node.findings):
         _add_finding(suite, node.hostname, finding, tally)
     if node.verdict is not Verdict.CERTIFIED and tally.failures + tally.errors == 0:
         _add_verdict_case(suite, node, tally)
+    if node.agent_stderr.strip():
+        # JUnit's suite-level system-err: CI shows it beside the suite's failures.
+        err = ET.SubElement(suite, "system-err")
+        err.text = common.clean(node.agent_stderr)
+    # The suite's time is the host's: connect to facts back.
+    tally.time_s = max(node.elapsed_s, 0.0)
     tally.apply(suite)
     suite.set("timestamp", common.one_line(facts.collected_at or timestamp))
     return suite, tally
@@ -159,7 +172,7 @@ def render_junit(report: Report) -> str:
     """
     root = ET.Element("testsuites", {"name": SUITES_NAME})
     total = _Tally()
-    for node in report.nodes:
+    for node in common.reading_order(report):
         suite, tally = _suite(node, report.generated_at)
         root.append(suite)
         total.add(tally)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from validator.model import (
     BurnResult,
     BurnStatus,
+    FleetSummary,
     GpuBurn,
     NodeFacts,
     NodeResult,
@@ -107,15 +108,31 @@ def _burn_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
     return lines
 
 
-def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
+def _stderr_line(node: NodeResult) -> list[str]:
+    """The agent's last words on stderr, one line; the HTML report keeps all of it."""
+    lines = [line for line in common.clean(node.agent_stderr).splitlines() if line.strip()]
+    if not lines:
+        return []
+    count = f" ({len(lines)} lines)" if len(lines) > 1 else ""
+    head = f"  agent stderr{count}: "
+    return [head + common.shorten(lines[-1], _WIDTH - len(head))]
+
+
+def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> list[str]:
     sku = node.sku or "no SKU matched"
     gpus = common.plural(len(node.facts.gpus), "GPU")
     verdict = paint(node.verdict.value, _VERDICT_COLOR[node.verdict])
     header = f"{paint(common.one_line(node.hostname), _BOLD)}  {verdict}  {sku}  {gpus}"
+    if fleet:
+        elapsed = common.elapsed_text(node.elapsed_s)
+        header += f"  via {common.one_line(node.transport)}" + (
+            f" {elapsed}" if node.elapsed_s > 0 else ""
+        )
     lines = [header]
     if node.verdict is Verdict.UNKNOWN and node.summary:
         # Nothing could be judged: say why before the details, not after them.
         lines.append(f"  {paint(common.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
+    lines.extend(_stderr_line(node))
     lines.extend(_burn_lines(node.facts, paint))
     findings = [f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS]
     check_width = min(max((len(f.check) for f in findings), default=0), 32)
@@ -132,6 +149,14 @@ def _node_lines(node: NodeResult, paint: _Painter) -> list[str]:
     return lines
 
 
+def _fleet_lines(fleet: FleetSummary) -> list[str]:
+    lines = [common.fleet_line(fleet)]
+    lines.extend(f"  {common.sku_fleet_line(stats)}" for stats in fleet.skus)
+    if not fleet.skus:
+        lines.append("  no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs")
+    return lines
+
+
 def render_text(report: Report, *, color: bool = False) -> str:
     """Render the report for a terminal.
 
@@ -139,8 +164,11 @@ def render_text(report: Report, *, color: bool = False) -> str:
     line saying how and one compact line per GPU (status, TFLOPS, iterations,
     errors, peak power and its share of the limit, peak temperature, lowest SM
     clock); each finding that did not pass (severity, check, GPU, message), the
-    count line and the summary.
-    Several nodes end with the overall verdict.
+    count line and the summary; the last line of the agent's stderr, if it wrote any.
+    A fleet report (``report.fleet`` set) lists failing nodes first, says how each
+    host was reached and how long it took, and after the nodes gives the fleet line
+    (``fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown``) and one line per
+    SKU with its burn-in median. Several nodes end with the overall verdict.
 
     Args:
         report: the acceptance report.
@@ -151,7 +179,12 @@ def render_text(report: Report, *, color: bool = False) -> str:
         ending in a newline.
     """
     paint = _Painter(color)
-    blocks = ["\n".join(_node_lines(node, paint)) for node in report.nodes]
+    fleet = report.fleet is not None
+    blocks = [
+        "\n".join(_node_lines(node, paint, fleet=fleet)) for node in common.reading_order(report)
+    ]
+    if report.fleet is not None:
+        blocks.append("\n".join(_fleet_lines(report.fleet)))
     if len(report.nodes) != 1:
         verdict = common.overall_verdict(report)
         overall = paint(verdict.value, _VERDICT_COLOR[verdict])

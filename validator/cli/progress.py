@@ -1,0 +1,108 @@
+"""Live progress of a fleet run: rich on a terminal, one plain line per host elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from validator.model import NodeResult, Verdict
+from validator.remote.transport import HostSpec
+
+_FINAL = ("done", "failed")
+_SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted
+
+
+class FleetProgress:
+    """Counts hosts done / running / failed and each running host's phase."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.total = 0
+        self.console = console or Console(stderr=True)
+        self.interactive = self.console.is_terminal
+        self.phases: dict[str, str] = {}
+        self.verdicts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.live: Live | None = None
+
+    def __enter__(self) -> FleetProgress:
+        if self.interactive:
+            self.live = Live(
+                self._render(), console=self.console, refresh_per_second=4, transient=True
+            )
+            self.live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.live is not None:
+            self.live.__exit__(kind, error, trace)
+
+    def set_hosts(self, hosts: Sequence[HostSpec]) -> None:
+        """The hosts this run covers (known once the inventory is read)."""
+        with self.lock:
+            self.total = len(hosts)
+            self.phases = {host.name: "waiting" for host in hosts}
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def phase(self, host: str, phase: str) -> None:
+        """A host entered a phase (called from worker threads)."""
+        with self.lock:
+            self.phases[host] = phase
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def result(self, result: NodeResult) -> None:
+        """A host's verdict arrived."""
+        with self.lock:
+            self.verdicts[result.verdict.value] += 1
+            done = sum(self.verdicts.values())
+        if self.live is not None:
+            self.live.update(self._render())
+        else:
+            why = "" if result.verdict is Verdict.CERTIFIED else f"  {result.summary}"
+            self.console.print(
+                f"[{done}/{self.total}] {result.hostname} {result.verdict.value}{why}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    def _render(self) -> Table:
+        with self.lock:
+            running = {h: p for h, p in self.phases.items() if p not in (*_FINAL, "waiting")}
+            verdicts = dict(self.verdicts)
+        done = sum(verdicts.values())
+        table = Table.grid(padding=(0, 2))
+        elapsed = time.monotonic() - self.started
+        table.add_row(
+            f"[bold]{done}/{self.total} hosts[/]",
+            f"[green]{verdicts.get('CERTIFIED', 0)} certified[/]",
+            f"[red]{verdicts.get('NOT_CERTIFIED', 0)} not certified[/]",
+            f"[yellow]{verdicts.get('UNKNOWN', 0)} unknown[/]",
+            f"{len(running)} running",
+            f"{elapsed:.0f} s",
+        )
+        for host, phase in sorted(running.items())[:_SHOWN_RUNNING]:
+            table.add_row(f"  {host}", phase, "", "", "", "")
+        if len(running) > _SHOWN_RUNNING:
+            table.add_row(f"  ... and {len(running) - _SHOWN_RUNNING} more", "", "", "", "", "")
+        return table
+
+
+def stderr_console() -> Console:
+    """The console progress goes to (stderr, so --json on stdout stays clean)."""
+    return Console(stderr=True, force_terminal=None, file=sys.stderr)

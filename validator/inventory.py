@@ -1,0 +1,405 @@
+"""Hosts from Ansible inventories, read through ansible-core's own parser.
+
+INI, YAML, directories and dynamic (executable) inventory scripts, several at once,
+``--limit`` patterns exactly as Ansible reads them (``gpu[0:3]``, ``rack1:&h100``,
+``!gpu07``, ``@file``), and host / group variables (``group_vars/``, ``host_vars/``)
+as Ansible's VariableManager resolves them. Each host becomes a
+:class:`~validator.remote.transport.HostSpec`; its ``gpuready_*`` variables may
+override the policy for that host (:func:`policy_for`).
+
+Decisions:
+
+* Importing ansible costs a few tenths of a second, so only the CLI imports this
+  module, and only when ``-i`` is given.
+* Ansible reports an unparsable source as a warning and carries on with no hosts.
+  Here every source must parse, or :class:`~validator.errors.BadInputError` says
+  which one; a limit that matches nothing is an error too.
+* Ansible's own warnings and errors are captured while the inventory loads (its
+  ``Display`` singleton's output is redirected), never printed on the operator's
+  terminal: the reasons worth knowing end up in our one-line errors, and the rest
+  (e.g. a ``--limit`` part that matched no host while others did) in
+  :attr:`Inventory.notes` for the CLI to show as it sees fit.
+* Values are rendered with Ansible's Templar, so ``gpuready_driver_version:
+  "{{ driver_pin }}"`` in ``group_vars`` works. Only the variables used here are
+  rendered: a template elsewhere that needs play-time facts is none of our business.
+  Ansible decides what is trusted as a template (values from a dynamic inventory
+  script are not, since ansible-core 2.19).
+* Every ``gpuready_*`` variable must be a policy field or a known agent variable
+  (:data:`AGENT_VARS`): a misspelt override would otherwise silently leave a check at
+  its default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible.utils.display import Display
+from ansible.vars.manager import VariableManager
+
+from validator.errors import BadInputError, PolicyError
+from validator.judge.policy import Policy, Thresholds, policy_from_mapping
+from validator.remote.transport import HostSpec
+
+PREFIX = "gpuready_"
+# gpuready_* variables that steer the agent and the transport rather than the policy.
+AGENT_VARS = frozenset({"gpuready_simulate", "gpuready_transport"})
+TRANSPORTS = ("local", "ssh", "ansible")
+# Policy fields settable per host, as gpuready_<field>; thresholds is a mapping.
+POLICY_VARS: tuple[str, ...] = tuple(PREFIX + f.name for f in dataclasses.fields(Policy))
+# ansible_python_interpreter values that ask Ansible to discover the interpreter.
+_AUTO_INTERPRETERS = ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
+_DEFAULT_PYTHON = "python3"
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    """The hosts an inventory gave, and what Ansible had to say while reading it."""
+
+    hosts: tuple[HostSpec, ...]
+    notes: tuple[str, ...] = ()  # Ansible's warnings, one line each, for the CLI to show
+
+
+# ------------------------------------------------------------ Ansible's output
+
+
+@contextlib.contextmanager
+def _captured_display() -> Iterator[list[str]]:
+    """Collect what Ansible would print while the inventory loads, instead of printing it.
+
+    Display is a process-wide singleton; its ``display`` method is where warnings,
+    errors and deprecations end up in every ansible-core since 2.15, so that one
+    instance attribute is swapped for the duration. Display drops a message it has
+    shown before; its memory of warnings is swapped too, so that loading the same
+    broken file twice explains itself twice.
+    """
+    display = Display()
+    messages: list[str] = []
+
+    def capture(msg: str, *_args: object, **_kwargs: object) -> None:
+        messages.append(str(msg))
+
+    saved_warns = getattr(display, "_warns", None)
+    if isinstance(saved_warns, set):
+        display._warns = set()
+    display.display = capture
+    try:
+        yield messages
+    finally:
+        del display.display  # the class's method shows through again
+        if isinstance(saved_warns, set):
+            display._warns = saved_warns
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _strip_label(message: str) -> str:
+    text = message.strip()
+    for label in ("[WARNING]:", "[ERROR]:", "[DEPRECATION WARNING]:"):
+        if text.startswith(label):
+            return text[len(label) :].strip()
+    return text
+
+
+def _parse_reason(messages: Sequence[str], path: str) -> str:
+    """Ansible's reason for not parsing ``path``, from its captured warnings, if it gave one."""
+    for message in messages:
+        if "Failed to parse" in message and path in message:
+            first = _strip_label(message).splitlines()[0]
+            return _one_line(first).rstrip(":")
+    return ""
+
+
+# ------------------------------------------------------------ value checks
+
+
+def _plain(value: object) -> object:
+    """Ansible's tagged str/int/dict/list subclasses as plain Python values."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    for kind in (bool, int, float, str):  # bool first: it is an int too
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def _bad_var(origin: str, var: str, wanted: str, value: object) -> BadInputError:
+    return BadInputError(
+        f"{origin}: {var} must be {wanted}, got {value!r} ({type(value).__name__}); "
+        "fix the variable in the inventory or its group_vars/host_vars"
+    )
+
+
+def _port(value: object, origin: str, var: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())  # a templated port renders as text
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise _bad_var(origin, var, "a port number 1-65535", value)
+    return value
+
+
+def _text(value: object, origin: str, var: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _bad_var(origin, var, "a non-empty string (quote it)", value)
+    return value.strip()
+
+
+def _python(value: object, origin: str) -> str:
+    text = _text(value, origin, "ansible_python_interpreter")
+    if text is None or text in _AUTO_INTERPRETERS:
+        # Discovery is Ansible's module machinery; the agent needs a command to run.
+        return _DEFAULT_PYTHON
+    return text
+
+
+def _check_names(names: Sequence[str], origin: str) -> None:
+    known = set(POLICY_VARS) | AGENT_VARS
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "remove it or fix its name"
+            raise BadInputError(
+                f"{origin}: unknown variable {name!r}: {hint} (gpuready_* variables are "
+                f"the policy fields as gpuready_<field>, plus {', '.join(sorted(AGENT_VARS))})"
+            )
+
+
+def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
+    """The policy values a host's gpuready_* variables set, each parsed and validated.
+
+    Parsed one variable at a time so that an error names the variable.
+
+    Raises:
+        BadInputError: an unknown gpuready_* variable, or a value of the wrong kind.
+    """
+    names = [name for name in variables if name.startswith(PREFIX)]
+    _check_names(names, origin)
+    parsed: dict[str, Any] = {}
+    for name in names:
+        if name in AGENT_VARS:
+            continue
+        key = name[len(PREFIX) :]
+        policy = policy_from_mapping({key: variables[name]}, f"{origin}: {name}")
+        if key == "thresholds":
+            raw = variables[name]
+            given = list(raw) if isinstance(raw, Mapping) else []
+            parsed[key] = {item: getattr(policy.thresholds, item) for item in given}
+        else:
+            parsed[key] = getattr(policy, key)
+    return parsed
+
+
+def _merge(base: Policy, overrides: Mapping[str, Any], origin: str) -> Policy:
+    thresholds: Thresholds = base.thresholds
+    if "thresholds" in overrides:
+        thresholds = dataclasses.replace(base.thresholds, **overrides["thresholds"])
+    fields = {key: value for key, value in overrides.items() if key != "thresholds"}
+    policy = dataclasses.replace(base, **fields, thresholds=thresholds)
+    if (
+        policy.driver_version
+        and policy.driver_branch
+        and policy.driver_version.split(".")[0] != policy.driver_branch
+    ):
+        set_here = [
+            f"{PREFIX}{key}" for key in ("driver_version", "driver_branch") if key in fields
+        ]
+        raise PolicyError(
+            f"{origin}: driver_version {policy.driver_version!r} is not on driver_branch "
+            f"{policy.driver_branch!r} ({', '.join(set_here)} set for this host); "
+            f"set both {PREFIX}driver_version and {PREFIX}driver_branch, or neither"
+        )
+    return policy
+
+
+def policy_for(host: HostSpec, base: Policy) -> Policy:
+    """The policy for one host: ``base`` with the host's ``gpuready_<field>`` variables over it.
+
+    ``gpuready_thresholds`` is a mapping whose keys replace those thresholds only; the
+    base's other thresholds stay. A variable set to null unpins the field (its default
+    meaning, e.g. "derive the GPU count from the PCI bus").
+
+    Args:
+        host: the host, with its ``gpuready_*`` variables in ``vars``.
+        base: the policy from the policy file (or the defaults).
+
+    Returns:
+        The host's policy; ``base`` itself when the host overrides nothing.
+
+    Raises:
+        BadInputError: an unknown ``gpuready_*`` variable (with the closest known name), a
+            value of the wrong kind, or a driver pin inconsistent with the branch; the
+            one-line message names the host and the variable.
+    """
+    origin = f"host {host.name}"
+    overrides = _overrides(host.vars, origin)
+    if not overrides:
+        return base
+    return _merge(base, overrides, origin)
+
+
+# ------------------------------------------------------------ loading
+
+
+def _render(templar: Templar, value: object, origin: str, var: str) -> object:
+    try:
+        return _plain(templar.template(value))
+    except AnsibleError as exc:
+        raise BadInputError(
+            f"{origin}: {var} could not be rendered: {_one_line(str(exc))}; "
+            "define the variables it uses in the inventory or its group_vars"
+        ) from None
+
+
+def _host_spec(host: object, manager: VariableManager, loader: DataLoader) -> HostSpec:
+    variables = manager.get_vars(host=host)
+    name = str(getattr(host, "name", host))
+    source = str(variables.get("inventory_file") or "inventory")
+    origin = f"{source}: host {name}"
+    templar = Templar(loader=loader, variables=variables)
+    names = sorted(str(key) for key in variables if str(key).startswith(PREFIX))
+
+    def get(*keys: str) -> object:
+        for key in keys:
+            if variables.get(key) is not None:
+                return _render(templar, variables[key], origin, key)
+        return None
+
+    gpuready = {key: _render(templar, variables[key], origin, key) for key in names}
+    _overrides(gpuready, origin)  # fail now, before any host is contacted
+    transport = gpuready.get("gpuready_transport")
+    if transport is not None and transport not in TRANSPORTS:
+        raise _bad_var(origin, "gpuready_transport", f"one of {', '.join(TRANSPORTS)}", transport)
+    key_file = _text(
+        get("ansible_ssh_private_key_file", "ansible_private_key_file"),
+        origin,
+        "ansible_ssh_private_key_file",
+    )
+    address = _text(get("ansible_host", "ansible_ssh_host"), origin, "ansible_host")
+    return HostSpec(
+        name=name,
+        address=address or name,
+        port=_port(get("ansible_port", "ansible_ssh_port"), origin, "ansible_port"),
+        user=_text(get("ansible_user", "ansible_ssh_user"), origin, "ansible_user"),
+        key_file=os.path.expanduser(key_file) if key_file else None,
+        python=_python(get("ansible_python_interpreter"), origin),
+        simulate=_text(gpuready.get("gpuready_simulate"), origin, "gpuready_simulate"),
+        vars=gpuready,
+    )
+
+
+def _is_host_list(source: str) -> bool:
+    """Ansible's ``-i host1,host2,`` form: a comma means hosts, not a path."""
+    return "," in source
+
+
+def _check_sources(sources: Sequence[str]) -> None:
+    if not sources:
+        raise BadInputError("no inventory given: pass -i INVENTORY (a file, directory or script)")
+    for source in sources:
+        if not _is_host_list(source) and not os.path.exists(source):
+            raise BadInputError(
+                f"{source}: inventory not found: check the path "
+                "(or give hosts as a comma-separated list ending in ',')"
+            )
+
+
+def _parsed_sources(inventory: InventoryManager) -> list[str]:
+    """The sources Ansible parsed, by absolute path (the files, for a directory source)."""
+    data = getattr(inventory, "_inventory", None)
+    return [str(path) for path in getattr(data, "processed_sources", None) or [] if path]
+
+
+def _was_parsed(source: str, path: str, parsed: Sequence[str]) -> bool:
+    if source in parsed or path in parsed:
+        return True
+    if os.path.isdir(path):
+        # A directory counts when any inventory in it parsed; the rest are notes.
+        return any(item.startswith(path.rstrip(os.sep) + os.sep) for item in parsed)
+    return False
+
+
+def _graph_hint(sources: Sequence[str]) -> str:
+    return " ".join(f"-i {source}" for source in sources)
+
+
+def load_inventory(sources: Sequence[str], limit: str | None = None) -> Inventory:
+    """Read inventories with ansible-core and turn each selected host into a HostSpec.
+
+    Args:
+        sources: inventory files, directories, executable scripts, or ``host1,host2,``.
+        limit: an Ansible ``--limit`` pattern; None selects every host.
+
+    Returns:
+        The hosts in inventory order, and Ansible's warnings as one-line notes.
+
+    Raises:
+        BadInputError: a missing or unparsable source, an inventory with no hosts, a
+            limit that matches none, or a bad host variable; one line naming the file,
+            host or pattern and what to do.
+    """
+    _check_sources(sources)
+    hint = _graph_hint(sources)
+    with _captured_display() as messages:
+        loader = DataLoader()
+        try:
+            inventory = InventoryManager(loader=loader, sources=list(sources))
+        except AnsibleError as exc:
+            raise BadInputError(
+                f"{', '.join(sources)}: ansible could not read the inventory: "
+                f"{_one_line(str(exc))}; fix it (ansible-inventory {hint} --graph)"
+            ) from None
+        parsed = _parsed_sources(inventory)
+        for source in sources:
+            path = source if _is_host_list(source) else os.path.abspath(source)
+            if not _was_parsed(source, path, parsed):
+                reason = _parse_reason(messages, path)
+                because = f" ({reason})" if reason else ""
+                raise BadInputError(
+                    f"{source}: ansible could not parse this inventory{because}: fix it "
+                    f"(ansible-inventory -i {source} --list shows ansible's full message)"
+                )
+        if not inventory.get_hosts():
+            raise BadInputError(
+                f"{', '.join(sources)}: the inventory has no hosts: add some "
+                f"(ansible-inventory {hint} --graph lists what ansible sees)"
+            )
+        if limit is not None:
+            try:
+                inventory.subset(limit)
+                selected = inventory.get_hosts()
+            except AnsibleError as exc:
+                raise BadInputError(
+                    f"--limit {limit!r}: {_one_line(str(exc))}: check the pattern"
+                ) from None
+            if not selected:
+                raise BadInputError(
+                    f"{', '.join(sources)}: no hosts matched --limit {limit!r}: check the "
+                    f"pattern (ansible-inventory {hint} --graph lists the hosts)"
+                )
+        else:
+            selected = inventory.get_hosts()
+        manager = VariableManager(loader=loader, inventory=inventory)
+        hosts = tuple(_host_spec(host, manager, loader) for host in selected)
+    notes = tuple(_one_line(_strip_label(message)) for message in messages if message.strip())
+    return Inventory(hosts=hosts, notes=notes)
+
+
+def load_hosts(sources: Sequence[str], limit: str | None = None) -> list[HostSpec]:
+    """The hosts of :func:`load_inventory`, as a list (same arguments and errors)."""
+    return list(load_inventory(sources, limit).hosts)

@@ -1,0 +1,209 @@
+"""Run the agent on many hosts at once: bounded concurrency, a deadline per host, never stuck.
+
+Workers are daemon threads pulling hosts from a queue, so a host that hangs
+(a dead network path, a wedged GPU) holds one worker at most, and never keeps
+the process alive at exit. The caller's thread only waits, so Ctrl-C lands
+there: the run stops, and every unfinished host is reported UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress, Transport
+
+Judge = Callable[[HostSpec, NodeFacts], NodeResult]
+
+
+class _Silent:
+    def phase(self, host: str, phase: str) -> None:
+        del host, phase
+
+
+@dataclass(frozen=True)
+class FanoutResult:
+    """Every host's result, in inventory order, and whether the run was cut short."""
+
+    results: tuple[NodeResult, ...]
+    interrupted: bool
+
+
+def unreachable(
+    host: HostSpec, transport: str, error: str, phase: str, elapsed_s: float, stderr: str = ""
+) -> NodeResult:
+    """The result for a host that gave no facts: UNKNOWN, with the reason."""
+    where = f" ({phase})" if phase else ""
+    return NodeResult(
+        hostname=host.name,
+        verdict=Verdict.UNKNOWN,
+        facts=NodeFacts(hostname=host.name, source=transport, source_detail=host.address),
+        findings=(
+            Finding(
+                check="transport.reach",
+                severity=Severity.UNKNOWN,
+                message=f"{host.name}: {error}",
+                observed=f"no facts{where}",
+                expected="facts from the agent",
+            ),
+        ),
+        summary=f"could not be judged: {error}",
+        transport=transport,
+        agent_stderr=stderr,
+        elapsed_s=round(elapsed_s, 3),
+    )
+
+
+def _result(host: HostSpec, transport: str, outcome: AgentOutcome, judge: Judge) -> NodeResult:
+    if outcome.facts is None:
+        why = outcome.error or "the agent gave no facts"
+        return unreachable(host, transport, why, outcome.phase, outcome.elapsed_s, outcome.stderr)
+    judged = judge(host, outcome.facts)
+    return replace(
+        judged,
+        hostname=host.name,
+        transport=transport,
+        agent_stderr=outcome.stderr,
+        elapsed_s=round(outcome.elapsed_s, 3),
+    )
+
+
+def run_fanout(
+    hosts: Sequence[HostSpec],
+    transport: Transport,
+    request: AgentRequest,
+    judge: Judge,
+    *,
+    parallel: int = 64,
+    deadline_s: float = 600.0,
+    progress: Progress | None = None,
+    on_result: Callable[[NodeResult], None] | None = None,
+    stop: threading.Event | None = None,
+) -> FanoutResult:
+    """Certify every host; one failing, hanging or unreachable host never holds up the others.
+
+    Args:
+        hosts: the hosts, in the order the report lists them.
+        transport: how to reach them.
+        request: what the agent does on each.
+        judge: facts to a NodeResult (the host's own policy applied).
+        parallel: how many hosts at once.
+        deadline_s: how long one host may take from connect to facts.
+        progress: told each host's phase.
+        on_result: called (in the caller's thread) with each result as it arrives.
+        stop: set it to end the run early; unfinished hosts are reported UNKNOWN.
+    """
+    run = _Run(hosts, transport, request, judge, deadline_s, progress or _Silent(), stop)
+    run.start(parallel)
+    interrupted = False
+    try:
+        run.collect(on_result)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        run.stop.set()
+    if len(run.results) < len(hosts):
+        interrupted = True
+        why = "the run was interrupted before this host finished"
+        for position, host in enumerate(hosts):
+            if position not in run.results:
+                run.record(
+                    position, unreachable(host, transport.name, why, "interrupted", 0.0), on_result
+                )
+    return FanoutResult(
+        results=tuple(run.results[i] for i in range(len(hosts))), interrupted=interrupted
+    )
+
+
+class _Run:
+    """One fan-out's shared state: the queue of hosts, the workers, what came back."""
+
+    def __init__(
+        self,
+        hosts: Sequence[HostSpec],
+        transport: Transport,
+        request: AgentRequest,
+        judge: Judge,
+        deadline_s: float,
+        progress: Progress,
+        stop: threading.Event | None,
+    ) -> None:
+        self.hosts = hosts
+        self.transport = transport
+        self.request = request
+        self.judge = judge
+        self.deadline_s = deadline_s
+        self.progress = progress
+        self.stop = stop or threading.Event()
+        self.pending: queue.Queue[int] = queue.Queue()
+        for position in range(len(hosts)):
+            self.pending.put(position)
+        self.done: queue.Queue[tuple[int, NodeResult]] = queue.Queue()
+        self.started: dict[int, float] = {}
+        self.lock = threading.Lock()
+        self.results: dict[int, NodeResult] = {}
+
+    def start(self, parallel: int) -> None:
+        for i in range(max(1, min(parallel, len(self.hosts)))):
+            threading.Thread(target=self._work, name=f"fanout-{i}", daemon=True).start()
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            try:
+                position = self.pending.get_nowait()
+            except queue.Empty:
+                return
+            host = self.hosts[position]
+            with self.lock:
+                self.started[position] = time.monotonic()
+            try:
+                outcome = self.transport.run_agent(
+                    host, self.request, self.deadline_s, self.progress
+                )
+                result = _result(host, self.transport.name, outcome, self.judge)
+            except Exception as exc:  # noqa: BLE001 - one host's bug must not end the run
+                why = f"{type(exc).__name__}: {exc}"
+                result = unreachable(host, self.transport.name, why, "", 0.0)
+            self.done.put((position, result))
+
+    def collect(self, on_result: Callable[[NodeResult], None] | None) -> None:
+        while len(self.results) < len(self.hosts) and not self.stop.is_set():
+            try:
+                position, result = self.done.get(timeout=0.2)
+            except queue.Empty:
+                self._expire(on_result)
+                continue
+            if position not in self.results:  # else: already given up on past its deadline
+                self.record(position, result, on_result)
+
+    def record(
+        self, position: int, result: NodeResult, on_result: Callable[[NodeResult], None] | None
+    ) -> None:
+        self.results[position] = result
+        failed = result.verdict is Verdict.UNKNOWN
+        self.progress.phase(self.hosts[position].name, "failed" if failed else "done")
+        if on_result is not None:
+            on_result(result)
+
+    def _expire(self, on_result: Callable[[NodeResult], None] | None) -> None:
+        # The transport enforces the deadline itself; this is the backstop for one
+        # that does not (a hung DNS lookup, a blocked library call).
+        now = time.monotonic()
+        margin = min(30.0, 0.1 * self.deadline_s)
+        with self.lock:
+            overdue = [
+                p
+                for p, t in self.started.items()
+                if p not in self.results and now - t > self.deadline_s + margin
+            ]
+        for position in overdue:
+            why = f"no answer within the {self.deadline_s:.0f} s deadline"
+            elapsed = now - self.started[position]
+            result = unreachable(
+                self.hosts[position], self.transport.name, why, "deadline", elapsed
+            )
+            self.record(position, result, on_result)

@@ -1,0 +1,71 @@
+"""The local transport: this machine's facts, collected in-process (no agent shipped)."""
+
+from __future__ import annotations
+
+import time
+
+from validator.errors import GpureadyError
+from validator.node.burnin.config import DEFAULT_MEMORY_FRACTION, BurnConfig
+from validator.node.sources import collect_live, collect_simulated
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
+
+
+def burn_config(request: AgentRequest) -> BurnConfig | None:
+    """The burn-in the request asks for, as the agent's CLI would build it; None for no burn.
+
+    Raises:
+        BadInputError: the request's burn settings are not usable.
+    """
+    if request.burn_s <= 0:
+        return None
+    return BurnConfig(
+        duration_s=request.burn_s,
+        dtype=request.burn_dtype,
+        backend=request.burn_backend,
+        matrix_size=request.burn_matrix_size,
+        memory_fraction=(
+            request.burn_memory_fraction
+            if request.burn_memory_fraction is not None
+            else DEFAULT_MEMORY_FRACTION
+        ),
+    )
+
+
+class LocalTransport:
+    """Runs the collector for the machine this process runs on (or the host's scenario).
+
+    ``timeout_s`` is not enforced: the collector runs in this thread, and its own
+    commands and the burn-in carry their own limits.
+    """
+
+    name = "local"
+
+    def run_agent(
+        self, host: HostSpec, request: AgentRequest, timeout_s: float, progress: Progress
+    ) -> AgentOutcome:
+        """Collect in-process; a GpureadyError becomes the outcome's error, never an exception."""
+        del timeout_s  # see the class docstring
+        started = time.monotonic()
+        progress.phase(host.name, "run")
+        try:
+            burn = burn_config(request)
+            if host.simulate:
+                facts = collect_simulated(host.simulate, request.xid_window_hours, burn)
+            else:
+                facts = collect_live(request.xid_window_hours, burn=burn)
+        except GpureadyError as exc:
+            progress.phase(host.name, "failed")
+            return AgentOutcome(
+                host=host.name,
+                facts=None,
+                error=" ".join(str(exc).split()),
+                phase="run",
+                elapsed_s=time.monotonic() - started,
+            )
+        progress.phase(host.name, "done")
+        return AgentOutcome(
+            host=host.name, facts=facts, phase="done", elapsed_s=time.monotonic() - started
+        )
+
+
+__all__ = ["LocalTransport", "burn_config"]

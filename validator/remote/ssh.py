@@ -1,0 +1,782 @@
+"""The default transport: ship the agent over SSH (paramiko) and run it with the host's Python.
+
+One connection per host (through any ProxyJump hops), then three steps on it:
+
+1. a probe (``python3 -c ...``) finds the cache dir, creates it 0700, checks the
+   Python version and whether ``<cache>/<bundle.filename>`` is already there;
+2. when it is not, the zipapp goes over SFTP to a temporary name and is renamed
+   into place, so a half-written agent is never run;
+3. ``<python> <cache>/<agent> <arguments>`` runs, every part quoted, under the
+   per-host deadline; its stdout is the NodeFacts JSON.
+
+Host keys are checked as OpenSSH does with ``StrictHostKeyChecking=yes`` (or
+``accept-new`` when asked): an unknown key is refused unless new keys are
+accepted, a changed key is always refused. Nothing the host does raises: every
+failure becomes an :class:`AgentOutcome` with a one-line error and its phase.
+No key material, passphrase or password is ever logged or put into an outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import io
+import json
+import os
+import re
+import socket
+import stat
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from paramiko import (
+    Agent,
+    AuthenticationException,
+    BadHostKeyException,
+    MissingHostKeyPolicy,
+    PasswordRequiredException,
+    PKey,
+    SSHClient,
+    SSHConfig,
+    SSHException,
+)
+from paramiko.auth_strategy import AuthSource, AuthStrategy, InMemoryPrivateKey, OnDiskPrivateKey
+from paramiko.hostkeys import HostKeyEntry
+from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
+
+from validator.errors import GpureadyError
+from validator.model import NodeFacts, SchemaError, from_dict
+from validator.remote.bundle import AgentBundle, build_agent
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress, quoted
+
+MIN_PYTHON = (3, 9)
+DEFAULT_CACHE_DIR = "~/.cache/gpuready"
+SYSTEM_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
+STDERR_KEEP = 64 * 1024  # bytes of the agent's stderr kept (its tail: the last line matters)
+_SSH_PORT = 22
+_DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")  # OpenSSH's defaults paramiko can load
+_POLL_S = 0.01
+
+# Runs on the host's interpreter before we know its version, so it is written in
+# syntax every Python 2.6+/3.x parses. The version line comes first so that an
+# interpreter that prints only that much still gets a clear answer.
+_PROBE = """import os, sys
+sys.stdout.write("%d.%d\\n" % sys.version_info[:2])
+d = os.path.expanduser(sys.argv[1])
+try:
+    os.makedirs(d, 0o700)
+except OSError:
+    pass
+f = os.path.join(d, sys.argv[2])
+ok = os.path.isfile(f) and os.path.getsize(f) == int(sys.argv[3])
+sys.stdout.write(d + "\\n" + (ok and "present" or "absent") + "\\n")
+"""
+_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+
+# Threads certify hosts in parallel; appends to one known_hosts file must not interleave.
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+class _Failed(Exception):
+    """One step on one host failed; the message is the outcome's one-line error."""
+
+    def __init__(self, phase: str, message: str) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.message = message
+
+
+def _one_line(text: object) -> str:
+    """Any text as one line (exception messages can span several)."""
+    return " ".join(str(text).split()) or type(text).__name__
+
+
+def _tilde(path: Path) -> str:
+    """A path as the user writes it, ``~`` for their home."""
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home) :] if text.startswith(home + os.sep) else text
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """One SSH server to log in to: the target or a jump host."""
+
+    label: str  # how messages name it
+    hostname: str  # what the TCP connection goes to
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    use_default_keys: bool  # agent and ~/.ssh/id_*: only when no key was named in the inventory
+    key_alias: str | None = None  # HostKeyAlias
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name its key is filed under in known_hosts."""
+        if self.key_alias:
+            return self.key_alias
+        return self.hostname if self.port == _SSH_PORT else f"[{self.hostname}]:{self.port}"
+
+
+def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
+    """``[ssh://][user@]host[:port]`` (host may be ``[v6]``) into its parts.
+
+    Raises:
+        _Failed: the hop cannot be read.
+    """
+    text = spec.strip()
+    text = text.removeprefix("ssh://")
+    user, sep, rest = text.rpartition("@")
+    if not sep:
+        user, rest = "", text
+    port: int | None = None
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        if tail.startswith(":"):
+            port = _port(tail[1:], spec)
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+        port = _port(port_text, spec)
+    else:
+        host = rest
+    if not host:
+        raise _Failed("connect", f"ProxyJump hop {spec!r} names no host")
+    return (user or None), host, port
+
+
+def _port(text: str, where: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise _Failed("connect", f"port {text!r} in {where!r} is not a TCP port")
+    return int(text)
+
+
+class _HostKeyPolicy(MissingHostKeyPolicy):
+    """Unknown host key: refuse with the fix, or record it when new keys are accepted."""
+
+    def __init__(self, transport: SshTransport, endpoint: _Endpoint) -> None:
+        self._transport = transport
+        self._endpoint = endpoint
+
+    def missing_host_key(self, client: SSHClient, hostname: str, key: PKey) -> None:
+        """Called by paramiko for a key in no known_hosts file.
+
+        Raises:
+            _Failed: new keys are not accepted, or the key could not be recorded.
+        """
+        known_hosts = self._transport.known_hosts
+        if not self._transport.accept_new_host_keys:
+            raise _Failed(
+                "connect",
+                f"host key of {self._endpoint.label} is not in {_tilde(known_hosts)}: "
+                "verify it, then re-run with --accept-new-host-keys "
+                "(adds it, like OpenSSH's accept-new)",
+            )
+        try:
+            append_known_host(known_hosts, hostname, key)
+        except OSError as exc:
+            raise _Failed(
+                "connect",
+                f"cannot record the host key of {self._endpoint.label} in "
+                f"{_tilde(known_hosts)}: {exc.strerror or exc}",
+            ) from None
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def append_known_host(path: Path, name: str, key: PKey) -> None:
+    """Add ``name``'s ``key`` to the known_hosts file ``path``, atomically.
+
+    The file is rewritten to a temporary name and renamed over the old one, so a
+    reader never sees half a line; a missing file is created 0600 (its folder 0700).
+
+    Raises:
+        OSError: the file or its folder cannot be written.
+    """
+    line = HostKeyEntry([name], key).to_line()
+    if line is None:  # paramiko gives None only for an entry without a key
+        raise OSError(f"no key to record for {name}")
+    with _KNOWN_HOSTS_LOCK:
+        target = path.resolve() if path.is_symlink() else path
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            old = target.read_bytes()
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            old, mode = b"", 0o600
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".known_hosts.")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(old + line.encode())
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(temporary, mode)
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+@dataclass
+class _Run:
+    """What one remote command gave."""
+
+    status: int | None  # None: the deadline passed first
+    stdout: bytes
+    stderr: bytes
+
+    def last_stderr_line(self) -> str:
+        lines = [ln.strip() for ln in self.stderr.decode("utf-8", "replace").splitlines()]
+        lines = [ln for ln in lines if ln]
+        return lines[-1] if lines else ""
+
+
+def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
+    """Run ``command`` on the host; read stdout fully and keep stderr's tail.
+
+    Raises:
+        SSHException: the session could not be opened.
+    """
+    transport = client.get_transport()
+    if transport is None or not transport.is_active():
+        raise SSHException("the connection is closed")
+    channel = transport.open_session(timeout=max(deadline - time.monotonic(), 0.1))
+    stdout = bytearray()
+    stderr = bytearray()
+    try:
+        channel.exec_command(command)
+        while True:
+            busy = False
+            if channel.recv_ready():
+                stdout += channel.recv(1 << 16)
+                busy = True
+            if channel.recv_stderr_ready():
+                stderr += channel.recv_stderr(1 << 16)
+                del stderr[:-STDERR_KEEP]
+                busy = True
+            if busy:
+                continue
+            # EOF covers both streams; the exit status may come before or after it.
+            finished = channel.eof_received or channel.closed
+            if finished and channel.exit_status_ready():
+                return _Run(channel.recv_exit_status(), bytes(stdout), bytes(stderr))
+            if time.monotonic() >= deadline:
+                return _Run(None, bytes(stdout), bytes(stderr))
+            time.sleep(_POLL_S)
+    finally:
+        channel.close()
+
+
+class _PublicKeys(AuthStrategy):
+    """Public keys only, in a fixed order; paramiko never asks for a password or passphrase.
+
+    paramiko's own key_filename path reports a wrong key as a key-parsing error
+    (it keeps the last exception of its key-type loop), so keys are loaded here.
+    """
+
+    def __init__(self, sources: list[AuthSource]) -> None:
+        super().__init__(ssh_config=SSHConfig())
+        self._sources = sources
+
+    def get_sources(self) -> Iterator[AuthSource]:
+        """The inventory's or ssh config's key files, then ssh-agent, then ~/.ssh/id_*."""
+        yield from self._sources
+
+
+def _key_sources(endpoint: _Endpoint, agent: Agent | None) -> list[AuthSource]:
+    """What to offer the server, loaded now so a bad key file gets its own message.
+
+    Raises:
+        _Failed: the inventory's key file is missing, unreadable or passphrase-protected.
+    """
+    sources: list[AuthSource] = []
+    strict = not endpoint.use_default_keys  # the inventory named this key: it must work
+    for named in endpoint.key_files:
+        key = _load_key(Path(named), endpoint, strict=strict)
+        if key is not None:
+            sources.append(OnDiskPrivateKey(endpoint.user, "python-config", Path(named), key))
+    if not endpoint.use_default_keys:
+        return sources
+    if agent is not None:
+        with contextlib.suppress(SSHException, OSError):
+            sources += [InMemoryPrivateKey(endpoint.user, key) for key in agent.get_keys()]
+    for name in _DEFAULT_KEYS:
+        default = Path.home() / ".ssh" / name
+        key = _load_key(default, endpoint, strict=False) if default.is_file() else None
+        if key is not None:
+            sources.append(OnDiskPrivateKey(endpoint.user, "implicit-home", default, key))
+    return sources
+
+
+def _load_key(path: Path, endpoint: _Endpoint, *, strict: bool) -> PKey | None:
+    """The private key at ``path``; None when it cannot be used and ``strict`` is off.
+
+    Messages name the file, never its content.
+
+    Raises:
+        _Failed: ``strict`` and the key cannot be used.
+    """
+    who = f"{endpoint.user}@{endpoint.label}"
+    try:
+        return PKey.from_path(path)
+    # cryptography raises TypeError for an encrypted PEM key read without a password.
+    except (PasswordRequiredException, TypeError):
+        why = "is passphrase-protected: load it into ssh-agent (ssh-add) and leave it unset"
+    except FileNotFoundError:
+        why = "does not exist: check ansible_ssh_private_key_file"
+    except (SSHException, OSError, ValueError):
+        why = "is not a private key that can be read: check ansible_ssh_private_key_file"
+    if strict:
+        raise _Failed("connect", f"the key file {path} for {who} {why}")
+    return None
+
+
+class SshTransport:
+    """Runs the node agent on a host over SSH, caching the agent in the user's cache dir.
+
+    Args:
+        ssh_config: an OpenSSH client config to read (HostName, Port, User,
+            IdentityFile, ProxyJump, HostKeyAlias); default ``~/.ssh/config``
+            when it exists. Inventory values win over it.
+        known_hosts: the user's known_hosts file; new keys are added here.
+        accept_new_host_keys: record unknown host keys instead of refusing
+            (OpenSSH's ``accept-new``); a changed key is refused regardless.
+        connect_timeout_s: TCP connect, SSH banner and authentication limit.
+        cache_dir: where the agent is kept on each host (``~`` is the remote user's home).
+        system_known_hosts: also trusted, never written.
+    """
+
+    name = "ssh"
+
+    def __init__(
+        self,
+        *,
+        ssh_config: Path | None = None,
+        known_hosts: Path | None = None,
+        accept_new_host_keys: bool = False,
+        connect_timeout_s: float = 10.0,
+        cache_dir: str = DEFAULT_CACHE_DIR,
+        system_known_hosts: Path | None = SYSTEM_KNOWN_HOSTS,
+    ) -> None:
+        default_config = Path.home() / ".ssh" / "config"
+        self.ssh_config = ssh_config if ssh_config is not None else default_config
+        self.known_hosts = known_hosts or Path.home() / ".ssh" / "known_hosts"
+        self.accept_new_host_keys = accept_new_host_keys
+        self.connect_timeout_s = connect_timeout_s
+        self.cache_dir = cache_dir
+        self.system_known_hosts = system_known_hosts
+        self._lock = threading.Lock()
+        self._config: SSHConfig | None = None
+        self._uploads = 0
+
+    @property
+    def uploads(self) -> int:
+        """How many times the agent was sent to a host (cache misses) by this transport."""
+        with self._lock:
+            return self._uploads
+
+    def run_agent(
+        self, host: HostSpec, request: AgentRequest, timeout_s: float, progress: Progress
+    ) -> AgentOutcome:
+        """Connect, ship the agent when the host lacks it, run it, parse its facts.
+
+        Never raises for anything the host, the network or the agent does.
+        """
+        started = time.monotonic()
+        deadline = started + timeout_s
+        clients: list[SSHClient] = []
+        phase = "connect"
+        run: _Run | None = None
+        progress.phase(host.name, "connect")
+        try:
+            bundle = build_agent()
+            clients = self._connect(host, deadline)
+            phase = "upload"
+            cache, present = self._probe(clients[-1], host, bundle, deadline)
+            path = f"{cache}/{bundle.filename}"
+            if not present:
+                progress.phase(host.name, "upload")
+                self._upload(clients[-1], host, bundle, cache, path)
+            phase = "run"
+            progress.phase(host.name, "run")
+            argv = [host.python, path, *request.arguments(host)]
+            run = _execute(clients[-1], quoted(argv), deadline)
+            facts = self._facts(host, run, timeout_s)
+        except _Failed as failure:
+            progress.phase(host.name, "failed")
+            return AgentOutcome(
+                host=host.name,
+                facts=None,
+                error=failure.message,
+                stderr=_stderr_text(run),
+                phase=failure.phase,
+                elapsed_s=time.monotonic() - started,
+            )
+        except GpureadyError as exc:  # the agent could not be built here
+            progress.phase(host.name, "failed")
+            return AgentOutcome(
+                host=host.name,
+                facts=None,
+                error=str(exc),
+                phase=phase,
+                elapsed_s=time.monotonic() - started,
+            )
+        except (SSHException, EOFError, OSError) as exc:  # the connection broke mid-way
+            progress.phase(host.name, "failed")
+            return AgentOutcome(
+                host=host.name,
+                facts=None,
+                error=f"lost the SSH connection to {_label(host)} during {phase}: {_one_line(exc)}",
+                stderr=_stderr_text(run),
+                phase=phase,
+                elapsed_s=time.monotonic() - started,
+            )
+        finally:
+            for client in reversed(clients):
+                client.close()
+        progress.phase(host.name, "done")
+        return AgentOutcome(
+            host=host.name,
+            facts=facts,
+            stderr=_stderr_text(run),
+            phase="done",
+            elapsed_s=time.monotonic() - started,
+        )
+
+    # -- connecting ---------------------------------------------------------------------
+
+    def _ssh_config(self) -> SSHConfig:
+        with self._lock:
+            if self._config is None:
+                if self.ssh_config.is_file():
+                    try:
+                        self._config = SSHConfig.from_path(str(self.ssh_config))
+                    except (OSError, SSHException, ValueError) as exc:
+                        raise _Failed(
+                            "connect",
+                            f"cannot read the ssh config {_tilde(self.ssh_config)}: "
+                            f"{_one_line(exc)}",
+                        ) from None
+                else:
+                    self._config = SSHConfig()
+            return self._config
+
+    def _endpoints(self, host: HostSpec) -> list[_Endpoint]:
+        """The jump hosts (in order), then the target, with ssh config applied."""
+        config = self._ssh_config()
+        entry = config.lookup(host.address)
+        target = self._endpoint(
+            config,
+            label=_label(host),
+            name=host.address,
+            port=host.port,
+            user=host.user,
+            key_file=host.key_file,
+        )
+        hops: list[_Endpoint] = []
+        jump = str(entry.get("proxyjump", "none"))
+        if jump.lower() != "none":
+            for spec in jump.split(","):
+                user, name, port = _parse_jump(spec)
+                hop_entry = config.lookup(name)
+                hop_keys = hop_entry.get("identityfile")
+                hops.append(
+                    self._endpoint(
+                        config,
+                        label=f"jump host {name}",
+                        name=name,
+                        port=port,
+                        user=user,
+                        # A bastion usually takes the same key as the hosts behind it.
+                        key_file=None if hop_keys else host.key_file,
+                    )
+                )
+        return [*hops, target]
+
+    def _endpoint(
+        self,
+        config: SSHConfig,
+        *,
+        label: str,
+        name: str,
+        port: int | None,
+        user: str | None,
+        key_file: str | None,
+    ) -> _Endpoint:
+        entry = config.lookup(name)
+        if port is None:
+            port = _port(str(entry.get("port", _SSH_PORT)), f"Port of {name} in the ssh config")
+        if key_file:
+            keys: tuple[str, ...] = (os.path.expanduser(key_file),)
+        else:
+            keys = tuple(os.path.expanduser(str(p)) for p in entry.get("identityfile", []))
+        alias = entry.get("hostkeyalias")
+        return _Endpoint(
+            label=label,
+            hostname=str(entry.get("hostname", name)),
+            port=port,
+            user=user or str(entry.get("user") or getpass.getuser()),
+            key_files=keys,
+            use_default_keys=not key_file,
+            key_alias=str(alias) if alias else None,
+        )
+
+    def _connect(self, host: HostSpec, deadline: float) -> list[SSHClient]:
+        """Log in to every hop and the target; the target's client comes last.
+
+        Raises:
+            _Failed: any hop could not be reached or refused us.
+        """
+        endpoints = self._endpoints(host)
+        clients: list[SSHClient] = []
+        try:
+            for index, endpoint in enumerate(endpoints):
+                via = f" via {endpoints[index - 1].label}" if index else ""
+                timeout = min(self.connect_timeout_s, deadline - time.monotonic())
+                if timeout <= 0:
+                    raise _Failed("connect", f"no time left to connect to {endpoint.label}{via}")
+                try:
+                    sock = self._socket(clients[-1] if clients else None, endpoint, timeout)
+                    client = SSHClient()
+                    clients.append(client)
+                    self._login(client, endpoint, sock, timeout)
+                except _Failed:
+                    raise
+                except (SSHException, EOFError, OSError, ValueError) as exc:
+                    # ValueError: paramiko's answer to a key file it cannot read.
+                    raise _Failed("connect", _connect_error(exc, endpoint, via, timeout)) from None
+        except BaseException:
+            for client in reversed(clients):
+                client.close()
+            raise
+        return clients
+
+    @staticmethod
+    def _socket(
+        previous: SSHClient | None, endpoint: _Endpoint, timeout: float
+    ) -> socket.socket | object:
+        """A TCP connection to the endpoint, or a tunnel through the previous hop."""
+        if previous is None:
+            return socket.create_connection((endpoint.hostname, endpoint.port), timeout)
+        transport = previous.get_transport()
+        if transport is None:
+            raise SSHException("the jump host's connection is closed")
+        return transport.open_channel(
+            "direct-tcpip", (endpoint.hostname, endpoint.port), ("127.0.0.1", 0), timeout=timeout
+        )
+
+    def _login(self, client: SSHClient, endpoint: _Endpoint, sock: object, timeout: float) -> None:
+        if self.system_known_hosts is not None and self.system_known_hosts.is_file():
+            client.load_system_host_keys(str(self.system_known_hosts))
+        if self.known_hosts.is_file():
+            client.load_host_keys(str(self.known_hosts))
+        client.set_missing_host_key_policy(_HostKeyPolicy(self, endpoint))
+        # With an alias, paramiko must look the key up under the alias alone.
+        name, port = (
+            (endpoint.key_alias, _SSH_PORT)
+            if endpoint.key_alias
+            else (endpoint.hostname, endpoint.port)
+        )
+        agent = Agent() if endpoint.use_default_keys and os.environ.get("SSH_AUTH_SOCK") else None
+        try:
+            client.connect(
+                name,
+                port=port,
+                username=endpoint.user,
+                sock=sock,  # type: ignore[arg-type]  # a socket or a paramiko Channel
+                # Past the banner timeout, so a silent port reports the banner, not a
+                # half-made session.
+                timeout=timeout + 1.0,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                auth_strategy=_PublicKeys(_key_sources(endpoint, agent)),
+            )
+        finally:
+            if agent is not None:
+                agent.close()
+
+    # -- shipping and running -----------------------------------------------------------
+
+    def _probe(
+        self, client: SSHClient, host: HostSpec, bundle: AgentBundle, deadline: float
+    ) -> tuple[str, bool]:
+        """The host's cache dir (created) and whether the agent is already in it.
+
+        Raises:
+            _Failed: no usable Python on the host.
+        """
+        argv = [host.python, "-c", _PROBE, self.cache_dir, bundle.filename, str(len(bundle.data))]
+        probe = _execute(client, quoted(argv), deadline)
+        where = _label(host)
+        if probe.status is None:
+            raise _Failed("upload", f"probing {where} with {host.python} timed out")
+        lines = probe.stdout.decode("utf-8", "replace").splitlines()
+        version = _VERSION.match(lines[0].strip()) if lines else None
+        if probe.status == 127 or (version is None and probe.status != 0):
+            detail = probe.last_stderr_line() or f"exit status {probe.status}"
+            raise _Failed(
+                "upload",
+                f"cannot run {host.python} on {where} ({detail}): "
+                "install Python 3.9+ or set ansible_python_interpreter",
+            )
+        if version is None:
+            raise _Failed("upload", f"{host.python} on {where} did not report its version")
+        found = (int(version.group(1)), int(version.group(2)))
+        if found < MIN_PYTHON:
+            raise _Failed(
+                "upload",
+                f"{host.python} on {where} is {found[0]}.{found[1]}: the agent needs "
+                f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer; set ansible_python_interpreter",
+            )
+        if probe.status != 0 or len(lines) < 3:
+            detail = probe.last_stderr_line() or f"exit status {probe.status}"
+            raise _Failed(
+                "upload", f"cannot prepare the cache dir {self.cache_dir} on {where}: {detail}"
+            )
+        return lines[1], lines[2].strip() == "present"
+
+    def _upload(
+        self, client: SSHClient, host: HostSpec, bundle: AgentBundle, cache: str, path: str
+    ) -> None:
+        """Send the agent over SFTP to a temporary name, then rename it into place.
+
+        Raises:
+            _Failed: the upload or the rename failed.
+        """
+        temporary = f"{cache}/.{bundle.filename}.{uuid.uuid4().hex}.tmp"
+        try:
+            sftp = client.open_sftp()
+        except (SSHException, OSError, EOFError) as exc:
+            raise _Failed(
+                "upload", f"cannot open SFTP on {_label(host)}: {_one_line(exc)}"
+            ) from None
+        try:
+            sftp.putfo(io.BytesIO(bundle.data), temporary, file_size=len(bundle.data))
+            try:
+                sftp.posix_rename(temporary, path)
+            except OSError:
+                # No posix-rename extension: plain rename, which fails only if a
+                # concurrent run already put the same agent there.
+                sftp.rename(temporary, path)
+        except (SSHException, OSError, EOFError) as exc:
+            # Best effort: the temporary name never collides with a real agent.
+            with contextlib.suppress(SSHException, OSError, EOFError):
+                sftp.remove(temporary)
+            raise _Failed(
+                "upload", f"cannot upload the agent to {_label(host)}:{path}: {_one_line(exc)}"
+            ) from None
+        finally:
+            sftp.close()
+        with self._lock:
+            self._uploads += 1
+
+    @staticmethod
+    def _facts(host: HostSpec, run: _Run, timeout_s: float) -> NodeFacts:
+        """The agent's facts from its exit status and stdout.
+
+        Raises:
+            _Failed: it timed out, failed or printed something that is not NodeFacts.
+        """
+        where = _label(host)
+        if run.status is None:
+            raise _Failed(
+                "run",
+                f"the agent on {where} timed out: no result within {timeout_s:g}s (session closed)",
+            )
+        if run.status == -1:
+            raise _Failed("run", f"the connection to {where} closed while the agent ran")
+        if run.status != 0:
+            raise _Failed(
+                "run",
+                run.last_stderr_line()
+                or f"the agent on {where} exited with status {run.status} and said nothing",
+            )
+        try:
+            data = json.loads(run.stdout.decode("utf-8"))
+        except ValueError as exc:
+            raise _Failed(
+                "parse", f"the agent on {where} printed no valid JSON: {_one_line(exc)}"
+            ) from None
+        try:
+            return from_dict(NodeFacts, data)
+        except SchemaError as exc:
+            raise _Failed(
+                "parse", f"facts from {where} do not fit the model: {_one_line(exc)}"
+            ) from None
+
+
+def _label(host: HostSpec) -> str:
+    return host.name if host.address == host.name else f"{host.name} ({host.address})"
+
+
+def _stderr_text(run: _Run | None) -> str:
+    return run.stderr.decode("utf-8", "replace") if run is not None else ""
+
+
+def _connect_error(
+    exc: SSHException | EOFError | OSError | ValueError,
+    endpoint: _Endpoint,
+    via: str,
+    timeout: float,
+) -> str:
+    """One line for a failed login, naming the host and the way to fix it; never a secret."""
+    if isinstance(exc, SSHException):
+        return _ssh_error(exc, endpoint, via, timeout)
+    label = endpoint.label
+    address = f"{endpoint.hostname}:{endpoint.port}"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"timed out connecting to {label} ({address}){via} after {timeout:g}s"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused by {label} ({address}){via}: is sshd running on that port?"
+    if isinstance(exc, socket.gaierror):
+        return (
+            f"{endpoint.hostname} does not resolve{via} ({exc.strerror}): check ansible_host "
+            "or the ssh config's HostName"
+        )
+    if isinstance(exc, EOFError):
+        return f"{label} ({address}){via} closed the connection during the SSH handshake"
+    # NoValidConnectionsError is an OSError whose own message is the useful part.
+    plain = isinstance(exc, OSError) and not isinstance(exc, NoValidConnectionsError)
+    detail = exc.strerror if plain and isinstance(exc, OSError) and exc.strerror else exc
+    return f"cannot connect to {label} ({address}){via}: {_one_line(detail)}"
+
+
+def _ssh_error(exc: SSHException, endpoint: _Endpoint, via: str, timeout: float) -> str:
+    """One line for an SSH-level refusal: host key, authentication, protocol."""
+    label = endpoint.label
+    keys = ", ".join(endpoint.key_files)
+    if isinstance(exc, BadHostKeyException):
+        name = endpoint.known_hosts_name
+        return (
+            f"host key of {label} CHANGED since it was recorded for {name}: possible "
+            "man-in-the-middle; if the host was reinstalled, remove the old key with "
+            f"ssh-keygen -R {quoted([name])} and re-run with --accept-new-host-keys"
+        )
+    if isinstance(exc, AuthenticationException):
+        tried = f" (tried {keys})" if keys else " (tried ssh-agent and ~/.ssh/id_*)"
+        return (
+            f"authentication failed for {endpoint.user}@{label}{via}{tried}: check the key / "
+            "ansible_ssh_private_key_file"
+        )
+    address = f"{endpoint.hostname}:{endpoint.port}"
+    if isinstance(exc, ChannelException):  # only a jump host opens channels for us here
+        return (
+            f"{via.removeprefix(' via ')} would not open a tunnel to {label} ({address}): "
+            f"{_one_line(exc.text)}; check AllowTcpForwarding there and the address"
+        )
+    text = _one_line(exc)
+    if "banner" in text.lower() or text == "No existing session":
+        return (
+            f"no SSH greeting from {label} ({address}){via} within {timeout:g}s: "
+            "is it an SSH server?"
+        )
+    return f"SSH to {label} ({address}){via} failed: {text}"
+
+
+__all__ = ["DEFAULT_CACHE_DIR", "SshTransport", "append_known_host"]

@@ -1,0 +1,88 @@
+"""One small interface over every way of reaching a host: local, ssh, ansible."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from validator.model import NodeFacts
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One inventory host, as the transports need it. No secret is ever held here."""
+
+    name: str  # the inventory name; reports use it
+    address: str  # ansible_host, else the name
+    port: int | None = None  # ansible_port; None: ssh config / 22
+    user: str | None = None  # ansible_user; None: ssh config / current user
+    key_file: str | None = None  # ansible_ssh_private_key_file
+    python: str = "python3"  # ansible_python_interpreter
+    simulate: str | None = None  # gpuready_simulate: scenario name or a path on the host
+    vars: Mapping[str, object] = field(default_factory=dict)  # every gpuready_* var
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """What the agent is asked to do on every host (per-host simulate comes from HostSpec)."""
+
+    burn_s: float = 0.0
+    burn_backend: str | None = None
+    burn_dtype: str = "bf16"
+    burn_matrix_size: int | None = None
+    burn_memory_fraction: float | None = None
+    xid_window_hours: float = 24.0
+
+    def arguments(self, host: HostSpec) -> list[str]:
+        """The agent's command-line arguments for this host."""
+        args = ["--xid-window-hours", f"{self.xid_window_hours:g}"]
+        if host.simulate:
+            args += ["--simulate", host.simulate]
+        if self.burn_s > 0:
+            args += ["--burn", f"{self.burn_s:g}", "--burn-dtype", self.burn_dtype]
+            if self.burn_backend:
+                args += ["--burn-backend", self.burn_backend]
+            if self.burn_matrix_size:
+                args += ["--burn-matrix-size", str(self.burn_matrix_size)]
+            if self.burn_memory_fraction is not None:
+                args += ["--burn-memory-fraction", f"{self.burn_memory_fraction:g}"]
+        return args
+
+
+def quoted(argv: Sequence[str]) -> str:
+    """A remote command line built from quoted parts, never pasted strings."""
+    return " ".join(shlex.quote(part) for part in argv)
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """What running the agent on one host gave: facts, or why not."""
+
+    host: str
+    facts: NodeFacts | None
+    error: str | None = None  # one line: why no facts (unreachable, auth, agent failed, ...)
+    stderr: str = ""  # the agent's stderr, kept for the report
+    phase: str = ""  # where it stopped: connect, upload, run, parse
+    elapsed_s: float = 0.0
+
+
+class Progress(Protocol):
+    """Told about each host's phase as it changes (the CLI draws it; tests record it)."""
+
+    def phase(self, host: str, phase: str) -> None:
+        """Host ``host`` entered ``phase`` (connect, upload, run, judge, done, failed)."""
+        ...
+
+
+class Transport(Protocol):
+    """Runs the node agent on one host and brings its facts back."""
+
+    name: str
+
+    def run_agent(
+        self, host: HostSpec, request: AgentRequest, timeout_s: float, progress: Progress
+    ) -> AgentOutcome:
+        """Never raises for anything the host does: failures are outcomes."""
+        ...
