@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.model import (
     BurnResult,
@@ -15,17 +15,16 @@ from validator.model import (
     XidEvent,
 )
 from validator.node import collect
-from validator.node.burnin.backend import BackendUnavailable, select_backend
-from validator.node.burnin.config import BurnConfig
-from validator.node.burnin.nvml_sampler import NvmlSampler
-from validator.node.burnin.run import run_burn
-from validator.node.burnin.sampler import Sampler
-from validator.node.burnin.simulated import simulated_burn
-from validator.node.capture import collect_capture
 from validator.node.nvml import read_nvml
 from validator.node.parsers.kernel_log import parse_xid_events
 from validator.node.scenario import Scenario, load_scenario
 from validator.node.system import LiveSystem, System
+
+if TYPE_CHECKING:
+    # The burn-in and the capture reader load only when used: the agent starts
+    # on every host of a fleet run, and most runs need neither.
+    from validator.node.burnin.config import BurnConfig
+    from validator.node.burnin.sampler import Sampler
 
 
 def _reading(lib: Any | None) -> collect.DriverReading:  # noqa: ANN401 - pynvml or a fake
@@ -58,11 +57,16 @@ def _not_started(config: BurnConfig, backend: str, why: str) -> BurnResult:
 
 
 def _live_sampler(facts: NodeFacts, config: BurnConfig) -> Sampler:
+    from validator.node.burnin.nvml_sampler import NvmlSampler
+
     return NvmlSampler([index for index, _ in _burnable(facts)], config.sample_interval_s)
 
 
 def burn_live(facts: NodeFacts, system: System, config: BurnConfig) -> BurnResult:
     """Burn this host's GPUs on a real backend, sampling them through NVML."""
+    from validator.node.burnin.backend import BackendUnavailable, select_backend
+    from validator.node.burnin.run import run_burn
+
     gpus = _burnable(facts)
     if not gpus:
         return _not_started(
@@ -81,6 +85,10 @@ def burn_live(facts: NodeFacts, system: System, config: BurnConfig) -> BurnResul
 
 def burn_simulated(facts: NodeFacts, scenario: Scenario, config: BurnConfig) -> BurnResult:
     """Burn a simulated node: real products on the CPU, the scenario's speed and telemetry."""
+    from validator.node.burnin.backend import BackendUnavailable, select_backend
+    from validator.node.burnin.run import run_burn
+    from validator.node.burnin.simulated import simulated_burn
+
     gpus = _burnable(facts)
     if not gpus:
         return _not_started(config, "numpy", "no GPU answered NVML: nothing to burn")
@@ -161,6 +169,8 @@ def collect_from(
     if simulate is not None:
         return collect_simulated(simulate, window_hours, burn)
     if capture is not None:
+        from validator.node.capture import collect_capture
+
         return collect_capture(capture, window_hours)
     return collect_live(window_hours, burn=burn)
 
