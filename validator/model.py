@@ -249,6 +249,18 @@ class ErrorCounters:
     retired_pages_pending: Measured[bool] = NOT_MEASURED
 
 
+def counters_of(gpu: GpuFacts) -> ErrorCounters:
+    """The error counters a GPU's facts hold, to compare before and after a burn-in."""
+    return ErrorCounters(
+        ecc_volatile_corrected=gpu.ecc_volatile_corrected,
+        ecc_volatile_uncorrected=gpu.ecc_volatile_uncorrected,
+        remapped_rows_correctable=gpu.remapped_rows_correctable,
+        remapped_rows_uncorrectable=gpu.remapped_rows_uncorrectable,
+        remap_pending=gpu.remap_pending,
+        retired_pages_pending=gpu.retired_pages_pending,
+    )
+
+
 class BurnStatus(str, enum.Enum):
     """How one GPU's burn worker ended."""
 

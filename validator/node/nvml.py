@@ -28,6 +28,7 @@ from validator.model import (
     Reason,
     TelemetrySample,
     Unavailable,
+    counters_of,
     decode_clock_event_reasons,
 )
 
@@ -259,15 +260,7 @@ def sample_gpu(lib: object, index: int, t_s: float) -> TelemetrySample:
 
 def read_counters(lib: object, index: int) -> ErrorCounters:
     """The error counters of one GPU now, to compare before and after the burn-in."""
-    facts = read_gpu(lib, index)
-    return ErrorCounters(
-        ecc_volatile_corrected=facts.ecc_volatile_corrected,
-        ecc_volatile_uncorrected=facts.ecc_volatile_uncorrected,
-        remapped_rows_correctable=facts.remapped_rows_correctable,
-        remapped_rows_uncorrectable=facts.remapped_rows_uncorrectable,
-        remap_pending=facts.remap_pending,
-        retired_pages_pending=facts.retired_pages_pending,
-    )
+    return counters_of(read_gpu(lib, index))
 
 
 def read_nvml(lib: object | None = None) -> NvmlReading:

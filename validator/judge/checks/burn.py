@@ -21,6 +21,7 @@ never a pass; ``require_burn: false`` makes it optional.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import statistics
 
 from validator.judge.catalog import Sku
@@ -61,16 +62,11 @@ def _finding(
     expected: object = "",
     required: bool = True,
 ) -> Finding:
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
-        gpu_index=gpu.index,
-        gpu_uuid=gpu.uuid if isinstance(gpu.uuid, str) else None,
-        required=required,
+    finding = node_finding(
+        check, severity, message, observed=observed, expected=expected, required=required
     )
+    uuid = gpu.uuid if isinstance(gpu.uuid, str) else None
+    return dataclasses.replace(finding, gpu_index=gpu.index, gpu_uuid=uuid)
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:

@@ -14,6 +14,7 @@ from validator.model import (
     Reason,
     TelemetrySample,
     Unavailable,
+    counters_of,
 )
 
 
@@ -62,14 +63,7 @@ class NoSampler:
 
 def counters_from_facts(gpu: GpuFacts) -> ErrorCounters:
     """The counters a GPU's facts already hold."""
-    return ErrorCounters(
-        ecc_volatile_corrected=gpu.ecc_volatile_corrected,
-        ecc_volatile_uncorrected=gpu.ecc_volatile_uncorrected,
-        remapped_rows_correctable=gpu.remapped_rows_correctable,
-        remapped_rows_uncorrectable=gpu.remapped_rows_uncorrectable,
-        remap_pending=gpu.remap_pending,
-        retired_pages_pending=gpu.retired_pages_pending,
-    )
+    return counters_of(gpu)
 
 
 @dataclass(frozen=True)
