@@ -11,6 +11,7 @@ import click
 from validator import __version__
 from validator.cli.capture import capture
 from validator.cli.certify import certify
+from validator.cli.provision import provision
 from validator.cli.scenarios import scenarios
 from validator.errors import ExitCode, GpureadyError
 
@@ -29,6 +30,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 cli.add_command(certify)
 cli.add_command(scenarios)
 cli.add_command(capture)
+cli.add_command(provision)
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return per error kind

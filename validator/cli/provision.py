@@ -1,0 +1,355 @@
+"""``gpuready provision``: run the site playbook over an inventory, with live progress.
+
+Progress goes to stderr: on a terminal a rich bar (hosts x tasks, estimated from
+``ansible-playbook --list-tasks``, advanced per host result) and each running host's
+current task; elsewhere one plain line per host result. The closing table (one line
+per host) goes to stdout, or to stderr under ``--json``, which keeps stdout for the
+JSON document.
+
+``--certify`` then certifies the hosts that provisioned successfully, through the
+hosts' ``gpuready_transport`` when they all name the same one, ``local`` when every
+one has ``ansible_connection=local``, else ``ssh``; the exit code is the worse of
+the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+import time
+from types import TracebackType
+
+import click
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from validator.errors import ExitCode
+from validator.model import Report
+from validator.provision import (
+    ProvisionEvent,
+    ProvisionRequest,
+    ProvisionResult,
+    certify_transport,
+    check_request,
+    estimate_tasks,
+    parse_extra_vars,
+    run_provision,
+)
+
+_SHOWN_HOSTS = 12  # hosts listed with their current task; the rest are counted
+_STATUS_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "red",
+    "unreachable": "red",
+    "skipped": "cyan",
+    "started": "",
+}
+
+
+class ProvisionProgress:
+    """Follows a provisioning run's events: a bar and per-host lines, or plain lines.
+
+    Args:
+        total: the estimated number of host x task results; None when unknown.
+        console: where to draw (stderr by default).
+    """
+
+    def __init__(self, total: int | None, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.interactive = self.console.is_terminal
+        self.total = total
+        self.done = 0
+        self.lock = threading.Lock()
+        self.current: dict[str, str] = {}  # host -> the task it is on
+        self.trouble: dict[str, str] = {}  # host -> "failed" / "unreachable"
+        self.bar = Progress(
+            TextColumn("[bold]provisioning[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("host tasks"),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+        self.task_id = self.bar.add_task("provision", total=total)
+        self.live: Live | None = None
+
+    def __enter__(self) -> ProvisionProgress:
+        if self.interactive:
+            self.live = Live(
+                self._render(), console=self.console, refresh_per_second=4, transient=True
+            )
+            self.live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.live is not None:
+            self.live.__exit__(kind, error, trace)
+
+    def event(self, event: ProvisionEvent) -> None:
+        """One host's task started or ended (called from the runner's thread)."""
+        with self.lock:
+            if not event.final:
+                self.current[event.host] = event.task
+            else:
+                self.done += 1
+                if event.status in ("failed", "unreachable") and not event.ignored:
+                    self.trouble[event.host] = event.status
+                if self.total is not None and self.done > self.total:
+                    # The estimate misses loops, includes and fact gathering: grow it.
+                    self.total = self.done
+            done, total = self.done, self.total
+        if self.interactive:
+            self.bar.update(self.task_id, completed=done, total=total)
+            if self.live is not None:
+                self.live.update(self._render())
+        elif event.final:
+            self._plain(event, done, total)
+
+    def _plain(self, event: ProvisionEvent, done: int, total: int | None) -> None:
+        count = f"{done}/{total}" if total else str(done)
+        why = f": {event.message}" if event.message else ""
+        ignored = " (ignored)" if event.ignored else ""
+        self.console.print(
+            f"[{count}] {event.host} {event.status}{ignored}  {event.task}{why}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def _render(self) -> RenderableType:
+        with self.lock:
+            current = dict(self.current)
+            trouble = dict(self.trouble)
+        hosts = Table.grid(padding=(0, 2))
+        for host, task in sorted(current.items())[:_SHOWN_HOSTS]:
+            state = trouble.get(host)
+            label = Text(state, style="red") if state else Text("")
+            hosts.add_row(Text(f"  {host}"), label, Text(task, overflow="ellipsis"))
+        if len(current) > _SHOWN_HOSTS:
+            hosts.add_row(Text(f"  ... and {len(current) - _SHOWN_HOSTS} more"), "", "")
+        return Group(self.bar, hosts)
+
+
+def closing_table(result: ProvisionResult) -> Table:
+    """One row per host: the recap counts and the first failure."""
+    title = "provision (check mode: nothing changed)" if result.check else "provision"
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("host", no_wrap=True)
+    for name in ("ok", "changed", "failed", "unreachable"):
+        table.add_column(name, justify="right")
+    table.add_column("first failure", overflow="fold")
+    for host in result.hosts:
+        style = "" if host.succeeded else "red"
+        table.add_row(
+            Text(host.host, style=style),
+            str(host.ok),
+            Text(str(host.changed), style="yellow" if host.changed else ""),
+            Text(str(host.failed), style="red" if host.failed else ""),
+            Text(str(host.unreachable), style="red" if host.unreachable else ""),
+            Text(result.failed_messages.get(host.host, "")),
+        )
+    return table
+
+
+def provision_exit_code(result: ProvisionResult) -> ExitCode:
+    """0 when every host succeeded; 1 when any failed or was unreachable; 3 otherwise.
+
+    Otherwise means no host ran, or ansible-playbook ended badly (canceled, timed out,
+    an error of its own) while no host failed.
+    """
+    if result.ok:
+        return ExitCode.OK
+    if any(not host.succeeded for host in result.hosts):
+        return ExitCode.NOT_CERTIFIED
+    return ExitCode.COULD_NOT_RUN
+
+
+def _certify(
+    result: ProvisionResult, inventories: tuple[str, ...], burn_duration: str
+) -> Report | None:
+    """Certify the hosts that provisioned successfully; None when there are none."""
+    import logging
+
+    from validator.certify import FleetRequest, certify_fleet
+    from validator.cli.progress import FleetProgress
+    from validator.node.burnin.config import BurnConfig, parse_duration
+
+    hosts = result.succeeded_hosts
+    if not hosts:
+        click.echo("gpuready: certify skipped: no host provisioned successfully", err=True)
+        return None
+    duration = parse_duration(burn_duration)
+    transport = certify_transport(inventories, hosts)
+    click.echo(f"certifying {len(hosts)} host(s) through the {transport} transport", err=True)
+    request = FleetRequest(
+        inventories=inventories,
+        limit=":".join(hosts),
+        burn=BurnConfig(duration_s=duration) if duration > 0 else None,
+        transport=transport,
+    )
+    # paramiko logs every refused connection itself; each host's reason is in the report.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    with FleetProgress() as progress:
+        return certify_fleet(
+            request, progress=progress, on_result=progress.result, on_hosts=progress.set_hosts
+        )
+
+
+def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
+    total = estimate_tasks(request)
+    started = time.monotonic()
+    with ProvisionProgress(total, console) as progress:
+        result = run_provision(request, on_event=progress.event)
+    seconds = time.monotonic() - started
+    console.print(
+        f"provision {result.status} in {seconds:.0f} s; artifacts: {result.artifacts_dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    return result
+
+
+@click.command()
+@click.option(
+    "-i",
+    "--inventory",
+    "inventories",
+    multiple=True,
+    required=True,
+    metavar="INVENTORY",
+    help="Ansible inventory (INI, YAML, directory or script); repeatable.",
+)
+@click.option("--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it.")
+@click.option("--tags", metavar="TAGS", help="Only the tasks with these tags (comma-separated).")
+@click.option("--skip-tags", metavar="TAGS", help="Skip the tasks with these tags.")
+@click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
+@click.option("--diff", is_flag=True, help="Show the changes made to files.")
+@click.option(
+    "--mirror",
+    metavar="URL",
+    help="CUDA repository URL to use instead of NVIDIA's (a local mirror).",
+)
+@click.option(
+    "-K",
+    "--ask-become-pass",
+    is_flag=True,
+    help="Ask for the become (sudo) password before starting; it is never written to disk.",
+)
+@click.option(
+    "-e",
+    "--extra-vars",
+    "extra_vars",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra variable (YAML-typed value; dotted numbers stay text), or @FILE.yml; repeatable.",
+)
+@click.option(
+    "--playbook",
+    type=click.Path(dir_okay=False),
+    help="Playbook to run (default: the bundled playbooks/site.yml).",
+)
+@click.option(
+    "--certify",
+    "certify_after",
+    is_flag=True,
+    help="Then certify the hosts that provisioned successfully.",
+)
+@click.option(
+    "--burn",
+    "burn_duration",
+    default="0",
+    show_default=True,
+    metavar="DURATION",
+    help="With --certify: the burn-in length; 0 skips it (a node is then not certified).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour the closing table and report (default: when a terminal).",
+)
+@click.pass_context
+def provision(
+    ctx: click.Context,
+    inventories: tuple[str, ...],
+    limit: str | None,
+    tags: str | None,
+    skip_tags: str | None,
+    check: bool,
+    diff: bool,
+    mirror: str | None,
+    ask_become_pass: bool,
+    extra_vars: tuple[str, ...],
+    playbook: str | None,
+    certify_after: bool,
+    burn_duration: str,
+    as_json: bool,
+    color: bool | None,
+) -> None:
+    """Install the pinned NVIDIA driver, CUDA Toolkit and cuDNN on an inventory's hosts."""
+    if burn_duration != "0" and not certify_after:
+        raise click.UsageError("--burn needs --certify")
+    if certify_after:
+        from validator.node.burnin.config import parse_duration
+
+        parse_duration(burn_duration)  # a bad duration fails before anything runs
+    request = ProvisionRequest(
+        inventories=inventories,
+        limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
+        check=check,
+        diff=diff,
+        mirror=mirror,
+        extra_vars=parse_extra_vars(extra_vars),
+        playbook=playbook,
+    )
+    check_request(request)
+    if ask_become_pass:
+        password = click.prompt(
+            "BECOME password", hide_input=True, err=True, default="", show_default=False
+        )
+        request = dataclasses.replace(request, become_password=password)
+    console = Console(stderr=True)
+    result = _run(request, console)
+    out = Console(
+        file=sys.stderr if as_json else sys.stdout,
+        force_terminal=color,
+        no_color=color is False,
+        soft_wrap=False,
+    )
+    if result.hosts:
+        out.print(closing_table(result))
+    if result.error:
+        click.echo(f"gpuready: provision: {result.error}", err=True)
+    code = provision_exit_code(result)
+    report = _certify(result, inventories, burn_duration) if certify_after else None
+    if report is not None:
+        from validator.certify import report_exit_code
+
+        code = max(code, report_exit_code(report))
+    if as_json:
+        document = result.to_dict()
+        if report is not None:
+            from validator.report.json_report import render_json
+
+            document["certify"] = json.loads(render_json(report))
+        click.echo(json.dumps(document, indent=2))
+    elif report is not None:
+        from validator.report.text import render_text
+
+        use_color = sys.stdout.isatty() if color is None else color
+        click.echo(render_text(report, color=use_color), nl=False)
+    ctx.exit(int(code))
