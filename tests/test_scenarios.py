@@ -401,3 +401,40 @@ def test_every_gpu_fact_nvml_answers_is_a_scenario_key() -> None:
     names = {f.name for f in dataclasses.fields(GpuFacts)}
     assert names - GPU_KEYS == NOT_SIMULATED
     assert GPU_KEYS - names == {"lost", "pci_device_id"}
+
+
+def test_passthrough_paths_and_commands_come_from_the_real_host(tmp_path: Path) -> None:
+    from validator.node.scenario import ScenarioSystem
+
+    real = tmp_path / "cuda" / "version.txt"
+    real.parent.mkdir()
+    real.write_text("the host's own\n")
+    system = ScenarioSystem(
+        {
+            "files": {str(real): "the scenario's decoy\n", "/etc/motd": "simulated\n"},
+            "commands": {"echo hello": {"rc": 0, "stdout": "decoy\n"}},
+            "passthrough": {"paths": [str(tmp_path / "cuda")], "commands": ["echo"]},
+        }
+    )
+    assert system.read_text(str(real)) == "the host's own\n"
+    assert system.glob(str(tmp_path / "cuda" / "*.txt")) == [str(real)]
+    assert system.read_text("/etc/motd") == "simulated\n"
+    assert system.run(["echo", "hello"]).stdout == "hello\n"
+    assert system.which("echo") is not None
+
+
+@pytest.mark.parametrize(
+    ("passthrough", "needle"),
+    [
+        ({"paths": ["relative/path"]}, "passthrough.paths"),
+        ({"commands": ["/usr/bin/nvcc"]}, "passthrough.commands"),
+        ({"programs": ["nvcc"]}, "programs"),
+    ],
+)
+def test_bad_passthrough_is_one_line(tmp_path: Path, passthrough: dict, needle: str) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(
+        json.dumps({"name": "x", "extends": "healthy-8x-h100-sxm", "passthrough": passthrough})
+    )
+    with pytest.raises(ScenarioError, match=needle):
+        load_scenario(str(path))

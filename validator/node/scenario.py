@@ -34,6 +34,11 @@ and ``class`` for ``pci.gpus`` GPUs (0x10de, 0x030200; addresses from the NVML
 bus ids), ``pci.nvswitches`` NVSwitches (0x10de, 0x068000) and two
 non-NVIDIA host devices. A file given in ``files`` wins over a synthesised one.
 
+Passthrough: ``"passthrough": {"paths": [prefixes], "commands": [programs]}``
+hands files under those path prefixes and those programs to the real host
+(a simulated GPU on a test host whose CUDA toolkit and cuDNN were really
+provisioned); they win over ``files`` and ``commands``.
+
 Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the
 program's directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds
 ``nvcc --version``), then keys holding a ``*`` as shell patterns over that
@@ -66,7 +71,7 @@ from validator.node.fake_nvml import (
     FakeNvml,
     default_bus_id,
 )
-from validator.node.system import CommandResult
+from validator.node.system import CommandResult, LiveSystem
 
 # Through importlib.resources so the built-ins load from a wheel and from the
 # agent's zipapp alike.
@@ -77,11 +82,24 @@ SCENARIO_DIR = importlib.resources.files("validator.node.scenarios")
 DEFAULT_NOW = "2026-01-01T12:00:00+00:00"
 
 TOP_KEYS = frozenset(
-    {"name", "description", "extends", "now", "host", "nvml", "files", "commands", "pci", "burn"}
+    {
+        "name",
+        "description",
+        "extends",
+        "now",
+        "host",
+        "nvml",
+        "files",
+        "commands",
+        "pci",
+        "burn",
+        "passthrough",
+    }
 )
 HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
 PCI_KEYS = frozenset({"gpus", "nvswitches"})
 COMMAND_KEYS = frozenset({"rc", "stdout", "stderr"})
+PASSTHROUGH_KEYS = frozenset({"paths", "commands"})
 
 
 def _gpu_keys_holding(kind: type) -> frozenset[str]:
@@ -277,6 +295,21 @@ def _validate(data: Mapping[str, Any], where: str) -> None:
             raise _fail(where, f"commands[{line!r}].rc", "must be an integer")
     _validate_nvml(data.get("nvml", {}), where)
     _validate_burn(data, where)
+    _validate_passthrough(data.get("passthrough", {}), where)
+
+
+def _validate_passthrough(section: object, where: str) -> None:
+    _check_keys(where, "passthrough", section, PASSTHROUGH_KEYS)
+    section = cast(Mapping[str, Any], section)
+    paths, commands = section.get("paths", []), section.get("commands", [])
+    if not isinstance(paths, list) or not all(
+        isinstance(p, str) and p.startswith("/") for p in paths
+    ):
+        raise _fail(where, "passthrough.paths", "must be a list of absolute path prefixes")
+    if not isinstance(commands, list) or not all(
+        isinstance(c, str) and c and "/" not in c for c in commands
+    ):
+        raise _fail(where, "passthrough.commands", "must be a list of program names")
 
 
 def _validate_burn(data: Mapping[str, Any], where: str) -> None:
@@ -465,6 +498,15 @@ class ScenarioSystem:
         self._files.update(self._pci_files(data))
         self._files.update(data.get("files", {}))
         self._dirs = sorted({d for path in self._files for d in _parent_dirs(path)})
+        # A simulated GPU on a real host: these paths and programs are the host's
+        # own (a provisioned toolkit and cuDNN), the rest is the scenario.
+        passthrough = data.get("passthrough", {})
+        self._live_paths = tuple(passthrough.get("paths", ()))
+        self._live_commands = frozenset(passthrough.get("commands", ()))
+        self._live = LiveSystem()
+
+    def _is_live_path(self, path: str) -> bool:
+        return any(path.startswith(prefix) for prefix in self._live_paths)
 
     @staticmethod
     def _pci_files(data: Mapping[str, Any]) -> dict[str, str]:
@@ -500,6 +542,8 @@ class ScenarioSystem:
         Raises:
             PermissionError: for a file marked ``{"error": "permission_denied"}``.
         """
+        if self._is_live_path(path):
+            return self._live.read_text(path)
         text = self._files.get(path)
         if isinstance(text, Mapping):
             raise PermissionError(13, "Permission denied", path)
@@ -507,6 +551,8 @@ class ScenarioSystem:
 
     def glob(self, pattern: str) -> list[str]:
         """Files and directories matching a shell pattern (``*`` stays within a segment)."""
+        if self._is_live_path(pattern):
+            return self._live.glob(pattern)
         wanted = pattern.split("/")
         found = [
             path for path in (*self._files, *self._dirs) if _segments_match(path.split("/"), wanted)
@@ -515,6 +561,8 @@ class ScenarioSystem:
 
     def which(self, name: str) -> str | None:
         """Where a command the scenario knows lives."""
+        if name in self._live_commands:
+            return self._live.which(name)
         programs = {posixpath.basename(line.split()[0]) for line in self._commands if line.split()}
         if name not in programs:
             return None
@@ -522,10 +570,11 @@ class ScenarioSystem:
 
     def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
         """The scenario's recorded result for this command line; 127 when it has none."""
-        del timeout_s  # recorded results take no time
         if not argv:
             return CommandResult(127, "", "empty command")
         program = posixpath.basename(argv[0])
+        if program in self._live_commands:
+            return self._live.run(argv, timeout_s)
         line = " ".join((program, *argv[1:]))
         result = self._commands.get(" ".join(argv)) or self._commands.get(line)
         if result is None:
