@@ -24,3 +24,13 @@ def captures_dir() -> Path:
     if root is None:
         pytest.skip("../shared/captures is not present")
     return root
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own state directory: no test writes the user's history database."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state

@@ -204,3 +204,43 @@ def test_console_script_runs_as_a_process(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["nodes"][0]["verdict"] == "CERTIFIED"
+
+
+def test_certify_records_history_and_issues_a_verifiable_certificate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    key = tmp_path / "key"
+    key.write_text("a shared secret\n")
+    db = tmp_path / "history.db"
+    out = tmp_path / "out"
+    code, _, err = run(
+        capsys, "certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "1s",
+        "--db", str(db), "--sign-key", str(key), "--report-dir", str(out),
+    )  # fmt: skip
+    assert code == ExitCode.OK, err
+    (certificate,) = (out / "certificates").iterdir()
+    code, out_text, _ = run(capsys, "verify-cert", str(certificate), "--sign-key", str(key))
+    assert code == ExitCode.OK
+    assert "intact (signed)" in out_text
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(certificate.read_text().replace("550.90.07", "550.90.08"))
+    code, _, err = run(capsys, "verify-cert", str(tampered), "--sign-key", str(key))
+    assert code == ExitCode.BAD_INPUT
+    assert err.count("\n") == 1
+    code, history_json, _ = run(capsys, "history", "--db", str(db), "--json")
+    rows = json.loads(history_json)
+    assert [(row["kind"], row["verdict"], row["status"]) for row in rows] == [
+        ("certify", "CERTIFIED", "complete")
+    ]
+
+
+def test_a_failed_node_gets_no_certificate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    code, _, _ = run(
+        capsys, "certify", "--simulate", "one-gpu-power-capped", "--burn", "0",
+        "--db", str(tmp_path / "h.db"), "--report-dir", str(out),
+    )  # fmt: skip
+    assert code == ExitCode.NOT_CERTIFIED
+    assert not (out / "certificates").exists()

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator import __version__
 from validator.errors import ExitCode
@@ -18,6 +19,10 @@ from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.fanout import run_fanout
 from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport
+
+if TYPE_CHECKING:
+    from validator.certificate import Certificate
+    from validator.store import Store
 
 VERDICT_EXIT = {
     Verdict.CERTIFIED: ExitCode.OK,
@@ -172,3 +177,25 @@ def certify_fleet(
         nodes=results,
         fleet=fleet,
     )
+
+
+def certificates_for(report: Report, key: bytes | None) -> dict[str, Certificate]:
+    """A certificate for every CERTIFIED node, signed when a key is given."""
+    from validator.certificate import issue_certificate, sign
+
+    issued = {}
+    for node in report.nodes:
+        if node.verdict is Verdict.CERTIFIED:
+            certificate = issue_certificate(node)
+            issued[node.hostname] = sign(certificate, key) if key else certificate
+    return issued
+
+
+def record_report(
+    store: Store, run_id: int, report: Report, certificates: dict[str, Certificate]
+) -> None:
+    """Commit every node's final result (and certificate) and close the run."""
+    for node in report.nodes:
+        store.record_result(run_id, node, certificates.get(node.hostname))
+    interrupted = report.fleet.interrupted if report.fleet is not None else False
+    store.finish_run(run_id, interrupted=interrupted)

@@ -7,7 +7,15 @@ import sys
 
 import click
 
-from validator.certify import CertifyRequest, FleetRequest, certify_fleet, report_exit_code
+from validator.certificate import Certificate, load_key
+from validator.certify import (
+    CertifyRequest,
+    FleetRequest,
+    certificates_for,
+    certify_fleet,
+    record_report,
+    report_exit_code,
+)
 from validator.certify import certify as run_certify
 from validator.model import NodeResult, Report
 from validator.node.burnin.config import (
@@ -17,6 +25,8 @@ from validator.node.burnin.config import (
     Injection,
     parse_duration,
 )
+from validator.remote.transport import HostSpec
+from validator.store import Store
 
 
 @click.command()
@@ -125,6 +135,17 @@ from validator.node.burnin.config import (
     type=click.Path(dir_okay=False),
     help="known_hosts file (default ~/.ssh/known_hosts).",
 )
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False),
+    help="History database (default: ~/.local/state/gpuready/history.db).",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(dir_okay=False),
+    help="Sign certificates with HMAC-SHA256 using this key file.",
+)
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -149,6 +170,8 @@ def certify(
     connect_timeout: float,
     ssh_config: str | None,
     known_hosts: str | None,
+    db_path: str | None,
+    sign_key: str | None,
 ) -> None:
     """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     if simulate is not None and capture_dir is not None:
@@ -160,6 +183,7 @@ def certify(
         )
     if not inventories and limit is not None:
         raise click.UsageError("--limit needs an inventory (-i)")
+    key = load_key(sign_key) if sign_key else None
     duration = parse_duration(burn_duration)
     burn = None
     if duration > 0 and capture_dir is None:
@@ -171,6 +195,7 @@ def certify(
             memory_fraction=burn_memory_fraction,
             inject=Injection.parse(burn_inject) if burn_inject else None,
         )
+    store = Store.open(db_path)
     if inventories:
         fleet = FleetRequest(
             inventories=inventories,
@@ -185,14 +210,22 @@ def certify(
             ssh_config=ssh_config,
             known_hosts=known_hosts,
         )
-        report = _certify_fleet(fleet, report_dir)
+        with store:
+            report, run_id = _certify_fleet(fleet, report_dir, store)
+            certificates = certificates_for(report, key)
+            record_report(store, run_id, report, certificates)
     else:
-        report = run_certify(
-            CertifyRequest(
-                simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn
+        with store:
+            run_id = store.start_run("certify", 1, "", sys.argv[1:])
+            report = run_certify(
+                CertifyRequest(
+                    simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn
+                )
             )
-        )
+            certificates = certificates_for(report, key)
+            record_report(store, run_id, report, certificates)
     if report_dir is not None:
+        _write_certificates(certificates, report_dir)
         from validator.report.writer import write_reports
 
         written = write_reports(report, report_dir)
@@ -210,8 +243,23 @@ def certify(
     ctx.exit(int(report_exit_code(report)))
 
 
-def _certify_fleet(request: FleetRequest, report_dir: str | None) -> Report:
-    """The fleet run with live progress; each host's result is written as it arrives."""
+def _write_certificates(certificates: dict[str, Certificate], report_dir: str) -> None:
+    from validator.certificate import certificate_to_json
+    from validator.report.partial import host_result_path
+
+    for hostname, certificate in certificates.items():
+        path = host_result_path(report_dir, hostname)
+        target = path.parent.parent / "certificates" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_suffix(".tmp")
+        temporary.write_text(certificate_to_json(certificate), encoding="utf-8")
+        temporary.replace(target)
+
+
+def _certify_fleet(
+    request: FleetRequest, report_dir: str | None, store: Store
+) -> tuple[Report, int]:
+    """The fleet run with live progress; each host's result is recorded as it arrives."""
     from validator.cli.progress import FleetProgress
     from validator.report.partial import write_host_result
 
@@ -220,12 +268,19 @@ def _certify_fleet(request: FleetRequest, report_dir: str | None) -> Report:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
     with FleetProgress() as progress:
+        run: list[int] = []  # set once the inventory is read
+
+        def hosts_known(hosts: list[HostSpec]) -> None:
+            progress.set_hosts(hosts)
+            run.append(store.start_run("certify", len(hosts), "", sys.argv[1:]))
 
         def arrived(result: NodeResult) -> None:
             progress.result(result)
+            # Committed as it arrives; the final judgement (after the fleet
+            # comparison) replaces it, with its certificate.
+            store.record_result(run[0], result)
             if report_dir is not None:
                 write_host_result(result, report_dir)
 
-        return certify_fleet(
-            request, progress=progress, on_result=arrived, on_hosts=progress.set_hosts
-        )
+        report = certify_fleet(request, progress=progress, on_result=arrived, on_hosts=hosts_known)
+        return report, run[0]

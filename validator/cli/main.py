@@ -11,8 +11,10 @@ import click
 from validator import __version__
 from validator.cli.capture import capture
 from validator.cli.certify import certify
+from validator.cli.history import history
 from validator.cli.provision import provision
 from validator.cli.scenarios import scenarios
+from validator.cli.verify_cert import verify_cert
 from validator.errors import ExitCode, GpureadyError
 
 
@@ -31,6 +33,8 @@ cli.add_command(certify)
 cli.add_command(scenarios)
 cli.add_command(capture)
 cli.add_command(provision)
+cli.add_command(history)
+cli.add_command(verify_cert)
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return per error kind

@@ -1,0 +1,302 @@
+"""Certificates: issued only to certified nodes, sealed by a digest, optionally signed."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.test_judge_healthy import healthy_node, judge, with_gpu, with_gpu_burn
+from validator.certificate import (
+    CERTIFICATE_SCHEMA_VERSION,
+    Certificate,
+    CertificateError,
+    canonical_bytes,
+    certificate_from_json,
+    certificate_to_json,
+    issue_certificate,
+    load_key,
+    sign,
+    verify_certificate,
+)
+from validator.errors import BadInputError
+from validator.judge import Policy, judge_node
+from validator.model import NodeResult, Verdict
+from validator.node.burnin.config import BurnConfig
+from validator.node.sources import collect_simulated
+
+ISSUED = datetime.datetime(2025, 3, 1, 12, 30, 5, tzinfo=datetime.timezone.utc)
+KEY = b"0123456789abcdef-site-secret"
+
+
+def certified() -> NodeResult:
+    result = judge(with_gpu_burn(healthy_node(), 3, tflops=731.5))
+    assert result.verdict is Verdict.CERTIFIED
+    return result
+
+
+def issued() -> Certificate:
+    return issue_certificate(certified(), now=ISSUED, tool_version="9.9.9")
+
+
+def test_certificate_holds_the_defining_facts() -> None:
+    cert = issued()
+    assert cert.schema_version == CERTIFICATE_SCHEMA_VERSION
+    assert cert.hostname == "gpu-node-01"
+    assert cert.issued_at == "2025-03-01T12:30:05+00:00"
+    assert cert.tool_version == "9.9.9"
+    assert cert.sku == "h100-sxm"
+    assert cert.policy_digest == certified().policy_digest
+    assert len(cert.policy_digest) == 64
+    assert (cert.driver_version, cert.cuda_driver_version, cert.kernel_module_version) == (
+        "550.90.07",
+        "12.4",
+        "550.90.07",
+    )
+    assert (cert.nvcc_version, cert.cudnn_version) == ("12.4.131", "9.1.0")
+    assert [gpu.index for gpu in cert.gpus] == list(range(8))
+    gpu3 = cert.gpus[3]
+    assert gpu3.uuid == "GPU-00000003-aaaa-bbbb-cccc-000000000000"
+    assert gpu3.serial == "1652323000003"
+    assert gpu3.name == "NVIDIA H100 80GB HBM3"
+    assert gpu3.vbios_version == "96.00.99.00.01"
+    assert gpu3.memory_total_mib == 81559
+    assert (gpu3.power_limit_enforced_w, gpu3.power_limit_default_w) == (700.0, 700.0)
+    assert (gpu3.pcie_gen_max, gpu3.pcie_width_current) == (5, 16)
+    assert gpu3.burn_tflops == 731.5
+    assert cert.gpus[2].burn_tflops == 722.0
+    assert gpu3.ecc_volatile_uncorrected == 0
+    assert gpu3.remapped_rows_uncorrectable == 0
+    assert gpu3.persistence_mode is True
+    # H100 has no page retirement: not measured is None, never a made-up 0.
+    assert gpu3.retired_pages_sbe is None
+    assert gpu3.retired_pages_dbe is None
+    assert cert.signature is None
+
+
+def test_digest_is_sha256_of_canonical_json_without_the_seal() -> None:
+    cert = issued()
+    body = canonical_bytes(cert)
+    assert cert.digest == hashlib.sha256(body).hexdigest()
+    data = json.loads(body)
+    assert "digest" not in data
+    assert "signature" not in data
+    assert data["hostname"] == "gpu-node-01"
+    assert b" " not in body.replace(b"NVIDIA H100 80GB HBM3", b"")
+    assert list(data) == sorted(data)
+    # signing adds a seal, it does not change what is sealed
+    assert canonical_bytes(sign(cert, KEY)) == body
+
+
+def test_certificate_of_a_simulated_node_with_burn() -> None:
+    facts = collect_simulated("healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0))
+    result = judge_node(facts, Policy(require_burn=False))
+    assert result.verdict is Verdict.CERTIFIED
+    cert = issue_certificate(result, now=ISSUED)
+    assert cert.hostname == result.hostname == facts.hostname
+    assert facts.burn is not None
+    assert [gpu.burn_tflops for gpu in cert.gpus] == [g.tflops for g in facts.burn.gpus]
+    assert all(gpu.burn_tflops is not None and gpu.burn_tflops > 100 for gpu in cert.gpus)
+    assert [gpu.uuid for gpu in cert.gpus] == [g.uuid for g in facts.gpus]
+    verify_certificate(certificate_from_json(certificate_to_json(cert)), None)
+
+
+def test_no_burn_gives_no_tflops() -> None:
+    result = judge(healthy_node(burn=None), Policy(require_burn=False))
+    assert result.verdict is Verdict.CERTIFIED
+    cert = issue_certificate(result, now=ISSUED)
+    assert {gpu.burn_tflops for gpu in cert.gpus} == {None}
+
+
+def test_only_a_certified_node_gets_a_certificate() -> None:
+    result = judge(with_gpu(healthy_node(), 5, power_limit_enforced_w=500.0))
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    with pytest.raises(ValueError, match="gpu-node-01 is NOT_CERTIFIED, not CERTIFIED"):
+        issue_certificate(result)
+
+
+def test_naive_time_is_taken_as_utc_and_default_is_now() -> None:
+    naive = issue_certificate(certified(), now=datetime.datetime(2025, 1, 2, 3, 4, 5))
+    assert naive.issued_at == "2025-01-02T03:04:05+00:00"
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    now = issue_certificate(certified())
+    after = datetime.datetime.now(datetime.timezone.utc)
+    assert before <= datetime.datetime.fromisoformat(now.issued_at) <= after
+
+
+def test_json_round_trip_is_exact_and_verifies() -> None:
+    for cert in (issued(), sign(issued(), KEY)):
+        text = certificate_to_json(cert)
+        back = certificate_from_json(text)
+        assert back == cert
+        assert certificate_to_json(back) == text
+        verify_certificate(back, KEY if cert.signature else None)
+
+
+def test_digest_is_stable_across_key_order() -> None:
+    cert = sign(issued(), KEY)
+    data = json.loads(certificate_to_json(cert))
+    reordered = {key: data[key] for key in reversed(list(data))}
+    reordered["gpus"] = [{k: gpu[k] for k in reversed(list(gpu))} for gpu in data["gpus"]]
+    text = json.dumps(reordered, indent=4)
+    assert text.index('"signature"') < text.index('"hostname"')  # really reordered
+    back = certificate_from_json(text)
+    assert canonical_bytes(back) == canonical_bytes(cert)
+    verify_certificate(back, KEY)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"power_limit_enforced_w": 700.0', '"power_limit_enforced_w": 650.0'),
+        ('"burn_tflops": 731.5', '"burn_tflops": 741.5'),
+        ('"burn_tflops": 731.5', '"burn_tflops": 731.50001'),
+        ('"memory_total_mib": 81559', '"memory_total_mib": 81560'),
+        # the same value written as another JSON number still changes the sealed bytes
+        ('"power_limit_enforced_w": 700.0', '"power_limit_enforced_w": 700'),
+        ('"driver_version": "550.90.07"', '"driver_version": "550.90.12"'),
+        ('"hostname": "gpu-node-01"', '"hostname": "gpu-node-02"'),
+        ('"persistence_mode": true', '"persistence_mode": false'),
+        ('"retired_pages_dbe": null', '"retired_pages_dbe": 0'),
+        ('"issued_at": "2025-03-01T12:30:05+00:00"', '"issued_at": "2026-03-01T12:30:05+00:00"'),
+    ],
+)
+def test_any_edit_fails_verification(old: str, new: str) -> None:
+    text = certificate_to_json(issued())
+    assert old in text
+    edited = certificate_from_json(text.replace(old, new, 1))
+    with pytest.raises(CertificateError, match="edited after issue") as caught:
+        verify_certificate(edited, None)
+    assert "\n" not in str(caught.value)
+    assert isinstance(caught.value, BadInputError)
+
+
+def test_edited_digest_fails() -> None:
+    cert = issued()
+    text = certificate_to_json(cert).replace(cert.digest, "0" * 64)
+    with pytest.raises(CertificateError, match="edited after issue"):
+        verify_certificate(certificate_from_json(text), None)
+
+
+def test_signature_verifies_with_its_key_only() -> None:
+    cert = sign(issued(), KEY)
+    assert cert.signature is not None
+    assert re.fullmatch(r"[0-9a-f]{64}", cert.signature)
+    verify_certificate(cert, KEY)
+    with pytest.raises(CertificateError, match="signature that does not match the key"):
+        verify_certificate(cert, b"another key")
+
+
+def test_signed_certificate_edited_and_re_digested_fails() -> None:
+    # Whoever edits the file can recompute the digest; only the key can re-sign.
+    cert = sign(issued(), KEY)
+    forged = dataclasses.replace(cert, driver_version="555.42.02")
+    forged = dataclasses.replace(forged, digest=hashlib.sha256(canonical_bytes(forged)).hexdigest())
+    verify_certificate(dataclasses.replace(forged, signature=None), None)  # digest is consistent
+    with pytest.raises(CertificateError, match="does not match the key"):
+        verify_certificate(forged, KEY)
+
+
+def test_signed_certificate_needs_the_key() -> None:
+    with pytest.raises(CertificateError, match="is signed: give the key file with --sign-key"):
+        verify_certificate(sign(issued(), KEY), None)
+
+
+def test_unsigned_certificate_checked_with_a_key_fails() -> None:
+    with pytest.raises(CertificateError, match="is not signed, but a key was given"):
+        verify_certificate(issued(), KEY)
+
+
+def test_stripping_the_signature_is_caught_when_a_key_is_given() -> None:
+    stripped = dataclasses.replace(sign(issued(), KEY), signature=None)
+    with pytest.raises(CertificateError, match="not signed"):
+        verify_certificate(stripped, KEY)
+
+
+def test_empty_key_cannot_sign() -> None:
+    with pytest.raises(ValueError, match="empty key"):
+        sign(issued(), b"")
+
+
+def test_load_key(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(b"s3cret-value\n")
+    assert load_key(key_file) == b"s3cret-value"
+    assert load_key(str(key_file)) == b"s3cret-value"
+    # a trailing newline does not make another key
+    cert = sign(issued(), load_key(key_file))
+    verify_certificate(cert, b"s3cret-value")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "does not exist"), (b"", "is empty"), (b" \n\n", "is empty"), ("dir", "directory")],
+)
+def test_load_key_refuses_missing_or_empty(
+    tmp_path: Path, content: bytes | str | None, message: str
+) -> None:
+    key_file = tmp_path / "key"
+    if content == "dir":
+        key_file.mkdir()
+    elif isinstance(content, bytes):
+        key_file.write_bytes(content)
+    with pytest.raises(BadInputError, match=message) as caught:
+        load_key(key_file)
+    assert str(key_file) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def _mutated(change: str) -> str:
+    data = json.loads(certificate_to_json(issued()))
+    if change == "unknown":
+        data["extra"] = 1
+    elif change == "missing":
+        del data["hostname"]
+    elif change == "type":
+        data["gpus"][2]["memory_total_mib"] = "81559"
+    elif change == "bool_as_int":
+        data["gpus"][0]["pcie_gen_max"] = True
+    elif change == "null_required":
+        data["hostname"] = None
+    elif change == "gpus_not_list":
+        data["gpus"] = {}
+    elif change == "gpu_unknown":
+        data["gpus"][1]["colour"] = "green"
+    elif change == "newer":
+        data["schema_version"] = CERTIFICATE_SCHEMA_VERSION + 1
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "invalid JSON at line 1 column 2"),
+        ("[1, 2]", "not an object"),
+        (_mutated("unknown"), "unknown field 'extra'"),
+        (_mutated("missing"), "lacks the field 'hostname'"),
+        (_mutated("type"), r"certificate.gpus\[2\].memory_total_mib must be a int"),
+        (_mutated("bool_as_int"), r"gpus\[0\].pcie_gen_max must be a int"),
+        (_mutated("null_required"), "certificate.hostname is null"),
+        (_mutated("gpus_not_list"), "gpus must be a list"),
+        (_mutated("gpu_unknown"), r"gpus\[1\] has an unknown field 'colour'"),
+        (_mutated("newer"), "written by a newer gpuready"),
+    ],
+)
+def test_bad_certificate_json_is_one_line(text: str, message: str) -> None:
+    with pytest.raises(CertificateError, match=message) as caught:
+        certificate_from_json(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_unsigned_certificate_json_may_omit_signature() -> None:
+    cert = issued()
+    data = json.loads(certificate_to_json(cert))
+    del data["signature"]
+    back = certificate_from_json(json.dumps(data))
+    assert back == cert
+    verify_certificate(back, None)

@@ -1,0 +1,340 @@
+"""Certificates: the facts that define a certified node, sealed with a digest.
+
+A certificate is what ``gpuready drift`` compares a node against later, so it
+keeps exactly the facts an operator expects to stay put (versions, GPU identity,
+power limits, PCIe links, error counters, burn-in speed), the digest of the
+policy the node was judged by, the tool version and the time of issue.
+
+The ``digest`` is the SHA-256 of the canonical JSON of every other field (keys
+sorted, no whitespace), so any edit of a value in the file makes it fail
+verification. An optional HMAC-SHA256 ``signature`` over the same bytes, made
+with a key file, proves who issued it: the digest alone can be recomputed by
+whoever edits the file.
+
+A fact that could not be measured is ``None`` here: a certificate is JSON for
+people and other tools, and drift treats ``None`` as "nothing to compare".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from validator import __version__
+from validator.errors import BadInputError
+from validator.model import GpuFacts, Measured, NodeResult, Unavailable, Verdict
+
+# Bump on any change that would make an older reader misjudge a certificate.
+CERTIFICATE_SCHEMA_VERSION = 1
+
+T = TypeVar("T")
+
+
+class CertificateError(BadInputError):
+    """A certificate that does not verify, or cannot be read; one line saying which."""
+
+
+@dataclass(frozen=True)
+class CertifiedGpu:
+    """One GPU as it was when the node was certified."""
+
+    index: int
+    uuid: str | None
+    serial: str | None
+    name: str | None
+    vbios_version: str | None
+    memory_total_mib: int | None
+    power_limit_enforced_w: float | None
+    power_limit_default_w: float | None
+    pcie_gen_max: int | None
+    pcie_width_current: int | None
+    burn_tflops: float | None
+    ecc_volatile_uncorrected: int | None
+    ecc_aggregate_uncorrected: int | None
+    remapped_rows_correctable: int | None
+    remapped_rows_uncorrectable: int | None
+    retired_pages_sbe: int | None
+    retired_pages_dbe: int | None
+    persistence_mode: bool | None
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A certified node's defining facts, its digest and optional signature."""
+
+    schema_version: int
+    hostname: str
+    issued_at: str  # ISO 8601 UTC, seconds
+    tool_version: str
+    policy_digest: str
+    sku: str | None
+    driver_version: str | None
+    cuda_driver_version: str | None
+    kernel_module_version: str | None
+    nvcc_version: str | None
+    cudnn_version: str | None
+    gpus: tuple[CertifiedGpu, ...]
+    digest: str = ""  # sha256 hex of canonical_bytes()
+    signature: str | None = None  # HMAC-SHA256 hex of canonical_bytes(), or unsigned
+
+    @property
+    def label(self) -> str:
+        """How messages name this certificate: host and time of issue."""
+        return f"certificate of {self.hostname} issued {self.issued_at}"
+
+
+# Fields the digest and signature cover: everything but themselves.
+_SEAL_FIELDS = frozenset({"digest", "signature"})
+
+
+def _value(measured: Measured[T]) -> T | None:
+    return None if isinstance(measured, Unavailable) else measured
+
+
+def _certified_gpu(gpu: GpuFacts, tflops: dict[int, float]) -> CertifiedGpu:
+    return CertifiedGpu(
+        index=gpu.index,
+        uuid=_value(gpu.uuid),
+        serial=_value(gpu.serial),
+        name=_value(gpu.name),
+        vbios_version=_value(gpu.vbios_version),
+        memory_total_mib=_value(gpu.memory_total_mib),
+        power_limit_enforced_w=_value(gpu.power_limit_enforced_w),
+        power_limit_default_w=_value(gpu.power_limit_default_w),
+        pcie_gen_max=_value(gpu.pcie_gen_max),
+        pcie_width_current=_value(gpu.pcie_width_current),
+        burn_tflops=tflops.get(gpu.index),
+        ecc_volatile_uncorrected=_value(gpu.ecc_volatile_uncorrected),
+        ecc_aggregate_uncorrected=_value(gpu.ecc_aggregate_uncorrected),
+        remapped_rows_correctable=_value(gpu.remapped_rows_correctable),
+        remapped_rows_uncorrectable=_value(gpu.remapped_rows_uncorrectable),
+        retired_pages_sbe=_value(gpu.retired_pages_sbe),
+        retired_pages_dbe=_value(gpu.retired_pages_dbe),
+        persistence_mode=_value(gpu.persistence_mode),
+    )
+
+
+def issue_certificate(
+    result: NodeResult,
+    *,
+    now: datetime.datetime | None = None,
+    tool_version: str = __version__,
+) -> Certificate:
+    """The certificate of a node judged CERTIFIED, digest filled in, unsigned.
+
+    Args:
+        result: the judged node; its facts give the certificate's content.
+        now: time of issue (default: now); naive times are taken as UTC.
+        tool_version: the gpuready version that judged the node.
+
+    Raises:
+        ValueError: the node was not certified; only a certified node gets a certificate.
+    """
+    if result.verdict is not Verdict.CERTIFIED:
+        raise ValueError(
+            f"{result.hostname} is {result.verdict.value}, not CERTIFIED: "
+            "only a certified node gets a certificate"
+        )
+    when = now or datetime.datetime.now(datetime.timezone.utc)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    facts = result.facts
+    tflops: dict[int, float] = {}
+    if facts.burn is not None:
+        for burn in facts.burn.gpus:
+            value = _value(burn.tflops)
+            if value is not None:
+                tflops[burn.index] = value
+    cert = Certificate(
+        schema_version=CERTIFICATE_SCHEMA_VERSION,
+        hostname=result.hostname,
+        issued_at=when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=tool_version,
+        policy_digest=result.policy_digest,
+        sku=result.sku,
+        driver_version=_value(facts.driver_version),
+        cuda_driver_version=_value(facts.cuda_driver_version),
+        kernel_module_version=_value(facts.kernel_module_version),
+        nvcc_version=_value(facts.tools.nvcc_version),
+        cudnn_version=_value(facts.tools.cudnn_version),
+        gpus=tuple(_certified_gpu(gpu, tflops) for gpu in facts.gpus),
+    )
+    return dataclasses.replace(cert, digest=_digest(cert))
+
+
+def _content(cert: Certificate) -> dict[str, Any]:
+    data = dataclasses.asdict(cert)
+    for name in _SEAL_FIELDS:
+        del data[name]
+    return data
+
+
+def canonical_bytes(cert: Certificate) -> bytes:
+    """The bytes the digest and signature cover: sorted keys, no whitespace, seal excluded."""
+    return json.dumps(
+        _content(cert), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def _digest(cert: Certificate) -> str:
+    return hashlib.sha256(canonical_bytes(cert)).hexdigest()
+
+
+def _hmac(cert: Certificate, key: bytes) -> str:
+    return hmac.new(key, canonical_bytes(cert), hashlib.sha256).hexdigest()
+
+
+def sign(cert: Certificate, key: bytes) -> Certificate:
+    """The certificate with its digest recomputed and an HMAC-SHA256 signature made with ``key``.
+
+    Raises:
+        ValueError: an empty key, which would sign nothing.
+    """
+    if not key:
+        raise ValueError("an empty key cannot sign a certificate")
+    return dataclasses.replace(cert, digest=_digest(cert), signature=_hmac(cert, key))
+
+
+def load_key(path: str | Path) -> bytes:
+    """The signing key held in a file, surrounding whitespace removed.
+
+    Trailing newlines are stripped so that a key written with ``echo`` or
+    ``openssl rand -hex 32 > key`` works the same as one written without.
+
+    Raises:
+        BadInputError: the file is missing, unreadable or empty.
+    """
+    where = Path(path)
+    try:
+        key = where.read_bytes().strip()
+    except FileNotFoundError:
+        raise BadInputError(f"signing key file {where} does not exist") from None
+    except IsADirectoryError:
+        raise BadInputError(f"signing key {where} is a directory, not a key file") from None
+    except OSError as exc:
+        raise BadInputError(f"cannot read signing key file {where}: {exc.strerror}") from None
+    if not key:
+        raise BadInputError(f"signing key file {where} is empty: put a secret in it")
+    return key
+
+
+def certificate_to_json(cert: Certificate) -> str:
+    """The certificate as indented JSON, keys sorted, with a trailing newline."""
+    return json.dumps(dataclasses.asdict(cert), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _check(value: object, hint: str, where: str) -> object:
+    optional = hint.endswith(" | None")
+    base = hint.removesuffix(" | None")
+    if value is None:
+        if optional:
+            return None
+        raise CertificateError(f"{where} is null but must be a {base}")
+    if base == "str" and isinstance(value, str):
+        return value
+    if base == "bool" and isinstance(value, bool):
+        return value
+    if base == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # The digest covers the number as written: 700 and 700.0 are kept apart,
+    # so a number rewritten in another form fails verification too.
+    if base == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise CertificateError(f"{where} must be a {base}, not {json.dumps(value)[:40]}")
+
+
+def _kwargs(
+    cls: type[Certificate] | type[CertifiedGpu], data: object, where: str
+) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise CertificateError(f"{where} must be a JSON object")
+    fields = dataclasses.fields(cls)
+    unknown = sorted(set(data) - {f.name for f in fields})
+    if unknown:
+        raise CertificateError(f"{where} has an unknown field {unknown[0]!r}")
+    kwargs: dict[str, Any] = {}
+    for field in fields:
+        if field.name not in data:
+            if field.default is dataclasses.MISSING:
+                raise CertificateError(f"{where} lacks the field {field.name!r}")
+            continue
+        value = data[field.name]
+        if field.name == "gpus":
+            if not isinstance(value, list):
+                raise CertificateError(f"{where}.gpus must be a list")
+            kwargs["gpus"] = tuple(
+                CertifiedGpu(**_kwargs(CertifiedGpu, item, f"{where}.gpus[{i}]"))
+                for i, item in enumerate(value)
+            )
+        else:
+            # Annotations are text under ``from __future__ import annotations``.
+            kwargs[field.name] = _check(value, str(field.type), f"{where}.{field.name}")
+    return kwargs
+
+
+def certificate_from_json(text: str) -> Certificate:
+    """A certificate from :func:`certificate_to_json` output (not verified: see verify_certificate).
+
+    Raises:
+        CertificateError: (a BadInputError) not JSON, or not a certificate, naming where.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CertificateError(
+            f"not a certificate: invalid JSON at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise CertificateError("not a certificate: the JSON is not an object")
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        if version > CERTIFICATE_SCHEMA_VERSION:
+            raise CertificateError(
+                f"certificate schema {version} was written by a newer gpuready "
+                f"(this one reads up to {CERTIFICATE_SCHEMA_VERSION}): upgrade gpuready"
+            )
+        if version < 1:
+            raise CertificateError(f"certificate schema {version} is not valid")
+    return Certificate(**_kwargs(Certificate, data, "certificate"))
+
+
+def verify_certificate(cert: Certificate, key: bytes | None) -> None:
+    """Check that the certificate is as issued, and signed by ``key`` when one is given.
+
+    Args:
+        cert: as read back from a file or the store.
+        key: the signing key; None checks the digest only, which an unsigned
+            certificate requires.
+
+    Raises:
+        CertificateError: one line naming what does not hold: the digest does not match
+            (edited after issue), the signature does not match the key, a signed certificate
+            checked without a key, or an unsigned one checked with a key.
+    """
+    if not hmac.compare_digest(cert.digest, _digest(cert)):
+        raise CertificateError(
+            f"{cert.label} was edited after issue: its sha256 digest does not match its content"
+        )
+    if cert.signature is None:
+        if key is not None:
+            raise CertificateError(
+                f"{cert.label} is not signed, but a key was given: "
+                "it was issued without --sign-key or its signature was removed"
+            )
+        return
+    if key is None:
+        raise CertificateError(f"{cert.label} is signed: give the key file with --sign-key")
+    if not hmac.compare_digest(cert.signature, _hmac(cert, key)):
+        raise CertificateError(
+            f"{cert.label} has a signature that does not match the key: "
+            "a different key, or the certificate was edited and re-digested"
+        )

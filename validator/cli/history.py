@@ -1,0 +1,75 @@
+"""``gpuready history``: past runs and their verdicts, from the history database."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from validator.store import HistoryRow, NoHistoryError, Store, history_row_to_dict
+
+COLUMNS = ("RUN", "KIND", "STARTED", "STATUS", "HOST", "VERDICT", "FAILED", "SUMMARY")
+
+
+def _cells(row: HistoryRow) -> tuple[str, ...]:
+    return (
+        str(row.run_id),
+        row.kind,
+        row.started_at,
+        row.status,
+        row.hostname or "-",
+        row.verdict or "-",
+        str(row.failed) if row.hostname is not None else "-",
+        row.summary if row.hostname is not None else "(no host recorded)",
+    )
+
+
+def render_history(rows: list[HistoryRow]) -> str:
+    """Rows as plain aligned columns under a header, the summary last and unpadded."""
+    table = [COLUMNS, *(_cells(row) for row in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS) - 1)]
+    lines = []
+    for line in table:
+        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
+        lines.append("  ".join([*padded, line[-1]]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+@click.command()
+@click.argument("host", required=False)
+@click.option(
+    "--db",
+    "db_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="History database (default $XDG_STATE_HOME/gpuready/history.db).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="At most this many rows, newest run first.",
+)
+def history(host: str | None, db_path: str | None, as_json: bool, limit: int) -> None:
+    """Show past certify and drift runs and their verdicts, for every host or HOST."""
+    try:
+        store = Store.open(db_path, readonly=True)
+    except NoHistoryError as exc:
+        # Nothing recorded yet is an answer, not a failure.
+        if as_json:
+            click.echo("[]")
+        else:
+            click.echo(str(exc), err=True)
+        return
+    with store:
+        rows = store.history(host, limit=limit)
+    if as_json:
+        click.echo(json.dumps([history_row_to_dict(row) for row in rows], indent=2))
+        return
+    if not rows:
+        where = f"for {host} " if host is not None else ""
+        click.echo(f"no runs recorded {where}in {store.path}", err=True)
+        return
+    click.echo(render_history(rows), nl=False)
