@@ -98,7 +98,8 @@ class FleetRequest:
 DEADLINE_MARGIN_S = 300.0
 
 
-def _transport(request: FleetRequest) -> Transport:
+def make_transport(request: FleetRequest) -> Transport:
+    """The transport the request names, configured from its options."""
     if request.transport == "local":
         from validator.remote.local import LocalTransport
 
@@ -159,7 +160,7 @@ def certify_fleet(
     burn_s = request.burn.duration_s if request.burn else 0.0
     outcome = run_fanout(
         hosts,
-        _transport(request),
+        make_transport(request),
         agent_request(request.burn, base),
         judge,
         parallel=request.parallel,

@@ -11,6 +11,7 @@ import click
 from validator import __version__
 from validator.cli.capture import capture
 from validator.cli.certify import certify
+from validator.cli.drift import drift
 from validator.cli.history import history
 from validator.cli.provision import provision
 from validator.cli.scenarios import scenarios
@@ -34,6 +35,7 @@ cli.add_command(scenarios)
 cli.add_command(capture)
 cli.add_command(provision)
 cli.add_command(history)
+cli.add_command(drift)
 cli.add_command(verify_cert)
 
 

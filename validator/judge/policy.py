@@ -67,6 +67,7 @@ class Thresholds:
     burn_thermal_margin_c: float = 5.0
     burn_clock_sag_max: float = 0.30
     fleet_speed_min: float = 0.93  # share of the SKU's fleet median TFLOPS (judge/fleet.py)
+    drift_burn_drop: float = 0.10  # burn TFLOPS may fall this share below the certificate
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,7 @@ _THRESHOLD_FIELDS: dict[str, _Parser] = {
     "burn_thermal_margin_c": _number_between(0.0, None, open_low=False),
     "burn_clock_sag_max": _number_between(0.0, 1.0, open_low=False),
     "fleet_speed_min": _number_between(0.0, 1.0, open_low=True),
+    "drift_burn_drop": _number_between(0.0, 1.0, open_low=True),
 }
 
 _POLICY_FIELDS: dict[str, _Parser] = {

@@ -1,0 +1,216 @@
+"""Drain and resume Slurm nodes through ``scontrol``, touching only what gpuready drained.
+
+Every command is an argument list handed to the runner (no shell), so a reason
+with spaces or quotes stays one argument. The runner is injectable: tests pass
+a fake that records the argument lists and answers like ``scontrol`` would.
+
+Ownership is the reason's prefix: gpuready drains with ``gpuready: ...`` and
+resumes a node only when its current reason starts with that prefix. A node an
+administrator drained for their own reason is left alone both ways: its reason is
+never overwritten (which would later let gpuready resume it).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from validator.errors import BadInputError, CouldNotRunError
+
+PREFIX = "gpuready:"
+
+# Slurm node names: letters, digits, dots, dashes, underscores. Anything else
+# (a comma or bracket would name several nodes to scontrol) is refused.
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# scontrol appends " [user@time]" to the reason it shows.
+_REASON_SUFFIX = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")
+_REASON_MAX_CHARS = 240
+SCONTROL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command gave back."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+Runner = Callable[[Sequence[str]], CommandResult]
+
+
+class SlurmError(CouldNotRunError):
+    """scontrol is missing, or refused a command; one line saying which."""
+
+
+def run_scontrol(argv: Sequence[str]) -> CommandResult:
+    """The default runner: the command on this machine, no shell, bounded in time.
+
+    Raises:
+        SlurmError: the program is not installed or did not finish in time.
+    """
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=SCONTROL_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise SlurmError(
+            f"{argv[0]} not found: --slurm-drain needs Slurm's client tools on this machine"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(
+            f"{argv[0]} did not answer within {SCONTROL_TIMEOUT_S:.0f} s: is slurmctld up?"
+        ) from None
+    return CommandResult(done.returncode, done.stdout, done.stderr)
+
+
+def _checked_name(host: str) -> str:
+    if not _NODE_NAME.fullmatch(host):
+        raise BadInputError(f"{host!r} is not a Slurm node name (letters, digits, '.', '-', '_')")
+    return host
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _REASON_MAX_CHARS else flat[: _REASON_MAX_CHARS - 3] + "..."
+
+
+def _run(argv: list[str], runner: Runner) -> CommandResult:
+    result = runner(argv)
+    if result.returncode != 0:
+        said = " ".join((result.stderr or result.stdout).split()) or f"exit {result.returncode}"
+        raise SlurmError(f"{' '.join(argv[:3])} failed: {said}")
+    return result
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """The part of ``scontrol show node`` gpuready needs."""
+
+    name: str
+    state: str  # e.g. IDLE+DRAIN, MIXED, DOWN+DRAIN
+    reason: str | None  # without the " [user@time]" suffix; None when none set
+
+    @property
+    def ours(self) -> bool:
+        """Whether gpuready set the current reason."""
+        return self.reason is not None and self.reason.startswith(PREFIX)
+
+    @property
+    def drained(self) -> bool:
+        """Whether the node is draining or drained."""
+        return any(part.startswith("DRAIN") for part in self.state.upper().split("+"))
+
+
+def parse_show_node(text: str, host: str) -> NodeState:
+    """Read state and reason from ``scontrol show node NAME`` output.
+
+    The reason is printed last on its own line (``Reason=text [user@time]``) and may
+    hold spaces, so it is taken whole from that line rather than split on blanks.
+
+    Raises:
+        SlurmError: the output names no such node.
+    """
+    state = ""
+    reason: str | None = None
+    found = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("NodeName="):
+            found = True
+        if line.startswith("Reason="):
+            value = _REASON_SUFFIX.sub("", line.removeprefix("Reason=")).strip()
+            reason = value if value and value != "(null)" else None
+            continue
+        for part in line.split():
+            if part.startswith("State="):
+                state = part.removeprefix("State=")
+    if not found:
+        raise SlurmError(f"scontrol show node {host} gave no node: is it a Slurm node name?")
+    return NodeState(name=host, state=state, reason=reason)
+
+
+def node_state(host: str, runner: Runner = run_scontrol) -> NodeState:
+    """The node's state and reason, as ``scontrol show node`` gives them.
+
+    Raises:
+        BadInputError: ``host`` is not a node name.
+        SlurmError: scontrol is missing or failed.
+    """
+    name = _checked_name(host)
+    result = _run(["scontrol", "show", "node", name], runner)
+    return parse_show_node(result.stdout, name)
+
+
+class Action(str, enum.Enum):
+    """What a drain or resume call did."""
+
+    DRAINED = "drained"
+    UPDATED = "updated"  # already drained by gpuready; reason brought up to date
+    UNCHANGED = "unchanged"  # already drained by gpuready with this reason
+    LEFT_ALONE = "left_alone"  # someone else's reason: not ours to change
+    RESUMED = "resumed"
+    NOT_DRAINED = "not_drained"  # nothing to resume
+
+
+def drain(host: str, reason: str, runner: Runner = run_scontrol) -> Action:
+    """Drain a node with a ``gpuready:`` reason, unless someone else drained it first.
+
+    Args:
+        host: the Slurm node name.
+        reason: the reason; the ``gpuready:`` prefix is added when missing.
+        runner: runs the scontrol argument lists.
+
+    Raises:
+        BadInputError: ``host`` is not a node name.
+        SlurmError: scontrol is missing or refused.
+    """
+    name = _checked_name(host)
+    text = _one_line(reason if reason.startswith(PREFIX) else f"{PREFIX} {reason}")
+    current = node_state(name, runner)
+    if current.reason is not None and not current.ours:
+        return Action.LEFT_ALONE
+    if current.ours and current.drained and current.reason == text:
+        return Action.UNCHANGED
+    _run(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={text}"], runner)
+    return Action.UPDATED if current.ours and current.drained else Action.DRAINED
+
+
+def resume_if_ours(host: str, runner: Runner = run_scontrol) -> Action:
+    """Resume a node only when gpuready drained it (its reason starts with ``gpuready:``).
+
+    Raises:
+        BadInputError: ``host`` is not a node name.
+        SlurmError: scontrol is missing or refused.
+    """
+    name = _checked_name(host)
+    current = node_state(name, runner)
+    if not current.drained:
+        return Action.NOT_DRAINED
+    if not current.ours:
+        return Action.LEFT_ALONE
+    _run(["scontrol", "update", f"NodeName={name}", "State=RESUME"], runner)
+    return Action.RESUMED
+
+
+__all__ = [
+    "PREFIX",
+    "Action",
+    "CommandResult",
+    "NodeState",
+    "Runner",
+    "SlurmError",
+    "drain",
+    "node_state",
+    "parse_show_node",
+    "resume_if_ours",
+    "run_scontrol",
+]
