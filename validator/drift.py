@@ -35,6 +35,7 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import os
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from validator.certificate import Certificate, CertifiedGpu
 from validator.errors import ExitCode, ReportError
-from validator.judge.checks.common import why_not
+from validator.judge.checks.common import node_finding, why_not
 from validator.judge.checks.errors import bus_key, xid_meaning
 from validator.judge.policy import Policy, policy_digest
 from validator.judge.verdict import sort_findings
@@ -114,23 +115,7 @@ _NO_DRIVER = frozenset(
 # ------------------------------------------------------------------ finding builders
 
 
-def _node(
-    check: str,
-    severity: Severity,
-    message: str,
-    *,
-    observed: object = "",
-    expected: object = "",
-    required: bool = True,
-) -> Finding:
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
-        required=required,
-    )
+_node = node_finding  # the judge's own constructor: drift findings are findings
 
 
 def _gpu(
@@ -143,17 +128,11 @@ def _gpu(
     expected: object = "",
     required: bool = True,
 ) -> Finding:
-    uuid = gpu.uuid if isinstance(gpu.uuid, str) else None
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
-        gpu_index=gpu.index,
-        gpu_uuid=uuid,
-        required=required,
+    finding = node_finding(
+        check, severity, message, observed=observed, expected=expected, required=required
     )
+    uuid = gpu.uuid if isinstance(gpu.uuid, str) else None
+    return dataclasses.replace(finding, gpu_index=gpu.index, gpu_uuid=uuid)
 
 
 # ------------------------------------------------------------------ node-wide facts

@@ -17,6 +17,7 @@ from validator.certify import (
     report_exit_code,
 )
 from validator.certify import certify as run_certify
+from validator.cli.options import fanout_options
 from validator.model import NodeResult, Report
 from validator.node.burnin.config import (
     DEFAULT_MEMORY_FRACTION,
@@ -105,37 +106,6 @@ from validator.store import Store
     help="How to reach the inventory's hosts.",
 )
 @click.option(
-    "--parallel", type=click.IntRange(min=1), default=64, show_default=True, help="Hosts at once."
-)
-@click.option(
-    "--deadline",
-    "deadline",
-    metavar="DURATION",
-    help="How long one host may take (default: the burn plus 5 minutes).",
-)
-@click.option(
-    "--accept-new-host-keys",
-    is_flag=True,
-    help="Add unknown SSH host keys to known_hosts (a changed key is always refused).",
-)
-@click.option(
-    "--connect-timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for an SSH connection.",
-)
-@click.option(
-    "--ssh-config",
-    type=click.Path(dir_okay=False),
-    help="SSH client config (default ~/.ssh/config).",
-)
-@click.option(
-    "--known-hosts",
-    type=click.Path(dir_okay=False),
-    help="known_hosts file (default ~/.ssh/known_hosts).",
-)
-@click.option(
     "--db",
     "db_path",
     type=click.Path(dir_okay=False),
@@ -146,6 +116,7 @@ from validator.store import Store
     type=click.Path(dir_okay=False),
     help="Sign certificates with HMAC-SHA256 using this key file.",
 )
+@fanout_options
 @click.pass_context
 def certify(
     ctx: click.Context,

@@ -13,6 +13,7 @@ import click
 from validator import __version__
 from validator.certificate import Certificate
 from validator.certify import DEADLINE_MARGIN_S, FleetRequest, agent_request
+from validator.cli.options import fanout_options
 from validator.drift import (
     drift_exit_code,
     drift_node,
@@ -276,32 +277,7 @@ def _slurm(results: Sequence[NodeResult]) -> None:
     metavar="KEYFILE",
     help="Key the --certificate file was signed with (required for a signed one).",
 )
-@click.option(
-    "--parallel", type=click.IntRange(min=1), default=64, show_default=True, help="Hosts at once."
-)
-@click.option(
-    "--deadline",
-    metavar="DURATION",
-    help="How long one host may take (default: the burn plus 5 minutes).",
-)
-@click.option(
-    "--accept-new-host-keys",
-    is_flag=True,
-    help="Add unknown SSH host keys to known_hosts (a changed key is always refused).",
-)
-@click.option(
-    "--connect-timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for an SSH connection.",
-)
-@click.option(
-    "--ssh-config", type=click.Path(dir_okay=False), help="SSH client config (~/.ssh/config)."
-)
-@click.option(
-    "--known-hosts", type=click.Path(dir_okay=False), help="known_hosts (~/.ssh/known_hosts)."
-)
+@fanout_options
 @click.pass_context
 def drift(
     ctx: click.Context,
