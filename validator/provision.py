@@ -66,6 +66,10 @@ _ENVVARS: Mapping[str, str] = {
     "ANSIBLE_NOCOLOR": "1",
     "ANSIBLE_FORCE_COLOR": "0",
     "ANSIBLE_RETRY_FILES_ENABLED": "False",
+    # One SSH round trip per task instead of three (no temporary module file to copy
+    # and chmod): the roles' author measured 31 s -> 22 s. The playbook needs no
+    # requiretty sudoers, which is the only thing pipelining rules out.
+    "ANSIBLE_PIPELINING": "True",
 }
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^(https?|file)://\S+$")

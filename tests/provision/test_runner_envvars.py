@@ -1,0 +1,11 @@
+"""The environment the provisioning runner gives ansible-playbook."""
+
+from __future__ import annotations
+
+from validator import provision
+
+
+def test_pipelining_is_on() -> None:
+    # One SSH round trip per task: the settled (second) run is mostly per-task overhead.
+    assert provision._ENVVARS["ANSIBLE_PIPELINING"] == "True"
+    assert provision._ENVVARS["ANSIBLE_NOCOLOR"] == "1"
