@@ -17,7 +17,13 @@ from validator.certify import (
     report_exit_code,
 )
 from validator.certify import certify as run_certify
-from validator.cli.options import fanout_options
+from validator.cli.options import (
+    db_option,
+    fanout_options,
+    inventory_option,
+    limit_option,
+    policy_option,
+)
 from validator.model import NodeResult, Report
 from validator.node.burnin.config import (
     DEFAULT_MEMORY_FRACTION,
@@ -41,13 +47,7 @@ from validator.store import Store
     type=click.Path(),
     help="Certify from a captured support bundle (see `gpuready capture`).",
 )
-@click.option(
-    "--policy",
-    "policy_path",
-    metavar="FILE",
-    type=click.Path(),
-    help="Policy YAML overriding the defaults.",
-)
+@policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
 @click.option(
     "--report-dir",
@@ -89,15 +89,8 @@ from validator.store import Store
     help="Share of free GPU memory the result buffers fill.",
 )
 @click.option("--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan).")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    metavar="INVENTORY",
-    help="Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.",
-)
-@click.option("--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it.")
+@inventory_option("Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.")
+@limit_option
 @click.option(
     "--transport",
     type=click.Choice(["ssh", "ansible", "local"]),
@@ -105,12 +98,7 @@ from validator.store import Store
     show_default=True,
     help="How to reach the inventory's hosts.",
 )
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(dir_okay=False),
-    help="History database (default: ~/.local/state/gpuready/history.db).",
-)
+@db_option
 @click.option(
     "--sign-key",
     type=click.Path(dir_okay=False),

@@ -13,7 +13,13 @@ import click
 from validator import __version__
 from validator.certificate import Certificate
 from validator.certify import DEADLINE_MARGIN_S, FleetRequest, agent_request
-from validator.cli.options import fanout_options
+from validator.cli.options import (
+    db_option,
+    fanout_options,
+    inventory_option,
+    limit_option,
+    policy_option,
+)
 from validator.drift import (
     drift_exit_code,
     drift_node,
@@ -209,15 +215,8 @@ def _slurm(results: Sequence[NodeResult]) -> None:
 
 
 @click.command()
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    metavar="INVENTORY",
-    help="Check every host of an Ansible inventory; repeatable (default: this machine).",
-)
-@click.option("--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it.")
+@inventory_option("Check every host of an Ansible inventory; repeatable (default: this machine).")
+@limit_option
 @click.option(
     "--transport",
     type=click.Choice(["ssh", "ansible", "local"]),
@@ -231,20 +230,8 @@ def _slurm(results: Sequence[NodeResult]) -> None:
     metavar="DURATION",
     help="Also run a burn-in this long (90s, 5m) and compare its speed; 0 skips it.",
 )
-@click.option(
-    "--db",
-    "db_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False),
-    help="History database (default $XDG_STATE_HOME/gpuready/history.db).",
-)
-@click.option(
-    "--policy",
-    "policy_path",
-    metavar="FILE",
-    type=click.Path(),
-    help="Policy YAML overriding the defaults.",
-)
+@db_option
+@policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
 @click.option(
     "--prom-file",

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from validator.cli.options import db_option
 from validator.store import HistoryRow, NoHistoryError, Store, history_row_to_dict
 
 COLUMNS = ("RUN", "KIND", "STARTED", "STATUS", "HOST", "VERDICT", "FAILED", "SUMMARY")
@@ -37,13 +38,7 @@ def render_history(rows: list[HistoryRow]) -> str:
 
 @click.command()
 @click.argument("host", required=False)
-@click.option(
-    "--db",
-    "db_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False),
-    help="History database (default $XDG_STATE_HOME/gpuready/history.db).",
-)
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")
 @click.option(
     "--limit",

@@ -51,3 +51,35 @@ def fanout_options(command: F) -> F:
     for decorate in reversed(decorators):
         command = decorate(command)
     return command
+
+
+def inventory_option(help_text: str, *, required: bool = False) -> Callable[[F], F]:
+    """``-i/--inventory``, repeatable; the sentence says what the command does with it."""
+    return click.option(
+        "-i",
+        "--inventory",
+        "inventories",
+        multiple=True,
+        required=required,
+        metavar="INVENTORY",
+        help=help_text,
+    )
+
+
+limit_option = click.option(
+    "--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it."
+)
+policy_option = click.option(
+    "--policy",
+    "policy_path",
+    metavar="FILE",
+    type=click.Path(),
+    help="Policy YAML overriding the defaults.",
+)
+db_option = click.option(
+    "--db",
+    "db_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="History database (default: $XDG_STATE_HOME/gpuready/history.db).",
+)

@@ -8,8 +8,9 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TypeVar
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -20,20 +21,27 @@ _FINAL = ("done", "failed")
 _SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted
 
 
-class FleetProgress:
-    """Counts hosts done / running / failed and each running host's phase."""
+_Display = TypeVar("_Display", bound="LiveDisplay")
+
+
+class LiveDisplay:
+    """A rich Live view on a terminal (nothing elsewhere), redrawn from ``_render``."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.total = 0
         self.console = console or Console(stderr=True)
         self.interactive = self.console.is_terminal
-        self.phases: dict[str, str] = {}
-        self.verdicts: Counter[str] = Counter()
         self.lock = threading.Lock()
-        self.started = time.monotonic()
         self.live: Live | None = None
 
-    def __enter__(self) -> FleetProgress:
+    def _render(self) -> RenderableType:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """Redraw, when drawing at all."""
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def __enter__(self: _Display) -> _Display:
         if self.interactive:
             self.live = Live(
                 self._render(), console=self.console, refresh_per_second=4, transient=True
@@ -50,20 +58,29 @@ class FleetProgress:
         if self.live is not None:
             self.live.__exit__(kind, error, trace)
 
+
+class FleetProgress(LiveDisplay):
+    """Counts hosts done / running / failed and each running host's phase."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        super().__init__(console)
+        self.total = 0
+        self.phases: dict[str, str] = {}
+        self.verdicts: Counter[str] = Counter()
+        self.started = time.monotonic()
+
     def set_hosts(self, hosts: Sequence[HostSpec]) -> None:
         """The hosts this run covers (known once the inventory is read)."""
         with self.lock:
             self.total = len(hosts)
             self.phases = {host.name: "waiting" for host in hosts}
-        if self.live is not None:
-            self.live.update(self._render())
+        self.refresh()
 
     def phase(self, host: str, phase: str) -> None:
         """A host entered a phase (called from worker threads)."""
         with self.lock:
             self.phases[host] = phase
-        if self.live is not None:
-            self.live.update(self._render())
+        self.refresh()
 
     def result(self, result: NodeResult) -> None:
         """A host's verdict arrived."""
@@ -71,7 +88,7 @@ class FleetProgress:
             self.verdicts[result.verdict.value] += 1
             done = sum(self.verdicts.values())
         if self.live is not None:
-            self.live.update(self._render())
+            self.refresh()
         else:
             why = "" if result.verdict is Verdict.CERTIFIED else f"  {result.summary}"
             self.console.print(

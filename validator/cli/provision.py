@@ -17,17 +17,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import threading
 import time
-from types import TracebackType
 
 import click
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from validator.cli.options import inventory_option, limit_option
+from validator.cli.progress import LiveDisplay
 from validator.errors import ExitCode
 from validator.model import Report
 from validator.provision import (
@@ -52,7 +51,7 @@ _STATUS_STYLE = {
 }
 
 
-class ProvisionProgress:
+class ProvisionProgress(LiveDisplay):
     """Follows a provisioning run's events: a bar and per-host lines, or plain lines.
 
     Args:
@@ -61,11 +60,9 @@ class ProvisionProgress:
     """
 
     def __init__(self, total: int | None, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
-        self.interactive = self.console.is_terminal
+        super().__init__(console)
         self.total = total
         self.done = 0
-        self.lock = threading.Lock()
         self.current: dict[str, str] = {}  # host -> the task it is on
         self.trouble: dict[str, str] = {}  # host -> "failed" / "unreachable"
         self.bar = Progress(
@@ -77,24 +74,6 @@ class ProvisionProgress:
             console=self.console,
         )
         self.task_id = self.bar.add_task("provision", total=total)
-        self.live: Live | None = None
-
-    def __enter__(self) -> ProvisionProgress:
-        if self.interactive:
-            self.live = Live(
-                self._render(), console=self.console, refresh_per_second=4, transient=True
-            )
-            self.live.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        if self.live is not None:
-            self.live.__exit__(kind, error, trace)
 
     def event(self, event: ProvisionEvent) -> None:
         """One host's task started or ended (called from the runner's thread)."""
@@ -111,8 +90,7 @@ class ProvisionProgress:
             done, total = self.done, self.total
         if self.interactive:
             self.bar.update(self.task_id, completed=done, total=total)
-            if self.live is not None:
-                self.live.update(self._render())
+            self.refresh()
         elif event.final:
             self._plain(event, done, total)
 
@@ -222,16 +200,8 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 
 
 @click.command()
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (INI, YAML, directory or script); repeatable.",
-)
-@click.option("--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it.")
+@inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
+@limit_option
 @click.option("--tags", metavar="TAGS", help="Only the tasks with these tags (comma-separated).")
 @click.option("--skip-tags", metavar="TAGS", help="Skip the tasks with these tags.")
 @click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
