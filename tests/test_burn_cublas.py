@@ -10,9 +10,11 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import re
 import struct
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -71,22 +73,69 @@ class FakeLib:
         return self._functions[name]
 
 
-class FakeGpu:
-    """A CUDA device in Python: the runtime and cuBLAS calls the backend makes."""
+class Op:
+    """One piece of work queued on a stream; it runs when something waits for it."""
 
-    def __init__(self, free: int = 1 << 20, devices: int = 1) -> None:
+    def __init__(self, stream: int, run: Callable[[], None], *, product: int = 0) -> None:
+        self.stream = stream
+        self.run = run
+        self.product = product  # the output address of a product GEMM (0: not one)
+        self.done = False
+        self.time_ms = 0.0  # device clock when it ran (events)
+        self.host_range: tuple[int, int] | None = None  # page-locked (address, size) it writes
+
+
+class FakeGpu:
+    """A CUDA device in Python: the runtime and cuBLAS calls the backend makes.
+
+    Work is queued per stream and runs in order, lazily: only when the host waits
+    for it (stream, event or device synchronize, a blocking copy) or when another
+    stream's cudaStreamWaitEvent needs it. So work nobody waited for has not run,
+    as on a busy GPU. Stream 0 is the legacy default stream: a blocking cudaMemcpy
+    runs what stream 0 holds, then itself, but the non-blocking streams neither
+    wait for it nor hold it up. A pageable host-to-device copy returns before its
+    data lands (it is queued on stream 0), and a device-to-device cudaMemcpy or
+    a cudaMemset is only queued. Page-locked host memory (cudaHostAlloc) is real
+    ctypes memory, undefined (0xFF) from the moment a copy into it is queued until
+    that copy runs: a host that reads it without waiting sees garbage.
+    """
+
+    def __init__(
+        self, free: int = 1 << 20, devices: int = 1, bus_ids: dict[int, str] | None = None
+    ) -> None:
         self.free_bytes = free
         self.devices = devices
+        self.bus_ids = bus_ids or {}
         self.memory: dict[int, bytearray] = {}
+        self.pinned: dict[int, Any] = {}  # address -> its ctypes buffer
         self.next_address = 0x7F0000000000
-        self.failures: dict[str, int] = {}
+        self.failures: dict[str, int] = {}  # name -> status of every call
+        self.fail_on: dict[str, tuple[int, int]] = {}  # name -> (failing call number, status)
+        self.call_counts: dict[str, int] = {}
         self.math_mode: int | None = None
         self.current: int | None = None
-        self.gemms = 0
-        self.events: dict[int, int] = {}
+        self.gemms = 0  # GEMMs that ran
+        self.clock_ms = 0.0  # each GEMM that runs takes 0.5 ms
+        self.queues: dict[int, list[Op]] = {0: []}
+        self.stream_flags: dict[int, int] = {}
+        self.next_stream = 0x5000
+        self.events: dict[int, Op | None] = {}  # event -> its last recording
         self.next_event = 1
+        self.handles: dict[int, int] = {}  # cuBLAS handle -> its stream
+        # output address -> spoilers applied (to the block and offset) after the next GEMM
+        # writing there runs: a wrong product, as a faulty GPU computes it
+        self.faults: dict[int, list[Callable[[bytearray, int], None]]] = {}
+        # product GEMMs still queued each time data from the device reached the host
+        self.deliveries: list[int] = []
+        self.pageable_d2h = 0
+        self.d2h_bytes = 0
+        self.h2d_bytes = 0
+        self._delivered = False
 
     def _fail(self, name: str) -> int:
+        self.call_counts[name] = self.call_counts.get(name, 0) + 1
+        if name in self.fail_on and self.fail_on[name][0] == self.call_counts[name]:
+            return self.fail_on[name][1]
         return self.failures.get(name, 0)
 
     def locate(self, address: int, size: int) -> tuple[bytearray, int]:
@@ -94,6 +143,90 @@ class FakeGpu:
             if base <= address and address + size <= base + len(block):
                 return block, address - base
         raise AssertionError(f"device access out of bounds: {address:#x}+{size}")
+
+    def is_pinned(self, address: int, size: int) -> bool:
+        return any(
+            base <= address and address + size <= base + len(buffer)
+            for base, buffer in self.pinned.items()
+        )
+
+    def live(self) -> dict[str, int]:
+        """What is allocated or created and not yet released."""
+        return {
+            "device memory": len(self.memory),
+            "pinned memory": len(self.pinned),
+            "streams": len(self.queues) - 1,
+            "events": len(self.events),
+            "handles": len(self.handles),
+        }
+
+    # queues
+    def _queue(self, stream: Any, run: Callable[[], None], *, product: int = 0) -> Op:
+        key = _value(stream) or 0
+        assert key in self.queues, f"unknown stream {key:#x}"
+        op = Op(key, run, product=product)
+        self.queues[key].append(op)
+        return op
+
+    def _run(self, stream: int, until: Op | None = None) -> None:
+        """Run the stream's queue in order, up to and including ``until`` (all if None)."""
+        queue = self.queues[stream]
+        while queue and not (until is not None and until.done):
+            op = queue.pop(0)
+            op.run()
+            op.time_ms = self.clock_ms
+            op.done = True
+
+    def _run_all(self) -> None:
+        while any(self.queues.values()):
+            for stream in list(self.queues):
+                self._run(stream)
+
+    def pending_products(self) -> list[int]:
+        """Output addresses of the product GEMMs queued and not yet run, in queue order."""
+        return [op.product for queue in self.queues.values() for op in queue if op.product]
+
+    def pending_copies_into(self, address: int, size: int) -> list[Op]:
+        return [
+            op
+            for queue in self.queues.values()
+            for op in queue
+            if op.host_range is not None
+            and op.host_range[0] < address + size
+            and address < op.host_range[0] + op.host_range[1]
+        ]
+
+    def _host_waits(self, work: Callable[[], None]) -> None:
+        self._delivered = False
+        work()
+        if self._delivered:
+            self.deliveries.append(len(self.pending_products()))
+
+    def _copy_op(
+        self, dst: int, src: int, size: int, kind: int, data: bytes | None
+    ) -> Callable[[], None]:
+        """What a copy does when it runs; ``data``: the source bytes, taken when it was queued."""
+
+        def run() -> None:
+            if kind == 1:
+                payload = data if data is not None else ctypes.string_at(src, size)
+                block, offset = self.locate(dst, size)
+                block[offset : offset + size] = payload
+                self.h2d_bytes += size
+            elif kind == 2:
+                block, offset = self.locate(src, size)
+                ctypes.memmove(dst, bytes(block[offset : offset + size]), size)
+                self.d2h_bytes += size
+                self._delivered = True
+            elif kind == 3:
+                source, s_off = self.locate(src, size)
+                payload = bytes(source[s_off : s_off + size])
+                block, offset = self.locate(dst, size)
+                block[offset : offset + size] = payload
+            else:
+                raise AssertionError(f"memcpy kind {kind}")
+
+        return run
 
     # runtime
     def cudaGetDeviceCount(self, count: Any) -> int:
@@ -103,6 +236,16 @@ class FakeGpu:
     def cudaSetDevice(self, device: int) -> int:
         self.current = device
         return self._fail("cudaSetDevice")
+
+    def cudaDeviceGetPCIBusId(self, text: Any, length: int, device: int) -> int:
+        status = self._fail("cudaDeviceGetPCIBusId")
+        if status:
+            return status
+        if not 0 <= device < self.devices:
+            return 101  # cudaErrorInvalidDevice
+        bus_id = self.bus_ids.get(device, f"0000:{0x18 + device:02x}:00.0")
+        text.value = bus_id.encode()[: length - 1]
+        return 0
 
     def cudaMemGetInfo(self, free: Any, total: Any) -> int:
         free._obj.value = self.free_bytes
@@ -123,49 +266,133 @@ class FakeGpu:
         del self.memory[_value(pointer)]
         return 0
 
+    def cudaHostAlloc(self, pointer: Any, size: int, flags: int) -> int:
+        status = self._fail("cudaHostAlloc")
+        if status:
+            return status
+        assert flags == 0
+        buffer = ctypes.create_string_buffer(b"\xff" * size, size)  # undefined contents
+        address = ctypes.addressof(buffer)
+        self.pinned[address] = buffer
+        pointer._obj.value = address
+        return 0
+
+    def cudaFreeHost(self, pointer: Any) -> int:
+        if _value(pointer) not in self.pinned:
+            return 1  # cudaErrorInvalidValue
+        del self.pinned[_value(pointer)]
+        return 0
+
     def cudaMemcpy(self, dst: Any, src: Any, size: int, kind: int) -> int:
         dst, src = _value(dst), _value(src)
-        if kind == 1:
-            block, offset = self.locate(dst, size)
-            block[offset : offset + size] = ctypes.string_at(src, size)
-        elif kind == 2:
-            block, offset = self.locate(src, size)
-            ctypes.memmove(dst, bytes(block[offset : offset + size]), size)
+        self._run(0)
+        if kind == 1 and not self.is_pinned(src, size):
+            # staged and returned: the DMA lands when stream 0 runs on
+            self._queue(0, self._copy_op(dst, src, size, kind, ctypes.string_at(src, size)))
         elif kind == 3:
-            source, s_off = self.locate(src, size)
-            data = bytes(source[s_off : s_off + size])
-            block, offset = self.locate(dst, size)
-            block[offset : offset + size] = data
+            self._queue(0, self._copy_op(dst, src, size, kind, None))
         else:
-            raise AssertionError(f"memcpy kind {kind}")
+            if kind == 2 and not self.is_pinned(dst, size):
+                self.pageable_d2h += 1
+            self._host_waits(self._copy_op(dst, src, size, kind, None))
+        return 0
+
+    def cudaMemcpyAsync(self, dst: Any, src: Any, size: int, kind: int, stream: Any) -> int:
+        status = self._fail("cudaMemcpyAsync")
+        if status:
+            return status
+        dst, src = _value(dst), _value(src)
+        pinned = self.is_pinned(dst if kind == 2 else src, size)
+        data = ctypes.string_at(src, size) if kind == 1 and not pinned else None
+        op = self._queue(stream, self._copy_op(dst, src, size, kind, data))
+        if kind == 2 and pinned:
+            ctypes.memset(dst, 0xFF, size)  # undefined until the copy runs
+            op.host_range = (dst, size)
+        elif kind == 2:  # into pageable memory: returns once the copy is done
+            self.pageable_d2h += 1
+            self._host_waits(lambda: self._run(op.stream, op))
         return 0
 
     def cudaMemset(self, pointer: Any, value: int, size: int) -> int:
-        block, offset = self.locate(_value(pointer), size)
-        block[offset : offset + size] = bytes([value]) * size
+        def run() -> None:
+            block, offset = self.locate(_value(pointer), size)
+            block[offset : offset + size] = bytes([value]) * size
+
+        self._queue(0, run)
         return 0
 
     def cudaDeviceSynchronize(self) -> int:
+        self._host_waits(self._run_all)
+        return self._fail("cudaDeviceSynchronize")
+
+    def cudaStreamCreateWithFlags(self, stream: Any, flags: int) -> int:
+        status = self._fail("cudaStreamCreateWithFlags")
+        if status:
+            return status
+        key = self.next_stream
+        self.next_stream += 0x10
+        self.queues[key] = []
+        self.stream_flags[key] = flags
+        stream._obj.value = key
+        return 0
+
+    def cudaStreamDestroy(self, stream: Any) -> int:
+        key = _value(stream) or 0
+        if key == 0 or key not in self.queues:
+            return 400  # cudaErrorInvalidResourceHandle
+        self._run(key)  # queued work still completes
+        del self.queues[key]
+        return 0
+
+    def cudaStreamSynchronize(self, stream: Any) -> int:
+        self._host_waits(lambda: self._run(_value(stream) or 0))
+        return 0
+
+    def cudaStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> int:
+        assert flags == 0
+        recording = self.events[_value(event)]  # its last recording at the time of the call
+
+        def run() -> None:
+            if recording is not None:
+                self._run(recording.stream, recording)
+
+        self._queue(stream, run)
         return 0
 
     def cudaEventCreate(self, event: Any) -> int:
+        status = self._fail("cudaEventCreate")
+        if status:
+            return status
         event._obj.value = self.next_event
+        self.events[self.next_event] = None
         self.next_event += 1
         return 0
 
     def cudaEventRecord(self, event: Any, stream: Any) -> int:
-        assert _value(stream) in (None, 0)
-        self.events[_value(event)] = self.gemms
+        key = _value(event)
+        assert key in self.events
+        self.events[key] = self._queue(stream, lambda: None)
         return 0
 
     def cudaEventSynchronize(self, event: Any) -> int:
+        recording = self.events[_value(event)]
+        if recording is not None:
+            self._host_waits(lambda: self._run(recording.stream, recording))
         return 0
 
     def cudaEventElapsedTime(self, ms: Any, start: Any, end: Any) -> int:
-        ms._obj.value = 0.5 * (self.events[_value(end)] - self.events[_value(start)])
+        first, last = self.events[_value(start)], self.events[_value(end)]
+        if first is None or last is None:
+            return 400  # cudaErrorInvalidResourceHandle: never recorded
+        if not (first.done and last.done):
+            return 600  # cudaErrorNotReady
+        ms._obj.value = last.time_ms - first.time_ms
         return 0
 
     def cudaEventDestroy(self, event: Any) -> int:
+        if _value(event) not in self.events:
+            return 400
+        del self.events[_value(event)]
         return 0
 
     def cudaGetErrorString(self, status: int) -> bytes:
@@ -173,14 +400,28 @@ class FakeGpu:
 
     # cuBLAS
     def cublasCreate_v2(self, handle: Any) -> int:
+        status = self._fail("cublasCreate_v2")
+        if status:
+            return status
         handle._obj.value = 0xB1A5
-        return self._fail("cublasCreate_v2")
+        self.handles[0xB1A5] = 0
+        return 0
 
     def cublasDestroy_v2(self, handle: Any) -> int:
+        if self.handles.pop(_value(handle), None) is None:
+            return 1  # CUBLAS_STATUS_NOT_INITIALIZED
         return 0
 
     def cublasSetMathMode(self, handle: Any, mode: int) -> int:
         self.math_mode = mode
+        return 0
+
+    def cublasSetStream_v2(self, handle: Any, stream: Any) -> int:
+        status = self._fail("cublasSetStream_v2")
+        if status:
+            return status
+        assert (_value(stream) or 0) in self.queues
+        self.handles[_value(handle)] = _value(stream) or 0
         return 0
 
     def _matrix(self, pointer: int, dtype: int, ld: int, cols: int) -> list[float]:
@@ -197,25 +438,35 @@ class FakeGpu:
             return status
         alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, _compute, _algo = rest
         alpha_v, beta_v = alpha._obj.value, beta._obj.value
-        a_vals = self._matrix(_value(a), a_type, lda, k if ta == 0 else m)
-        b_vals = self._matrix(_value(b), b_type, ldb, n if tb == 0 else k)
-
-        def op_a(i: int, p: int) -> float:
-            return a_vals[i + p * lda] if ta == 0 else a_vals[p + i * lda]
-
-        def op_b(p: int, j: int) -> float:
-            return b_vals[p + j * ldb] if tb == 0 else b_vals[j + p * ldb]
-
-        fmt = _FORMATS[c_type]
-        size = cublas.element_size(fmt)
-        out, offset = self.locate(_value(c), ldc * n * size)
         assert beta_v == 0.0
-        for j in range(n):
-            column_b = [op_b(p, j) for p in range(k)]
-            values = [alpha_v * sum(op_a(i, p) * column_b[p] for p in range(k)) for i in range(m)]
-            start = offset + j * ldc * size
-            out[start : start + m * size] = cublas.encode(values, fmt)
-        self.gemms += 1
+        a, b, c = _value(a), _value(b), _value(c)
+
+        def run() -> None:
+            a_vals = self._matrix(a, a_type, lda, k if ta == 0 else m)
+            b_vals = self._matrix(b, b_type, ldb, n if tb == 0 else k)
+
+            def op_a(i: int, p: int) -> float:
+                return a_vals[i + p * lda] if ta == 0 else a_vals[p + i * lda]
+
+            def op_b(p: int, j: int) -> float:
+                return b_vals[p + j * ldb] if tb == 0 else b_vals[j + p * ldb]
+
+            fmt = _FORMATS[c_type]
+            size = cublas.element_size(fmt)
+            out, offset = self.locate(c, ldc * n * size)
+            for j in range(n):
+                column_b = [op_b(p, j) for p in range(k)]
+                values = [
+                    alpha_v * sum(op_a(i, p) * column_b[p] for p in range(k)) for i in range(m)
+                ]
+                start = offset + j * ldc * size
+                out[start : start + m * size] = cublas.encode(values, fmt)
+            for fault in self.faults.pop(c, []):
+                fault(out, offset)
+            self.gemms += 1
+            self.clock_ms += 0.5
+
+        self._queue(self.handles[_value(handle)], run, product=c if n > 1 else 0)
         return 0
 
 
@@ -387,6 +638,64 @@ def test_every_function_gets_its_signature_before_use() -> None:
     assert gemm.restype is ctypes.c_int
     assert cudart.calls == []  # declaring calls nothing
     del api
+
+
+_VOID_P_P = ctypes.POINTER(ctypes.c_void_p)
+# The pipeline's calls, as cuda_runtime_api.h and cublas_api.h declare them (CUDA 12 and 13).
+PIPELINE_SIGNATURES = {
+    # cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)
+    "cudaDeviceGetPCIBusId": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    # cudaHostAlloc(void** pHost, size_t size, unsigned int flags)
+    "cudaHostAlloc": [_VOID_P_P, ctypes.c_size_t, ctypes.c_uint],
+    "cudaFreeHost": [ctypes.c_void_p],
+    # cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)
+    "cudaStreamCreateWithFlags": [_VOID_P_P, ctypes.c_uint],
+    "cudaStreamDestroy": [ctypes.c_void_p],
+    "cudaStreamSynchronize": [ctypes.c_void_p],
+    # cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+    "cudaStreamWaitEvent": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
+    # cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind, cudaStream_t)
+    "cudaMemcpyAsync": [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p
+    ],
+    # cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+    "cudaEventRecord": [ctypes.c_void_p, ctypes.c_void_p],
+}  # fmt: skip
+
+
+def test_the_pipeline_calls_have_their_c_signatures() -> None:
+    _, cudart, blas = fake_api(FakeGpu())
+    for name, argtypes in PIPELINE_SIGNATURES.items():
+        function = getattr(cudart, name)
+        assert (function.restype, function.argtypes) == (ctypes.c_int, argtypes), name
+    # cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
+    set_stream = blas.cublasSetStream_v2
+    assert (set_stream.restype, set_stream.argtypes) == (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p],
+    )
+
+
+def test_pipeline_wrappers_check_every_status() -> None:
+    gpu = FakeGpu()
+    api, _, _ = fake_api(gpu)
+    calls = {
+        "cudaHostAlloc": lambda: api.host_alloc(64),
+        "cudaStreamCreateWithFlags": api.stream_create,
+        "cudaMemcpyAsync": lambda: api.memcpy_async(0, 0, 0, 2, 0),
+        "cudaDeviceGetPCIBusId": lambda: api.device_pci_bus_id(0),
+        "cublasSetStream_v2": lambda: api.blas_set_stream(0xB1A5, 0),
+    }
+    for name, call in calls.items():
+        gpu.failures[name] = 2
+        with pytest.raises(CudaError, match=f"^{name} failed"):
+            call()
+    with pytest.raises(CudaError, match=r"cudaFreeHost failed: fake error 1"):
+        api.free_host(0x1234)
+    with pytest.raises(CudaError, match=r"cudaStreamDestroy failed: fake error 400"):
+        api.stream_destroy(0x1234)
+    with pytest.raises(CudaError, match=r"cudaEventDestroy failed: fake error 400"):
+        api.event_destroy(0x1234)
 
 
 def test_declare_refuses_a_library_without_a_required_function() -> None:
@@ -584,6 +893,16 @@ def gemm_calls(blas: FakeLib) -> list[tuple[Any, ...]]:
     return [args for name, args in blas.calls if name == "cublasGemmEx"]
 
 
+def flip_bits(changes: list[tuple[int, int]]) -> Callable[[bytearray, int], None]:
+    """A fault for FakeGpu.faults: XOR each (byte offset, mask) into the product just written."""
+
+    def spoil(block: bytearray, offset: int) -> None:
+        for at, mask in changes:
+            block[offset + at] ^= mask
+
+    return spoil
+
+
 @pytest.mark.usefixtures("small_pattern")
 def test_setup_tiles_the_inputs_on_the_device() -> None:
     gpu = FakeGpu(free=40_000)
@@ -685,8 +1004,11 @@ def test_buffers_fill_free_memory_and_batches_recompute_each() -> None:
     assert setup.result_buffers == cublas.buffer_count(40_000, 0.9, 20, 2, 2) == 38
     before = len(gemm_calls(blas))
     timing = worker.run_batch()
-    outputs = [args[14].value for args in gemm_calls(blas)[before:]]
-    assert outputs == worker._buffers
+    products = [args for args in gemm_calls(blas)[before:] if args[4] == 20]  # not checksums
+    outputs = [args[14].value for args in products]
+    # the batch it returned, every buffer once; then the next batch's first half, queued ahead
+    assert outputs[:38] == worker._buffers
+    assert outputs[38:] == worker._buffers[:19]
     assert timing.products == 38
     assert timing.compute_s == pytest.approx(38 * 0.5 / 1000)
     assert gpu.current == 0
@@ -722,11 +1044,12 @@ def test_full_compare_catches_what_a_checksum_cannot_see() -> None:
     gpu = FakeGpu(free=20_000)
     worker, _ = make_worker(gpu, "fp32", n=16)
     worker.setup()
-    worker.run_batch()
     # Buffer 0 is this batch's full compare: a lowest-bit change is counted bitwise even if
-    # its column sum rounded to the same fp32 value.
-    block, offset = gpu.locate(worker._buffers[0], 4)
-    block[offset] ^= 0x01
+    # its column sum rounded to the same fp32 value. The device computes it wrong (the fake
+    # spoils the product as the GEMM writes it): poking memory after run_batch would come
+    # after the pipelined check of that buffer.
+    gpu.faults[worker._buffers[0]] = [flip_bits([(0, 0x01)])]
+    worker.run_batch()
     assert worker.check_batch().mismatched_elements == 1
 
 
@@ -738,11 +1061,10 @@ def test_many_mismatching_columns_switch_to_a_whole_buffer_compare(
     gpu = FakeGpu(free=20_000)
     worker, _ = make_worker(gpu, "bf16", n=16)
     worker.setup()
+    # the last buffer's product comes out wrong in five columns (see the test above for why
+    # the fault is armed before run_batch rather than poked in afterwards)
+    gpu.faults[worker._buffers[-1]] = [flip_bits([(column * 32 + 1, 0x40) for column in range(5)])]
     worker.run_batch()
-    last = worker._buffers[-1]
-    block, offset = gpu.locate(last, 16 * 16 * 2)
-    for column in range(5):
-        block[offset + column * 32 + 1] ^= 0x40
     assert worker.check_batch().mismatched_elements == 5
 
 
@@ -769,6 +1091,220 @@ def test_setup_failure_surfaces_as_cuda_error() -> None:
     assert gpu.memory == {}
 
 
+# --- the pipeline: the device never waits for the host's checks ----------------------------------
+
+
+def run_and_check(worker: cublas.CublasWorker, batches: int) -> list[cublas.CheckResult]:
+    results = []
+    for _ in range(batches):
+        worker.run_batch()
+        results.append(worker.check_batch())
+    return results
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_the_next_products_are_queued_whenever_the_host_reads_results() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    count = worker.setup().result_buffers
+    half = (count + 1) // 2
+    seen = len(gpu.deliveries)
+    queued_at_check = []
+    for _ in range(4):
+        worker.run_batch()
+        # check_batch compares batch N: batch N+1's first half must already be queued
+        queued_at_check.append(gpu.pending_products())
+        assert worker.check_batch() == cublas.CheckResult(0, 0)
+    assert queued_at_check == [worker._buffers[:half]] * 4
+    # and each time results of a batch reached the host, half a batch of products was still
+    # queued behind them: the device computes while the host compares
+    reads = gpu.deliveries[seen:]
+    assert len(reads) >= 8
+    assert min(reads) >= count - half
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_batches_copy_only_checksums_and_one_buffer_through_page_locked_memory() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    count = worker.setup().result_buffers
+    pageable, d2h, h2d = gpu.pageable_d2h, gpu.d2h_bytes, gpu.h2d_bytes
+    run_and_check(worker, 3)
+    assert gpu.pageable_d2h == pageable  # no pageable device-to-host copy after setup
+    gpu._run_all()  # what the last batch queued ahead
+    # per batch: every buffer's column checksums (16 fp32 each) and one buffer (16 x 16 bf16)
+    per_batch = count * 16 * 4 + 16 * 16 * 2
+    assert gpu.d2h_bytes - d2h == 3 * per_batch + count * 16 * 4  # + the queued batch's sums
+    assert gpu.h2d_bytes == h2d  # and nothing goes up
+
+
+def test_the_fake_shows_a_read_of_page_locked_memory_before_its_copy_ran() -> None:
+    gpu = FakeGpu()
+    api, _, _ = fake_api(gpu)
+    stream = api.stream_create()
+    device = api.malloc(8)
+    gpu.memory[device][:] = b"12345678"
+    host = api.host_alloc(8)
+    api.memcpy_async(host, device, 8, 2, stream)
+    assert gpu.pending_copies_into(host, 8)
+    assert cublas.read_host(host, 8) == b"\xff" * 8  # not waited for: garbage
+    api.stream_synchronize(stream)
+    assert not gpu.pending_copies_into(host, 8)
+    assert cublas.read_host(host, 8) == b"12345678"
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_the_worker_reads_page_locked_memory_only_after_its_copy_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "fp16", n=16)
+    real_read = cublas.read_host
+    reads = []
+
+    def careful(address: int, size: int) -> bytes:
+        assert not gpu.pending_copies_into(address, size), "read before its copy ran"
+        reads.append(address)
+        return real_read(address, size)
+
+    monkeypatch.setattr(cublas, "read_host", careful)
+    worker.setup()
+    assert run_and_check(worker, 3) == [cublas.CheckResult(0, 0)] * 3
+    worker.run_batch()
+    worker.inject("nan")
+    assert worker.check_batch() == cublas.CheckResult(1, 1)
+    assert worker._sums_host in reads
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_products_and_checks_run_on_non_blocking_streams_of_their_own() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    worker.setup()
+    assert sorted(gpu.stream_flags.values()) == [1, 1]  # cudaStreamNonBlocking
+    assert gpu.handles[0xB1A5] == worker._compute != 0
+    worker.run_batch()
+    assert all(op.stream != 0 for queue in gpu.queues.values() for op in queue)
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_a_wrong_product_in_the_first_half_is_counted_exactly_from_the_device() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    worker.setup()
+
+    # buffer 1: checked in run_batch while the second half computes; not the full compare
+    def nan_at_row_0_column_9(block: bytearray, offset: int) -> None:
+        block[offset + 9 * 32 : offset + 9 * 32 + 2] = (0x7FC0).to_bytes(2, "little")
+
+    flip = flip_bits([(7 * 32 + 2 * 2 + 1, 0x40)])  # row 2, column 7
+    gpu.faults[worker._buffers[1]] = [flip, nan_at_row_0_column_9]
+    worker.run_batch()
+    assert worker.check_batch() == cublas.CheckResult(2, 1)
+    assert run_and_check(worker, 2) == [cublas.CheckResult(0, 0)] * 2  # a transient fault
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_inject_is_found_once_whichever_buffer_the_rotation_compares() -> None:
+    worker, _ = make_worker(FakeGpu(free=4400), "bf16", n=16)
+    assert worker.setup().result_buffers == 4
+    for _ in range(5):  # the spoiled last buffer is the full compare of batch 3
+        worker.run_batch()
+        worker.inject("flip")
+        assert worker.check_batch() == cublas.CheckResult(1, 0)
+    assert run_and_check(worker, 1) == [cublas.CheckResult(0, 0)]
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_a_batch_left_unchecked_is_checked_by_the_next_run_batch() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    worker.setup()
+    gpu.faults[worker._buffers[-1]] = [flip_bits([(5, 0x40)])]
+    worker.run_batch()
+    worker.run_batch()  # batch 0 was never checked: what it found is kept
+    assert worker.check_batch() == cublas.CheckResult(1, 0)
+    with pytest.raises(RuntimeError, match="no batch to check"):
+        worker.check_batch()
+    with pytest.raises(RuntimeError, match="no batch to spoil"):
+        worker.inject("flip")
+    assert run_and_check(worker, 1) == [cublas.CheckResult(0, 0)]
+
+
+class BrokenBusId(FakeGpu):
+    """Device 3's bus id cannot be read."""
+
+    def cudaDeviceGetPCIBusId(self, text: Any, length: int, device: int) -> int:
+        if device == 3:
+            return 999  # cudaErrorUnknown
+        return super().cudaDeviceGetPCIBusId(text, length, device)
+
+
+def test_device_bus_ids_are_written_as_nvml_writes_them(tmp_path: Path) -> None:
+    for name in ("libcudart.so.12", "libcublas.so.12"):
+        touch(tmp_path / name)
+    gpu = BrokenBusId(devices=4, bus_ids={0: "0000:19:00.0", 1: "0000:3b:00.0", 2: "garbage"})
+    backend = cublas.CublasBackend(dirs=[str(tmp_path)], opener=lambda path: FakeLib(gpu))
+    assert backend.device_bus_ids() == ["00000000:19:00.0", "00000000:3B:00.0", "", ""]
+    (call,) = [args for name, args in gpu_calls(backend) if args[2] == 0]
+    assert call[1] >= 13  # room for "0000:19:00.0" and its NUL
+
+
+def gpu_calls(backend: cublas.CublasBackend) -> list[tuple[str, tuple[Any, ...]]]:
+    return [c for c in backend.api.cudart.calls if c[0] == "cudaDeviceGetPCIBusId"]
+
+
+def test_the_backend_says_which_dtypes_it_burns() -> None:
+    assert cublas.CublasBackend.dtypes == frozenset({"bf16", "fp16", "tf32", "fp32"})
+    assert "fp8" not in cublas.CublasBackend.dtypes
+
+
+@pytest.mark.usefixtures("small_pattern")
+def test_close_releases_every_stream_buffer_event_and_the_handle() -> None:
+    gpu = FakeGpu(free=20_000)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    worker.setup()
+    assert gpu.live() == {
+        "device memory": 5 + 28,  # A, B, the first product, ones, checksums; 28 result buffers
+        "pinned memory": 2,  # checksums, staging
+        "streams": 2,
+        "events": 8,
+        "handles": 1,
+    }
+    run_and_check(worker, 2)
+    worker.run_batch()
+    worker.inject("flip")
+    worker.close()  # with work still queued
+    assert set(gpu.live().values()) == {0}
+    worker.close()  # twice is harmless
+    assert set(gpu.live().values()) == {0}
+
+
+@pytest.mark.usefixtures("small_pattern")
+@pytest.mark.parametrize(
+    ("function", "call"),
+    [
+        ("cublasCreate_v2", 1),
+        ("cudaStreamCreateWithFlags", 1),
+        ("cudaStreamCreateWithFlags", 2),
+        ("cublasSetStream_v2", 1),
+        ("cudaEventCreate", 5),
+        ("cudaMalloc", 4),
+        ("cudaHostAlloc", 1),
+        ("cudaHostAlloc", 2),
+        ("cublasGemmEx", 2),
+    ],
+)
+def test_close_after_a_setup_that_failed_halfway(function: str, call: int) -> None:
+    gpu = FakeGpu(free=20_000)
+    gpu.fail_on[function] = (call, 2)
+    worker, _ = make_worker(gpu, "bf16", n=16)
+    with pytest.raises(CudaError, match=function):
+        worker.setup()
+    worker.close()  # frees what was made, never what was not
+    assert set(gpu.live().values()) == {0}
+
+
 # --- on a real GPU -----------------------------------------------------------------------------
 
 
@@ -793,11 +1329,15 @@ def test_gpu_burn_detects_an_injected_flip(dtype: str) -> None:
         assert timing.products == setup.result_buffers
         assert timing.compute_s > 0
         assert worker.check_batch() == cublas.CheckResult(0, 0)
+        # each check is of the batch run_batch last returned, so each inject follows a run_batch
+        worker.run_batch()
         worker.inject("flip")
         assert worker.check_batch().mismatched_elements == 1
         worker.run_batch()
         worker.inject("nan")
         assert worker.check_batch() == cublas.CheckResult(1, 1)
+        worker.run_batch()
+        assert worker.check_batch() == cublas.CheckResult(0, 0)  # recomputed: clean again
     finally:
         worker.close()
 
@@ -816,3 +1356,36 @@ def test_gpu_digests_agree_across_devices() -> None:
         finally:
             worker.close()
     assert len(digests) == 1
+
+
+@pytest.mark.gpu
+def test_gpu_bus_ids_are_read_for_every_device() -> None:
+    backend = real_backend()
+    ids = backend.device_bus_ids()
+    assert len(ids) == backend.device_count()
+    for bus_id in ids:
+        assert re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]", bus_id), ids
+
+
+@pytest.mark.gpu
+def test_gpu_stays_busy_while_the_host_checks() -> None:
+    # The event-timed product seconds over the wall seconds of whole run+check cycles: the
+    # host's checks overlap the next products, so only the column checksums (a few percent
+    # of the device's time at n = 8192, outside the timed products) and launch gaps remain.
+    backend = real_backend()
+    config = BurnConfig(dtype="bf16", matrix_size=8192, memory_fraction=0.2)
+    worker = backend.worker(0, config)
+    try:
+        worker.setup()
+        for _ in range(2):  # warm up clocks and the cuBLAS heuristics
+            worker.run_batch()
+            worker.check_batch()
+        started = time.monotonic()
+        compute = 0.0
+        for _ in range(6):
+            compute += worker.run_batch().compute_s
+            assert worker.check_batch() == cublas.CheckResult(0, 0)
+        duty = compute / (time.monotonic() - started)
+        assert duty >= 0.9, duty
+    finally:
+        worker.close()

@@ -17,13 +17,14 @@ from validator.node.burnin.backend import (
     select_backend,
 )
 from validator.node.burnin.config import BurnConfig, Injection, parse_duration
+from validator.node.burnin.devices import Target
 from validator.node.burnin.numpy_backend import NumpyBackend
 from validator.node.burnin.run import run_burn
 from validator.node.burnin.sampler import NoSampler, SimulatedLoad, SimulatedSampler
 from validator.node.burnin.simulated import check_burn_section, simulated_burn
 from validator.node.sources import collect_simulated
 
-GPUS = [(i, f"GPU-{i}") for i in range(4)]
+GPUS = [Target(i, f"GPU-{i}", f"00000000:{0x19 + i:02X}:00.0") for i in range(4)]
 
 
 def quick(**kwargs: object) -> BurnConfig:
@@ -94,6 +95,7 @@ class _Worker:
 
 class _Backend:
     name = "fake"
+    dtypes = frozenset({"bf16"})
 
     def __init__(self, behaviours: dict[int, str]) -> None:
         self.behaviours = behaviours
@@ -101,6 +103,9 @@ class _Backend:
 
     def device_count(self) -> int:
         return 4
+
+    def device_bus_ids(self) -> list[str]:
+        return [str(gpu.bus_id) for gpu in GPUS]
 
     def worker(self, device: int, config: BurnConfig) -> _Worker:
         del config
@@ -162,8 +167,16 @@ def test_simulated_sampler_ramps_and_reports_counters_after() -> None:
     temps = [s.temperature_gpu_c for s in trace]
     assert temps == sorted(temps)
     assert temps[-1] == pytest.approx(88.0, abs=1.0)
-    assert max(s.power_w for s in trace) == pytest.approx(0.96 * 700.0)  # type: ignore[type-var]
-    assert trace[0].clock_event_reasons == ("hw_thermal_slowdown",)
+    # Shaped like a real run: idle at time zero, jitter around the limit under load.
+    assert trace[0].t_s == 0.0
+    assert trace[0].utilization_pct == 0
+    assert trace[0].sm_clock_mhz == 345
+    assert trace[0].clock_event_reasons == ("gpu_idle",)
+    loaded = [s for s in trace if s.utilization_pct == 100]
+    assert loaded
+    assert loaded[0].clock_event_reasons == ("hw_thermal_slowdown",)
+    for sample in loaded:
+        assert sample.power_w == pytest.approx(0.96 * 700.0, rel=0.025)
     assert sampler.counters(0).ecc_volatile_uncorrected == 3
 
 
@@ -229,7 +242,7 @@ def test_auto_selection_never_picks_the_cpu(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(backend, "_load", unavailable)
     with pytest.raises(BackendUnavailable) as caught:
-        select_backend(None)
+        select_backend(None, "bf16")
     assert "numpy" not in str(caught.value)
     assert "cublas missing" in str(caught.value)
     assert "torch missing" in str(caught.value)

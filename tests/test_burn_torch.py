@@ -38,7 +38,7 @@ def test_missing_torch_is_a_one_line_reason(monkeypatch: pytest.MonkeyPatch) -> 
 def test_select_backend_names_torch_in_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(BackendUnavailable, match=r"^torch: torch is not installed$"):
-        select_backend("torch")
+        select_backend("torch", "bf16")
 
 
 def test_cpu_only_torch_is_refused() -> None:

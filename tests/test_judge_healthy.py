@@ -92,18 +92,34 @@ def healthy_gpu_burn(index: int, **changes: Any) -> GpuBurn:
         remap_pending=False,
         retired_pages_pending=NOT_SUPPORTED,
     )
-    samples = tuple(
-        TelemetrySample(
-            t_s=float(t),
-            power_w=680.0,
-            temperature_gpu_c=60.0 + t,
-            temperature_memory_c=70.0 + t,
-            sm_clock_mhz=1830,
-            mem_clock_mhz=2619,
-            utilization_pct=100,
-            clock_event_reasons=("sw_power_cap",),
-        )
-        for t in range(1, 11)
+    # As a real trace runs: the sampler's first sample is an idle GPU (345 MHz, a tenth of
+    # the power), then the load, then an idle tail after the last batch.
+    idle = TelemetrySample(
+        t_s=0.0,
+        power_w=72.0,
+        temperature_gpu_c=34.0,
+        temperature_memory_c=40.0,
+        sm_clock_mhz=345,
+        mem_clock_mhz=2619,
+        utilization_pct=0,
+        clock_event_reasons=("gpu_idle",),
+    )
+    samples = (
+        idle,
+        *(
+            TelemetrySample(
+                t_s=float(t),
+                power_w=680.0,
+                temperature_gpu_c=60.0 + t,
+                temperature_memory_c=70.0 + t,
+                sm_clock_mhz=1830,
+                mem_clock_mhz=2619,
+                utilization_pct=100,
+                clock_event_reasons=("sw_power_cap",),
+            )
+            for t in range(1, 11)
+        ),
+        dataclasses.replace(idle, t_s=11.0, temperature_gpu_c=65.0),
     )
     burn = GpuBurn(
         index=index,
@@ -118,6 +134,9 @@ def healthy_gpu_burn(index: int, **changes: Any) -> GpuBurn:
         samples=samples,
         counters_before=counters,
         counters_after=counters,
+        load_start_s=0.8,
+        load_end_s=10.6,
+        duty=0.991,
     )
     return dataclasses.replace(burn, **changes)
 

@@ -273,6 +273,9 @@ def burn_result(*, simulated: bool = False, timeout_detail: str = TIMEOUT_DETAIL
                 samples=_samples(0),
                 counters_before=counters,
                 counters_after=counters,
+                load_start_s=6.0,
+                load_end_s=60.0,
+                duty=0.987,
             ),
             GpuBurn(
                 index=1,
@@ -287,6 +290,8 @@ def burn_result(*, simulated: bool = False, timeout_detail: str = TIMEOUT_DETAIL
                 reference_ok=True,
                 digest="1c2d3e4f",
                 samples=_samples(1, power=False),
+                load_start_s=6.0,
+                load_end_s=60.0,
             ),
             GpuBurn(
                 index=2,

@@ -22,6 +22,7 @@ from validator.remote.transport import AgentRequest, HostSpec, Progress, Transpo
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
+    from validator.node.burnin.run import ProgressSink
     from validator.store import Store
 
 VERDICT_EXIT = {
@@ -60,11 +61,17 @@ def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
     )
 
 
-def certify(request: CertifyRequest) -> Report:
+def certify(request: CertifyRequest, *, progress: ProgressSink | None = None) -> Report:
     """Collect and judge one node as the request says.
+
+    Args:
+        request: the source of facts, the policy and the burn-in.
+        progress: called about once a second while the burn-in runs.
 
     Raises:
         BadInputError: a bad policy file, capture directory or scenario.
+        KeyboardInterrupt: Ctrl-C before the burn-in (one during it ends the burn, which is
+            then judged as interrupted).
     """
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
     facts = collect_from(
@@ -72,6 +79,7 @@ def certify(request: CertifyRequest) -> Report:
         capture=request.capture,
         window_hours=policy.xid_window_hours,
         burn=request.burn,
+        progress=progress,
     )
     return make_report((facts,), policy)
 

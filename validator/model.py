@@ -268,6 +268,7 @@ class BurnStatus(str, enum.Enum):
     ERROR = "error"  # the backend failed on this GPU; detail says how
     TIMEOUT = "timeout"  # the worker stopped answering (wedged GPU or backend)
     NOT_RUN = "not_run"  # the GPU could not be given a worker
+    UNSEEN = "unseen"  # NVML lists the GPU, the burn backend (CUDA) cannot see it
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,13 @@ class GpuBurn:
     samples: Tuple[TelemetrySample, ...] = ()
     counters_before: ErrorCounters = field(default_factory=ErrorCounters)
     counters_after: ErrorCounters = field(default_factory=ErrorCounters)
+    pci_bus_id: Measured[str] = NOT_MEASURED  # the board, as NVML names it
+    cuda_device: Measured[int] = NOT_MEASURED  # the backend's device number for that board
+    # The load window on the trace's clock (see validator.trace): from the first batch
+    # after warm-up to the end of the last batch.
+    load_start_s: Measured[float] = NOT_MEASURED
+    load_end_s: Measured[float] = NOT_MEASURED
+    duty: Measured[float] = NOT_MEASURED  # share of the load window the device spent on products
 
 
 @dataclass(frozen=True)
@@ -310,6 +318,11 @@ class BurnResult:
     gpus: Tuple[GpuBurn, ...] = ()
     xid_events_during: Measured[Tuple[XidEvent, ...]] = NOT_MEASURED
     error: Optional[str] = None  # the burn could not start at all
+    interrupted: bool = False  # stopped early by the operator (Ctrl-C)
+    cuda_visible_devices: Optional[str] = None  # as the environment set it; None: unset
+    cuda_device_order: Optional[str] = None  # as the environment had it before PCI_BUS_ID was set
+    # How backend devices were matched to NVML GPUs: pci_bus_id | pci_order | stand_in.
+    device_mapping: str = ""
 
 
 @dataclass(frozen=True)

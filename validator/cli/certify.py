@@ -6,6 +6,7 @@ import logging
 import sys
 
 import click
+from click.core import ParameterSource
 
 from validator.certificate import Certificate, load_key
 from validator.certify import (
@@ -34,6 +35,10 @@ from validator.node.burnin.config import (
 )
 from validator.remote.transport import HostSpec
 from validator.store import Store
+
+# A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.
+SIMULATED_BURN_DEFAULT = "10s"
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
 @click.command()
@@ -66,7 +71,8 @@ from validator.store import Store
     default="5m",
     show_default=True,
     metavar="DURATION",
-    help="Burn-in length (90s, 5m); 0 skips it, and a node is then not certified.",
+    help="Burn-in length (90s, 5m); 0 skips it, and a node is then not certified. "
+    f"A simulated node burns {SIMULATED_BURN_DEFAULT} unless given.",
 )
 @click.option(
     "--burn-backend",
@@ -143,7 +149,7 @@ def certify(
     if not inventories and limit is not None:
         raise click.UsageError("--limit needs an inventory (-i)")
     key = load_key(sign_key) if sign_key else None
-    duration = parse_duration(burn_duration)
+    duration, note = _burn_seconds(ctx, burn_duration, simulate)
     burn = None
     if duration > 0 and capture_dir is None:
         burn = BurnConfig(
@@ -176,11 +182,10 @@ def certify(
     else:
         with store:
             run_id = store.start_run("certify", 1, "", sys.argv[1:])
-            report = run_certify(
-                CertifyRequest(
-                    simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn
-                )
+            request = CertifyRequest(
+                simulate=simulate, capture=capture_dir, policy_path=policy_path, burn=burn
             )
+            report = _certify_node(request, store, run_id, note)
             certificates = certificates_for(report, key)
             record_report(store, run_id, report, certificates)
     if report_dir is not None:
@@ -199,7 +204,45 @@ def certify(
 
         use_color = sys.stdout.isatty() if color is None else color
         click.echo(render_text(report, color=use_color), nl=False)
+    if not inventories and _burn_interrupted(report):
+        ctx.exit(EXIT_INTERRUPTED)
     ctx.exit(int(report_exit_code(report)))
+
+
+def _burn_seconds(
+    ctx: click.Context, burn_duration: str, simulate: str | None
+) -> tuple[float, str | None]:
+    """The --burn asked for; a simulated node's is short unless --burn was given.
+
+    A note then says so, once the burn runs (bad input still gets its one line alone).
+    """
+    source = ctx.get_parameter_source("burn_duration")
+    if simulate is None or source not in (None, ParameterSource.DEFAULT):
+        return parse_duration(burn_duration), None
+    duration = parse_duration(SIMULATED_BURN_DEFAULT)
+    return duration, f"simulated node: burning {duration:g} s (give --burn to change)"
+
+
+def _certify_node(request: CertifyRequest, store: Store, run_id: int, note: str | None) -> Report:
+    """One node, its burn shown live; Ctrl-C before the burn ends the run with nothing judged.
+
+    A Ctrl-C during the burn ends the burn only: the node is judged as interrupted.
+    """
+    from validator.cli.burn_display import BurnDisplay
+
+    try:
+        with BurnDisplay(note=note) as display:
+            report = run_certify(request, progress=display)
+            display.print_note()  # a burn too short for a progress tick
+            return report
+    except KeyboardInterrupt:
+        store.finish_run(run_id, interrupted=True)
+        click.echo("gpuready: interrupted: nothing was judged", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+def _burn_interrupted(report: Report) -> bool:
+    return any(node.facts.burn is not None and node.facts.burn.interrupted for node in report.nodes)
 
 
 def _write_certificates(certificates: dict[str, Certificate], report_dir: str) -> None:

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from validator.errors import ScenarioError
-from validator.model import CLOCK_EVENT_REASONS, GpuFacts
+from validator.model import CLOCK_EVENT_REASONS, GpuFacts, TelemetrySample
 from validator.node.burnin.simulated import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
@@ -167,10 +167,36 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"unknown scenario {name_or_path!r}: run `gpuready scenarios` to list the built-in "
             "ones, or give a path to a scenario file"
         )
+    raw = _anchor_telemetry(raw, path.parent if path else None)
     data = _resolve(raw, where, seen=(name_or_path,))
     data.setdefault("name", path.stem if path else name_or_path)
     _validate(data, where)
-    return Scenario(data, path)
+    scenario = Scenario(data, path)
+    scenario.telemetry()  # a missing or unreadable log is bad input now, not mid-burn
+    return scenario
+
+
+BUILTIN_PREFIX = "builtin:"
+
+
+def _anchor_telemetry(raw: dict[str, Any], directory: Path | None) -> dict[str, Any]:
+    """``burn.telemetry_csv`` made independent of the file it was written in.
+
+    A path is relative to the scenario file that names it, so it is resolved
+    before ``extends`` merges files from different places: a built-in's becomes
+    ``builtin:NAME`` (read through importlib.resources), a file's an absolute path.
+    """
+    burn = raw.get("burn")
+    if not isinstance(burn, Mapping) or not isinstance(burn.get("telemetry_csv"), str):
+        return raw
+    where = str(burn["telemetry_csv"])
+    if where.startswith(BUILTIN_PREFIX) or os.path.isabs(where):
+        anchored = where
+    elif directory is None:
+        anchored = BUILTIN_PREFIX + where
+    else:
+        anchored = str((directory / where).resolve())
+    return {**raw, "burn": {**burn, "telemetry_csv": anchored}}
 
 
 def _looks_like_path(text: str) -> bool:
@@ -231,7 +257,7 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
             "the built-in ones"
         )
     base = _resolve(
-        _read_json(SCENARIO_DIR / f"{parent}.json"),
+        _anchor_telemetry(_read_json(SCENARIO_DIR / f"{parent}.json"), None),
         f"built-in scenario {parent!r}",
         (*seen, parent),
     )
@@ -425,6 +451,20 @@ class Scenario:
     def __init__(self, data: dict[str, Any], path: Path | None = None) -> None:
         self.data = data
         self.path = path
+        self._telemetry: dict[int, tuple[TelemetrySample, ...]] | None = None
+
+    def telemetry(self) -> dict[int, tuple[TelemetrySample, ...]] | None:
+        """The recorded log ``burn.telemetry_csv`` names, by GPU index; None without one.
+
+        Raises:
+            ScenarioError: the log is missing, unreadable, or not an nvidia-smi CSV log.
+        """
+        where = self.data.get("burn", {}).get("telemetry_csv")
+        if where is None:
+            return None
+        if self._telemetry is None:
+            self._telemetry = _read_telemetry(str(where), self.name)
+        return self._telemetry
 
     @property
     def name(self) -> str:
@@ -476,6 +516,36 @@ def _sysfs_address(bus_id: str) -> str:
     """00000000:19:00.0 -> 0000:19:00.0, lower case, as sysfs names devices."""
     domain, _, rest = bus_id.partition(":")
     return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+def _read_telemetry(where: str, scenario: str) -> dict[int, tuple[TelemetrySample, ...]]:
+    from validator.node.parsers.base import ParseError
+    from validator.node.parsers.smi_csv_log import parse_query_gpu_log
+
+    shown = where[len(BUILTIN_PREFIX) :] if where.startswith(BUILTIN_PREFIX) else where
+    try:
+        if where.startswith(BUILTIN_PREFIX):
+            text = (SCENARIO_DIR / shown).read_text(encoding="utf-8")
+        else:
+            text = Path(where).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(
+            f"scenario {scenario!r}: burn.telemetry_csv {shown} cannot be read "
+            f"({type(exc).__name__}: {exc}); give the path of an nvidia-smi CSV log, relative "
+            "to the scenario file"
+        ) from None
+    try:
+        log = parse_query_gpu_log(text)
+    except ParseError as exc:
+        raise ScenarioError(
+            f"scenario {scenario!r}: burn.telemetry_csv {shown}: {exc}"
+        ) from None
+    if not log.samples or not any(log.samples.values()):
+        raise ScenarioError(
+            f"scenario {scenario!r}: burn.telemetry_csv {shown} holds no samples; record one "
+            "with nvidia-smi --query-gpu=... --format=csv -lms 500"
+        )
+    return dict(log.samples)
 
 
 class ScenarioSystem:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     # The burn-in and the capture reader load only when used: the agent starts
     # on every host of a fleet run, and most runs need neither.
     from validator.node.burnin.config import BurnConfig
+    from validator.node.burnin.devices import Target
+    from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
 
 
@@ -38,8 +40,21 @@ def _reading(lib: Any | None) -> collect.DriverReading:  # noqa: ANN401 - pynvml
     )
 
 
-def _burnable(facts: NodeFacts) -> list[tuple[int, Measured[str]]]:
-    return [(gpu.index, gpu.uuid) for gpu in facts.gpus if gpu.status is GpuStatus.OK]
+def _burnable(facts: NodeFacts) -> list[Target]:
+    from validator.node.burnin.devices import Target
+
+    return [
+        Target(
+            index=gpu.index,
+            uuid=gpu.uuid,
+            bus_id=gpu.pci_bus_id if isinstance(gpu.pci_bus_id, str) else None,
+            power_limit_w=gpu.power_limit_enforced_w
+            if isinstance(gpu.power_limit_enforced_w, float)
+            else None,
+        )
+        for gpu in facts.gpus
+        if gpu.status is GpuStatus.OK
+    ]
 
 
 def _not_started(config: BurnConfig, backend: str, why: str) -> BurnResult:
@@ -59,12 +74,15 @@ def _not_started(config: BurnConfig, backend: str, why: str) -> BurnResult:
 def _live_sampler(facts: NodeFacts, config: BurnConfig) -> Sampler:
     from validator.node.burnin.nvml_sampler import NvmlSampler
 
-    return NvmlSampler([index for index, _ in _burnable(facts)], config.sample_interval_s)
+    return NvmlSampler([target.index for target in _burnable(facts)], config.sample_interval)
 
 
-def burn_live(facts: NodeFacts, system: System, config: BurnConfig) -> BurnResult:
+def burn_live(
+    facts: NodeFacts, system: System, config: BurnConfig, progress: ProgressSink | None = None
+) -> BurnResult:
     """Burn this host's GPUs on a real backend, sampling them through NVML."""
     from validator.node.burnin.backend import BackendUnavailable, select_backend
+    from validator.node.burnin.devices import prepare_cuda_environment
     from validator.node.burnin.run import run_burn
 
     gpus = _burnable(facts)
@@ -72,18 +90,33 @@ def burn_live(facts: NodeFacts, system: System, config: BurnConfig) -> BurnResul
         return _not_started(
             config, config.backend or "auto", "no GPU answered NVML: nothing to burn"
         )
+    # Before cudart or torch initialise CUDA: they read the order once.
+    environment = prepare_cuda_environment()
     try:
-        backend = select_backend(config.backend)
+        backend = select_backend(config.backend, config.dtype)
     except BackendUnavailable as exc:
         return _not_started(config, config.backend or "auto", f"no burn backend can run: {exc}")
 
     def xid_probe() -> Measured[tuple[XidEvent, ...]]:
         return collect.kernel_log_facts(system, None).events
 
-    return run_burn(config, backend, gpus, _live_sampler(facts, config), xid_probe)
+    return run_burn(
+        config,
+        backend,
+        gpus,
+        _live_sampler(facts, config),
+        xid_probe,
+        environment=environment,
+        progress=progress,
+    )
 
 
-def burn_simulated(facts: NodeFacts, scenario: Scenario, config: BurnConfig) -> BurnResult:
+def burn_simulated(
+    facts: NodeFacts,
+    scenario: Scenario,
+    config: BurnConfig,
+    progress: ProgressSink | None = None,
+) -> BurnResult:
     """Burn a simulated node: real products on the CPU, the scenario's speed and telemetry."""
     from validator.node.burnin.backend import BackendUnavailable, select_backend
     from validator.node.burnin.run import run_burn
@@ -92,15 +125,30 @@ def burn_simulated(facts: NodeFacts, scenario: Scenario, config: BurnConfig) -> 
     gpus = _burnable(facts)
     if not gpus:
         return _not_started(config, "numpy", "no GPU answered NVML: nothing to burn")
-    plan = simulated_burn(facts, scenario.data.get("burn", {}), config.sample_interval_s)
+    plan = simulated_burn(
+        facts,
+        scenario.data.get("burn", {}),
+        config.sample_interval,
+        expected_s=config.duration_s,
+        recorded=scenario.telemetry(),
+    )
     try:
-        backend = select_backend(config.backend, simulated_tflops=plan.tflops)
+        backend = select_backend(config.backend, config.dtype, simulated=plan.boards)
     except BackendUnavailable as exc:
         return _not_started(config, config.backend or "numpy", str(exc))
     kernel_log = _ScenarioKernelLog(
         facts.kernel_log.events, parse_xid_events("\n".join(plan.xid_lines), window_hours=None)
     )
-    return run_burn(config, backend, gpus, plan.sampler, kernel_log, simulated=True)
+    return run_burn(
+        config,
+        backend,
+        gpus,
+        plan.sampler,
+        kernel_log,
+        simulated=True,
+        environment=plan.environment,
+        progress=progress,
+    )
 
 
 class _ScenarioKernelLog:
@@ -124,17 +172,21 @@ def collect_live(
     window_hours: float | None = 24.0,
     system: System | None = None,
     burn: BurnConfig | None = None,
+    progress: ProgressSink | None = None,
 ) -> NodeFacts:
     """Facts of the machine this process runs on, through NVML and local commands."""
     host = system or LiveSystem()
     facts = collect.collect(host, _reading(None), source="live", window_hours=window_hours)
     if burn is not None:
-        facts = dataclasses.replace(facts, burn=burn_live(facts, host, burn))
+        facts = dataclasses.replace(facts, burn=burn_live(facts, host, burn, progress))
     return facts
 
 
 def collect_simulated(
-    name_or_path: str, window_hours: float | None = 24.0, burn: BurnConfig | None = None
+    name_or_path: str,
+    window_hours: float | None = 24.0,
+    burn: BurnConfig | None = None,
+    progress: ProgressSink | None = None,
 ) -> NodeFacts:
     """Facts of a simulated node: the real collector over a scenario's fake NVML and host.
 
@@ -150,7 +202,7 @@ def collect_simulated(
         window_hours=window_hours,
     )
     if burn is not None:
-        facts = dataclasses.replace(facts, burn=burn_simulated(facts, scenario, burn))
+        facts = dataclasses.replace(facts, burn=burn_simulated(facts, scenario, burn, progress))
     return facts
 
 
@@ -160,6 +212,7 @@ def collect_from(
     capture: str | os.PathLike[str] | None = None,
     window_hours: float | None = 24.0,
     burn: BurnConfig | None = None,
+    progress: ProgressSink | None = None,
 ) -> NodeFacts:
     """Facts from whichever source was asked for; this host when neither.
 
@@ -167,12 +220,12 @@ def collect_from(
     the burn-in was not run.
     """
     if simulate is not None:
-        return collect_simulated(simulate, window_hours, burn)
+        return collect_simulated(simulate, window_hours, burn, progress)
     if capture is not None:
         from validator.node.capture import collect_capture
 
         return collect_capture(capture, window_hours)
-    return collect_live(window_hours, burn=burn)
+    return collect_live(window_hours, burn=burn, progress=progress)
 
 
 __all__ = ["collect_from", "collect_live", "collect_simulated"]

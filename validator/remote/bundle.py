@@ -87,7 +87,8 @@ def _entries(root: Path) -> list[tuple[str, bytes]]:
     entries = [(name, (root / name).read_bytes()) for name in _PACKAGE_FILES]
     node = root / "validator" / "node"
     for path in sorted(node.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+        shipped = path.suffix in (".py", ".json", ".csv")  # code, scenarios, their traces
+        if path.is_file() and shipped and "__pycache__" not in path.parts:
             entries.append((path.relative_to(root).as_posix(), path.read_bytes()))
     pynvml = _pynvml_file()
     if pynvml is not None:

@@ -29,6 +29,7 @@ from validator.model import (
     Verdict,
     known,
 )
+from validator.trace import LOW_PERCENTILE, percentile, under_load
 
 # The order operators read in: what blocks certification first.
 SEVERITY_ORDER: dict[Severity, int] = {
@@ -256,6 +257,7 @@ def shorten(text: str, width: int) -> str:
 # ------------------------------------------------------------------ burn-in
 
 NO_TELEMETRY = Unavailable(Reason.NOT_MEASURED, "no telemetry sampled")
+_NO_LOAD = Unavailable(Reason.NOT_MEASURED, "no sample was taken under load")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +268,7 @@ class BurnStats:
     power_limit_w: Measured[float]  # enforced limit from the node's facts
     peak_power_pct: Measured[float]  # peak power as a share of the enforced limit
     peak_temperature_c: Measured[float]
-    min_sm_clock_mhz: Measured[int]
+    min_sm_clock_mhz: Measured[int]  # the low percentile under load the judge reads
     clock_events: Measured[tuple[str, ...]]  # every reason seen, in order of first sighting
     errors: int  # mismatched plus non-finite elements
 
@@ -304,7 +306,10 @@ def _peak(samples: tuple[TelemetrySample, ...], name: str) -> Measured[float]:
 
 
 def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
-    """Peak power (and its share of the enforced limit), peak temperature, lowest SM clock.
+    """Peak power (and its share of the enforced limit), peak temperature, low SM clock.
+
+    Read from the samples taken under load (validator.trace), as the judge reads
+    them: the idle first sample and the idle tail are in the charts, not in these.
 
     Args:
         gpu: one GPU's burn-in.
@@ -314,8 +319,13 @@ def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
         The figures; each is :class:`~validator.model.Unavailable` when no sample
         measured it, with the samples' own reason where they give one.
     """
-    samples = gpu.samples
-    peak_power = _peak(samples, "power_w")
+    samples = under_load(gpu)
+    absent = _NO_LOAD if gpu.samples else NO_TELEMETRY
+
+    def peak(name: str) -> Measured[float]:
+        return _peak(samples, name) if samples else absent
+
+    peak_power = peak("power_w")
     inventory = [g for g in facts.gpus if g.index == gpu.index]
     limit: Measured[float] = (
         inventory[0].power_limit_enforced_w
@@ -331,7 +341,8 @@ def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
         pct = Unavailable(Reason.ERROR, f"enforced limit {show(limit, 'W')}")
     else:
         pct = peak_power / limit * 100.0
-    clocks = [int(value) for _, value in telemetry(samples, "sm_clock_mhz")]
+    clocks = [value for _, value in telemetry(samples, "sm_clock_mhz")]
+    low_clock = percentile(clocks, LOW_PERCENTILE)
     reasons: list[str] = []
     measured_reasons = False
     for sample in samples:
@@ -343,11 +354,13 @@ def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
         peak_power_w=peak_power,
         power_limit_w=limit,
         peak_power_pct=pct,
-        peak_temperature_c=_peak(samples, "temperature_gpu_c"),
-        min_sm_clock_mhz=min(clocks) if clocks else _missing(samples, "sm_clock_mhz"),
+        peak_temperature_c=peak("temperature_gpu_c"),
+        min_sm_clock_mhz=round(low_clock)
+        if low_clock is not None
+        else (_missing(samples, "sm_clock_mhz") if samples else absent),
         clock_events=tuple(reasons)
         if measured_reasons
-        else _missing(samples, "clock_event_reasons"),
+        else (_missing(samples, "clock_event_reasons") if samples else absent),
         errors=gpu.mismatched_elements + gpu.nonfinite_elements,
     )
 

@@ -8,14 +8,19 @@ Thresholds (policy.thresholds, defaults and why):
   a power limit without passing a GPU running at half speed.
 - ``burn_relative_min`` 0.90: each GPU within 10% of the node's best (as
   gpu-fryer's tolerance).
-- ``burn_power_min_ratio`` 0.75: peak draw reaches this share of the enforced
-  limit (as DCGM's targeted power).
-- ``burn_thermal_margin_c`` 5: peak temperature stays this far below slowdown.
-- ``burn_clock_sag_max`` 0.30: the lowest SM clock under load stays within
-  30% of the GPU's maximum SM clock.
+- ``burn_power_min_ratio`` 0.75: the median draw under load reaches this
+  share of the enforced limit (as DCGM's targeted power).
+- ``burn_thermal_margin_c`` 5: peak temperature under load stays this far below slowdown.
+- ``burn_clock_sag_max`` 0.30: the SM clock under load (its 5th percentile, so
+  that one sample taken while the power controller settles does not decide)
+  stays within 30% of the GPU's maximum SM clock.
 
-A burn that was not run, could not start, or measured nothing is UNKNOWN,
-never a pass; ``require_burn: false`` makes it optional.
+Every judgement "under load" reads only the samples :func:`validator.trace.under_load`
+keeps: the sampler's idle first sample, the ramp, idle gaps and the tail are
+not the load. Too few load samples is UNKNOWN.
+
+A burn that was not run, could not start, was interrupted, or measured nothing
+is UNKNOWN, never a pass; ``require_burn: false`` makes it optional.
 """
 
 from __future__ import annotations
@@ -44,8 +49,17 @@ from validator.model import (
     GpuBurn,
     GpuFacts,
     NodeFacts,
+    Reason,
     Severity,
     Unavailable,
+)
+from validator.trace import (
+    LOW_PERCENTILE,
+    MIN_LOAD_SAMPLES,
+    describe_window,
+    numbers,
+    percentile,
+    under_load,
 )
 
 HARDWARE_SLOWDOWN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -105,7 +119,7 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
         if gpu.status is BurnStatus.COMPLETED and gpu.index in gpus_by_index
     ]
     for gpu in burn.gpus:
-        findings += _status(gpu, policy)
+        findings += _status(gpu, burn, policy)
     for gpu in ran:
         facts_gpu = gpus_by_index.get(gpu.index)
         findings += _correctness(gpu)
@@ -123,20 +137,63 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
 
 def _run_summary(burn: BurnResult, policy: Policy) -> Finding:
     kind = "simulated " if burn.simulated else ""
+    visible = (
+        f"; CUDA_VISIBLE_DEVICES={burn.cuda_visible_devices} was set by the environment"
+        if burn.cuda_visible_devices is not None
+        else ""
+    )
+    what = (
+        f"{kind}{burn.dtype} burn-in of {len(burn.gpus)} GPUs for {burn.elapsed_s:.0f} s on the "
+        f"{burn.backend} backend ({burn.matrix_size}x{burn.matrix_size} products){visible}"
+    )
+    if burn.interrupted:
+        return node_finding(
+            "burn.run",
+            UNKNOWN,
+            f"The {what} was interrupted before its {burn.duration_s:.0f} s: the node cannot be "
+            "certified on a partial burn; run it again to the end",
+            observed=f"interrupted at {burn.elapsed_s:.1f} s",
+            expected=f"{burn.duration_s:.0f} s",
+            required=policy.require_burn,
+        )
     return node_finding(
         "burn.run",
         PASS,
-        f"{kind}{burn.dtype} burn-in of {len(burn.gpus)} GPUs for {burn.elapsed_s:.0f} s on the "
-        f"{burn.backend} backend ({burn.matrix_size}x{burn.matrix_size} products)",
+        what,
         observed=f"{burn.elapsed_s:.1f} s",
         expected=f"{burn.duration_s:.0f} s",
         required=policy.require_burn,
     )
 
 
-def _status(gpu: GpuBurn, policy: Policy) -> list[Finding]:
+def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
     if gpu.status is BurnStatus.COMPLETED:
         return []
+    if gpu.status is BurnStatus.UNSEEN:
+        if burn.cuda_visible_devices is not None:
+            return [
+                _finding(
+                    "burn.status",
+                    UNKNOWN,
+                    gpu,
+                    f"{gpu.detail}: it was not burned; unset CUDA_VISIBLE_DEVICES to certify "
+                    "every GPU of the node",
+                    observed="hidden by CUDA_VISIBLE_DEVICES",
+                    expected="burned",
+                    required=policy.require_burn,
+                )
+            ]
+        return [
+            _finding(
+                "burn.status",
+                FAIL,
+                gpu,
+                f"{gpu.detail}: the CUDA runtime did not initialise it; drain the node, check "
+                "the kernel log for its Xids and reset or reseat the GPU",
+                observed="not visible to CUDA",
+                expected="visible to CUDA",
+            )
+        ]
     if gpu.status is BurnStatus.NOT_RUN:
         return [
             _finding(
@@ -254,13 +311,14 @@ def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> l
     floor = policy.thresholds.burn_speed_ratio * peak
     ratio = gpu.tflops / peak
     ok = gpu.tflops >= floor
+    duty = f" at {gpu.duty:.1%} device duty" if isinstance(gpu.duty, float) else ""
     return [
         _finding(
             check_id,
             PASS if ok else FAIL,
             gpu,
-            f"GPU {gpu.index} sustained {gpu.tflops:.1f} {burn.dtype} TFLOPS, {ratio:.0%} of the "
-            f"{peak:g} dense peak"
+            f"GPU {gpu.index} sustained {gpu.tflops:.1f} {burn.dtype} TFLOPS{duty}, {ratio:.0%} "
+            f"of the {peak:g} dense peak"
             + (
                 ""
                 if ok
@@ -325,17 +383,34 @@ def _cross_gpu(burn: BurnResult, ran: list[GpuBurn]) -> list[Finding]:
     ]
 
 
-def _peak(gpu: GpuBurn, name: str) -> float | None:
-    values = [getattr(sample, name) for sample in gpu.samples]
-    numbers = [float(v) for v in values if isinstance(v, (int, float))]
-    return max(numbers) if numbers else None
+def _too_few(gpu: GpuBurn, check_id: str, what: str) -> Finding | None:
+    """An UNKNOWN finding when too few samples were taken under load to judge ``what``."""
+    loaded = under_load(gpu)
+    if len(loaded) >= MIN_LOAD_SAMPLES:
+        return None
+    why = "no samples were taken" if not gpu.samples else f"({describe_window(gpu)})"
+    return _finding(
+        check_id,
+        UNKNOWN,
+        gpu,
+        f"GPU {gpu.index}'s {what} under load cannot be judged: fewer than "
+        f"{MIN_LOAD_SAMPLES} samples under load {why}",
+        observed=f"{len(loaded)} load samples",
+        expected=f">= {MIN_LOAD_SAMPLES} load samples",
+    )
 
 
 def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
-    peak = _peak(gpu, "power_w")
+    few = _too_few(gpu, "burn.power", "power")
+    if few is not None:
+        return [few]
+    draws = numbers(under_load(gpu), lambda sample: sample.power_w)
+    typical = percentile(draws, 50.0)
     limit = facts_gpu.power_limit_enforced_w if facts_gpu is not None else None
-    if peak is None or not isinstance(limit, float):
-        why = "no power was sampled" if peak is None else "the enforced limit is unknown"
+    if typical is None or not isinstance(limit, float):
+        why = "the enforced limit is unknown"
+        if typical is None:
+            why = "no power was sampled under load"
         return [
             _finding(
                 "burn.power",
@@ -344,7 +419,7 @@ def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fin
                 f"GPU {gpu.index}'s power under load cannot be judged: {why}",
             )
         ]
-    ratio = peak / limit if limit else 0.0
+    ratio = typical / limit if limit else 0.0
     floor = policy.thresholds.burn_power_min_ratio
     ok = ratio >= floor
     return [
@@ -352,31 +427,40 @@ def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fin
             "burn.power",
             PASS if ok else FAIL,
             gpu,
-            f"GPU {gpu.index} drew up to {peak:.0f} W under load, {ratio:.0%} of its "
-            f"{limit:.0f} W limit"
+            f"GPU {gpu.index} drew a median {typical:.0f} W under load (peak {max(draws):.0f} W), "
+            f"{ratio:.0%} of its {limit:.0f} W limit"
             + ("" if ok else f"; below {floor:.0%}: the load never reached full power"),
-            observed=f"{peak:.0f} W",
+            observed=f"{typical:.0f} W",
             expected=f">= {floor * limit:.0f} W",
         )
     ]
 
 
 def _throttle(gpu: GpuBurn) -> list[Finding]:
-    seen: set[str] = set()
-    measured = False
-    for sample in gpu.samples:
+    few = _too_few(gpu, "burn.throttle", "clock-event reasons")
+    if few is not None:
+        return [few]
+    loaded = under_load(gpu)
+    seen: dict[str, int] = {}
+    measured = 0
+    for sample in loaded:
         if isinstance(sample.clock_event_reasons, tuple):
-            measured = True
-            seen.update(sample.clock_event_reasons)
+            measured += 1
+            for reason in sample.clock_event_reasons:
+                seen[reason] = seen.get(reason, 0) + 1
     if not measured:
         return [
             _finding(
                 "burn.throttle",
                 UNKNOWN,
                 gpu,
-                f"GPU {gpu.index}'s clock-event reasons were not sampled",
+                f"GPU {gpu.index}'s clock-event reasons were not sampled under load",
             )
         ]
+
+    def share(reason: str) -> str:
+        return f"{reason} ({seen[reason]}/{measured} samples)"
+
     bad = sorted(reason for reason in seen if reason in HARDWARE_SLOWDOWN + THERMAL_SLOWDOWN)
     if bad:
         return [
@@ -384,8 +468,8 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
                 "burn.throttle",
                 FAIL,
                 gpu,
-                f"GPU {gpu.index} throttled under load: {', '.join(bad)}; check cooling, airflow "
-                "and the power supply",
+                f"GPU {gpu.index} throttled under load: {', '.join(share(r) for r in bad)}; "
+                "check cooling, airflow and the power supply",
                 observed=", ".join(bad),
                 expected="no slowdown",
             )
@@ -396,7 +480,7 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
             PASS,
             gpu,
             f"GPU {gpu.index} showed no hardware, thermal or power-brake slowdown under load"
-            + (f" (seen: {', '.join(sorted(seen))})" if seen else ""),
+            + (f" (seen: {', '.join(share(r) for r in sorted(seen))})" if seen else ""),
             observed=", ".join(sorted(seen)) or "none",
             expected="no slowdown",
         )
@@ -404,11 +488,20 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
 
 
 def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
-    peak = _peak(gpu, "temperature_gpu_c")
+    few = _too_few(gpu, "burn.thermal", "temperature")
+    if few is not None:
+        return [few]
+    temperatures = numbers(under_load(gpu), lambda sample: sample.temperature_gpu_c)
+    peak = max(temperatures) if temperatures else None
     slowdown = slowdown_temperature(facts_gpu) if facts_gpu is not None else None
     if peak is None:
         return [
-            _finding("burn.thermal", UNKNOWN, gpu, f"GPU {gpu.index}'s temperature was not sampled")
+            _finding(
+                "burn.thermal",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s temperature was not sampled under load",
+            )
         ]
     if slowdown is None:
         return [
@@ -439,9 +532,13 @@ def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[F
 
 
 def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Finding]:
-    clocks = [s.sm_clock_mhz for s in gpu.samples if isinstance(s.sm_clock_mhz, int)]
+    few = _too_few(gpu, "burn.clocks", "SM clock")
+    if few is not None:
+        return [dataclasses.replace(few, required=False)]
+    clocks = numbers(under_load(gpu), lambda sample: sample.sm_clock_mhz)
     top = facts_gpu.sm_clock_max_mhz if facts_gpu is not None else None
-    if not clocks or not isinstance(top, int) or top <= 0:
+    low = percentile(clocks, LOW_PERCENTILE)
+    if low is None or not isinstance(top, int) or top <= 0:
         return [
             _finding(
                 "burn.clocks",
@@ -452,8 +549,7 @@ def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fi
                 required=False,
             )
         ]
-    lowest = min(clocks)
-    sag = 1.0 - lowest / top
+    sag = 1.0 - low / top
     allowed = policy.thresholds.burn_clock_sag_max
     ok = sag <= allowed
     return [
@@ -461,10 +557,10 @@ def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fi
             "burn.clocks",
             PASS if ok else FAIL,
             gpu,
-            f"GPU {gpu.index}'s SM clock stayed at or above {lowest} MHz under load "
-            f"(median {statistics.median(clocks):.0f}, max {top} MHz)"
+            f"GPU {gpu.index}'s SM clock under load stayed at or above {low:.0f} MHz in 95% of "
+            f"its samples (median {statistics.median(clocks):.0f}, max {top} MHz)"
             + ("" if ok else f": a {sag:.0%} sag, more than {allowed:.0%}"),
-            observed=f"{lowest} MHz",
+            observed=f"{low:.0f} MHz",
             expected=f">= {top * (1 - allowed):.0f} MHz",
         )
     ]
@@ -494,6 +590,23 @@ def _counters(gpu: GpuBurn) -> list[Finding]:
         if getattr(after, flag) is True and getattr(before, flag) is not True:
             grew.append(f"{flag.replace('_', ' ')} appeared")
             severity = FAIL
+    hung = [
+        value
+        for value in (getattr(after, name) for name, _, _ in _COUNTER_RULES)
+        if isinstance(value, Unavailable) and value.reason is Reason.GPU_LOST
+    ]
+    if hung:
+        return [
+            _finding(
+                "burn.errors",
+                FAIL,
+                gpu,
+                f"GPU {gpu.index} stopped answering after the burn-in: {hung[0].detail}; drain "
+                "the node and reset the GPU",
+                observed="no answer",
+                expected="counters read",
+            )
+        ]
     if not compared:
         return [
             _finding(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from validator.node.burnin.config import BurnConfig
+
+if TYPE_CHECKING:
+    from validator.node.burnin.numpy_backend import SimulatedBoards
 
 
 class BackendUnavailable(Exception):
@@ -69,13 +72,18 @@ class Backend(Protocol):
     """A way to run matrix products on the node's GPUs."""
 
     name: str
+    dtypes: frozenset[str]  # the burn dtypes this backend can run
 
     def device_count(self) -> int:
         """How many devices this backend sees."""
         ...
 
+    def device_bus_ids(self) -> list[str]:
+        """Each device's PCI bus id by device number ("" where it cannot be read)."""
+        ...
+
     def worker(self, device: int, config: BurnConfig) -> GpuWorker:
-        """A worker for one device."""
+        """A worker for one device (a backend device number, not an NVML index)."""
         ...
 
 
@@ -85,31 +93,38 @@ def flops_per_product(matrix_size: int) -> float:
 
 
 def select_backend(
-    name: str | None, *, simulated_tflops: dict[int, float] | None = None
+    name: str | None, dtype: str, *, simulated: SimulatedBoards | None = None
 ) -> Backend:
-    """The named backend, or the best GPU backend that loads: cublas, then torch.
+    """The named backend, or the best GPU backend that loads and can burn ``dtype``.
 
+    Without a name: cublas, then torch (cublas cannot burn fp8, torch can).
     The numpy backend measures the CPU, so it is used only when asked for by
-    name, or for a simulated node.
+    name, or for a simulated node (whose boards it stands in for).
 
     Raises:
         BackendUnavailable: the named backend (or every backend) cannot run here.
     """
     from validator.node.burnin import numpy_backend
 
-    if simulated_tflops is not None:
+    if simulated is not None:
         if name not in (None, "numpy"):
             raise BackendUnavailable(
                 f"a simulated node can only burn with the numpy backend, not {name}"
             )
-        return numpy_backend.NumpyBackend(simulated_tflops=simulated_tflops)
+        return numpy_backend.NumpyBackend(boards=simulated)
     order = [name] if name else ["cublas", "torch"]
     reasons = []
     for candidate in order:
         try:
-            return _load(candidate)
+            backend = _load(candidate)
         except BackendUnavailable as exc:
             reasons.append(f"{candidate}: {exc}")
+            continue
+        if dtype in backend.dtypes:
+            return backend
+        reasons.append(
+            f"{candidate} cannot burn {dtype} (it runs {', '.join(sorted(backend.dtypes))})"
+        )
     raise BackendUnavailable("; ".join(reasons))
 
 

@@ -94,6 +94,15 @@ class BurnConfig:
         return min(1.0, max(0.05, self.duration_s / 20.0))
 
     @property
+    def sample_interval(self) -> float:
+        """Seconds between telemetry samples: the configured interval, finer for short burns.
+
+        A short burn still gets about 40 samples, so that the judge has enough of them
+        under load (validator.trace) once warm-up and the idle tail are left out.
+        """
+        return min(self.sample_interval_s, max(0.05, self.duration_s / 40.0))
+
+    @property
     def warmup(self) -> float:
         """Seconds at the start whose throughput does not count."""
         if self.warmup_s is not None:

@@ -13,18 +13,19 @@ Semantics follow the numpy reference backend:
   the full inner dimension, within ``TOLERANCES[dtype]`` of the tile's largest
   magnitude. Its sha256 digest (of the bytes) is equal across healthy GPUs of a
   model.
-* Every batch recomputes every buffer. ``check_batch`` compares them with the
-  first product without a custom kernel: a column-sum checksum of each buffer
-  is computed on the device with cuBLAS itself (a matrix-vector product with a
-  vector of ones, fp32 accumulate, pedantic for fp32 data) and copied back
-  (4 bytes per column). Columns whose checksum differs bitwise from the first
-  product's are copied to the host and counted element by element, bitwise,
-  NaN/Inf included. A checksum can in principle miss a change below the fp32
-  rounding of a column sum (a low bit of a tiny element); so, in addition, one
-  buffer per batch (in rotation) is copied to the host in chunks and compared
+* Every batch recomputes every buffer, and the device never waits for the
+  host's checks (see :class:`CublasWorker` for the pipeline). A column-sum
+  checksum of each buffer is computed on the device with cuBLAS itself (a
+  matrix-vector product with a vector of ones, fp32 accumulate, pedantic for
+  fp32 data) and copied back into page-locked memory (4 bytes per column).
+  Columns whose checksum differs bitwise from the first product's are read
+  from the device and counted element by element against the host's copy of
+  the first product (read once, at setup), bitwise, NaN/Inf included. A
+  checksum can in principle miss a change below the fp32 rounding of a column
+  sum (a low bit of a tiny element); so, in addition, one buffer per batch (in
+  rotation) is read in chunks through a page-locked staging buffer and compared
   bytewise in full. Host traffic per batch: ``K * n * 4`` bytes of checksums
-  plus two copies of one buffer (about 0.3 GiB at n = 8192 in bf16), against
-  ``K`` products of compute.
+  plus one buffer (128 MiB at n = 8192 in bf16), all while the device computes.
 * Results are bf16 / fp16 / fp32 like the inputs (tf32 keeps fp32 storage).
 * fp8 is not implemented: it needs cublasLt with scaling descriptors.
 """
@@ -52,6 +53,7 @@ from validator.node.burnin.cuda_libs import (
     MEMCPY_DEVICE_TO_DEVICE,
     MEMCPY_DEVICE_TO_HOST,
     MEMCPY_HOST_TO_DEVICE,
+    STREAM_NON_BLOCKING,
     CudaApi,
     CudaLibraries,
     Opener,
@@ -60,6 +62,7 @@ from validator.node.burnin.cuda_libs import (
     open_api,
     search_dirs,
 )
+from validator.node.parsers.smi_common import normalize_bus_id
 
 # cudaDataType_t (library_types.h)
 CUDA_R_32F = 0
@@ -268,7 +271,10 @@ def buffer_count(free: int, fraction: float, n: int, input_size: int, output_siz
 
     Kept besides the result buffers: A and B, the first product, the vector of
     ones and the first product's checksum. Each result buffer also holds a column
-    checksum (n fp32 values). At least 2, so there is always something to compare.
+    checksum (n fp32 values). That is all the device memory a worker allocates:
+    the pipeline needs no snapshot (a half is recomputed only after its check),
+    and its copies land in page-locked host memory. At least 2, so there is
+    always something to compare.
     """
     fixed = 2 * n * n * input_size + n * n * output_size + n * output_size + n * 4
     per_buffer = n * n * output_size + n * 4
@@ -345,6 +351,15 @@ def spoil(element: bytes, kind: str, fmt: str) -> bytes:
 # --- the backend -----------------------------------------------------------------------------
 
 
+def read_host(address: int, size: int) -> bytes:
+    """A copy of ``size`` bytes of host memory at ``address``.
+
+    Page-locked buffers filled by the device are read only through here, so a
+    test can see when the host looks at them.
+    """
+    return ctypes.string_at(address, size)
+
+
 class CublasBackend:
     """cuBLAS GemmEx on every GPU the CUDA runtime sees.
 
@@ -357,6 +372,7 @@ class CublasBackend:
     """
 
     name = "cublas"
+    dtypes = frozenset(GEMM_TYPES)  # what it can burn (fp8 needs cublasLt)
 
     def __init__(self, dirs: Sequence[str] | None = None, opener: Opener = load_library) -> None:
         candidates = find_cuda_libraries(search_dirs() if dirs is None else dirs)
@@ -369,6 +385,22 @@ class CublasBackend:
         """Devices the CUDA runtime sees (respects CUDA_VISIBLE_DEVICES)."""
         return self._count
 
+    def device_bus_ids(self) -> list[str]:
+        """The PCI bus id of each CUDA ordinal, as NVML writes it ("00000000:19:00.0").
+
+        CUDA numbers devices its own way (and CUDA_VISIBLE_DEVICES renumbers them);
+        the bus id says which NVML device an ordinal is. A device whose id cannot
+        be read has "" in its place.
+        """
+        ids = []
+        for ordinal in range(self._count):
+            try:
+                raw = self.api.device_pci_bus_id(ordinal)
+            except Exception:  # noqa: BLE001 - one unreadable device must not hide the others
+                raw = ""
+            ids.append(normalize_bus_id(raw) or "")
+        return ids
+
     def worker(self, device: int, config: BurnConfig) -> CublasWorker:
         """A worker for one device.
 
@@ -380,11 +412,43 @@ class CublasBackend:
         return CublasWorker(self.api, device, config)
 
 
-class CublasWorker:
-    """One GPU's products and checks.
+@dataclass
+class _Half:
+    """A run of result buffers computed, then checked, in turn with the other half."""
 
-    Every method makes the device current first: the runtime's current device
-    belongs to the calling thread, and the worker's methods run in its own.
+    first: int  # index of its first buffer
+    count: int
+    start: int = 0  # events: before its products,
+    end: int = 0  # after them,
+    ready: int = 0  # after its checksums (compute stream),
+    copied: int = 0  # after the checksums reached host memory (copy stream)
+
+    @property
+    def indices(self) -> range:
+        return range(self.first, self.first + self.count)
+
+
+class CublasWorker:
+    """One GPU's products and checks, pipelined so the device never waits for the host.
+
+    The result buffers are two halves. On a non-blocking compute stream the
+    device works through them in turn: one half's products (between two events,
+    which time them), then that half's column checksums; a copy stream waits for
+    those and copies the checksums into page-locked host memory. The host checks
+    one half while the device computes the other, and queues a half again only
+    once it is checked:
+
+    * ``run_batch`` (returning batch N) checks the first half of batch N while
+      the second half computes, queues the first half of batch N+1, then waits
+      for the second half's products;
+    * ``check_batch`` checks the second half of batch N while the first half of
+      batch N+1 computes, then queues the second half of batch N+1.
+
+    So a half's device buffers still hold the checked batch's products while it
+    is checked: the rotating whole-buffer compare and the columns whose checksum
+    differs are read from the device and counted exactly, and nothing is
+    drained. Every method makes the device current first: the runtime's current
+    device belongs to the calling thread, and the worker's methods run in its own.
     """
 
     def __init__(self, api: CudaApi, device: int, config: BurnConfig) -> None:
@@ -396,13 +460,21 @@ class CublasWorker:
         self._in_size = element_size(self._types.input_format)
         self._out_size = element_size(self._types.output_format)
         self._handle = 0
+        self._streams: list[int] = []
+        self._compute = self._copy = 0
         self._events: list[int] = []
         self._allocations: list[int] = []
+        self._host: list[int] = []  # page-locked host allocations
         self._a = self._b = self._ones = self._first = self._sums = 0
+        self._sums_host = self._staging = self._staging_size = 0
         self._buffers: list[int] = []
+        self._halves: list[_Half] = []
+        self._first_host = b""  # the first product, read once at setup
         self._first_sums = b""
-        self._first_nonfinite = 0
-        self._batches = 0
+        self._found = (0, 0)  # (mismatched, nonfinite) since the last check_batch
+        self._batch = -1  # the batch run_batch last returned
+        self._unchecked = False  # that batch's second half is not checked yet
+        self._started = False
 
     # --- helpers ---
 
@@ -411,14 +483,27 @@ class CublasWorker:
         self._allocations.append(pointer)
         return pointer
 
+    def _host_alloc(self, size: int) -> int:
+        pointer = self._api.host_alloc(size)
+        self._host.append(pointer)
+        return pointer
+
     def _upload(self, pointer: int, data: bytes) -> None:
+        """Setup only: a pageable copy on stream 0, ordered before the burn by a device sync."""
         host = ctypes.create_string_buffer(data, len(data))
         self._api.memcpy(pointer, ctypes.addressof(host), len(data), MEMCPY_HOST_TO_DEVICE)
 
-    def _download(self, pointer: int, size: int) -> bytes:
-        host = ctypes.create_string_buffer(size)
-        self._api.memcpy(ctypes.addressof(host), pointer, size, MEMCPY_DEVICE_TO_HOST)
-        return host.raw
+    def _fetch(self, pointer: int, size: int) -> bytes:
+        """``size`` device bytes through the page-locked staging buffer.
+
+        A synchronous copy on stream 0, which the non-blocking streams neither
+        wait for nor hold up: the host waits for this copy only, while the
+        device keeps computing. The caller makes sure nothing queued writes there.
+        """
+        if size > self._staging_size:
+            raise ValueError(f"fetch of {size} bytes exceeds the {self._staging_size}-byte staging")
+        self._api.memcpy(self._staging, pointer, size, MEMCPY_DEVICE_TO_HOST)
+        return read_host(self._staging, size)
 
     def _fill_tiled(self, pointer: int, block: bytes) -> None:
         """The n x n tiling of ``block``: one strip uploaded, then doubled on the device."""
@@ -459,13 +544,70 @@ class CublasWorker:
         step = CHUNK_BYTES - CHUNK_BYTES % self._out_size
         return [(offset, min(step, total - offset)) for offset in range(0, total, step)]
 
+    def _queue_half(self, half: _Half) -> None:
+        """The half's products (timed by its events), then its checks, on the compute stream."""
+        api = self._api
+        api.event_record(half.start, self._compute)
+        for index in half.indices:
+            self._gemm(self._buffers[index])
+        api.event_record(half.end, self._compute)
+        self._queue_checks(half)
+
+    def _queue_checks(self, half: _Half) -> None:
+        """The half's checksums on the compute stream, copied to host memory on the copy stream."""
+        api, stride = self._api, self._n * 4
+        for index in half.indices:
+            self._checksum(self._buffers[index], self._sums + (index + 1) * stride)
+        api.event_record(half.ready, self._compute)
+        api.stream_wait_event(self._copy, half.ready)
+        api.memcpy_async(
+            self._sums_host + half.first * stride,
+            self._sums + (half.first + 1) * stride,
+            half.count * stride,
+            MEMCPY_DEVICE_TO_HOST,
+            self._copy,
+        )
+        api.event_record(half.copied, self._copy)
+
+    def _check_half(self, half: _Half, batch: int) -> None:
+        """Compare the half's products of ``batch`` with the first product; add what differs.
+
+        Waits only for the half's checksum copy. Its buffers are not queued again
+        before this returns, so what is read from them is that batch's products.
+        """
+        self._api.event_synchronize(half.copied)
+        stride = self._n * 4
+        sums = read_host(self._sums_host + half.first * stride, half.count * stride)
+        rotating = batch % len(self._buffers)
+        mismatched, nonfinite = self._found
+        for position, index in enumerate(half.indices):
+            own = sums[position * stride : (position + 1) * stride]
+            columns = differing_elements(self._first_sums, own, 4)
+            buffer = self._buffers[index]
+            if index == rotating or len(columns) > MAX_EXACT_COLUMNS:
+                found = self._compare_whole(buffer)
+            elif columns:
+                found = self._compare_columns(buffer, columns)
+            else:
+                continue
+            mismatched += found[0]
+            nonfinite += found[1]
+        self._found = (mismatched, nonfinite)
+
+    def _finish_check(self) -> None:
+        """Check the second half of the last batch, then queue it for the next one."""
+        second = self._halves[1]
+        self._check_half(second, self._batch)
+        self._queue_half(second)
+        self._unchecked = False
+
     def _compare_whole(self, pointer: int) -> tuple[int, int]:
         """(mismatched, nonfinite) of a buffer against the first product, bytewise in chunks."""
         mismatched = nonfinite = 0
         fmt = self._types.output_format
         for offset, size in self._chunks():
-            reference = self._download(self._first + offset, size)
-            actual = self._download(pointer + offset, size)
+            actual = self._fetch(pointer + offset, size)
+            reference = self._first_host[offset : offset + size]
             if reference != actual:
                 mismatched += len(differing_elements(reference, actual, self._out_size))
                 nonfinite += count_nonfinite(actual, fmt)
@@ -476,8 +618,8 @@ class CublasWorker:
         column_bytes = self._n * self._out_size
         for column in columns:
             offset = column * column_bytes
-            reference = self._download(self._first + offset, column_bytes)
-            actual = self._download(pointer + offset, column_bytes)
+            reference = self._first_host[offset : offset + column_bytes]
+            actual = self._fetch(pointer + offset, column_bytes)
             mismatched += len(differing_elements(reference, actual, self._out_size))
             if reference != actual:
                 nonfinite += count_nonfinite(actual, self._types.output_format)
@@ -492,7 +634,12 @@ class CublasWorker:
         free, _ = api.mem_info()
         self._handle = api.blas_create()
         api.blas_set_math_mode(self._handle, types.math_mode)
-        self._events = [api.event_create(), api.event_create()]
+        for _ in range(2):
+            self._streams.append(api.stream_create(STREAM_NON_BLOCKING))
+        self._compute, self._copy = self._streams
+        api.blas_set_stream(self._handle, self._compute)
+        for _ in range(8):
+            self._events.append(api.event_create())
         a_block, a_values = pattern(self._config.seed, PATTERN, types.input_format)
         b_block, b_values = pattern(self._config.seed + 1, PATTERN, types.input_format)
         count = buffer_count(free, self._config.memory_fraction, n, self._in_size, self._out_size)
@@ -502,22 +649,36 @@ class CublasWorker:
         self._ones = self._alloc(n * self._out_size)
         self._sums = self._alloc((count + 1) * n * 4)
         self._buffers = [self._alloc(n * n * self._out_size) for _ in range(count)]
+        self._sums_host = self._host_alloc(count * n * 4)
+        largest_chunk = max(size for _, size in self._chunks())
+        self._staging_size = max(largest_chunk, n * self._out_size, n * 4)
+        self._staging = self._host_alloc(self._staging_size)
+        half = (count + 1) // 2
+        self._halves = [_Half(0, half), _Half(half, count - half)]
+        for index, part in enumerate(self._halves):
+            part.start, part.end, part.ready, part.copied = self._events[4 * index : 4 * index + 4]
         self._fill_tiled(self._a, a_block)
         self._fill_tiled(self._b, b_block)
         one = _ONE[types.output_format].to_bytes(self._out_size, "little")
         self._upload(self._ones, one * n)
+        # The uploads and doublings ran on stream 0, which the compute stream does not wait for.
+        api.synchronize()
         self._gemm(self._first)
         self._checksum(self._first, self._sums)
-        api.synchronize()
-        self._first_sums = self._download(self._sums, n * 4)
+        api.stream_synchronize(self._compute)
+        self._first_sums = self._fetch(self._sums, n * 4)
         digest = hashlib.sha256()
+        parts = []
         for offset, size in self._chunks():
-            data = self._download(self._first + offset, size)
+            data = self._fetch(self._first + offset, size)
             digest.update(data)
-            self._first_nonfinite += count_nonfinite(data, types.output_format)
+            self._found = (0, self._found[1] + count_nonfinite(data, types.output_format))
+            parts.append(data)
+        self._first_host = b"".join(parts)
         tile = min(REFERENCE_TILE, n)
+        column = n * self._out_size
         got = [
-            decode(self._download(self._first + j * n * self._out_size, tile * self._out_size),
+            decode(self._first_host[j * column : j * column + tile * self._out_size],
                    types.output_format)
             for j in range(tile)
         ]  # fmt: skip
@@ -537,72 +698,106 @@ class CublasWorker:
         )
 
     def run_batch(self) -> BatchTiming:
-        """Every result buffer recomputed once, timed with events on the device."""
+        """Every result buffer recomputed once, timed with events on the device.
+
+        Before it returns, the first half of the batch is checked (while the
+        second half computed) and the first half of the next batch is queued.
+        A batch left unchecked is checked here, and what it found is kept for
+        the next ``check_batch``.
+        """
         api = self._api
         api.set_device(self._device)
-        start, end = self._events
-        api.event_record(start)
-        for buffer in self._buffers:
-            self._gemm(buffer)
-        api.event_record(end)
-        api.event_synchronize(end)
-        seconds = api.event_elapsed_ms(start, end) / 1000.0
-        return BatchTiming(products=len(self._buffers), compute_s=seconds)
+        first, second = self._halves
+        if self._unchecked:
+            self._finish_check()
+        if not self._started:
+            self._queue_half(first)
+            self._queue_half(second)
+            self._started = True
+        batch = self._batch + 1
+        self._check_half(first, batch)
+        first_ms = api.event_elapsed_ms(first.start, first.end)  # before its events are reused
+        self._queue_half(first)
+        api.event_synchronize(second.end)
+        second_ms = api.event_elapsed_ms(second.start, second.end)
+        self._batch, self._unchecked = batch, True
+        return BatchTiming(products=len(self._buffers), compute_s=(first_ms + second_ms) / 1000.0)
 
     def check_batch(self) -> CheckResult:
-        """Checksums of every buffer, exact counts where they differ, one buffer in full."""
-        api, n = self._api, self._n
-        api.set_device(self._device)
-        for index, buffer in enumerate(self._buffers):
-            self._checksum(buffer, self._sums + (index + 1) * n * 4)
-        api.synchronize()
-        sums = self._download(self._sums + n * 4, len(self._buffers) * n * 4)
-        mismatched = nonfinite = 0
-        if self._batches == 0:
-            nonfinite += self._first_nonfinite
-        rotating = self._batches % len(self._buffers)
-        self._batches += 1
-        for index, buffer in enumerate(self._buffers):
-            columns = differing_elements(
-                self._first_sums, sums[index * n * 4 : (index + 1) * n * 4], 4
-            )
-            if index == rotating or len(columns) > MAX_EXACT_COLUMNS:
-                found = self._compare_whole(buffer)
-            elif columns:
-                found = self._compare_columns(buffer, columns)
-            else:
-                continue
-            mismatched += found[0]
-            nonfinite += found[1]
+        """Check the batch ``run_batch`` last returned while the device computes the next.
+
+        Checksums of every buffer, exact counts where they differ, one buffer in
+        full (in rotation).
+
+        Raises:
+            RuntimeError: no batch was returned since the last check.
+        """
+        self._api.set_device(self._device)
+        if not self._unchecked:
+            raise RuntimeError("check_batch: no batch to check (call run_batch first)")
+        self._finish_check()
+        mismatched, nonfinite = self._found
+        self._found = (0, 0)
         return CheckResult(mismatched_elements=mismatched, nonfinite_elements=nonfinite)
 
     def inject(self, kind: str) -> None:
-        """Spoil one element of the last result buffer (row n/3, column n/5)."""
+        """Spoil one element of the last result buffer (row n/3, column n/5) of the last batch.
+
+        The batch is the one ``run_batch`` last returned; the next ``check_batch``
+        finds exactly that element.
+
+        The buffer's half was already checksummed on the device: once that is done
+        (nothing reads or writes the half until it is checked), the element is
+        rewritten and the half's checksums are queued again.
+
+        Raises:
+            RuntimeError: no batch was returned since the last check.
+        """
         api, n, size = self._api, self._n, self._out_size
         api.set_device(self._device)
+        if not self._unchecked:
+            raise RuntimeError("inject: no batch to spoil (call run_batch first)")
+        second = self._halves[1]
+        api.event_synchronize(second.copied)
         address = self._buffers[-1] + ((n // 3) + (n // 5) * n) * size
-        element = self._download(address, size)
-        self._upload(address, spoil(element, kind, self._types.output_format))
+        element = self._fetch(address, size)
+        ctypes.memmove(self._staging, spoil(element, kind, self._types.output_format), size)
+        # From page-locked memory a synchronous copy is complete when it returns.
+        api.memcpy(address, self._staging, size, MEMCPY_HOST_TO_DEVICE)
+        self._queue_checks(second)
 
     def close(self) -> None:
-        """Free every allocation, event and the handle; the first failure is raised at the end."""
+        """Free every allocation, page-locked buffer, event, stream and the handle.
+
+        Only what setup got is released, so a half-done setup closes cleanly; the
+        first failure is raised at the end.
+        """
         api = self._api
         failures: list[Exception] = []
         try:
             api.set_device(self._device)
         except Exception as exc:  # noqa: BLE001 - still try to free what we can
             failures.append(exc)
-        releases: list[tuple[Callable[[int], None], int]] = [
-            (api.free, pointer) for pointer in self._allocations
-        ]
-        releases += [(api.event_destroy, event) for event in self._events]
+        releases: list[tuple[Callable[[int], None], int]] = []
         if self._handle:
             releases.append((api.blas_destroy, self._handle))
+        releases += [(api.free, pointer) for pointer in self._allocations]
+        releases += [(api.free_host, pointer) for pointer in self._host]
+        releases += [(api.event_destroy, event) for event in self._events]
+        releases += [(api.stream_destroy, stream) for stream in self._streams]
+        if releases:
+            try:
+                api.synchronize()  # queued products still use what is freed below
+            except Exception as exc:  # noqa: BLE001 - free anyway
+                failures.append(exc)
         for release, target in releases:
             try:
                 release(target)
             except Exception as exc:  # noqa: BLE001 - keep freeing the rest
                 failures.append(exc)
-        self._allocations, self._events, self._buffers, self._handle = [], [], [], 0
+        self._allocations, self._host, self._events, self._streams = [], [], [], []
+        self._buffers, self._halves, self._handle = [], [], 0
+        self._compute = self._copy = self._staging = self._sums_host = 0
+        self._unchecked = self._started = False
         if failures:
             raise failures[0]

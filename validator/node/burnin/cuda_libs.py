@@ -31,6 +31,9 @@ PROVISION_HINT = "install the CUDA toolkit (gpuready provision)"
 MEMCPY_HOST_TO_DEVICE = 1
 MEMCPY_DEVICE_TO_HOST = 2
 MEMCPY_DEVICE_TO_DEVICE = 3
+# cudaStreamCreateWithFlags: work on the stream does not wait for, nor hold up, stream 0
+STREAM_NON_BLOCKING = 1
+HOST_ALLOC_DEFAULT = 0  # cudaHostAlloc: page-locked, visible to the current context
 
 # cuBLAS status names, for libraries older than cublasGetStatusString (cuBLAS 11.4).
 CUBLAS_STATUS_NAMES = {
@@ -47,6 +50,7 @@ CUBLAS_STATUS_NAMES = {
 }
 
 _INT = ctypes.c_int
+_UINT = ctypes.c_uint
 _SIZE = ctypes.c_size_t
 _PTR = ctypes.c_void_p
 _INT_P = ctypes.POINTER(ctypes.c_int)
@@ -55,16 +59,27 @@ _PTR_P = ctypes.POINTER(ctypes.c_void_p)
 _FLOAT_P = ctypes.POINTER(ctypes.c_float)
 _MATRIX = (_PTR, _INT, _INT)  # a matrix argument of GemmEx: pointer, cudaDataType_t, leading dim
 
-# name: (restype, argtypes). Handles, events and device pointers are void*.
+# name: (restype, argtypes), as cuda_runtime_api.h declares them (CUDA 11 to 13). Handles,
+# streams, events and device pointers are void*; enums (cudaMemcpyKind) are int.
 CUDART_FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cudaGetDeviceCount": (_INT, [_INT_P]),
     "cudaSetDevice": (_INT, [_INT]),
+    # char* pciBusId, int len, int device
+    "cudaDeviceGetPCIBusId": (_INT, [ctypes.c_char_p, _INT, _INT]),
     "cudaMemGetInfo": (_INT, [_SIZE_P, _SIZE_P]),
     "cudaMalloc": (_INT, [_PTR_P, _SIZE]),
     "cudaFree": (_INT, [_PTR]),
     "cudaMemcpy": (_INT, [_PTR, _PTR, _SIZE, _INT]),
+    # dst, src, count, kind, stream
+    "cudaMemcpyAsync": (_INT, [_PTR, _PTR, _SIZE, _INT, _PTR]),
     "cudaMemset": (_INT, [_PTR, _INT, _SIZE]),
+    "cudaHostAlloc": (_INT, [_PTR_P, _SIZE, _UINT]),
+    "cudaFreeHost": (_INT, [_PTR]),
     "cudaDeviceSynchronize": (_INT, []),
+    "cudaStreamCreateWithFlags": (_INT, [_PTR_P, _UINT]),
+    "cudaStreamDestroy": (_INT, [_PTR]),
+    "cudaStreamSynchronize": (_INT, [_PTR]),
+    "cudaStreamWaitEvent": (_INT, [_PTR, _PTR, _UINT]),
     "cudaEventCreate": (_INT, [_PTR_P]),
     "cudaEventRecord": (_INT, [_PTR, _PTR]),
     "cudaEventSynchronize": (_INT, [_PTR]),
@@ -77,6 +92,7 @@ CUBLAS_FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cublasCreate_v2": (_INT, [_PTR_P]),
     "cublasDestroy_v2": (_INT, [_PTR]),
     "cublasSetMathMode": (_INT, [_PTR, _INT]),
+    "cublasSetStream_v2": (_INT, [_PTR, _PTR]),
     # handle, transa, transb, m, n, k, alpha, (A, Atype, lda), (B, Btype, ldb), beta,
     # (C, Ctype, ldc), computeType, algo
     "cublasGemmEx": (
@@ -327,6 +343,12 @@ class CudaApi:
         """Make ``device`` current for the calling thread."""
         self._rt("cudaSetDevice", device)
 
+    def device_pci_bus_id(self, device: int) -> str:
+        """The PCI bus id of CUDA ordinal ``device`` as the runtime writes it ("0000:19:00.0")."""
+        text = ctypes.create_string_buffer(64)
+        self._rt("cudaDeviceGetPCIBusId", text, len(text), device)
+        return text.value.decode("ascii", "replace")
+
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the current device."""
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
@@ -347,6 +369,23 @@ class CudaApi:
         """Copy ``size`` bytes (addresses are device or host per ``kind``); blocks."""
         self._rt("cudaMemcpy", ctypes.c_void_p(dst), ctypes.c_void_p(src), size, kind)
 
+    def memcpy_async(self, dst: int, src: int, size: int, kind: int, stream: int) -> None:
+        """Queue a copy of ``size`` bytes on ``stream``; host memory must be page-locked."""
+        self._rt(
+            "cudaMemcpyAsync", ctypes.c_void_p(dst), ctypes.c_void_p(src), size, kind,
+            ctypes.c_void_p(stream),
+        )  # fmt: skip
+
+    def host_alloc(self, size: int, flags: int = HOST_ALLOC_DEFAULT) -> int:
+        """Page-locked host memory of ``size`` bytes (a copy engine reaches it directly)."""
+        pointer = ctypes.c_void_p(0)
+        self._rt("cudaHostAlloc", ctypes.byref(pointer), size, flags)
+        return int(pointer.value or 0)
+
+    def free_host(self, pointer: int) -> None:
+        """Release page-locked host memory."""
+        self._rt("cudaFreeHost", ctypes.c_void_p(pointer))
+
     def memset(self, pointer: int, value: int, size: int) -> None:
         """Fill ``size`` device bytes with ``value``."""
         self._rt("cudaMemset", ctypes.c_void_p(pointer), value, size)
@@ -355,15 +394,33 @@ class CudaApi:
         """Wait for everything queued on the current device."""
         self._rt("cudaDeviceSynchronize")
 
+    def stream_create(self, flags: int = STREAM_NON_BLOCKING) -> int:
+        """A new stream on the current device (by default one that ignores stream 0)."""
+        stream = ctypes.c_void_p(0)
+        self._rt("cudaStreamCreateWithFlags", ctypes.byref(stream), flags)
+        return int(stream.value or 0)
+
+    def stream_destroy(self, stream: int) -> None:
+        """Release a stream (its queued work still completes)."""
+        self._rt("cudaStreamDestroy", ctypes.c_void_p(stream))
+
+    def stream_synchronize(self, stream: int) -> None:
+        """Block until everything queued on ``stream`` is done."""
+        self._rt("cudaStreamSynchronize", ctypes.c_void_p(stream))
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        """Make later work on ``stream`` wait for the last recording of ``event``."""
+        self._rt("cudaStreamWaitEvent", ctypes.c_void_p(stream), ctypes.c_void_p(event), 0)
+
     def event_create(self) -> int:
         """A new event on the current device."""
         event = ctypes.c_void_p(0)
         self._rt("cudaEventCreate", ctypes.byref(event))
         return int(event.value or 0)
 
-    def event_record(self, event: int) -> None:
-        """Record ``event`` on the default stream."""
-        self._rt("cudaEventRecord", ctypes.c_void_p(event), ctypes.c_void_p(0))
+    def event_record(self, event: int, stream: int = 0) -> None:
+        """Record ``event`` on ``stream`` (0: the default stream)."""
+        self._rt("cudaEventRecord", ctypes.c_void_p(event), ctypes.c_void_p(stream))
 
     def event_synchronize(self, event: int) -> None:
         """Block until ``event`` has happened."""
@@ -397,6 +454,10 @@ class CudaApi:
         """Allow (or forbid) reduced-precision tensor-core math on this handle."""
         self._blas("cublasSetMathMode", ctypes.c_void_p(handle), mode)
 
+    def blas_set_stream(self, handle: int, stream: int) -> None:
+        """Queue this handle's later calls on ``stream``."""
+        self._blas("cublasSetStream_v2", ctypes.c_void_p(handle), ctypes.c_void_p(stream))
+
     def gemm_ex(
         self,
         handle: int,
@@ -419,7 +480,7 @@ class CudaApi:
         compute_type: int,
         algo: int,
     ) -> None:
-        """``C = alpha * op(A) op(B) + beta * C`` (column-major), queued on the default stream."""
+        """``C = alpha * op(A) op(B) + beta * C`` (column-major), queued on the handle's stream."""
         self._blas(
             "cublasGemmEx",
             ctypes.c_void_p(handle),

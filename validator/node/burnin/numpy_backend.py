@@ -9,9 +9,13 @@ by rounding the inputs; products are computed in float32.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from validator.node.burnin.backend import (
@@ -24,6 +28,10 @@ from validator.node.burnin.backend import (
 from validator.node.burnin.config import BurnConfig
 
 CPU_MATRIX_SIZE = 256  # big enough to exercise BLAS, small enough for a 2-core CI machine
+# A simulated board books its speed from the scenario, so its products only have to exercise
+# the checks: at 64 they stay below OpenBLAS's threading threshold, and eight boards on two
+# cores each finish a batch in about a millisecond instead of half a second.
+SIMULATED_MATRIX_SIZE = 64
 CPU_RESULT_BUFFERS = 4  # host memory is not what a burn-in tests
 REFERENCE_TILE = 16
 REFERENCE_TOLERANCE = 1e-3  # float32 accumulation against float64
@@ -38,28 +46,69 @@ def _numpy() -> Any:  # noqa: ANN401 - the numpy module
         raise BackendUnavailable("numpy is not installed") from None
 
 
+@dataclass(frozen=True)
+class SimulatedBoard:
+    """One board of a simulated node, at the device number its CUDA runtime gives it."""
+
+    bus_id: str
+    tflops: float | None = None  # booked speed; None: the CPU's own
+    wedged: bool = False  # run_batch never returns, as a hung GPU's kernel
+
+
+SimulatedBoards = Sequence[SimulatedBoard]
+
+
 class NumpyBackend:
-    """Matrix products on the CPU, one worker per (stand-in) GPU."""
+    """Matrix products on the CPU, one worker per (stand-in) GPU.
+
+    Args:
+        simulated_tflops: booked speed by device number (no boards given).
+        devices: how many stand-ins, when no boards are given.
+        boards: a simulated node's boards by device number: their bus ids,
+            speeds and faults.
+    """
 
     name = "numpy"
+    dtypes = frozenset({"bf16", "fp16", "tf32", "fp32"})
 
     def __init__(
-        self, simulated_tflops: dict[int, float] | None = None, devices: int = 1024
+        self,
+        simulated_tflops: dict[int, float] | None = None,
+        devices: int = 1024,
+        boards: SimulatedBoards | None = None,
     ) -> None:
         self._np = _numpy()
+        self._boards = list(boards) if boards is not None else None
         self._simulated = simulated_tflops
-        self._devices = devices
+        if self._boards is not None:
+            self._simulated = {
+                device: board.tflops
+                for device, board in enumerate(self._boards)
+                if board.tflops is not None
+            }
+        self._devices = len(self._boards) if self._boards is not None else devices
+        # Plain stand-ins are interchangeable: any may stand in for any GPU (see run.py).
+        self.stand_in = self._boards is None
 
     def device_count(self) -> int:
         """Stand-ins for as many GPUs as the node has."""
         return self._devices
 
+    def device_bus_ids(self) -> list[str]:
+        """The simulated boards' bus ids; "" for plain stand-ins, which have none."""
+        if self._boards is None:
+            return [""] * self._devices
+        return [board.bus_id for board in self._boards]
+
     def worker(self, device: int, config: BurnConfig) -> NumpyWorker:
         """A worker for one stand-in GPU."""
-        if config.dtype == "fp8":
-            raise BackendUnavailable("the numpy backend cannot emulate fp8")
+        if config.dtype not in self.dtypes:
+            raise BackendUnavailable(f"the numpy backend cannot emulate {config.dtype}")
         tflops = None if self._simulated is None else self._simulated.get(device)
-        return NumpyWorker(self._np, device, config, tflops)
+        wedged = self._boards is not None and self._boards[device].wedged
+        if self._boards is not None and config.matrix_size is None:
+            config = dataclasses.replace(config, matrix_size=SIMULATED_MATRIX_SIZE)
+        return NumpyWorker(self._np, device, config, tflops, wedged=wedged)
 
 
 class NumpyWorker:
@@ -71,8 +120,11 @@ class NumpyWorker:
         device: int,
         config: BurnConfig,
         simulated_tflops: float | None,
+        *,
+        wedged: bool = False,
     ) -> None:
         self._np = np
+        self._wedged = wedged
         self._device = device
         self._config = config
         self._simulated_tflops = simulated_tflops
@@ -119,6 +171,8 @@ class NumpyWorker:
     def run_batch(self) -> BatchTiming:
         """Every result buffer recomputed once."""
         np = self._np
+        if self._wedged:
+            threading.Event().wait()  # a hung kernel: this call never returns
         start = time.perf_counter()
         for result in self._results:
             np.matmul(self._a, self._b, out=result)

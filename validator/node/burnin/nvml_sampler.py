@@ -80,6 +80,10 @@ class NvmlSampler:
             if self._stop.wait(self._interval):
                 return
 
+    def latest(self) -> dict[int, TelemetrySample]:
+        """The last sample taken of each GPU."""
+        return {index: samples[-1] for index, samples in self._samples.items() if samples}
+
     def stop(self) -> dict[int, tuple[TelemetrySample, ...]]:
         """Stop sampling; the trace per GPU (counters stay readable until close)."""
         self._stop.set()

@@ -8,13 +8,30 @@ load; anything it leaves out follows from the GPU's facts::
       "power_fraction": 0.96,     # of the enforced power limit, once ramped up
       "temp_peak_c": 72,          # GPU temperature reached by the end
       "memory_temp_peak_c": 80,   # null: the GPU reports none
-      "sm_clock_mhz": 1980,       # default: the GPU's max SM clock
+      "sm_clock_mhz": 1980,       # under load, before jitter (default: the GPU's max SM clock)
+      "idle_sm_clock_mhz": 345,   # the first sample's and the idle tail's
       "mem_clock_mhz": 2619,
       "reasons": [],              # clock-event reasons active under load
+      "telemetry_csv": "PATH",    # replay a real nvidia-smi CSV log instead: relative to the
+                                  # scenario file, or builtin:traces/NAME for a shipped one
+      "wedged": false,            # the GPU's kernels never return
+      "counters_hang": false,     # reading its error counters after the burn never returns
       "xids": ["NVRM: Xid (PCI:0000:19:00): 48, ..."],  # kernel-log lines during the burn
       "counters_after": {"ecc_volatile_uncorrected": 1}, # counters that changed during the burn
+      "cuda": {                   # how the node's CUDA runtime numbers its GPUs
+        "fastest_first": [3, 2, 1, 0],   # NVML indices, without CUDA_DEVICE_ORDER=PCI_BUS_ID
+        "hidden": [6],                   # GPUs CUDA cannot initialise though NVML lists them
+        "visible_devices": "0,1"         # the environment's CUDA_VISIBLE_DEVICES
+      },
       "gpu_overrides": {"4": {"temp_peak_c": 88, "reasons": ["hw_thermal_slowdown"]}}
     }
+
+Without ``telemetry_csv`` the trace is synthesised on the shape of real recorded
+runs (validator.node.burnin.sampler.SimulatedLoad); with it, the recorded log is
+replayed per GPU by index (a log of fewer GPUs repeats them), stretched or
+compressed to the burn's length, except on a GPU whose ``gpu_overrides`` entry
+sets a telemetry figure (``TELEMETRY_KEYS``): that GPU's trace is synthesised
+from its figures, so a scenario can put one faulty GPU in a recorded node.
 """
 
 from __future__ import annotations
@@ -24,8 +41,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from validator.model import ErrorCounters, GpuFacts, GpuStatus, NodeFacts, Unavailable
-from validator.node.burnin.sampler import SimulatedLoad, SimulatedSampler, counters_from_facts
+from validator.model import (
+    ErrorCounters,
+    GpuFacts,
+    GpuStatus,
+    NodeFacts,
+    TelemetrySample,
+    Unavailable,
+)
+from validator.node.burnin.devices import (
+    CudaEnvironment,
+    SimulatedCuda,
+    SimulatedDevice,
+    prepare_cuda_environment,
+)
+from validator.node.burnin.numpy_backend import SimulatedBoard
+from validator.node.burnin.sampler import (
+    LoadModel,
+    RecordedLoad,
+    SimulatedLoad,
+    SimulatedSampler,
+    counters_from_facts,
+)
 
 BURN_KEYS = frozenset(
     {
@@ -34,15 +71,34 @@ BURN_KEYS = frozenset(
         "temp_peak_c",
         "memory_temp_peak_c",
         "sm_clock_mhz",
+        "idle_sm_clock_mhz",
         "mem_clock_mhz",
         "reasons",
         "utilization_pct",
         "counters_after",
+        "telemetry_csv",
+        "wedged",
+        "counters_hang",
         "xids",
+        "cuda",
         "gpu_overrides",
     }
 )
-GPU_KEYS = BURN_KEYS - {"xids", "gpu_overrides"}
+GPU_KEYS = BURN_KEYS - {"xids", "gpu_overrides", "cuda", "telemetry_csv"}
+# A GPU whose override sets any of these gets a synthesised trace, not the recorded one.
+TELEMETRY_KEYS = frozenset(
+    {
+        "power_fraction",
+        "temp_peak_c",
+        "memory_temp_peak_c",
+        "sm_clock_mhz",
+        "idle_sm_clock_mhz",
+        "mem_clock_mhz",
+        "reasons",
+        "utilization_pct",
+    }
+)
+CUDA_KEYS = frozenset({"fastest_first", "hidden", "visible_devices"})
 COUNTER_KEYS = frozenset(field.name for field in dataclasses.fields(ErrorCounters))
 
 
@@ -50,23 +106,32 @@ COUNTER_KEYS = frozenset(field.name for field in dataclasses.fields(ErrorCounter
 class SimulatedBurn:
     """Everything a simulated burn needs beside the backend."""
 
-    tflops: dict[int, float]
+    tflops: dict[int, float]  # by NVML index
     sampler: SimulatedSampler
     xid_lines: tuple[str, ...]
+    boards: tuple[SimulatedBoard, ...]  # by CUDA device number, as the runtime enumerates
+    environment: CudaEnvironment
 
 
 def _number(facts_value: object, default: float) -> float:
     return default if isinstance(facts_value, Unavailable) else float(str(facts_value))
 
 
-def _load(gpu: GpuFacts, spec: Mapping[str, Any]) -> SimulatedLoad:
+def _counters_after(gpu: GpuFacts, spec: Mapping[str, Any]) -> ErrorCounters | None:
+    if "counters_after" not in spec:
+        return None
+    return dataclasses.replace(counters_from_facts(gpu), **dict(spec["counters_after"]))
+
+
+def _load(
+    gpu: GpuFacts, spec: Mapping[str, Any], recorded: tuple[TelemetrySample, ...] | None
+) -> LoadModel:
+    counters_after = _counters_after(gpu, spec)
+    hang = bool(spec.get("counters_hang", False))
+    if recorded:
+        return RecordedLoad(series=recorded, counters_after=counters_after, counters_hang=hang)
     limit = _number(gpu.power_limit_enforced_w, 700.0)
     start = _number(gpu.temperature_gpu_c, 35.0)
-    counters_after = None
-    if "counters_after" in spec:
-        counters_after = dataclasses.replace(
-            counters_from_facts(gpu), **dict(spec["counters_after"])
-        )
     memory_peak = spec.get("memory_temp_peak_c", 80.0)
     return SimulatedLoad(
         power_limit_w=limit,
@@ -79,29 +144,86 @@ def _load(gpu: GpuFacts, spec: Mapping[str, Any]) -> SimulatedLoad:
         utilization_pct=int(spec.get("utilization_pct", 100)),
         reasons=tuple(spec.get("reasons", ())),
         counters_after=counters_after,
+        idle_sm_clock_mhz=int(spec.get("idle_sm_clock_mhz", 345)),
+        counters_hang=hang,
     )
 
 
-def simulated_burn(facts: NodeFacts, burn: Mapping[str, Any], interval_s: float) -> SimulatedBurn:
-    """The speed, telemetry and kernel-log lines a scenario gives its GPUs under load."""
+def _recorded_for(
+    index: int, recorded: Mapping[int, tuple[TelemetrySample, ...]] | None
+) -> tuple[TelemetrySample, ...] | None:
+    if not recorded:
+        return None
+    keys = sorted(recorded)
+    return recorded[keys[index % len(keys)]] if index not in recorded else recorded[index]
+
+
+def simulated_burn(
+    facts: NodeFacts,
+    burn: Mapping[str, Any],
+    interval_s: float,
+    *,
+    expected_s: float = 0.0,
+    recorded: Mapping[int, tuple[TelemetrySample, ...]] | None = None,
+) -> SimulatedBurn:
+    """The speed, telemetry, kernel-log lines and CUDA view a scenario gives its GPUs.
+
+    Args:
+        facts: the simulated node's facts.
+        burn: the scenario's ``burn`` section.
+        interval_s: seconds between telemetry samples.
+        expected_s: the burn's planned length (for live progress).
+        recorded: the ``telemetry_csv`` log's samples by GPU index, when the scenario has one.
+    """
     overrides = burn.get("gpu_overrides", {})
-    loads: dict[int, SimulatedLoad] = {}
+    loads: dict[int, LoadModel] = {}
     tflops: dict[int, float] = {}
+    wedged: set[int] = set()
     for gpu in facts.gpus:
         if gpu.status is not GpuStatus.OK:
             continue
-        spec = {
-            **{k: v for k, v in burn.items() if k in GPU_KEYS},
-            **overrides.get(str(gpu.index), {}),
-        }
-        loads[gpu.index] = _load(gpu, spec)
+        override = overrides.get(str(gpu.index), {})
+        spec = {**{k: v for k, v in burn.items() if k in GPU_KEYS}, **override}
+        replay = None if TELEMETRY_KEYS & set(override) else _recorded_for(gpu.index, recorded)
+        loads[gpu.index] = _load(gpu, spec, replay)
         if "tflops" in spec:
             tflops[gpu.index] = float(spec["tflops"])
+        if spec.get("wedged"):
+            wedged.add(gpu.index)
     before = {gpu.index: counters_from_facts(gpu) for gpu in facts.gpus}
+    cuda = dict(burn.get("cuda", {}))
+    simulated_env: dict[str, str] = {}
+    if cuda.get("visible_devices") is not None:
+        simulated_env["CUDA_VISIBLE_DEVICES"] = str(cuda["visible_devices"])
+    environment = prepare_cuda_environment(simulated_env)
+    runtime = SimulatedCuda(
+        [
+            SimulatedDevice(
+                nvml_index=gpu.index,
+                bus_id=gpu.pci_bus_id if isinstance(gpu.pci_bus_id, str) else "",
+                uuid=gpu.uuid if isinstance(gpu.uuid, str) else "",
+            )
+            for gpu in facts.gpus
+            if gpu.status is GpuStatus.OK
+        ],
+        fastest_first=cuda.get("fastest_first"),
+        hidden=cuda.get("hidden", ()),
+        visible_devices=environment.visible_devices,
+    )
+    boards = tuple(
+        SimulatedBoard(
+            bus_id=device.bus_id,
+            tflops=tflops.get(device.nvml_index),
+            wedged=device.nvml_index in wedged,
+        )
+        for device in runtime.enumerate(simulated_env.get("CUDA_DEVICE_ORDER"))
+    )
     return SimulatedBurn(
         tflops=tflops,
-        sampler=SimulatedSampler(loads, before, interval_s=interval_s),
+        sampler=SimulatedSampler(loads, before, interval_s=interval_s, expected_s=expected_s),
         xid_lines=tuple(burn.get("xids", ())),
+        boards=boards,
+        environment=environment,
     )
 
 
@@ -122,4 +244,24 @@ def check_burn_section(burn: object, where: str) -> list[str]:
     for key in dict(burn.get("counters_after", {})):
         if key not in COUNTER_KEYS:
             problems.append(f"{where}.counters_after: unknown counter {key!r}")
+    problems += _cuda_problems(burn.get("cuda", {}), f"{where}.cuda")
+    csv = burn.get("telemetry_csv")
+    if csv is not None and (not isinstance(csv, str) or not csv.strip()):
+        problems.append(f"{where}.telemetry_csv: must be the path of an nvidia-smi CSV log")
+    return problems
+
+
+def _cuda_problems(cuda: object, where: str) -> list[str]:
+    if not isinstance(cuda, Mapping):
+        return [f"{where}: expected an object"]
+    problems = [f"{where}: unknown key {key!r}" for key in cuda if key not in CUDA_KEYS]
+    for key in ("fastest_first", "hidden"):
+        value = cuda.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+        ):
+            problems.append(f"{where}.{key}: must be a list of GPU indexes")
+    visible = cuda.get("visible_devices")
+    if visible is not None and not isinstance(visible, str):
+        problems.append(f"{where}.visible_devices: must be text like \"0,1\" or GPU-<uuid>")
     return problems

@@ -87,6 +87,7 @@ class TorchBackend:
     """
 
     name = "torch"
+    dtypes = frozenset({"bf16", "fp16", "tf32", "fp32", "fp8"})
 
     def __init__(self, torch: Any = None) -> None:  # noqa: ANN401
         self._torch = import_torch() if torch is None else torch
@@ -99,6 +100,23 @@ class TorchBackend:
     def device_count(self) -> int:
         """Devices torch sees."""
         return int(self._torch.cuda.device_count())
+
+    def device_bus_ids(self) -> list[str]:
+        """Each device's PCI bus id from its properties ("" where this torch does not say)."""
+        found = []
+        for device in range(self.device_count()):
+            try:
+                props = self._torch.cuda.get_device_properties(device)
+                domain, bus, slot = (
+                    int(props.pci_domain_id),
+                    int(props.pci_bus_id),
+                    int(props.pci_device_id),
+                )
+            except Exception:  # noqa: BLE001 - an older torch, or a device that will not answer
+                found.append("")
+                continue
+            found.append(f"{domain:08X}:{bus:02X}:{slot:02X}.0")
+        return found
 
     def worker(self, device: int, config: BurnConfig) -> TorchWorker:
         """A worker for one device.
@@ -206,7 +224,12 @@ class TorchWorker:
         end = torch.cuda.Event(enable_timing=True)
         start.record()
         if self._config.dtype == "fp8":
-            self._results = [self._product() for _ in self._results]
+            # _scaled_mm has no out= on every torch: each product is a new tensor. The old
+            # one is dropped first, so the caching allocator hands its block to the new one;
+            # replacing all K at once would need 2K buffers where K fill the memory.
+            for position in range(len(self._results)):
+                self._results[position] = None
+                self._results[position] = self._product()
         else:
             for result in self._results:
                 self._product(out=result)
