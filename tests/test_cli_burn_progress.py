@@ -215,6 +215,7 @@ def test_ctrl_c_during_the_burn_still_judges_reports_and_exits_130(
         (row,) = store.history()
     assert row.hostname == node["hostname"]
     assert row.verdict == node["verdict"]
+    assert row.status == "interrupted"  # the run, too, says it was cut short
 
 
 def test_ctrl_c_before_the_burn_is_one_line_and_exit_130(

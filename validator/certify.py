@@ -207,4 +207,8 @@ def record_report(
     for node in report.nodes:
         store.record_result(run_id, node, certificates.get(node.hostname))
     interrupted = report.fleet.interrupted if report.fleet is not None else False
+    # A burn stopped by Ctrl-C leaves an interrupted run, as a stopped fleet does.
+    interrupted = interrupted or any(
+        node.facts.burn is not None and node.facts.burn.interrupted for node in report.nodes
+    )
     store.finish_run(run_id, interrupted=interrupted)

@@ -537,9 +537,7 @@ def _read_telemetry(where: str, scenario: str) -> dict[int, tuple[TelemetrySampl
     try:
         log = parse_query_gpu_log(text)
     except ParseError as exc:
-        raise ScenarioError(
-            f"scenario {scenario!r}: burn.telemetry_csv {shown}: {exc}"
-        ) from None
+        raise ScenarioError(f"scenario {scenario!r}: burn.telemetry_csv {shown}: {exc}") from None
     if not log.samples or not any(log.samples.values()):
         raise ScenarioError(
             f"scenario {scenario!r}: burn.telemetry_csv {shown} holds no samples; record one "

@@ -322,9 +322,7 @@ def _wait(
             next_tick += PROGRESS_INTERVAL_S
 
 
-def _match(
-    backend: Backend, targets: Sequence[Target], environment: CudaEnvironment
-) -> Matching:
+def _match(backend: Backend, targets: Sequence[Target], environment: CudaEnvironment) -> Matching:
     if getattr(backend, "stand_in", False):
         # CPU stand-ins are interchangeable: the n-th GPU gets the n-th stand-in.
         return Matching(
@@ -443,9 +441,7 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
             matrix_size = worker_progress.setup.matrix_size
             deterministic = deterministic and worker_progress.setup.deterministic
             tolerance = max(tolerance, worker_progress.setup.tolerance)
-        burn = _gpu_result(
-            worker_progress, target, threads[index].is_alive(), start, simulated
-        )
+        burn = _gpu_result(worker_progress, target, threads[index].is_alive(), start, simulated)
         results.append(
             replace(
                 burn,

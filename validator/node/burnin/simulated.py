@@ -263,5 +263,5 @@ def _cuda_problems(cuda: object, where: str) -> list[str]:
             problems.append(f"{where}.{key}: must be a list of GPU indexes")
     visible = cuda.get("visible_devices")
     if visible is not None and not isinstance(visible, str):
-        problems.append(f"{where}.visible_devices: must be text like \"0,1\" or GPU-<uuid>")
+        problems.append(f'{where}.visible_devices: must be text like "0,1" or GPU-<uuid>')
     return problems

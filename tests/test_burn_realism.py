@@ -1,0 +1,480 @@
+"""Verdicts that hold on real hardware: the defects a realistic simulation exposes.
+
+Each test here fails on the burn-in as it was before the load rule, the GPU
+identity, the fp8 fixes and the deadline over the reads after the burn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import types
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validator.judge import judge_node
+from validator.judge.policy import Policy
+from validator.model import (
+    BurnStatus,
+    GpuBurn,
+    NodeResult,
+    Reason,
+    Severity,
+    TelemetrySample,
+    Unavailable,
+    Verdict,
+)
+from validator.node.burnin import backend as backend_module
+from validator.node.burnin import torch_backend
+from validator.node.burnin.backend import BackendUnavailable, BatchTiming, select_backend
+from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.devices import (
+    CudaEnvironment,
+    SimulatedCuda,
+    SimulatedDevice,
+    Target,
+    match_devices,
+    prepare_cuda_environment,
+)
+from validator.node.burnin.numpy_backend import NumpyBackend, SimulatedBoard
+from validator.node.burnin.run import run_burn
+from validator.node.burnin.sampler import NoSampler
+from validator.node.scenario import builtin_names
+from validator.node.sources import collect_simulated
+from validator.trace import percentile, under_load
+
+FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
+BUS = [f"00000000:{bus:02X}:00.0" for bus in (0x19, 0x3B, 0x4C, 0x5D, 0x9B, 0xBB, 0xCB, 0xDB)]
+FAIL, UNKNOWN, PASS = Severity.FAIL, Severity.UNKNOWN, Severity.PASS
+
+
+def judged(name: str, duration_s: float = 2.0, **config: Any) -> NodeResult:
+    facts = collect_simulated(name, burn=BurnConfig(duration_s=duration_s, **config))
+    return judge_node(facts, Policy())
+
+
+def failing(result: NodeResult) -> set[tuple[str, int | None, str]]:
+    return {
+        (f.check, f.gpu_index, f.severity.value)
+        for f in result.findings
+        if f.required and f.severity in (FAIL, UNKNOWN)
+    }
+
+
+def scenario_file(tmp_path: Path, name: str, burn: dict[str, Any], base: str) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"extends": base, "burn": burn}))
+    return str(path)
+
+
+# --- the load rule ---------------------------------------------------------------------------
+
+
+def sample(t: float, util: int, clock: int, power: float = 690.0) -> TelemetrySample:
+    return TelemetrySample(
+        t_s=t,
+        power_w=power,
+        temperature_gpu_c=60.0,
+        sm_clock_mhz=clock,
+        utilization_pct=util,
+        clock_event_reasons=("gpu_idle",) if util == 0 else ("sw_power_cap",),
+    )
+
+
+def test_under_load_keeps_only_the_window_busy_samples() -> None:
+    trace = (
+        sample(0.0, 0, 345, 70.0),  # the sampler's first, idle sample
+        sample(1.0, 100, 1500),  # during warm-up: outside the window
+        sample(2.0, 100, 1830),
+        sample(3.0, 40, 1980),  # a host-side pause: an idle gap
+        sample(4.0, 100, 1815),
+        sample(5.0, 100, 1845),
+        sample(6.0, 0, 345, 80.0),  # the tail after the last batch
+    )
+    gpu = GpuBurn(index=0, status=BurnStatus.COMPLETED, samples=trace, load_start_s=1.5,
+                  load_end_s=5.5)  # fmt: skip
+    assert [s.t_s for s in under_load(gpu)] == [2.0, 4.0, 5.0]
+    assert under_load(dataclasses.replace(gpu, load_start_s=Unavailable(Reason.NOT_MEASURED))) == ()
+
+
+def test_a_low_percentile_is_not_the_minimum() -> None:
+    values = [1830.0] * 39 + [900.0]  # one sample while the power controller settled
+    assert percentile(values, 5.0) == 1830.0
+    assert percentile(values, 0.0) == 900.0
+    assert percentile([], 5.0) is None
+    assert percentile([1.0, 3.0], 50.0) == 2.0
+
+
+@pytest.mark.parametrize("name", ["healthy-8x-h100-sxm", "healthy-8x-a100-80gb"])
+def test_healthy_built_ins_burn_on_a_realistic_trace_and_certify(name: str) -> None:
+    result = judged(name)
+    assert result.verdict is Verdict.CERTIFIED, failing(result)
+    burn = result.facts.burn
+    assert burn is not None
+    for gpu in burn.gpus:
+        first = gpu.samples[0]
+        assert first.t_s == 0.0
+        assert first.utilization_pct == 0
+        loaded = under_load(gpu)
+        assert len(loaded) >= 10
+        assert len({s.sm_clock_mhz for s in loaded}) > 1  # clocks jitter at the power limit
+        assert len({s.power_w for s in loaded}) > 1
+        assert gpu.samples[-1].utilization_pct == 0  # the idle tail
+
+
+def test_the_h100_built_in_replays_a_recorded_gemm_at_the_power_cap() -> None:
+    result = judged("healthy-8x-h100-sxm")
+    burn = result.facts.burn
+    assert burn is not None
+    powers = {s.power_w for g in burn.gpus for s in under_load(g)}
+    # lines 82-105 of the recorded H800 log: 691-703 W at the 700 W limit
+    assert powers <= {p for p in powers if 530.0 <= float(str(p)) <= 702.81}
+    assert max(float(str(p)) for p in powers) == 702.81
+
+
+FAULTS = {
+    "cudnn-missing": {("versions.cudnn", None, "FAIL")},
+    "gpu-fallen-off-bus": {("errors.xid", None, "FAIL"), ("inventory.gpu_status", 6, "FAIL")},
+    "mixed-hbm-40gb-in-80gb-node": {
+        ("inventory.model", None, "FAIL"),
+        ("memory.capacity", 5, "FAIL"),
+    },
+    "one-gpu-power-capped": {
+        ("burn.speed", 3, "FAIL"),
+        ("burn.speed_relative", 3, "FAIL"),
+        ("power.limit", 3, "FAIL"),
+    },
+    "one-gpu-thermal-throttling": {
+        (check, 4, "FAIL")
+        for check in (
+            "burn.clocks",
+            "burn.speed",
+            "burn.speed_relative",
+            "burn.thermal",
+            "burn.throttle",
+            "thermal.throttle",
+        )
+    },
+    "row-remap-pending": {
+        ("errors.ecc_uncorrected_volatile", 2, "FAIL"),
+        ("errors.row_remap", 2, "FAIL"),
+        ("errors.xid", 2, "FAIL"),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_fault_built_ins_fail_for_their_fault_only(name: str) -> None:
+    assert failing(judged(name)) == FAULTS[name]
+
+
+def test_every_built_in_with_gpus_is_covered() -> None:
+    covered = {*FAULTS, "healthy-8x-h100-sxm", "healthy-8x-a100-80gb"}
+    # driver-mismatch, no-gpu-driver, nvcc-off-pin are judged by tests of their own
+    assert set(builtin_names()) - covered == {"driver-mismatch", "no-gpu-driver", "nvcc-off-pin"}
+
+
+# --- replayed real telemetry -----------------------------------------------------------------
+
+
+def test_a_real_healthy_log_replayed_certifies(tmp_path: Path) -> None:
+    log = FIXTURES / "h800-sxm-gemm-idle-load-at-power-cap-idle.csv"
+    path = scenario_file(tmp_path, "h800", {"telemetry_csv": str(log)}, "healthy-8x-h100-sxm")
+    result = judged(path, duration_s=20.0)
+    assert result.verdict is Verdict.CERTIFIED, failing(result)
+
+
+def test_a_real_thermal_slowdown_log_fails_the_throttle_check(tmp_path: Path) -> None:
+    path = tmp_path / "thermal.json"
+    path.write_text(
+        json.dumps(
+            {
+                "extends": "healthy-8x-a100-80gb",
+                "burn": {"telemetry_csv": "a100-80gb-8x-gpt-training-sw-thermal-slowdown.csv"},
+            }
+        )
+    )
+    (tmp_path / "a100-80gb-8x-gpt-training-sw-thermal-slowdown.csv").write_bytes(
+        (FIXTURES / "a100-80gb-8x-gpt-training-sw-thermal-slowdown.csv").read_bytes()
+    )
+    result = judged(str(path), duration_s=20.0)
+    throttled = [f for f in result.findings if f.check == "burn.throttle"]
+    assert {f.gpu_index for f in throttled if f.severity is FAIL} == set(range(8))
+    assert all("sw_thermal_slowdown" in f.message for f in throttled)
+
+
+def test_a_bad_telemetry_log_is_bad_input(tmp_path: Path) -> None:
+    from validator.errors import ScenarioError
+
+    (tmp_path / "bad.csv").write_text("this is not a log\n")
+    path = scenario_file(tmp_path, "bad", {"telemetry_csv": "bad.csv"}, "healthy-8x-h100-sxm")
+    with pytest.raises(ScenarioError, match=r"burn\.telemetry_csv \S*/bad\.csv: no header"):
+        collect_simulated(path)
+    missing = scenario_file(tmp_path, "gone", {"telemetry_csv": "gone.csv"}, "healthy-8x-h100-sxm")
+    with pytest.raises(ScenarioError, match="cannot be read"):
+        collect_simulated(missing)
+
+
+# --- one GPU identity across NVML and CUDA -----------------------------------------------------
+
+
+def targets(count: int = 4) -> list[Target]:
+    return [Target(i, f"GPU-{i}", BUS[i]) for i in range(count)]
+
+
+def test_cuda_devices_are_matched_to_nvml_gpus_by_bus_id() -> None:
+    # As CUDA numbers them fastest first: the boards in another order than NVML's.
+    matching = match_devices(targets(), [BUS[2], BUS[0], "0000:5d:00.0", BUS[1]],
+                             CudaEnvironment(None, None))  # fmt: skip
+    assert matching.devices == {0: 1, 1: 3, 2: 0, 3: 2}
+    assert matching.method == "pci_bus_id"
+
+
+def test_a_gpu_cuda_cannot_see_is_named_never_shifted() -> None:
+    matching = match_devices(targets(), [BUS[0], BUS[1], BUS[3]], CudaEnvironment(None, None))
+    assert matching.devices == {0: 0, 1: 1, 3: 2}
+    assert matching.unseen == {2: f"CUDA cannot see GPU 2 ({BUS[2]}), though NVML lists it"}
+    hidden = match_devices(targets(), [BUS[0]], CudaEnvironment("0", None))
+    assert hidden.unseen[1] == f"GPU 1 ({BUS[1]}) is hidden from CUDA by CUDA_VISIBLE_DEVICES=0"
+
+
+def test_without_bus_ids_only_an_unambiguous_node_is_matched_in_pci_order() -> None:
+    assert match_devices(targets(), [""] * 4, CudaEnvironment(None, None)).method == "pci_order"
+    refused = match_devices(targets(), [""] * 3, CudaEnvironment(None, None))
+    assert refused.devices == {}
+    assert set(refused.unseen) == {0, 1, 2, 3}
+    restricted = match_devices(targets(), [""] * 4, CudaEnvironment("0,1,2,3", None))
+    assert restricted.devices == {}
+
+
+def test_the_burn_sets_pci_order_and_remembers_what_the_environment_had() -> None:
+    env = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST", "CUDA_VISIBLE_DEVICES": "1,0"}
+    before = prepare_cuda_environment(env)
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,0"
+    assert before == CudaEnvironment(visible_devices="1,0", device_order="FASTEST_FIRST")
+
+
+def test_each_gpu_is_burned_on_its_own_board() -> None:
+    # CUDA device 0 is NVML's GPU 2, the slow one: its figures must land on GPU 2.
+    boards = [SimulatedBoard(BUS[2], 300.0), SimulatedBoard(BUS[0], 700.0),
+              SimulatedBoard(BUS[3], 700.0), SimulatedBoard(BUS[1], 700.0)]  # fmt: skip
+    config = BurnConfig(duration_s=0.6, matrix_size=64, grace_s=2.0)
+    result = run_burn(config, NumpyBackend(boards=boards), targets(), NoSampler(), simulated=True)
+    by_index = {gpu.index: gpu for gpu in result.gpus}
+    assert by_index[2].tflops == pytest.approx(300.0)
+    assert by_index[2].cuda_device == 0
+    assert [by_index[i].tflops for i in (0, 1, 3)] == [pytest.approx(700.0)] * 3
+    assert by_index[0].pci_bus_id == BUS[0]
+    assert result.device_mapping == "pci_bus_id"
+
+
+def test_the_simulated_runtime_enumerates_as_cuda_does() -> None:
+    devices = [SimulatedDevice(i, BUS[i], f"GPU-{i}aaaa") for i in range(4)]
+    runtime = SimulatedCuda(devices, fastest_first=[3, 1, 2, 0], hidden=[2])
+    assert [d.nvml_index for d in runtime.enumerate(None)] == [3, 1, 0]
+    assert [d.nvml_index for d in runtime.enumerate("PCI_BUS_ID")] == [0, 1, 3]
+    runtime.visible_devices = "2,GPU-1,7,0"  # stops at the first entry it cannot resolve
+    assert [d.nvml_index for d in runtime.enumerate("PCI_BUS_ID")] == [3, 1]
+
+
+def test_a_gpu_cuda_cannot_initialise_fails_by_name(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, "hidden", {"cuda": {"hidden": [6]}}, "healthy-8x-h100-sxm")
+    result = judged(path)
+    status = [f for f in result.findings if f.check == "burn.status"]
+    assert [(f.gpu_index, f.severity) for f in status] == [(6, FAIL)]
+    facts_bus = result.facts.gpus[6].pci_bus_id
+    assert f"CUDA cannot see GPU 6 ({facts_bus})" in status[0].message
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    others = {
+        f.gpu_index for f in result.findings if f.check == "burn.speed" and f.severity is PASS
+    }
+    assert others == {0, 1, 2, 3, 4, 5, 7}
+
+
+def test_cuda_visible_devices_is_honoured_and_said(tmp_path: Path) -> None:
+    path = scenario_file(
+        tmp_path, "visible", {"cuda": {"visible_devices": "0,1,2,3"}}, "healthy-8x-h100-sxm"
+    )
+    result = judged(path)
+    burn = result.facts.burn
+    assert burn is not None
+    assert burn.cuda_visible_devices == "0,1,2,3"
+    unseen = {g.index for g in burn.gpus if g.status is BurnStatus.UNSEEN}
+    assert unseen == {4, 5, 6, 7}
+    status = {(f.gpu_index, f.severity) for f in result.findings if f.check == "burn.status"}
+    assert status == {(i, UNKNOWN) for i in range(4, 8)}
+    run = next(f for f in result.findings if f.check == "burn.run")
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in run.message
+    # Half the node unburned: not certified, and nothing failed.
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert not [f for f in result.findings if f.severity is FAIL]
+
+
+# --- fp8 ------------------------------------------------------------------------------------
+
+
+class _Named:
+    def __init__(self, name: str, dtypes: frozenset[str]) -> None:
+        self.name = name
+        self.dtypes = dtypes
+
+
+def test_fp8_picks_a_backend_that_can_burn_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = {"cublas": _Named("cublas", frozenset({"bf16"})), "torch": _Named("torch",
+              frozenset({"bf16", "fp8"}))}  # fmt: skip
+    monkeypatch.setattr(backend_module, "_load", lambda name: loaded[name])
+    assert select_backend(None, "fp8").name == "torch"
+    assert select_backend(None, "bf16").name == "cublas"
+
+
+def test_fp8_without_a_capable_backend_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def load(name: str) -> _Named:
+        if name == "torch":
+            raise BackendUnavailable("torch is not installed")
+        return _Named(name, frozenset({"bf16", "fp16"}))
+
+    monkeypatch.setattr(backend_module, "_load", load)
+    with pytest.raises(BackendUnavailable) as caught:
+        select_backend(None, "fp8")
+    assert str(caught.value) == (
+        "cublas cannot burn fp8 (it runs bf16, fp16); torch: torch is not installed"
+    )
+
+
+class _Tensor:
+    """A result buffer: its memory returns to the pool when the last reference goes."""
+
+
+class _Pool:
+    """Device memory that holds ``capacity`` result buffers, as the caching allocator would."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.live = 0
+        self.peak = 0
+
+    def allocate(self) -> object:
+        if self.live >= self.capacity:
+            raise RuntimeError("CUDA out of memory")
+        self.live += 1
+        self.peak = max(self.peak, self.live)
+        tensor = _Tensor()
+        weakref.finalize(tensor, self._free)
+        return tensor
+
+    def _free(self) -> None:
+        self.live -= 1
+
+
+def _fp8_torch(pool: _Pool) -> Any:
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            del enable_timing
+
+        def record(self) -> None: ...
+
+        def synchronize(self) -> None: ...
+
+        def elapsed_time(self, other: object) -> float:
+            del other
+            return 1.0
+
+    cuda = types.SimpleNamespace(set_device=lambda device: None, Event=Event)
+    return types.SimpleNamespace(
+        cuda=cuda,
+        bfloat16="bf16",
+        _scaled_mm=lambda *args, **kwargs: pool.allocate(),
+    )
+
+
+def test_fp8_batches_fit_where_the_buffers_fill_the_memory() -> None:
+    count = 6  # buffers sized to fill the memory, less one product in flight
+    pool = _Pool(capacity=count + 1)
+    worker = torch_backend.TorchWorker(_fp8_torch(pool), 0, BurnConfig(dtype="fp8"))
+    worker._results = [pool.allocate() for _ in range(count)]
+    for _ in range(3):
+        timing = worker.run_batch()
+        assert timing == BatchTiming(products=count, compute_s=0.001)
+    assert pool.peak <= count + 1
+    assert pool.live == count
+
+
+# --- a wedged GPU never hangs the burn --------------------------------------------------------
+
+
+def test_a_wedged_worker_and_a_blocking_counter_read_end_as_findings(tmp_path: Path) -> None:
+    burn = {"gpu_overrides": {"3": {"wedged": True}, "5": {"counters_hang": True}}}
+    path = scenario_file(tmp_path, "wedged", burn, "healthy-8x-h100-sxm")
+    duration, grace = 2.0, 2.0
+    done: list[NodeResult] = []
+    started = time.monotonic()
+    thread = threading.Thread(
+        target=lambda: done.append(judged(path, duration_s=duration, grace_s=grace)), daemon=True
+    )
+    thread.start()
+    thread.join(timeout=duration + grace + 20)
+    assert done, "the burn hung past its deadline"
+    elapsed = time.monotonic() - started
+    assert elapsed < duration + grace + 5, elapsed
+    result = done[0]
+    wedged = [f for f in result.findings if f.check == "burn.status"]
+    assert [(f.gpu_index, f.severity) for f in wedged] == [(3, FAIL)]
+    assert "wedged" in wedged[0].message
+    counters = {f.gpu_index: f for f in result.findings if f.check == "burn.errors"}
+    assert counters[5].severity is FAIL
+    assert "did not return within the burn's deadline" in counters[5].message
+    assert counters[0].severity is PASS
+
+
+def test_duty_is_device_time_over_the_load_window() -> None:
+    class HalfBusy:
+        """A worker whose device computes for half of each batch's wall time."""
+
+        def __init__(self) -> None:
+            self.inner = NumpyBackend(devices=1).worker(0, BurnConfig(matrix_size=16))
+
+        def setup(self) -> Any:
+            return self.inner.setup()
+
+        def run_batch(self) -> BatchTiming:
+            time.sleep(0.02)
+            return BatchTiming(products=1, compute_s=0.01)
+
+        def check_batch(self) -> Any:
+            return self.inner.check_batch()
+
+        def inject(self, kind: str) -> None:
+            del kind
+
+        def close(self) -> None:
+            pass
+
+    class Backend:
+        name = "half"
+        dtypes = frozenset({"bf16"})
+
+        def device_count(self) -> int:
+            return 1
+
+        def device_bus_ids(self) -> list[str]:
+            return [BUS[0]]
+
+        def worker(self, device: int, config: BurnConfig) -> HalfBusy:
+            del device, config
+            return HalfBusy()
+
+    result = run_burn(BurnConfig(duration_s=1.0), Backend(), targets(1), NoSampler())
+    duty = result.gpus[0].duty
+    assert isinstance(duty, float)
+    assert 0.35 < duty < 0.55, duty
+    simulated = run_burn(
+        BurnConfig(duration_s=0.5, matrix_size=16), NumpyBackend(devices=1), targets(1),
+        NoSampler(), simulated=True,
+    )  # fmt: skip
+    assert isinstance(simulated.gpus[0].duty, Unavailable)
