@@ -14,7 +14,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 NODE = REPO / "validator" / "node"
-ALLOWED_PROJECT_MODULES = ("validator.model", "validator.errors", "validator.node")
+ALLOWED_PROJECT_MODULES = (
+    "validator.model",
+    "validator.errors",
+    "validator.text",
+    "validator.files",
+    "validator.node",
+)
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -54,7 +54,13 @@ from validator.node.agent import main
 main()
 """
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
-_PACKAGE_FILES = ("validator/__init__.py", "validator/model.py", "validator/errors.py")
+_PACKAGE_FILES = (
+    "validator/__init__.py",
+    "validator/model.py",
+    "validator/errors.py",
+    "validator/text.py",
+    "validator/files.py",
+)
 
 
 @dataclass(frozen=True)

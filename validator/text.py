@@ -1,0 +1,37 @@
+"""Text as one line: what every error message, NHC line and Slurm reason is made of.
+
+Standard library only: the node agent ships with this module.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ELLIPSIS = "..."
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` (anything ``str`` can show) with every run of white space folded to one space.
+
+    Args:
+        text: the text, or an exception or other object whose ``str`` is the text.
+        limit: the longest result; a longer line is cut and ends in ``...``.
+
+    Returns:
+        The line; the object's type name when it has no text at all (a bare exception).
+    """
+    line = " ".join(str(text).split())
+    if not line and isinstance(text, BaseException):
+        line = type(text).__name__
+    if limit is not None and len(line) > limit:
+        return line[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
+    return line
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour and cursor sequences (as Ansible prints them)."""
+    return ANSI.sub("", text)
+
+
+__all__ = ["ANSI", "one_line", "strip_ansi"]
