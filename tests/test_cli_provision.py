@@ -10,6 +10,7 @@ import io
 import json
 import re
 import shutil
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from rich.console import Console
 from validator.cli.main import cli, main
 from validator.cli.provision import ProvisionProgress, closing_table, provision, provision_exit_code
 from validator.provision import HostRecap, ProvisionEvent, ProvisionResult
+from validator.store import Store
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ansible-playbook") is None, reason="ansible-playbook is not installed"
@@ -303,3 +305,31 @@ def test_terminal_progress_shows_each_hosts_task() -> None:
     assert "3/3" in text
     # Live was not entered: nothing drawn, and no plain lines either.
     assert console.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_provision_certify_records_history_and_a_baseline_for_drift(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _argv(tmp_path, "--limit", "node-a:node-b", "--certify", "--burn", "1s")
+    code, out, _ = run(capsys, argv)
+    assert code == 0, out
+    with sqlite3.connect(state / "history.db") as db:
+        runs = db.execute("SELECT kind, policy_digest, argv FROM runs").fetchall()
+    assert len(runs) == 1
+    kind, digest, recorded = runs[0]
+    assert kind == "certify"
+    assert len(digest) == 64  # the policy the hosts were judged against
+    assert "--certify" in json.loads(recorded)
+    with Store.open(state / "history.db", readonly=True) as store:
+        assert {r.hostname for r in store.history()} == {"node-a", "node-b"}
+        for host in ("node-a", "node-b"):
+            certificate = store.latest_certificate(host)
+            assert certificate is not None, host
+            assert certificate.hostname == host
+    # drift now has its baseline: nothing drifted, nobody is "never certified"
+    code, out, err = run(
+        capsys, ["drift", "-i", str(HOSTS), "--limit", "node-a:node-b", "--transport", "local"]
+    )
+    assert code == 0, out + err
+    assert re.search(r"^node-a\s+NO DRIFT", out, re.MULTILINE), out
+    assert re.search(r"^node-b\s+NO DRIFT", out, re.MULTILINE), out

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from validator.remote.local import LocalTransport, burn_config
+import pytest
+
+from validator.errors import BadInputError
+from validator.node.burnin.config import BurnConfig
+from validator.remote.local import LocalTransport
 from validator.remote.transport import AgentRequest, HostSpec
 
 
@@ -44,25 +48,17 @@ def test_a_bad_scenario_is_an_outcome_error_not_an_exception() -> None:
     assert phases.seen[-1] == ("here", "failed")
 
 
-def test_a_bad_burn_setting_is_an_outcome_error() -> None:
-    host = HostSpec(name="here", address="here", simulate="healthy-8x-h100-sxm")
-    request = AgentRequest(burn_s=5, burn_dtype="int3")
-
-    outcome = LocalTransport().run_agent(host, request, 10.0, Phases())
-
-    assert outcome.facts is None
-    assert outcome.error is not None
-    assert "int3" in outcome.error
+def test_a_bad_burn_setting_cannot_reach_a_host() -> None:
+    # One burn type from the CLI to the agent: a bad setting is refused where it is made.
+    with pytest.raises(BadInputError, match="int3"):
+        AgentRequest(burn=BurnConfig(duration_s=5, dtype="int3"))
 
 
-def test_burn_config_follows_the_request() -> None:
-    assert burn_config(AgentRequest()) is None
-    config = burn_config(AgentRequest(burn_s=30, burn_dtype="fp16", burn_matrix_size=1024))
-    assert config is not None
-    assert config.duration_s == 30
-    assert config.dtype == "fp16"
-    assert config.matrix_size == 1024
-    assert config.memory_fraction == 0.9
-    fraction = burn_config(AgentRequest(burn_s=1, burn_memory_fraction=0.5))
-    assert fraction is not None
-    assert fraction.memory_fraction == 0.5
+def test_the_burn_travels_to_the_agent_and_back_unchanged() -> None:
+    burn = BurnConfig(duration_s=30, dtype="fp16", matrix_size=1024, backend="torch")
+    host = HostSpec(name="here", address="here")
+    argv = AgentRequest(burn=burn).arguments(host)
+    assert BurnConfig.from_argv(argv[argv.index("--burn") :]) == burn
+    assert BurnConfig.from_argv([]) is None
+    assert AgentRequest().arguments(host) == ["--xid-window-hours", "24"]
+    assert BurnConfig().memory_fraction == 0.9

@@ -1,4 +1,8 @@
-"""Certify one node: collect its facts, judge them, build the report."""
+"""Collect and judge: one node, or every host of an inventory, into one report.
+
+The certify command's whole job (history, certificates, reports, exit code) is
+validator.operations.certify; this module is what it runs to get the report.
+"""
 
 from __future__ import annotations
 
@@ -11,45 +15,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator import __version__
-from validator.errors import ExitCode
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import NodeFacts, NodeResult, Report, Verdict
+from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.fanout import run_fanout
 from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport
 
 if TYPE_CHECKING:
-    from validator.certificate import Certificate
     from validator.node.burnin.run import ProgressSink
-    from validator.store import Store
-
-VERDICT_EXIT = {
-    Verdict.CERTIFIED: ExitCode.OK,
-    Verdict.NOT_CERTIFIED: ExitCode.NOT_CERTIFIED,
-    Verdict.UNKNOWN: ExitCode.COULD_NOT_RUN,
-}
 
 
 @dataclass(frozen=True)
-class CertifyRequest:
-    """What to certify and against which policy."""
+class NodeRequest:
+    """One node to certify (this host, a capture or a scenario), and against which policy."""
 
     simulate: str | None = None
     capture: str | os.PathLike[str] | None = None
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in
-
-
-def report_exit_code(report: Report) -> ExitCode:
-    """0 only when every node is certified; 3 when nothing could be judged anywhere."""
-    verdicts = {node.verdict for node in report.nodes}
-    if not verdicts or verdicts == {Verdict.UNKNOWN}:
-        return ExitCode.COULD_NOT_RUN
-    if verdicts == {Verdict.CERTIFIED}:
-        return ExitCode.OK
-    return ExitCode.NOT_CERTIFIED
 
 
 def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
@@ -61,7 +46,7 @@ def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
     )
 
 
-def certify(request: CertifyRequest, *, progress: ProgressSink | None = None) -> Report:
+def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) -> Report:
     """Collect and judge one node as the request says.
 
     Args:
@@ -128,16 +113,7 @@ def make_transport(request: FleetRequest) -> Transport:
 
 def agent_request(burn: BurnConfig | None, policy: Policy) -> AgentRequest:
     """What every host's agent is asked to do."""
-    if burn is None:
-        return AgentRequest(xid_window_hours=policy.xid_window_hours)
-    return AgentRequest(
-        burn_s=burn.duration_s,
-        burn_backend=burn.backend,
-        burn_dtype=burn.dtype,
-        burn_matrix_size=burn.matrix_size,
-        burn_memory_fraction=burn.memory_fraction,
-        xid_window_hours=policy.xid_window_hours,
-    )
+    return AgentRequest(burn=burn, xid_window_hours=policy.xid_window_hours)
 
 
 def certify_fleet(
@@ -186,29 +162,3 @@ def certify_fleet(
         nodes=results,
         fleet=fleet,
     )
-
-
-def certificates_for(report: Report, key: bytes | None) -> dict[str, Certificate]:
-    """A certificate for every CERTIFIED node, signed when a key is given."""
-    from validator.certificate import issue_certificate, sign
-
-    issued = {}
-    for node in report.nodes:
-        if node.verdict is Verdict.CERTIFIED:
-            certificate = issue_certificate(node)
-            issued[node.hostname] = sign(certificate, key) if key else certificate
-    return issued
-
-
-def record_report(
-    store: Store, run_id: int, report: Report, certificates: dict[str, Certificate]
-) -> None:
-    """Commit every node's final result (and certificate) and close the run."""
-    for node in report.nodes:
-        store.record_result(run_id, node, certificates.get(node.hostname))
-    interrupted = report.fleet.interrupted if report.fleet is not None else False
-    # A burn stopped by Ctrl-C leaves an interrupted run, as a stopped fleet does.
-    interrupted = interrupted or any(
-        node.facts.burn is not None and node.facts.burn.interrupted for node in report.nodes
-    )
-    store.finish_run(run_id, interrupted=interrupted)

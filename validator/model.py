@@ -200,6 +200,10 @@ class XidEvent:
     nvswitch: bool = False  # SXid from nvidia-nvswitchN
 
 
+# How far back the kernel log is read for Xids, unless the policy says otherwise.
+DEFAULT_XID_WINDOW_HOURS = 24.0
+
+
 @dataclass(frozen=True)
 class KernelLogFacts:
     """Xid events found in the kernel log within a time window."""

@@ -27,7 +27,7 @@ from validator.errors import ExitCode, GpureadyError
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Take bare NVIDIA GPU hosts to certified, and keep them honest."""
-    ctx.obj = {"debug": debug}
+    ctx.obj = {**(ctx.obj or {}), "debug": debug}
 
 
 cli.add_command(certify)
@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return pe
     """
     args = sys.argv[1:] if argv is None else argv
     try:
-        code = cli.main(args=args, prog_name="gpuready", standalone_mode=False)
+        code = cli.main(
+            args=args, prog_name="gpuready", standalone_mode=False, obj={"argv": list(args)}
+        )
     except GpureadyError as exc:
         click.echo(f"gpuready: error: {exc}", err=True)
         return int(exc.exit_code)

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import click
+
+from validator.node.burnin.config import (
+    BACKENDS,
+    DEFAULT_DTYPE,
+    DEFAULT_MATRIX_SIZE,
+    DEFAULT_MEMORY_FRACTION,
+    DTYPES,
+    BurnConfig,
+    Injection,
+)
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -83,3 +95,97 @@ db_option = click.option(
     type=click.Path(dir_okay=False),
     help="History database (default: $XDG_STATE_HOME/gpuready/history.db).",
 )
+
+
+def command_line(ctx: click.Context) -> tuple[str, ...]:
+    """The command line as given to ``gpuready`` (for history), without the program name."""
+    root = ctx.find_root().obj
+    argv = root.get("argv") if isinstance(root, dict) else None
+    return tuple(argv) if isinstance(argv, list) else tuple(sys.argv[1:])
+
+
+def burn_options(default: str, help_text: str) -> Callable[[F], F]:
+    """The burn-in options, declared once (certify, provision --certify).
+
+    ``default`` is the ``--burn`` default and ``help_text`` its help; the rest
+    take their defaults from validator.node.burnin.config, the one source.
+    """
+
+    def decorate(command: F) -> F:
+        decorators = (
+            click.option(
+                "--burn",
+                "burn_duration",
+                default=default,
+                show_default=True,
+                metavar="DURATION",
+                help=help_text,
+            ),
+            click.option(
+                "--burn-backend",
+                type=click.Choice(list(BACKENDS)),
+                help="Force a burn backend (default: the first of cublas, torch that can run "
+                "the dtype; numpy only measures the CPU).",
+            ),
+            click.option(
+                "--burn-dtype",
+                type=click.Choice(list(DTYPES)),
+                default=DEFAULT_DTYPE,
+                show_default=True,
+                help="Precision of the burn-in products.",
+            ),
+            click.option(
+                "--burn-matrix-size",
+                type=click.IntRange(min=16),
+                help=f"Matrix size (default {DEFAULT_MATRIX_SIZE}).",
+            ),
+            click.option(
+                "--burn-memory-fraction",
+                type=click.FloatRange(0.01, 0.98),
+                default=DEFAULT_MEMORY_FRACTION,
+                show_default=True,
+                help="Share of free GPU memory the result buffers fill.",
+            ),
+            click.option(
+                "--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan)."
+            ),
+        )
+        for option in reversed(decorators):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class BurnOptions:
+    """The burn options as click parsed them."""
+
+    burn_duration: str
+    burn_backend: str | None
+    burn_dtype: str
+    burn_matrix_size: int | None
+    burn_memory_fraction: float
+    burn_inject: str | None
+
+    @classmethod
+    def pop(cls, options: dict[str, Any]) -> BurnOptions:
+        """Take the burn options out of a command's keyword arguments."""
+        return cls(**{name: options.pop(name) for name in cls.__dataclass_fields__})
+
+    def config(self, duration_s: float) -> BurnConfig | None:
+        """The burn these options ask for, ``duration_s`` long; None for none.
+
+        Raises:
+            BadInputError: a setting no burn could honour.
+        """
+        if duration_s <= 0:
+            return None
+        return BurnConfig(
+            duration_s=duration_s,
+            dtype=self.burn_dtype,
+            backend=self.burn_backend,
+            matrix_size=self.burn_matrix_size,
+            memory_fraction=self.burn_memory_fraction,
+            inject=Injection.parse(self.burn_inject) if self.burn_inject else None,
+        )

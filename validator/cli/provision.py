@@ -18,6 +18,7 @@ import dataclasses
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console, Group, RenderableType
@@ -25,10 +26,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from validator.cli.options import inventory_option, limit_option
+from validator.cli.options import (
+    BurnOptions,
+    burn_options,
+    command_line,
+    db_option,
+    inventory_option,
+    limit_option,
+)
 from validator.cli.progress import LiveDisplay
 from validator.errors import ExitCode
-from validator.model import Report
+
+if TYPE_CHECKING:
+    from validator.operations.certify import CertifyOutcome
 from validator.provision import (
     ProvisionEvent,
     ProvisionRequest,
@@ -154,34 +164,37 @@ def provision_exit_code(result: ProvisionResult) -> ExitCode:
 
 
 def _certify(
-    result: ProvisionResult, inventories: tuple[str, ...], burn_duration: str
-) -> Report | None:
-    """Certify the hosts that provisioned successfully; None when there are none."""
-    import logging
+    result: ProvisionResult,
+    inventories: tuple[str, ...],
+    burn: BurnOptions,
+    db_path: str | None,
+    argv: tuple[str, ...],
+) -> CertifyOutcome | None:
+    """Certify the hosts that provisioned successfully, as ``certify`` does; None for none.
 
-    from validator.certify import FleetRequest, certify_fleet
+    The run is recorded in history and the certified hosts get certificates, so
+    a later ``gpuready drift`` finds their baseline.
+    """
     from validator.cli.progress import FleetProgress
-    from validator.node.burnin.config import BurnConfig, parse_duration
+    from validator.node.burnin.config import parse_duration
+    from validator.operations.certify import CertifyRequest, run_certify
+    from validator.store import Store
 
     hosts = result.succeeded_hosts
     if not hosts:
         click.echo("gpuready: certify skipped: no host provisioned successfully", err=True)
         return None
-    duration = parse_duration(burn_duration)
     transport = certify_transport(inventories, hosts)
     click.echo(f"certifying {len(hosts)} host(s) through the {transport} transport", err=True)
-    request = FleetRequest(
+    request = CertifyRequest(
         inventories=inventories,
         limit=":".join(hosts),
-        burn=BurnConfig(duration_s=duration) if duration > 0 else None,
+        burn=burn.config(parse_duration(burn.burn_duration)),
         transport=transport,
+        argv=argv,
     )
-    # paramiko logs every refused connection itself; each host's reason is in the report.
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    with FleetProgress() as progress:
-        return certify_fleet(
-            request, progress=progress, on_result=progress.result, on_hosts=progress.set_hosts
-        )
+    with Store.open(db_path) as store, FleetProgress() as progress:
+        return run_certify(request, store, fleet_display=progress)
 
 
 def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
@@ -236,14 +249,8 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     is_flag=True,
     help="Then certify the hosts that provisioned successfully.",
 )
-@click.option(
-    "--burn",
-    "burn_duration",
-    default="0",
-    show_default=True,
-    metavar="DURATION",
-    help="With --certify: the burn-in length; 0 skips it (a node is then not certified).",
-)
+@burn_options("0", "With --certify: the burn-in length; 0 skips it (a node is then not certified).")
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option(
     "--color/--no-color",
@@ -253,6 +260,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @click.pass_context
 def provision(
     ctx: click.Context,
+    /,
     inventories: tuple[str, ...],
     limit: str | None,
     tags: str | None,
@@ -264,17 +272,19 @@ def provision(
     extra_vars: tuple[str, ...],
     playbook: str | None,
     certify_after: bool,
-    burn_duration: str,
     as_json: bool,
     color: bool | None,
+    db_path: str | None,
+    **burn_options: Any,  # noqa: ANN401 - click's burn options
 ) -> None:
     """Install the pinned NVIDIA driver, CUDA Toolkit and cuDNN on an inventory's hosts."""
-    if burn_duration != "0" and not certify_after:
+    burn = BurnOptions.pop(burn_options)
+    if burn.burn_duration != "0" and not certify_after:
         raise click.UsageError("--burn needs --certify")
     if certify_after:
         from validator.node.burnin.config import parse_duration
 
-        parse_duration(burn_duration)  # a bad duration fails before anything runs
+        burn.config(parse_duration(burn.burn_duration))  # bad settings fail before anything runs
     request = ProvisionRequest(
         inventories=inventories,
         limit=limit,
@@ -305,11 +315,12 @@ def provision(
     if result.error:
         click.echo(f"gpuready: provision: {result.error}", err=True)
     code = provision_exit_code(result)
-    report = _certify(result, inventories, burn_duration) if certify_after else None
-    if report is not None:
-        from validator.certify import report_exit_code
-
-        code = max(code, report_exit_code(report))
+    certified = (
+        _certify(result, inventories, burn, db_path, command_line(ctx)) if certify_after else None
+    )
+    report = certified.report if certified is not None else None
+    if certified is not None:
+        code = max(code, certified.exit_code)
     if as_json:
         document = result.to_dict()
         if report is not None:

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 
 from validator.errors import ExitCode, GpureadyError
-from validator.model import to_dict
-from validator.node.burnin.config import DEFAULT_MEMORY_FRACTION, DTYPES, BurnConfig
+from validator.model import DEFAULT_XID_WINDOW_HOURS, to_dict
+from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_live, collect_simulated
 
 
@@ -30,12 +30,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="gpuready-agent", description="Collect this GPU host's facts as JSON."
     )
     parser.add_argument("--simulate", metavar="NAME|FILE", help="a scenario instead of this host")
-    parser.add_argument("--burn", type=float, default=0.0, metavar="SECONDS", help="burn-in length")
-    parser.add_argument("--burn-backend", choices=("cublas", "torch", "numpy"))
-    parser.add_argument("--burn-dtype", choices=DTYPES, default="bf16")
-    parser.add_argument("--burn-matrix-size", type=int)
-    parser.add_argument("--burn-memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION)
-    parser.add_argument("--xid-window-hours", type=float, default=24.0)
+    BurnConfig.add_arguments(parser)
+    parser.add_argument("--xid-window-hours", type=float, default=DEFAULT_XID_WINDOW_HOURS)
     return parser
 
 
@@ -43,15 +39,7 @@ def run(argv: Sequence[str]) -> int:
     """Collect and print; the exit code as the module docstring says."""
     args = _parser().parse_args(list(argv))
     try:
-        burn = None
-        if args.burn > 0:
-            burn = BurnConfig(
-                duration_s=args.burn,
-                dtype=args.burn_dtype,
-                backend=args.burn_backend,
-                matrix_size=args.burn_matrix_size,
-                memory_fraction=args.burn_memory_fraction,
-            )
+        burn = BurnConfig.from_arguments(args)
         if args.simulate:
             facts = collect_simulated(args.simulate, args.xid_window_hours, burn)
         else:

@@ -5,30 +5,8 @@ from __future__ import annotations
 import time
 
 from validator.errors import GpureadyError
-from validator.node.burnin.config import DEFAULT_MEMORY_FRACTION, BurnConfig
 from validator.node.sources import collect_live, collect_simulated
 from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
-
-
-def burn_config(request: AgentRequest) -> BurnConfig | None:
-    """The burn-in the request asks for, as the agent's CLI would build it; None for no burn.
-
-    Raises:
-        BadInputError: the request's burn settings are not usable.
-    """
-    if request.burn_s <= 0:
-        return None
-    return BurnConfig(
-        duration_s=request.burn_s,
-        dtype=request.burn_dtype,
-        backend=request.burn_backend,
-        matrix_size=request.burn_matrix_size,
-        memory_fraction=(
-            request.burn_memory_fraction
-            if request.burn_memory_fraction is not None
-            else DEFAULT_MEMORY_FRACTION
-        ),
-    )
 
 
 class LocalTransport:
@@ -48,7 +26,7 @@ class LocalTransport:
         started = time.monotonic()
         progress.phase(host.name, "run")
         try:
-            burn = burn_config(request)
+            burn = request.burn
             if host.simulate:
                 facts = collect_simulated(host.simulate, request.xid_window_hours, burn)
             else:
@@ -68,4 +46,4 @@ class LocalTransport:
         )
 
 
-__all__ = ["LocalTransport", "burn_config"]
+__all__ = ["LocalTransport"]

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from validator.model import NodeFacts
+from validator.model import DEFAULT_XID_WINDOW_HOURS, NodeFacts
+from validator.node.burnin.config import BurnConfig
 
 
 @dataclass(frozen=True)
@@ -28,26 +29,21 @@ class HostSpec:
 class AgentRequest:
     """What the agent is asked to do on every host (per-host simulate comes from HostSpec)."""
 
-    burn_s: float = 0.0
-    burn_backend: str | None = None
-    burn_dtype: str = "bf16"
-    burn_matrix_size: int | None = None
-    burn_memory_fraction: float | None = None
-    xid_window_hours: float = 24.0
+    burn: BurnConfig | None = None  # None: no burn-in
+    xid_window_hours: float = DEFAULT_XID_WINDOW_HOURS
+
+    @property
+    def burn_s(self) -> float:
+        """The burn's length; 0 for none."""
+        return self.burn.duration_s if self.burn is not None else 0.0
 
     def arguments(self, host: HostSpec) -> list[str]:
         """The agent's command-line arguments for this host."""
         args = ["--xid-window-hours", f"{self.xid_window_hours:g}"]
         if host.simulate:
             args += ["--simulate", host.simulate]
-        if self.burn_s > 0:
-            args += ["--burn", f"{self.burn_s:g}", "--burn-dtype", self.burn_dtype]
-            if self.burn_backend:
-                args += ["--burn-backend", self.burn_backend]
-            if self.burn_matrix_size:
-                args += ["--burn-matrix-size", str(self.burn_matrix_size)]
-            if self.burn_memory_fraction is not None:
-                args += ["--burn-memory-fraction", f"{self.burn_memory_fraction:g}"]
+        if self.burn is not None and self.burn.duration_s > 0:
+            args += self.burn.to_argv()
         return args
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validator.errors import BadInputError
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
+BACKENDS = ("cublas", "torch", "numpy")
+DEFAULT_DTYPE = "bf16"
 DEFAULT_MATRIX_SIZE = 8192
 DEFAULT_MEMORY_FRACTION = 0.9
 DEFAULT_DURATION_S = 300.0
@@ -59,7 +63,7 @@ class BurnConfig:
     """How long, how big, in what precision, on which backend."""
 
     duration_s: float = DEFAULT_DURATION_S
-    dtype: str = "bf16"
+    dtype: str = DEFAULT_DTYPE
     matrix_size: int | None = None  # None: the backend's default for the device
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     backend: str | None = None  # None: the best one available
@@ -85,6 +89,53 @@ class BurnConfig:
             raise BadInputError(f"burn matrix size {self.matrix_size} is too small: use 16 or more")
         if self.duration_s < 0:
             raise BadInputError("burn duration must not be negative")
+
+    def to_argv(self) -> list[str]:
+        """The node agent's arguments for this burn (:meth:`from_argv` reads them back).
+
+        Only what a host needs to run the burn travels: the fault-injection hook
+        and the timing internals stay with the controller's defaults.
+        """
+        argv = ["--burn", f"{self.duration_s:g}", "--burn-dtype", self.dtype]
+        if self.backend:
+            argv += ["--burn-backend", self.backend]
+        if self.matrix_size:
+            argv += ["--burn-matrix-size", str(self.matrix_size)]
+        argv += ["--burn-memory-fraction", f"{self.memory_fraction:g}"]
+        return argv
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """Declare the arguments :meth:`to_argv` writes on the agent's parser."""
+        parser.add_argument("--burn", type=float, default=0.0, metavar="SECONDS")
+        parser.add_argument("--burn-backend", choices=BACKENDS)
+        parser.add_argument("--burn-dtype", choices=DTYPES, default=DEFAULT_DTYPE)
+        parser.add_argument("--burn-matrix-size", type=int)
+        parser.add_argument("--burn-memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION)
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace) -> BurnConfig | None:
+        """The burn parsed arguments ask for; None when they ask for none.
+
+        Raises:
+            BadInputError: settings no burn could honour.
+        """
+        if args.burn <= 0:
+            return None
+        return cls(
+            duration_s=args.burn,
+            dtype=args.burn_dtype,
+            backend=args.burn_backend,
+            matrix_size=args.burn_matrix_size,
+            memory_fraction=args.burn_memory_fraction,
+        )
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> BurnConfig | None:
+        """Read back what :meth:`to_argv` wrote (and nothing else)."""
+        parser = argparse.ArgumentParser(add_help=False)
+        cls.add_arguments(parser)
+        return cls.from_arguments(parser.parse_args(list(argv)))
 
     @property
     def window(self) -> float:
