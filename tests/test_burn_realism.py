@@ -182,11 +182,21 @@ def test_every_built_in_with_gpus_is_covered() -> None:
 # --- replayed real telemetry -----------------------------------------------------------------
 
 
-def test_a_real_healthy_log_replayed_certifies(tmp_path: Path) -> None:
+def test_a_real_healthy_log_replayed_certifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from validator.cli.main import main
+
     log = FIXTURES / "h800-sxm-gemm-idle-load-at-power-cap-idle.csv"
     path = scenario_file(tmp_path, "h800", {"telemetry_csv": str(log)}, "healthy-8x-h100-sxm")
-    result = judged(path, duration_s=20.0)
-    assert result.verdict is Verdict.CERTIFIED, failing(result)
+    argv = ["certify", "--simulate", path, "--burn", "20s", "--json", "--db", str(tmp_path / "h")]
+    code = main(argv)
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert node["verdict"] == "CERTIFIED", [f for f in node["findings"] if f["severity"] != "PASS"]
+    assert code == 0
+    # the recorded load: 691-703 W at the cap, sw_power_cap active
+    power = [f for f in node["findings"] if f["check"] == "burn.power"]
+    assert all("of its 700 W limit" in f["message"] for f in power)
 
 
 def test_a_real_thermal_slowdown_log_fails_the_throttle_check(tmp_path: Path) -> None:

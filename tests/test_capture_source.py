@@ -11,8 +11,9 @@ import pytest
 from validator.cli.main import main
 from validator.errors import CaptureError, ExitCode
 from validator.model import NvmlStatus, Reason, Unavailable
-from validator.node.capture import collect_capture, write_capture
+from validator.node.capture import write_capture
 from validator.node.scenario import load_scenario
+from validator.node.sources import collect_capture
 
 
 def bundle(tmp_path: Path, captures: Path, files: dict[str, str]) -> Path:

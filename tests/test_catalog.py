@@ -103,8 +103,12 @@ def test_invalid_row_names_the_row(tmp_path: Path) -> None:
     bad.write_text(text.replace("memory_mib: 81559\n", "memory_mib: 80GB\n", 1), encoding="utf-8")
     with pytest.raises(
         PolicyError, match=r"row 'h100-pcie': 'memory_mib' must be a whole number >= 0, got '80GB'"
-    ):
+    ) as caught:
         load_catalog(str(bad))
+    assert str(caught.value) == (
+        "skus.yaml, line 346 column 15: row 'h100-pcie': 'memory_mib' must be a whole number "
+        ">= 0, got '80GB' (str)"
+    )
 
 
 def test_duplicate_name_is_rejected(tmp_path: Path) -> None:
@@ -163,3 +167,96 @@ def test_captured_memory_matches_catalog(captures_dir: Path) -> None:
         assert abs(int(total.group(1)) - sku.memory_mib) <= sku.memory_tolerance_mib, path.name
         checked += 1
     assert checked >= 7
+
+
+# ---------------------------------------------- one validation mechanism (validator.fields)
+
+
+def _catalog_error(tmp_path: Path, old: str, new: str) -> str:
+    text = SKUS_YAML.read_text(encoding="utf-8")
+    assert old in text
+    bad = tmp_path / "skus.yaml"
+    bad.write_text(text.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(PolicyError) as caught:
+        load_catalog(str(bad))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+H100_PCIE = "- id: h100-pcie\n  label: H100 PCIe\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            H100_PCIE,
+            H100_PCIE + "  memroy_mib: 81559\n",
+            "skus.yaml, line 343 column 3: row 'h100-pcie': unknown key 'memroy_mib' "
+            "(did you mean 'memory_mib'?); valid keys: id, label, names, ",
+        ),
+        (
+            "  tdp_w: 350\n  peak_tflops: {fp16: 756,",
+            "  tdp_w: .nan\n  peak_tflops: {fp16: 756,",
+            "skus.yaml, line 354 column 10: row 'h100-pcie': 'tdp_w' must be a positive number, "
+            "got nan (float)",
+        ),
+        (
+            "peak_tflops: {fp16: 756, bf16: 756, tf32: 378, fp8: 1513, fp32: 51}",
+            "peak_tflops: {fp16: 756, bf16: .inf, tf32: 378, fp8: 1513, fp32: 51}",
+            "skus.yaml, line 355 column 34: row 'h100-pcie': 'peak_tflops.bf16' must be a "
+            "positive number or null, got inf (float)",
+        ),
+        (
+            '  pcie_gen: 5\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n  source: "not',
+            '  pcie_gen: 9\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n  source: "not',
+            "skus.yaml, line 356 column 13: row 'h100-pcie': 'pcie_gen' must be a whole number "
+            "1-6 or null, got 9 (int)",
+        ),
+        (
+            "  form_factor: pcie\n  memory_mib: 81559\n",
+            "  form_factor: pci\n  memory_mib: 81559\n",
+            "skus.yaml, line 345 column 16: row 'h100-pcie': 'form_factor' must be one of sxm, "
+            "pcie, nvl, superchip, got 'pci' (str)",
+        ),
+        (
+            H100_PCIE,
+            H100_PCIE + "  label: again\n",
+            "skus.yaml, line 343 column 3: duplicate key '[15].label' (first at line 342); "
+            "keep one of them",
+        ),
+        (
+            "  default_power_w: 350\n  power_limits_w: [350]\n"
+            "  power_verified: false\n  tdp_w: 350",
+            "  default_power_w: 300\n  power_limits_w: [350]\n"
+            "  power_verified: false\n  tdp_w: 350",
+            "skus.yaml, line 351 column 20: row 'h100-pcie': 'default_power_w' must be one of "
+            "power_limits_w, got 300 (int)",
+        ),
+    ],
+)
+def test_bad_row_is_one_located_line(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert _catalog_error(tmp_path, old, new).startswith(message)
+
+
+def test_a_long_bad_value_is_shown_as_an_excerpt(tmp_path: Path) -> None:
+    long_name = "x" * 3000
+    message = _catalog_error(
+        tmp_path,
+        "  architecture: hopper\n  form_factor: pcie\n  memory_mib: 81559",
+        f"  architecture: [{long_name}]\n  form_factor: pcie\n  memory_mib: 81559",
+    )
+    assert message.startswith(
+        "skus.yaml, line 344 column 17: row 'h100-pcie': 'architecture' must be a non-empty "
+        "string, got ['xxx"
+    )
+    assert len(message) < 160
+
+
+def test_the_declarations_cover_every_sku_field() -> None:
+    import dataclasses
+
+    from validator.judge.catalog import ROW_FIELDS, Sku
+
+    assert ROW_FIELDS.names == tuple(f.name for f in dataclasses.fields(Sku))

@@ -279,11 +279,15 @@ def _mutated(change: str) -> str:
         ("[1, 2]", "not an object"),
         (_mutated("unknown"), "unknown field 'extra'"),
         (_mutated("missing"), "lacks the field 'hostname'"),
-        (_mutated("type"), r"certificate.gpus\[2\].memory_total_mib must be a int"),
-        (_mutated("bool_as_int"), r"gpus\[0\].pcie_gen_max must be a int"),
-        (_mutated("null_required"), "certificate.hostname is null"),
-        (_mutated("gpus_not_list"), "gpus must be a list"),
-        (_mutated("gpu_unknown"), r"gpus\[1\] has an unknown field 'colour'"),
+        (
+            _mutated("type"),
+            r"certificate: 'gpus\[2\].memory_total_mib' must be a whole number >= 0, "
+            r"got '81559' \(str\)$",
+        ),
+        (_mutated("bool_as_int"), r"'gpus\[0\].pcie_gen_max' must be a whole number >= 0"),
+        (_mutated("null_required"), "certificate: 'hostname' must be a string, got null$"),
+        (_mutated("gpus_not_list"), r"'gpus' must be a list of GPUs, got \{\} \(dict\)$"),
+        (_mutated("gpu_unknown"), r"unknown field 'gpus\[1\].colour'; valid fields: index, "),
         (_mutated("newer"), "written by a newer gpuready"),
     ],
 )
@@ -300,3 +304,114 @@ def test_unsigned_certificate_json_may_omit_signature() -> None:
     back = certificate_from_json(json.dumps(data))
     assert back == cert
     verify_certificate(back, None)
+
+
+# ---------------------------------------------- one validation mechanism (validator.fields)
+
+
+def _cert_error(text: str) -> str:
+    with pytest.raises(CertificateError) as caught:
+        certificate_from_json(text)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def _edited(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = json.loads(certificate_to_json(issued()))
+    data.update(changes)
+    return data
+
+
+def _with_gpu(position: int, **changes: object) -> str:
+    data = json.loads(certificate_to_json(issued()))
+    data["gpus"][position].update(changes)
+    return json.dumps(data)
+
+
+def test_unknown_field_names_the_closest() -> None:
+    data = _edited()
+    data["hostnme"] = data.pop("hostname")
+    assert _cert_error(json.dumps(data)) == (
+        "certificate: unknown field 'hostnme' (did you mean 'hostname'?); valid fields: "
+        "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
+        "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, digest, "
+        "signature"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            _with_gpu(3, memory_total_mib=-1),
+            "certificate: 'gpus[3].memory_total_mib' must be a whole number >= 0, got -1 (int)",
+        ),
+        (
+            _with_gpu(0, index=-2),
+            "certificate: 'gpus[0].index' must be a whole number >= 0, got -2 (int)",
+        ),
+        (
+            _with_gpu(1, power_limit_default_w=-700.0),
+            "certificate: 'gpus[1].power_limit_default_w' must be a number >= 0, "
+            "got -700.0 (float)",
+        ),
+        (
+            json.dumps(_edited(schema_version=0)),
+            "certificate: 'schema_version' must be a whole number >= 1, got 0 (int)",
+        ),
+        (
+            json.dumps(_edited(gpus=[1])),
+            "certificate: 'gpus[0]' must be a JSON object, got 1 (int)",
+        ),
+    ],
+)
+def test_out_of_range_and_wrong_kind(text: str, message: str) -> None:
+    assert _cert_error(text) == message
+
+
+@pytest.mark.parametrize(
+    ("literal", "shown"),
+    [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"), ("1e999", "inf")],
+)
+def test_nan_and_infinity_are_refused(literal: str, shown: str) -> None:
+    text = certificate_to_json(issued()).replace(
+        '"burn_tflops": 731.5', f'"burn_tflops": {literal}'
+    )
+    assert literal in text
+    assert _cert_error(text) == (
+        f"certificate: 'gpus[3].burn_tflops' must be a finite number, got {shown} (float)"
+    )
+
+
+def test_duplicate_keys_are_refused() -> None:
+    text = certificate_to_json(issued())
+    top = text.replace('"hostname": "gpu-node-01"', '"hostname": "gpu-node-01", "hostname": "x"')
+    assert _cert_error(top) == "certificate: duplicate key 'hostname'"
+    nested = text.replace('"index": 1,', '"index": 1, "index": 2,')
+    assert _cert_error(nested) == "certificate: duplicate key 'gpus[1].index'"
+
+
+def test_a_long_bad_value_is_shown_as_an_excerpt() -> None:
+    signature = "0123456789abcdef" * 1000
+    message = _cert_error(json.dumps(_edited(signature=[signature])))
+    assert message.startswith("certificate: 'signature' must be a string, got ['0123456789")
+    assert message.endswith("... (list)")
+    assert len(message) < 120
+
+
+def test_bad_json_keeps_its_line_and_column() -> None:
+    assert _cert_error('{\n  "hostname": x\n}') == (
+        "not a certificate: invalid JSON at line 2 column 15"
+    )
+    assert _cert_error("[" * 100_000).startswith("not a certificate: invalid JSON")
+
+
+def test_the_declarations_cover_every_certificate_field() -> None:
+    from validator.certificate import CERTIFICATE_FIELDS, CERTIFIED_GPU_FIELDS, CertifiedGpu
+
+    assert CERTIFICATE_FIELDS.names == tuple(f.name for f in dataclasses.fields(Certificate))
+    assert CERTIFIED_GPU_FIELDS.names == tuple(f.name for f in dataclasses.fields(CertifiedGpu))
+    required = {f.name for f in dataclasses.fields(Certificate) if f.default is dataclasses.MISSING}
+    assert {f.name for f in CERTIFICATE_FIELDS.fields if f.required} == required
+    assert all(f.required for f in CERTIFIED_GPU_FIELDS.fields)

@@ -202,6 +202,22 @@ def test_history_limit_must_be_positive(capsys: pytest.CaptureFixture[str], db: 
     assert "--limit" in err
 
 
+def test_history_summary_is_plain_text_on_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "history.db"
+    summary = "drift [bold]since[/bold] :smile: " + "power_limit (GPU 5,6), " * 12
+    with Store.open(path) as store:
+        run_id = store.start_run("drift", 1, "p")
+        store.record_result(run_id, dataclasses.replace(result("gpu07"), summary=summary))
+    code, out, _ = run(capsys, "history", "--db", str(path))
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[1].split(maxsplit=7)[7] == summary.strip()
+    assert "\x1b" not in out
+
+
 def test_render_history_empty_summary_is_not_padded() -> None:
     assert render_history([]) == "RUN  KIND  STARTED  STATUS  HOST  VERDICT  FAILED  SUMMARY\n"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from validator.certificate import Certificate, issue_certificate
-from validator.drift import DRIFT_CHECKS, NEVER_CERTIFIED, compare, drift_exit_code, drift_node
+from validator.drift import DRIFT_CHECKS, NEVER_CERTIFIED, compare, drift_node
 from validator.errors import ExitCode
 from validator.judge import Policy, Thresholds, judge_node
 from validator.model import (
@@ -28,6 +28,7 @@ from validator.model import (
 )
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_simulated
+from validator.operations.outcome import exit_code
 
 ISSUED = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
 POLICY = Policy()
@@ -351,7 +352,7 @@ def test_never_certified_is_unknown_not_drift() -> None:
     assert [(f.check, f.severity) for f in result.findings] == [
         ("drift.baseline", Severity.UNKNOWN)
     ]
-    assert drift_exit_code([result]) is ExitCode.COULD_NOT_RUN
+    assert exit_code([result.verdict]) is ExitCode.COULD_NOT_RUN
 
 
 def test_unreadable_uuid_is_unknown_and_blocks_no_drift() -> None:
@@ -392,7 +393,7 @@ def test_nothing_measured_is_unknown() -> None:
     assert result.verdict is Verdict.UNKNOWN
     assert result.summary == "nothing measurable: not_measured"
     assert Severity.FAIL not in {f.severity for f in result.findings}
-    assert drift_exit_code([result]) is ExitCode.COULD_NOT_RUN
+    assert exit_code([result.verdict]) is ExitCode.COULD_NOT_RUN
 
 
 def test_version_absent_at_certification_and_now_is_silent() -> None:
@@ -422,3 +423,68 @@ def test_gpu_facts_type_is_what_the_scenario_gives() -> None:
     # Guards the helpers above: the scenario's GPUs are GpuFacts indexed 0-7.
     assert [g.index for g in quick_facts().gpus] == list(range(8))
     assert all(isinstance(g, GpuFacts) for g in quick_facts().gpus)
+
+
+# ------------------------------------------------------------ the judge's rules, shared
+
+
+def test_a_driver_mismatch_is_drift_even_when_no_version_can_be_read() -> None:
+    # The judge counts a mismatch as something to judge (versions.kernel_module FAILs):
+    # the kernel module and user-space driver agreed when the node was certified.
+    mismatch = dataclasses.replace(collect_simulated("driver-mismatch"), hostname="h100-node-01")
+    assert ("drift.kernel_module", None) in drifted(mismatch)
+    unread = dataclasses.replace(mismatch, driver_version=Unavailable(Reason.ERROR, "mismatch"))
+    assert drifted(unread) == {("drift.kernel_module", None)}
+    result = drift_node(unread, baseline(), POLICY)
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert result.summary.endswith(": kernel_module")
+    # Its GPUs could not be read, so they are not compared: not reported as removed.
+    assert ("UNKNOWN", "drift.gpu_removed", None) in not_passed(unread)
+
+
+def test_no_driver_but_gpus_on_the_bus_is_unchecked_not_nothing_measurable() -> None:
+    # The judge's "nothing to judge" needs no GPU on the PCI bus either.
+    facts = NodeFacts(hostname="h100-node-01", source="live", pci_gpu_count=8)
+    result = drift_node(facts, baseline(), POLICY)
+    assert result.verdict is Verdict.UNKNOWN
+    assert result.summary.startswith("could not be checked: ")
+    assert "gpu_removed" in result.summary
+
+
+def test_xids_are_grouped_as_the_judge_groups_them() -> None:
+    facts = with_xids(
+        xid(79, "0000:ee:00", "2026-01-02T08:00:00+00:00"),
+        xid(79, "0000:ef:00", "2026-01-02T08:00:01+00:00"),
+        xid(79, "0000:3b:00", "2026-01-02T08:00:02+00:00"),
+        xid(79, "0000:3b:00", "2026-01-02T08:00:03+00:00"),
+    )
+    found = [f for f in compare(baseline(), facts, POLICY) if f.check == "drift.xid"]
+    judged = [f for f in judge_node(facts, POLICY).findings if f.check == "errors.xid"]
+    assert [(f.gpu_index, f.observed) for f in found] == [(f.gpu_index, f.observed) for f in judged]
+    assert sorted((f.gpu_index or -1, f.observed) for f in found) == [
+        (-1, "Xid 79 x1"),
+        (-1, "Xid 79 x1"),
+        (1, "Xid 79 x2"),
+    ]
+    (on_gpu,) = [f for f in found if f.gpu_index == 1]
+    assert on_gpu.message.startswith(
+        "Xid 79 (GPU has fallen off the bus) on GPU 1 (0000:3b:00), 2 times"
+    )
+
+
+def test_a_clean_node_and_an_unchecked_one_exit_1() -> None:
+    # operations.outcome's rule: 0 only when every node is shown unchanged.
+    clean = drift_node(quick_facts(), baseline(), POLICY)
+    never = drift_node(quick_facts(), None, POLICY)
+    assert exit_code([clean.verdict, never.verdict]) is ExitCode.NOT_CERTIFIED
+    assert exit_code([clean.verdict]) is ExitCode.OK
+    assert exit_code([clean.verdict], interrupted=True) is ExitCode.INTERRUPTED
+
+
+def test_persistence_off_reads_off() -> None:
+    (finding,) = [
+        f
+        for f in compare(baseline(), with_gpu(quick_facts(), 7, persistence_mode=False), POLICY)
+        if f.severity is Severity.FAIL
+    ]
+    assert (finding.check, finding.observed, finding.expected) == ("drift.persistence", "off", "on")

@@ -10,19 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from prometheus_client import parser
 
 from tests.test_drift import POLICY, baseline, quick_facts, with_gpu
-from validator.drift import (
-    DRIFT_CHECKS,
-    drift_node,
-    nhc_line,
-    render_drift_text,
-    render_prometheus,
-    slurm_reason,
-    write_prometheus,
-)
+from validator.drift import DRIFT_CHECKS, drift_node, nhc_line, slurm_reason
 from validator.errors import BadInputError, ReportError
 from validator.model import NodeResult, Verdict
+from validator.report.drift_text import render_drift_text
+from validator.report.prometheus import render_prometheus, write_prometheus
 from validator.slurm import (
     Action,
     CommandResult,
@@ -62,9 +57,6 @@ def fleet() -> list[NodeResult]:
 
 
 def test_prometheus_file_parses_with_prometheus_client() -> None:
-    parser = pytest.importorskip(
-        "prometheus_client.parser", reason="prometheus_client is not installed (test extra)"
-    )
     text = render_prometheus(fleet(), now=NOW)
     families = {f.name: f for f in parser.text_string_to_metric_families(text)}
     assert set(families) == {
@@ -95,9 +87,6 @@ def test_prometheus_file_parses_with_prometheus_client() -> None:
 
 
 def test_prometheus_label_values_are_escaped() -> None:
-    parser = pytest.importorskip(
-        "prometheus_client.parser", reason="prometheus_client is not installed (test extra)"
-    )
     odd = as_host(clean(), 'we"ird\\host')
     text = render_prometheus([odd], now=NOW)
     assert 'host="we\\"ird\\\\host"' in text
@@ -110,21 +99,57 @@ def test_prometheus_label_values_are_escaped() -> None:
 def test_prometheus_text_lines_without_the_parser() -> None:
     text = render_prometheus([as_host(capped(), "gpu02")], now=NOW)
     lines = text.splitlines()
-    assert 'gpuready_certified{host="gpu02"} 0' in lines
-    assert 'gpuready_drift_findings{host="gpu02",check="drift.power_limit"} 2' in lines
-    assert 'gpuready_drift_findings{host="gpu02",check="drift.driver"} 0' in lines
-    assert f'gpuready_last_check_timestamp_seconds{{host="gpu02"}} {NOW.timestamp():.3f}' in lines
+    # prometheus_client writes every value as a float, the way Go prints one, and the
+    # labels of a sample in name order.
+    assert 'gpuready_certified{host="gpu02"} 0.0' in lines
+    assert 'gpuready_drift_findings{check="drift.power_limit",host="gpu02"} 2.0' in lines
+    assert 'gpuready_drift_findings{check="drift.driver",host="gpu02"} 0.0' in lines
+    assert 'gpuready_last_check_timestamp_seconds{host="gpu02"} 1.7673408e+09' in lines
     assert text.endswith("\n")
     assert "# TYPE gpuready_certified gauge" in lines
+
+
+def test_prometheus_help_texts_are_kept() -> None:
+    helps = {
+        line.split(" ", 3)[2]: line.split(" ", 3)[3]
+        for line in render_prometheus(fleet(), now=NOW).splitlines()
+        if line.startswith("# HELP ")
+    }
+    assert helps == {
+        "gpuready_certified": "1 when the node matches its latest gpuready certificate.",
+        "gpuready_drift_status": "The node's drift state: ok, drift, unknown or never_certified.",
+        "gpuready_drift_findings": "Drift findings from the certificate, by check.",
+        "gpuready_last_check_timestamp_seconds": "When gpuready last checked the node for drift.",
+    }
+
+
+def test_prometheus_timestamp_keeps_milliseconds_and_naive_is_utc() -> None:
+    moment = datetime.datetime(2026, 1, 2, 8, 0, 0, 123456)  # naive: UTC
+    (family,) = [
+        f
+        for f in parser.text_string_to_metric_families(render_prometheus([clean()], now=moment))
+        if f.name == "gpuready_last_check_timestamp_seconds"
+    ]
+    assert family.samples[0].value == pytest.approx(NOW.timestamp() + 0.123, abs=1e-6)
 
 
 def test_write_prometheus_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
     target = tmp_path / "gpuready.prom"
     target.write_text("old\n")
-    write_prometheus(target, "new 1\n")
-    assert target.read_text() == "new 1\n"
+    write_prometheus(target, [capped()], now=NOW)
+    assert target.read_text() == render_prometheus([capped()], now=NOW)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpuready.prom"]
     # node_exporter runs as its own user: the file must be readable by others.
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_write_prometheus_is_readable_by_others_under_a_strict_umask(tmp_path: Path) -> None:
+    target = tmp_path / "gpuready.prom"
+    old = os.umask(0o077)
+    try:
+        write_prometheus(target, [clean()], now=NOW)
+    finally:
+        os.umask(old)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
@@ -137,16 +162,18 @@ def test_write_prometheus_failure_keeps_the_old_file(
     def refuse(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
+    # prometheus_client renames the temporary file into place (os.rename on POSIX).
     monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "rename", refuse)
     with pytest.raises(ReportError, match=r"No space left on device$"):
-        write_prometheus(target, "new 1\n")
+        write_prometheus(target, [clean()], now=NOW)
     assert target.read_text() == "old 1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpuready.prom"]
 
 
 def test_write_prometheus_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ReportError) as info:
-        write_prometheus(tmp_path / "absent" / "gpuready.prom", "x 1\n")
+        write_prometheus(tmp_path / "absent" / "gpuready.prom", [clean()], now=NOW)
     assert str(info.value).startswith(f"cannot write the Prometheus file {tmp_path}/absent/")
     assert "\n" not in str(info.value)
 
@@ -340,3 +367,18 @@ def test_verdicts_used_above_are_the_ones_intended() -> None:
         Verdict.NOT_CERTIFIED,
         Verdict.UNKNOWN,
     ]
+
+
+def test_nhc_line_for_a_clean_node_and_an_unchecked_one() -> None:
+    # Exit 1 (the run is not clean), so the line is not "unknown:" (that is exit 3).
+    code, line = nhc_line([as_host(clean(), "gpu01"), as_host(never(), "gpu03")])
+    assert (code, line) == (
+        1,
+        "gpuready: gpu03: unknown: never certified: run gpuready certify first",
+    )
+
+
+def test_nhc_line_of_an_interrupted_run_exits_130() -> None:
+    code, _ = nhc_line([capped()], interrupted=True)
+    assert code == 130
+    assert nhc_line([]) == (3, "gpuready: unknown: no node was checked")

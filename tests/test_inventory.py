@@ -227,8 +227,9 @@ def test_bad_user_type(tmp_path: Path) -> None:
 def test_misspelt_gpuready_variable() -> None:
     path = str(BROKEN / "typo.ini")
     assert _error([path]).startswith(
-        f"{path}: host gpu01: unknown variable 'gpuready_expected_gpu_cont': "
-        "did you mean 'gpuready_expected_gpu_count'?"
+        f"{path}: host gpu01: unknown variable 'gpuready_expected_gpu_cont' "
+        "(did you mean 'gpuready_expected_gpu_count'?); valid variables: "
+        "gpuready_expected_gpu_count, "
     )
 
 
@@ -250,7 +251,9 @@ def test_undefined_template_variable() -> None:
 def test_unknown_transport(tmp_path: Path) -> None:
     path = tmp_path / "hosts.ini"
     path.write_text("[g]\ngpu01 gpuready_transport=telnet\n")
-    assert "gpuready_transport must be one of local, ssh, ansible" in _error([str(path)])
+    assert "'gpuready_transport' must be one of local, ssh, ansible, got 'telnet' (str)" in _error(
+        [str(path)]
+    )
 
 
 def test_no_sources() -> None:
@@ -347,3 +350,106 @@ def test_policy_for_driver_pin_off_the_base_branch() -> None:
         "host gpu07: driver_version '535.183.01' is not on driver_branch '550' "
         "(gpuready_driver_version set for this host)"
     )
+
+
+# ------------------------------------------------------------ one validation mechanism
+
+
+def _override_error(**variables: object) -> str:
+    with pytest.raises(BadInputError) as info:
+        policy_for(_host(**variables), Policy())
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"gpuready_xid_window_hours": 1e9},
+            "host gpu07: gpuready_xid_window_hours: 'xid_window_hours' must be a number above 0 "
+            "up to 8760, got 1000000000.0 (float)",
+        ),
+        (
+            {"gpuready_xid_window_hours": float("nan")},
+            "host gpu07: gpuready_xid_window_hours: 'xid_window_hours' must be a number above 0 "
+            "up to 8760, got nan (float)",
+        ),
+        (
+            {"gpuready_thresholds": {"fleet_speed_min": float("inf")}},
+            "host gpu07: gpuready_thresholds: 'thresholds.fleet_speed_min' must be a number "
+            "above 0 up to 1, got inf (float)",
+        ),
+        (
+            {"gpuready_fail_xids": ["1-99999999999"]},
+            "host gpu07: gpuready_fail_xids: 'fail_xids' must be a list of Xid numbers or ranges "
+            "like '144-150', got '1-99999999999' (str)",
+        ),
+        (
+            {"gpuready_expected_gpu_count": 10**7},
+            "host gpu07: gpuready_expected_gpu_count: 'expected_gpu_count' must be a whole number "
+            "1-1024, got 10000000 (int)",
+        ),
+        (
+            {"gpuready_thresholds": "strict"},
+            "host gpu07: gpuready_thresholds: 'thresholds' must be a mapping of threshold keys, "
+            "got 'strict' (str)",
+        ),
+        (
+            {"gpuready_requre_ecc": True},
+            "host gpu07: unknown variable 'gpuready_requre_ecc' (did you mean "
+            "'gpuready_require_ecc'?); valid variables: gpuready_expected_gpu_count, ",
+        ),
+    ],
+)
+def test_gpuready_variables_are_declared(variables: dict[str, object], message: str) -> None:
+    assert _override_error(**variables).startswith(message)
+
+
+def test_a_long_bad_variable_is_shown_as_an_excerpt() -> None:
+    message = _override_error(gpuready_driver_version="token-" * 1000)
+    assert message.startswith(
+        "host gpu07: gpuready_driver_version: 'driver_version' must be a quoted version string "
+        "like '550.90.07', got 'token-token-"
+    )
+    assert len(message) < 160
+
+
+def _inventory_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "hosts.yml"
+    path.write_text(text)
+    with pytest.raises(BadInputError) as info:
+        load_hosts([str(path)])
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: host gpu01: ")
+    return message[len(f"{path}: host gpu01: ") :]
+
+
+def test_agent_variables_are_declared_too(tmp_path: Path) -> None:
+    simulate = "gpus:\n  hosts:\n    gpu01:\n      gpuready_simulate: [healthy]\n"
+    assert _inventory_error(tmp_path, simulate) == (
+        "'gpuready_simulate' must be a non-empty string, got ['healthy'] (list); "
+        "fix the variable in the inventory or its group_vars/host_vars"
+    )
+    transport = "gpus:\n  hosts:\n    gpu01:\n      gpuready_transport: sssh\n"
+    assert _inventory_error(tmp_path, transport).startswith(
+        "'gpuready_transport' must be one of local, ssh, ansible, got 'sssh' (str)"
+    )
+
+
+def test_a_yaml_inventory_value_is_checked_with_the_policy_declarations(tmp_path: Path) -> None:
+    text = (
+        "gpus:\n  hosts:\n    gpu01:\n      gpuready_thresholds:\n        burn_speed_ratio: .nan\n"
+    )
+    assert _inventory_error(tmp_path, text) == (
+        "gpuready_thresholds: 'thresholds.burn_speed_ratio' must be a number above 0 up to 1, "
+        "got nan (float)"
+    )
+
+
+def test_the_declarations_name_every_gpuready_variable() -> None:
+    from validator.inventory import AGENT_VARS, GPUREADY_VARS, POLICY_VARS
+
+    assert set(GPUREADY_VARS.names) == set(POLICY_VARS) | AGENT_VARS

@@ -19,6 +19,7 @@ ALLOWED_PROJECT_MODULES = (
     "validator.errors",
     "validator.text",
     "validator.files",
+    "validator.fields",
     "validator.node",
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 
 import pytest
@@ -90,7 +92,7 @@ def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as info:
         load_policy(path)
     assert str(info.value) == (
-        f"{path}: unknown key 'thresholds.powr_limit_min_ratio' (did you mean "
+        f"{path}, line 2 column 3: unknown key 'thresholds.powr_limit_min_ratio' (did you mean "
         "'power_limit_min_ratio'?); valid keys: memory_tolerance_mib, power_limit_min_ratio, "
         "thermal_margin_min_c, ecc_corrected_volatile_warn, retired_pages_max, "
         "remapped_rows_uncorrectable_max, burn_speed_ratio, burn_relative_min, "
@@ -119,46 +121,67 @@ def test_unknown_top_level_key_with_suggestion() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "where", "message"),
     [
         (
             "thresholds:\n  power_limit_min_ratio: high\n",
+            "line 2 column 26",
             "'thresholds.power_limit_min_ratio' must be a number above 0 up to 1, got 'high' (str)",
         ),
         (
             "thresholds:\n  power_limit_min_ratio: 1.5\n",
+            "line 2 column 26",
             "'thresholds.power_limit_min_ratio' must be a number above 0 up to 1, got 1.5 (float)",
         ),
         (
             "expected_gpu_count: eight\n",
-            "'expected_gpu_count' must be a whole number >= 1, got 'eight' (str)",
+            "line 1 column 21",
+            "'expected_gpu_count' must be a whole number 1-1024, got 'eight' (str)",
         ),
         (
             "expected_gpu_count: true\n",
-            "'expected_gpu_count' must be a whole number >= 1, got True (bool)",
+            "line 1 column 21",
+            "'expected_gpu_count' must be a whole number 1-1024, got True (bool)",
         ),
-        ("require_ecc: 'yes'\n", "'require_ecc' must be true or false, got 'yes' (str)"),
+        (
+            "require_ecc: 'yes'\n",
+            "line 1 column 14",
+            "'require_ecc' must be true or false, got 'yes' (str)",
+        ),
         (
             "cuda_version: 12.4\n",
+            "line 1 column 15",
             "'cuda_version' must be a quoted version string like '12.4', got 12.4 (float)",
         ),
         (
             "fail_xids: 79\n",
+            "line 1 column 12",
             "'fail_xids' must be a list of Xid numbers or ranges like '144-150', got 79 (int)",
         ),
         (
             "fail_xids: [79, '150-144']\n",
+            "line 1 column 17",
             "'fail_xids' must be a list of Xid numbers or ranges like '144-150', "
             "got '150-144' (str)",
         ),
-        ("thresholds: 5\n", "'thresholds' must be a mapping of threshold keys, got 5 (int)"),
+        (
+            "thresholds: 5\n",
+            "line 1 column 13",
+            "'thresholds' must be a mapping of threshold keys, got 5 (int)",
+        ),
     ],
 )
-def test_wrong_type_names_key_type_and_value(tmp_path: Path, text: str, message: str) -> None:
+def test_wrong_type_names_key_type_and_value(
+    tmp_path: Path, text: str, where: str, message: str
+) -> None:
     path = write(tmp_path, text)
     with pytest.raises(PolicyError) as info:
         load_policy(path)
-    assert str(info.value) == f"{path}: {message}"
+    assert str(info.value) == f"{path}, {where}: {message}"
+    # Without a file (inventory variables), the same words without the line.
+    with pytest.raises(PolicyError) as plain:
+        policy_from_mapping(yaml.safe_load(text), "vars")
+    assert str(plain.value) == f"vars: {message}"
 
 
 def test_inconsistent_driver_pins() -> None:
@@ -205,3 +228,144 @@ def test_digest_is_stable_and_sensitive(tmp_path: Path) -> None:
     assert policy_digest(loaded) == policy_digest(again)
     assert len(policy_digest(loaded)) == 64
     assert policy_digest(loaded) != policy_digest(Policy())
+
+
+# ---------------------------------------------- one validation mechanism (validator.fields)
+
+
+def _policy_error(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}")
+    return message[len(path) :]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "xid_window_hours: .nan\n",
+            ", line 1 column 19: 'xid_window_hours' must be a number above 0 up to 8760, "
+            "got nan (float)",
+        ),
+        (
+            "thresholds:\n  burn_speed_ratio: .inf\n",
+            ", line 2 column 21: 'thresholds.burn_speed_ratio' must be a number above 0 up to 1, "
+            "got inf (float)",
+        ),
+        (
+            "thresholds:\n  thermal_margin_min_c: -.inf\n",
+            ", line 2 column 25: 'thresholds.thermal_margin_min_c' must be a number from 0 up to "
+            "150, got -inf (float)",
+        ),
+        (
+            "xid_window_hours: 100000\n",
+            ", line 1 column 19: 'xid_window_hours' must be a number above 0 up to 8760, "
+            "got 100000 (int)",
+        ),
+        (
+            "thresholds:\n  thermal_margin_min_c: 200\n",
+            ", line 2 column 25: 'thresholds.thermal_margin_min_c' must be a number from 0 up to "
+            "150, got 200 (int)",
+        ),
+        (
+            "thresholds:\n  retired_pages_max: 1000000\n",
+            ", line 2 column 22: 'thresholds.retired_pages_max' must be a whole number 0-999999, "
+            "got 1000000 (int)",
+        ),
+        (
+            "thresholds:\n  memory_tolerance_mib: -1\n",
+            ", line 2 column 25: 'thresholds.memory_tolerance_mib' must be a whole number "
+            "0-999999, got -1 (int)",
+        ),
+        (
+            "fail_xids: [48, '1-99999999999']\n",
+            ", line 1 column 17: 'fail_xids' must be a list of Xid numbers or ranges like "
+            "'144-150', got '1-99999999999' (str)",
+        ),
+        (
+            "fail_xids: [48, 70000]\n",
+            ", line 1 column 17: 'fail_xids' must be a list of Xid numbers or ranges like "
+            "'144-150', got 70000 (int)",
+        ),
+        (
+            "warn_xids:\n  - 13\n  - '1-70000'\n",
+            ", line 3 column 5: 'warn_xids' must be a list of Xid numbers or ranges like "
+            "'144-150', got '1-70000' (str)",
+        ),
+        (
+            "min_pcie_gen: 9\n",
+            ", line 1 column 15: 'min_pcie_gen' must be a whole number 1-6, got 9 (int)",
+        ),
+    ],
+)
+def test_out_of_range_and_non_finite_are_refused_with_the_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    started = time.monotonic()
+    assert _policy_error(tmp_path, text) == message
+    assert time.monotonic() - started < 2  # no Xid range of billions is ever expanded
+
+
+def test_xid_ranges_up_to_the_last_xid_are_fine() -> None:
+    policy = policy_from_mapping({"fail_xids": ["0-65535"], "warn_xids": [13, "31 - 32"]}, "p")
+    assert len(policy.fail_xids) == 65536
+    assert policy.warn_xids == (13, 31, 32)
+
+
+def test_duplicate_key_is_refused_with_both_lines(tmp_path: Path) -> None:
+    assert _policy_error(
+        tmp_path, "require_ecc: true\nrequire_nvcc: false\nrequire_ecc: false\n"
+    ) == (", line 3 column 1: duplicate key 'require_ecc' (first at line 1); keep one of them")
+    nested = "thresholds:\n  retired_pages_max: 5\n  fleet_speed_min: 0.9\n  retired_pages_max: 6\n"
+    assert _policy_error(tmp_path, nested) == (
+        ", line 4 column 3: duplicate key 'thresholds.retired_pages_max' (first at line 2); "
+        "keep one of them"
+    )
+
+
+def test_unknown_key_has_its_line_and_column(tmp_path: Path) -> None:
+    message = _policy_error(tmp_path, "require_ecc: true\n\nrequire_cdnn: false\n")
+    assert message.startswith(
+        ", line 3 column 1: unknown key 'require_cdnn' (did you mean 'require_cudnn'?); "
+        "valid keys: expected_gpu_count, "
+    )
+
+
+def test_a_long_bad_value_is_shown_as_an_excerpt(tmp_path: Path) -> None:
+    secret = "hunter2-" * 500
+    message = _policy_error(tmp_path, f"driver_version: '{secret}'\n")
+    assert message.startswith(
+        ", line 1 column 17: 'driver_version' must be a quoted version string like "
+        "'550.90.07', got 'hunter2-"
+    )
+    assert message.endswith(" (str)")
+    assert len(message) < 150
+    huge_list = _policy_error(tmp_path, f"expected_model: [{', '.join(['x' * 50] * 200)}]\n")
+    assert len(huge_list) < 150
+
+
+def test_bad_values_from_inventory_variables_have_no_line() -> None:
+    with pytest.raises(PolicyError) as info:
+        policy_from_mapping({"thresholds": {"fleet_speed_min": float("nan")}}, "host gpu07")
+    assert str(info.value) == (
+        "host gpu07: 'thresholds.fleet_speed_min' must be a number above 0 up to 1, got nan (float)"
+    )
+
+
+def test_inconsistent_pins_point_at_the_branch(tmp_path: Path) -> None:
+    text = "driver_version: '550.90.07'\ndriver_branch: '535'\n"
+    assert _policy_error(tmp_path, text) == (
+        ", line 2 column 16: driver_version '550.90.07' is not on driver_branch '535'; "
+        "set one of them"
+    )
+
+
+def test_the_declarations_cover_every_policy_field() -> None:
+    from validator.judge.policy import POLICY_FIELDS, THRESHOLD_FIELDS
+
+    assert POLICY_FIELDS.names == tuple(f.name for f in dataclasses.fields(Policy))
+    assert THRESHOLD_FIELDS.names == tuple(f.name for f in dataclasses.fields(Thresholds))

@@ -124,12 +124,15 @@ def test_certified_page_is_green() -> None:
     assert "All 4 checks passed." in "".join(doc.text)
 
 
-def test_unknown_node_gives_unknown_banner() -> None:
+def test_an_unjudged_node_keeps_the_banner_from_certified() -> None:
     dark = NodeResult(
         "dark-01", Verdict.UNKNOWN, NodeFacts("dark-01", "live"), (), summary="Host unreachable."
     )
     page = render_html(sample_report(healthy_node(), dark))
-    assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
+    # a certified node beside one that could not be judged: not certified, by the one rule
+    assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "NOT_CERTIFIED"
+    alone = render_html(sample_report(dark))
+    assert _parse(alone).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
     assert "No checks were judged for this node." in page
     # Nothing came back from it: one line says so, instead of a grid of n/a and empty tables.
     start = page.index('<section class="node v-UNKNOWN" id="node-2"')

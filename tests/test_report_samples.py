@@ -428,11 +428,14 @@ def test_count_line_reads_like_the_brief() -> None:
     assert counts.total == 6
 
 
-def test_overall_verdict_is_the_worst_node() -> None:
+def test_overall_verdict_follows_the_one_rule() -> None:
     assert common.overall_verdict(sample_report()) is Verdict.NOT_CERTIFIED
     assert common.overall_verdict(sample_report(healthy_node())) is Verdict.CERTIFIED
     unknown = NodeResult("dark", Verdict.UNKNOWN, NodeFacts("dark", "live"), ())
-    assert common.overall_verdict(sample_report(healthy_node(), unknown)) is Verdict.UNKNOWN
+    # One node that could not be judged keeps the fleet from being certified (exit 1),
+    # without calling the whole run "nothing could be judged".
+    assert common.overall_verdict(sample_report(healthy_node(), unknown)) is Verdict.NOT_CERTIFIED
+    assert common.overall_verdict(sample_report(unknown)) is Verdict.UNKNOWN
     assert common.overall_verdict(Report("t", "v", ())) is Verdict.UNKNOWN
 
 

@@ -151,7 +151,9 @@ def test_unknown_keys_are_named(tmp_path: Path) -> None:
 
 def test_bad_values_are_named(tmp_path: Path) -> None:
     wrong_type = {"nvml": {"gpu_count": 1, "gpu": {"memory_total_mib": "lots"}}}
-    assert "nvml.gpu.memory_total_mib must be an integer" in _error(_write(tmp_path, wrong_type))
+    assert "'nvml.gpu.memory_total_mib' must be an integer, got 'lots' (str)" in _error(
+        _write(tmp_path, wrong_type)
+    )
     bad_extends = {"extends": "healthy-9x-z100"}
     assert "extends unknown scenario 'healthy-9x-z100'" in _error(_write(tmp_path, bad_extends))
     same_serial = {"nvml": {"gpu_count": 2, "gpu": {"serial": "1650000000001"}}}
@@ -394,7 +396,7 @@ def test_gpu_values_are_checked_by_the_type_of_their_field(
     tmp_path: Path, key: str, value: object, problem: str
 ) -> None:
     data = {"nvml": {"gpu_count": 1, "gpu": {key: value}}}
-    assert f"nvml.gpu.{key} {problem}" in _error(_write(tmp_path, data))
+    assert f"'nvml.gpu.{key}' {problem}" in _error(_write(tmp_path, data))
 
 
 def test_every_gpu_fact_nvml_answers_is_a_scenario_key() -> None:
@@ -438,3 +440,148 @@ def test_bad_passthrough_is_one_line(tmp_path: Path, passthrough: dict, needle: 
     )
     with pytest.raises(ScenarioError, match=needle):
         load_scenario(str(path))
+
+
+# ---------------------------------------------- one validation mechanism (validator.fields)
+
+
+def _write_text(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "raw.json"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"nvml": {"gpu_count": 1, "gpu": {"memroy_total_mib": 1}}},
+            "unknown key 'nvml.gpu.memroy_total_mib' (did you mean 'memory_total_mib'?)",
+        ),
+        (
+            {"hots": {"hostname": "x"}},
+            "unknown key 'hots' (did you mean 'host'?); valid keys: name, description, extends, "
+            "now, host, nvml, files, commands, pci, burn, passthrough",
+        ),
+        (
+            {"nvml": {"gpu_count": 100000}},
+            "'nvml.gpu_count' must be a count 0-64, got 100000 (int); fix the scenario",
+        ),
+        (
+            {"pci": {"gpus": -1}},
+            "'pci.gpus' must be a count 0-64, got -1 (int); fix the scenario",
+        ),
+        (
+            {"host": {"uptime_s": "a day"}},
+            "'host.uptime_s' must be a number >= 0, got 'a day' (str); fix the scenario",
+        ),
+        (
+            {"now": "yesterday"},
+            "'now' must be an ISO 8601 time like '2026-01-01T12:00:00+00:00', got 'yesterday' "
+            "(str); fix the scenario",
+        ),
+        (
+            {"commands": {"nvcc --version": {"rc": "0"}}},
+            "'commands[\"nvcc --version\"].rc' must be an integer, got '0' (str); fix the scenario",
+        ),
+        (
+            {"files": {"/etc/motd": 5}},
+            '\'files["/etc/motd"]\' must be text or {"error": "permission_denied"}, got 5 (int)',
+        ),
+        (
+            {"nvml": {"gpu_count": 1, "pci_bus_ids": ["19:00.0"]}},
+            "'nvml.pci_bus_ids[0]' must be a bus id like '00000000:19:00.0', got '19:00.0' (str)",
+        ),
+        (
+            {"extends": "healthy-8x-h100-sxm", "burn": {"tflops": "fast"}},
+            "'burn.tflops' must be a number above 0 up to 100000, got 'fast' (str); "
+            "fix the scenario",
+        ),
+        (
+            {"extends": "healthy-8x-h100-sxm", "burn": {"gpu_overrides": {"2": {"wedged": 1}}}},
+            "'burn.gpu_overrides.2.wedged' must be true or false, got 1 (int)",
+        ),
+    ],
+)
+def test_scenario_values_are_declared(tmp_path: Path, data: dict[str, Any], message: str) -> None:
+    assert message in _error(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "shown"),
+    [
+        ('{"nvml": {"gpu_count": 1, "gpu": {"temperature_gpu_c": NaN}}}', "nvml.gpu.", "nan"),
+        ('{"host": {"uptime_s": Infinity}}', "host.uptime_s", "inf"),
+        ('{"extends": "healthy-8x-h100-sxm", "burn": {"power_fraction": 1e999}}', "burn.", "inf"),
+    ],
+)
+def test_nan_and_infinity_are_refused_where_a_number_is_expected(
+    tmp_path: Path, text: str, path: str, shown: str
+) -> None:
+    # Refused by the number's declaration today; by the JSON loader itself once
+    # _read_json parses with fields.load_json: the same words either way.
+    message = _error(_write_text(tmp_path, text))
+    assert re.search(rf"'{re.escape(path)}[a-z_]*' must be a ", message), message
+    assert message.endswith(f", got {shown} (float); fix the scenario")
+
+
+def test_a_long_bad_value_is_shown_as_an_excerpt(tmp_path: Path) -> None:
+    data = {"nvml": {"gpu_count": 1, "gpu": {"name": ["NVIDIA H100 80GB HBM3 " * 100]}}}
+    message = _error(_write(tmp_path, data))
+    assert message.endswith(
+        "'nvml.gpu.name' must be a string, got ['NVIDIA H100 80GB ...IA H100 80GB HB... "
+        "(list); fix the scenario"
+    )
+    assert len(message) < len(str(tmp_path)) + 140
+
+
+def test_markers_and_nulls_pass_for_any_gpu_key(tmp_path: Path) -> None:
+    gpu = {
+        "temperature_gpu_c": "not_supported",
+        "pcie_gen_max": {"nvml_error": "no_permission"},
+        "serial": None,
+        "nvlinks": [True, False],
+        "clock_event_reasons": ["gpu_idle", "unknown_0x400"],
+    }
+    scenario = load_scenario(_write(tmp_path, {"nvml": {"gpu_count": 1, "gpu": gpu}}))
+    assert scenario.data["nvml"]["gpu"] == gpu
+
+
+def test_the_declarations_cover_every_scenario_key() -> None:
+    from validator.node.fake_nvml import NVML_KEYS
+    from validator.node.scenario import (
+        GPU_FIELDS,
+        HOST_KEYS,
+        NVML_FIELDS,
+        PCI_KEYS,
+        SCENARIO_FIELDS,
+        TOP_KEYS,
+    )
+
+    assert set(SCENARIO_FIELDS.names) == TOP_KEYS
+    assert set(NVML_FIELDS.names) == NVML_KEYS
+    assert set(GPU_FIELDS.names) == GPU_KEYS
+    host = SCENARIO_FIELDS.field("host")
+    pci = SCENARIO_FIELDS.field("pci")
+    assert host is not None
+    assert host.document is not None
+    assert pci is not None
+    assert pci.document is not None
+    assert set(host.document.names) == HOST_KEYS
+    assert set(pci.document.names) == PCI_KEYS
+
+
+def test_duplicate_key_in_a_scenario_file_is_refused(tmp_path: Path) -> None:
+    text = '{"name": "x", "nvml": {"gpu_count": 1, "gpu_count": 2}}'
+    assert "duplicate key 'nvml.gpu_count'; fix the scenario" in _error(_write_text(tmp_path, text))
+
+
+def test_the_json_loader_refuses_a_scenario_with_a_duplicate_key() -> None:
+    from validator import fields
+    from validator.node.scenario import _source
+
+    text = '{"name": "x", "nvml": {"gpu_count": 1, "gpu_count": 2}}'
+    with pytest.raises(fields.LoadError) as caught:
+        fields.load_json(text)
+    message = str(_source("scenario file s.json").loaded(caught.value))
+    assert message == "scenario file s.json: duplicate key 'nvml.gpu_count'; fix the scenario"

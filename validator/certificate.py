@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from validator import __version__
+from validator import __version__, fields
 from validator.errors import BadInputError
+from validator.fields import Document, Field
 from validator.model import GpuFacts, Measured, NodeResult, Unavailable, Verdict
 
 # Bump on any change that would make an older reader misjudge a certificate.
@@ -230,81 +231,115 @@ def certificate_to_json(cert: Certificate) -> str:
 
 
 # ---------------------------------------------------------------- decoding
+#
+# Each field declared once (validator.fields); test_certificate checks that the
+# declarations name exactly the dataclasses' fields. Numbers are kept as written: the
+# digest covers 700 and 700.0 apart, so a number rewritten in another form fails
+# verification too.
 
 
-def _check(value: object, hint: str, where: str) -> object:
-    optional = hint.endswith(" | None")
-    base = hint.removesuffix(" | None")
-    if value is None:
-        if optional:
-            return None
-        raise CertificateError(f"{where} is null but must be a {base}")
-    if base == "str" and isinstance(value, str):
-        return value
-    if base == "bool" and isinstance(value, bool):
-        return value
-    if base == "int" and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    # The digest covers the number as written: 700 and 700.0 are kept apart,
-    # so a number rewritten in another form fails verification too.
-    if base == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    raise CertificateError(f"{where} must be a {base}, not {json.dumps(value)[:40]}")
+def _text(name: str, *, nullable: bool = True) -> Field:
+    return Field(name, str, nullable=nullable, required=True)
 
 
-def _kwargs(
-    cls: type[Certificate] | type[CertifiedGpu], data: object, where: str
-) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise CertificateError(f"{where} must be a JSON object")
-    fields = dataclasses.fields(cls)
-    unknown = sorted(set(data) - {f.name for f in fields})
-    if unknown:
-        raise CertificateError(f"{where} has an unknown field {unknown[0]!r}")
-    kwargs: dict[str, Any] = {}
-    for field in fields:
-        if field.name not in data:
-            if field.default is dataclasses.MISSING:
-                raise CertificateError(f"{where} lacks the field {field.name!r}")
-            continue
-        value = data[field.name]
-        if field.name == "gpus":
-            if not isinstance(value, list):
-                raise CertificateError(f"{where}.gpus must be a list")
-            kwargs["gpus"] = tuple(
-                CertifiedGpu(**_kwargs(CertifiedGpu, item, f"{where}.gpus[{i}]"))
-                for i, item in enumerate(value)
-            )
-        else:
-            # Annotations are text under ``from __future__ import annotations``.
-            kwargs[field.name] = _check(value, str(field.type), f"{where}.{field.name}")
-    return kwargs
+def _count(name: str) -> Field:
+    return Field(name, int, minimum=0, nullable=True, required=True)
+
+
+def _watts(name: str) -> Field:
+    return Field(name, float, minimum=0.0, nullable=True, required=True)
+
+
+CERTIFIED_GPU_FIELDS = Document(
+    (
+        Field("index", int, minimum=0, required=True),
+        _text("uuid"),
+        _text("serial"),
+        _text("name"),
+        _text("vbios_version"),
+        _count("memory_total_mib"),
+        _watts("power_limit_enforced_w"),
+        _watts("power_limit_default_w"),
+        _count("pcie_gen_max"),
+        _count("pcie_width_current"),
+        _watts("burn_tflops"),
+        _count("ecc_volatile_uncorrected"),
+        _count("ecc_aggregate_uncorrected"),
+        _count("remapped_rows_correctable"),
+        _count("remapped_rows_uncorrectable"),
+        _count("retired_pages_sbe"),
+        _count("retired_pages_dbe"),
+        Field("persistence_mode", bool, nullable=True, required=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+
+def _gpus(items: list[dict[str, Any]]) -> tuple[CertifiedGpu, ...]:
+    return tuple(CertifiedGpu(**item) for item in items)
+
+
+CERTIFICATE_FIELDS = Document(
+    (
+        Field("schema_version", int, minimum=1, required=True),
+        _text("hostname", nullable=False),
+        _text("issued_at", nullable=False),
+        _text("tool_version", nullable=False),
+        _text("policy_digest", nullable=False),
+        _text("sku"),
+        _text("driver_version"),
+        _text("cuda_driver_version"),
+        _text("kernel_module_version"),
+        _text("nvcc_version"),
+        _text("cudnn_version"),
+        Field(
+            "gpus",
+            list,
+            wanted="a list of GPUs",
+            required=True,
+            item=Field("gpu", dict, document=CERTIFIED_GPU_FIELDS),
+            convert=_gpus,
+        ),
+        Field("digest", str),
+        Field("signature", str, nullable=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
 
 
 def certificate_from_json(text: str) -> Certificate:
     """A certificate from :func:`certificate_to_json` output (not verified: see verify_certificate).
 
     Raises:
-        CertificateError: (a BadInputError) not JSON, or not a certificate, naming where.
+        CertificateError: (a BadInputError) not JSON, a key given twice, NaN, or not a
+            certificate: one line naming the field.
     """
+    source = fields.Source("certificate", error=CertificateError)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CertificateError(
-            f"not a certificate: invalid JSON at line {exc.lineno} column {exc.colno}"
-        ) from None
+        data = fields.load_json(text)
+    except fields.LoadError as exc:
+        if exc.syntax and exc.line is not None:
+            raise CertificateError(
+                f"not a certificate: invalid JSON at line {exc.line} column {exc.column}"
+            ) from None
+        if exc.syntax:
+            raise CertificateError(f"not a certificate: {exc.problem}") from None
+        raise source.loaded(exc) from None
     if not isinstance(data, dict):
         raise CertificateError("not a certificate: the JSON is not an object")
     version = data.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool):
-        if version > CERTIFICATE_SCHEMA_VERSION:
-            raise CertificateError(
-                f"certificate schema {version} was written by a newer gpuready "
-                f"(this one reads up to {CERTIFICATE_SCHEMA_VERSION}): upgrade gpuready"
-            )
-        if version < 1:
-            raise CertificateError(f"certificate schema {version} is not valid")
-    return Certificate(**_kwargs(Certificate, data, "certificate"))
+    if (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and (version > CERTIFICATE_SCHEMA_VERSION)
+    ):
+        raise CertificateError(
+            f"certificate schema {version} was written by a newer gpuready "
+            f"(this one reads up to {CERTIFICATE_SCHEMA_VERSION}): upgrade gpuready"
+        )
+    return Certificate(**CERTIFICATE_FIELDS.check(data, source))
 
 
 def verify_certificate(cert: Certificate, key: bytes | None) -> None:

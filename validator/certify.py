@@ -6,6 +6,7 @@ validator.operations.certify; this module is what it runs to get the report.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import threading
@@ -84,6 +85,13 @@ class FleetRequest:
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
     known_hosts: str | None = None
+
+
+def fleet_of(request: object) -> FleetRequest:
+    """The fan-out a command's request asks for: its fields named as FleetRequest's."""
+    return FleetRequest(
+        **{field.name: getattr(request, field.name) for field in dataclasses.fields(FleetRequest)}
+    )
 
 
 # Connecting, uploading the agent and collecting facts take seconds; the burn

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -45,7 +44,9 @@ from ansible.template import Templar
 from ansible.utils.display import Display
 from ansible.vars.manager import VariableManager
 
+from validator import fields
 from validator.errors import BadInputError, PolicyError
+from validator.fields import Document, Field
 from validator.judge.policy import Policy, Thresholds, policy_from_mapping
 from validator.remote.transport import HostSpec
 
@@ -160,6 +161,11 @@ def _text(value: object, origin: str, var: str) -> str | None:
     return value.strip()
 
 
+def _stripped(value: object) -> str | None:
+    """A checked gpuready_* text variable (see :data:`GPUREADY_VARS`), stripped."""
+    return value.strip() if isinstance(value, str) else None
+
+
 def _python(value: object, origin: str) -> str:
     text = _text(value, origin, "ansible_python_interpreter")
     if text is None or text in _AUTO_INTERPRETERS:
@@ -168,16 +174,31 @@ def _python(value: object, origin: str) -> str:
     return text
 
 
+# The gpuready_* variables, declared once: the policy fields (their values are checked by
+# the policy's own declarations, validator.judge.policy) and the agent's.
+_FIX_VARIABLE = "fix the variable in the inventory or its group_vars/host_vars"
+GPUREADY_VARS = Document(
+    (
+        *(Field(name) for name in POLICY_VARS),
+        Field("gpuready_simulate", str, non_empty=True, nullable=True),
+        Field("gpuready_transport", str, choices=TRANSPORTS, nullable=True),
+    ),
+    noun="variable",
+)
+
+
 def _check_names(names: Sequence[str], origin: str) -> None:
-    known = set(POLICY_VARS) | AGENT_VARS
-    for name in names:
-        if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "remove it or fix its name"
-            raise BadInputError(
-                f"{origin}: unknown variable {name!r}: {hint} (gpuready_* variables are "
-                f"the policy fields as gpuready_<field>, plus {', '.join(sorted(AGENT_VARS))})"
-            )
+    """Every gpuready_* name is a policy field or an agent variable (did-you-mean when not)."""
+    source = fields.Source(origin, fix=_FIX_VARIABLE, error=BadInputError)
+    GPUREADY_VARS.check_keys(dict.fromkeys(names), source)
+
+
+def _check_agent_vars(variables: Mapping[str, object], origin: str) -> None:
+    source = fields.Source(origin, fix=_FIX_VARIABLE, error=BadInputError)
+    for name in sorted(AGENT_VARS):
+        declared = GPUREADY_VARS.field(name)
+        if declared is not None and name in variables:
+            declared.check(variables[name], source, (name,))
 
 
 def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
@@ -282,9 +303,7 @@ def _host_spec(host: object, manager: VariableManager, loader: DataLoader) -> Ho
 
     gpuready = {key: _render(templar, variables[key], origin, key) for key in names}
     _overrides(gpuready, origin)  # fail now, before any host is contacted
-    transport = gpuready.get("gpuready_transport")
-    if transport is not None and transport not in TRANSPORTS:
-        raise _bad_var(origin, "gpuready_transport", f"one of {', '.join(TRANSPORTS)}", transport)
+    _check_agent_vars(gpuready, origin)
     key_file = _text(
         get("ansible_ssh_private_key_file", "ansible_private_key_file"),
         origin,
@@ -298,7 +317,7 @@ def _host_spec(host: object, manager: VariableManager, loader: DataLoader) -> Ho
         user=_text(get("ansible_user", "ansible_ssh_user"), origin, "ansible_user"),
         key_file=os.path.expanduser(key_file) if key_file else None,
         python=_python(get("ansible_python_interpreter"), origin),
-        simulate=_text(gpuready.get("gpuready_simulate"), origin, "gpuready_simulate"),
+        simulate=_stripped(gpuready.get("gpuready_simulate")),
         vars=gpuready,
     )
 

@@ -16,6 +16,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, TypeVar, Union
 
+from validator import fields
+from validator.text import one_line
+
 # Bump on any change that a reader of an older JSON document would misread.
 SCHEMA_VERSION = 1
 
@@ -372,6 +375,22 @@ class Verdict(str, enum.Enum):
     UNKNOWN = "UNKNOWN"  # nothing could be judged (no driver, no GPU, unreachable)
 
 
+def overall_verdict(verdicts: typing.Iterable[Verdict]) -> Verdict:
+    """The verdict of a whole run from its nodes' verdicts, the one rule for every command.
+
+    CERTIFIED only when every node is; UNKNOWN when no node could be judged (or
+    there is none); anything else, a mix of CERTIFIED and UNKNOWN included,
+    NOT_CERTIFIED: one node that could not be judged keeps a fleet from being
+    certified without hiding the nodes that were.
+    """
+    seen = set(verdicts)
+    if not seen or seen == {Verdict.UNKNOWN}:
+        return Verdict.UNKNOWN
+    if seen == {Verdict.CERTIFIED}:
+        return Verdict.CERTIFIED
+    return Verdict.NOT_CERTIFIED
+
+
 @dataclass(frozen=True)
 class Finding:
     """What one check concluded, for the node or for one GPU."""
@@ -458,11 +477,17 @@ def to_dict(obj: Any) -> Any:
 
 
 class SchemaError(ValueError):
-    """JSON that does not fit the model; the message names the path."""
+    """JSON that does not fit the model; the one-line message names the path."""
 
 
 def from_dict(cls: type[T], data: Any) -> T:
     """Build a model object of type ``cls`` from :func:`to_dict` output.
+
+    The dataclasses' type hints are the declaration; every value is checked with the
+    words of :mod:`validator.fields`: an unknown field names the closest known one, a
+    number must be finite (NaN and infinity are refused), and a bad value is shown only
+    as a short excerpt. Parse JSON text with :func:`validator.fields.load_json`, which
+    also refuses a key given twice.
 
     Raises:
         SchemaError: when ``data`` does not fit, naming where.
@@ -471,13 +496,23 @@ def from_dict(cls: type[T], data: Any) -> T:
 
 
 _HINTS: Dict[type, Dict[str, Any]] = {}
+_REQUIRED: Dict[type, Tuple[str, ...]] = {}
 
 
 def _hints(cls: type) -> Dict[str, Any]:
     if cls not in _HINTS:
         module = sys.modules[cls.__module__]
         _HINTS[cls] = typing.get_type_hints(cls, vars(module))
+        _REQUIRED[cls] = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
     return _HINTS[cls]
+
+
+def _wrong(path: str, wanted: str, data: Any) -> SchemaError:
+    return SchemaError(fields.must_be(path, wanted, data))
 
 
 def _decode(tp: Any, data: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
@@ -496,55 +531,88 @@ def _decode(tp: Any, data: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
                 return _decode(option, data, path)
             except SchemaError as exc:
                 errors.append(str(exc))
-        raise SchemaError(errors[0] if errors else f"{path}: unexpected {data!r}")
+        raise SchemaError(errors[0] if errors else fields.must_be(path, "a value", data))
     if origin in (tuple, list):
         if not isinstance(data, list):
-            raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
+            raise _wrong(path, "a list", data)
         args = typing.get_args(tp)
         item_type = args[0] if args else Any
-        items = [_decode(item_type, item, f"{path}[{i}]") for i, item in enumerate(data)]
+        items = [
+            _decode(item_type, item, fields.child_path(path, i)) for i, item in enumerate(data)
+        ]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(data, dict):
-            raise SchemaError(f"{path}: expected an object")
+            raise _wrong(path, "an object", data)
         value_type = typing.get_args(tp)[1]
-        return {key: _decode(value_type, value, f"{path}.{key}") for key, value in data.items()}
-    if tp is Unavailable:
-        if not isinstance(data, dict) or "unavailable" not in data:
-            raise SchemaError(f"{path}: expected an unavailable marker")
-        try:
-            reason = Reason(data["unavailable"])
-        except ValueError:
-            raise SchemaError(f"{path}: unknown reason {data['unavailable']!r}") from None
-        return Unavailable(reason, str(data.get("detail", "")))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise SchemaError(f"{path}: expected an object for {tp.__name__}")
-        hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise SchemaError(f"{path}: unknown field {unknown[0]!r}")
-        kwargs = {
-            name: _decode(hints[name], value, f"{path}.{name}") for name, value in data.items()
+        return {
+            key: _decode(value_type, value, fields.child_path(path, key))
+            for key, value in data.items()
         }
-        try:
-            return tp(**kwargs)
-        except TypeError as exc:
-            raise SchemaError(f"{path}: {exc}") from None
+    if tp is Unavailable:
+        return _unavailable(data, path)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass(tp, data, path)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             return tp(data)
-        except ValueError:
-            raise SchemaError(f"{path}: {data!r} is not a valid {tp.__name__}") from None
+        except (ValueError, TypeError):
+            choices = ", ".join(str(member.value) for member in tp)
+            raise _wrong(path, f"one of {choices}", data) from None
     if tp is Any:
         return data
     if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise SchemaError(f"{path}: expected a number, got {data!r}")
+        if not fields.is_number(data):
+            raise _wrong(path, "a finite number" if isinstance(data, float) else "a number", data)
         return float(data)
-    if tp in (int, str, bool):
-        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
-            raise SchemaError(f"{path}: expected {tp.__name__}, got {data!r}")
+    if tp is int:
+        if not fields.is_int(data):
+            raise _wrong(path, "an integer", data)
+        return data
+    if tp is str:
+        if not isinstance(data, str):
+            raise _wrong(path, "a string", data)
+        return data
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise _wrong(path, "true or false", data)
         return data
     raise SchemaError(f"{path}: cannot decode type {tp!r}")
+
+
+def _unavailable(data: Any, path: str) -> Unavailable:
+    if not isinstance(data, dict) or "unavailable" not in data:
+        raise _wrong(path, "an unavailable marker", data)
+    try:
+        reason = Reason(data["unavailable"])
+    except (ValueError, TypeError):
+        choices = ", ".join(member.value for member in Reason)
+        raise _wrong(f"{path}.unavailable", f"one of {choices}", data["unavailable"]) from None
+    detail = data.get("detail", "")
+    if not isinstance(detail, str):
+        raise _wrong(f"{path}.detail", "a string", detail)
+    return Unavailable(reason, detail)
+
+
+def _dataclass(tp: type, data: Any, path: str) -> Any:
+    if not isinstance(data, dict):
+        raise _wrong(path, f"an object for {tp.__name__}", data)
+    hints = _hints(tp)
+    for name in data:
+        if name not in hints:
+            raise SchemaError(
+                fields.unknown(
+                    fields.child_path(path, str(name)), list(hints), "field", name=str(name)
+                )
+            )
+    for name in _REQUIRED[tp]:
+        if name not in data:
+            raise SchemaError(fields.lacks(fields.child_path(path, name), "field"))
+    kwargs = {
+        name: _decode(hints[name], value, fields.child_path(path, name))
+        for name, value in data.items()
+    }
+    try:
+        return tp(**kwargs)
+    except TypeError as exc:
+        raise SchemaError(f"{path}: {one_line(exc, 200)}") from None

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from validator.errors import BadInputError, CouldNotRunError
+from validator.text import one_line, strip_ansi
 
 # ansible-playbook's prompt for --ask-become-pass ("BECOME password: ", or with
 # "[defaults to SSH password]" when an SSH password is asked for too).
@@ -73,7 +74,6 @@ _ENVVARS: Mapping[str, str] = {
 }
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^(https?|file)://\S+$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PLAY = re.compile(r"^\s*play #\d+")
 _HOSTS = re.compile(r"^\s*hosts \((\d+)\):")
 
@@ -244,11 +244,6 @@ def default_state_dir() -> Path:
 # ------------------------------------------------------------ input
 
 
-def _one_line(text: object, limit: int = MESSAGE_MAX) -> str:
-    line = " ".join(_ANSI.sub("", str(text)).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def _yaml_value(text: str, origin: str) -> object:
     """A -e value typed as YAML reads it, except that numbers with a dot stay text.
 
@@ -262,7 +257,7 @@ def _yaml_value(text: str, origin: str) -> object:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise BadInputError(
-            f"{origin}: the value is not valid YAML ({_one_line(exc, 160)}): quote it"
+            f"{origin}: the value is not valid YAML ({one_line(exc, 160)}): quote it"
         ) from None
     if isinstance(value, (float, datetime.date)):
         return text  # a version or a date, as written
@@ -301,7 +296,7 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
                 ) from None
             except (UnicodeDecodeError, yaml.YAMLError) as exc:
                 raise BadInputError(
-                    f"{origin}: {path} is not valid YAML: {_one_line(exc, 200)}"
+                    f"{origin}: {path} is not valid YAML: {one_line(exc, 200)}"
                 ) from None
             if not isinstance(loaded, Mapping):
                 raise BadInputError(f"{origin}: {path} must hold a mapping of variables")
@@ -491,10 +486,10 @@ def _failure(res: Mapping[str, Any]) -> str:
         for item in results:
             if isinstance(item, Mapping) and (item.get("failed") or item.get("unreachable")):
                 return _failure(item)
-    msg = _one_line(res.get("msg", ""))
+    msg = one_line(strip_ansi(str(res.get("msg", ""))), MESSAGE_MAX)
     stderr_lines = [line for line in str(res.get("stderr", "") or "").splitlines() if line.strip()]
     if stderr_lines and (not msg or "non-zero return code" in msg):
-        detail = _one_line(stderr_lines[-1])
+        detail = one_line(strip_ansi(stderr_lines[-1]), MESSAGE_MAX)
         return f"{msg}: {detail}" if msg else detail
     if not msg and res.get("rc") is not None:
         return f"exit status {res.get('rc')}"
@@ -590,11 +585,11 @@ def recap(stats: Mapping[str, Any] | None) -> tuple[HostRecap, ...]:
 
 def _ansible_error(output: str) -> str:
     """The first error ansible-playbook printed (``ERROR!`` before 2.19, ``[ERROR]:`` since)."""
-    for raw in _ANSI.sub("", output).splitlines():
+    for raw in strip_ansi(output).splitlines():
         line = raw.strip()
         for prefix in ("ERROR!", "[ERROR]:"):
             if line.startswith(prefix):
-                return _one_line(line[len(prefix) :])
+                return one_line(line[len(prefix) :], MESSAGE_MAX)
     return ""
 
 
@@ -682,7 +677,7 @@ def _in_thread(run: Callable[[Callable[[], bool]], Any], cancel: threading.Event
     error = outcome.get("error")
     if error is not None:
         raise CouldNotRunError(
-            f"ansible-runner failed: {type(error).__name__}: {_one_line(error, 240)}"
+            f"ansible-runner failed: {type(error).__name__}: {one_line(str(error), 240)}"
         )
     return outcome["runner"]
 
@@ -723,7 +718,7 @@ def run_provision(
         import ansible_runner
     except ImportError as exc:
         raise CouldNotRunError(
-            f"ansible-runner cannot be imported ({_one_line(exc, 160)}): "
+            f"ansible-runner cannot be imported ({one_line(exc, 160)}): "
             "install it (pip install ansible-runner)"
         ) from None
     runs, private = _state_dirs(request)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from validator.errors import BadInputError, CouldNotRunError
+from validator.text import one_line
 
 PREFIX = "gpuready:"
 
@@ -78,15 +79,10 @@ def _checked_name(host: str) -> str:
     return host
 
 
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _REASON_MAX_CHARS else flat[: _REASON_MAX_CHARS - 3] + "..."
-
-
 def _run(argv: list[str], runner: Runner) -> CommandResult:
     result = runner(argv)
     if result.returncode != 0:
-        said = " ".join((result.stderr or result.stdout).split()) or f"exit {result.returncode}"
+        said = one_line(result.stderr or result.stdout) or f"exit {result.returncode}"
         raise SlurmError(f"{' '.join(argv[:3])} failed: {said}")
     return result
 
@@ -174,7 +170,9 @@ def drain(host: str, reason: str, runner: Runner = run_scontrol) -> Action:
         SlurmError: scontrol is missing or refused.
     """
     name = _checked_name(host)
-    text = _one_line(reason if reason.startswith(PREFIX) else f"{PREFIX} {reason}")
+    text = one_line(
+        reason if reason.startswith(PREFIX) else f"{PREFIX} {reason}", _REASON_MAX_CHARS
+    )
     current = node_state(name, runner)
     if current.reason is not None and not current.ours:
         return Action.LEFT_ALONE

@@ -34,6 +34,7 @@ from validator import __version__
 from validator.certificate import Certificate, certificate_from_json, certificate_to_json
 from validator.errors import BadInputError
 from validator.model import NodeResult, Severity, to_dict
+from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.
 APPLICATION_ID = 0x67707572
@@ -151,10 +152,6 @@ class HistoryRow:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 # ---------------------------------------------------------------- the store
@@ -453,10 +450,10 @@ def _errors(path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as exc:
-        raise StoreError(f"history database {path}: {_one_line(str(exc))}") from None
+        raise StoreError(f"history database {path}: {one_line(exc)}") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(
-            f"history database {path} is damaged ({_one_line(str(exc))}): "
+            f"history database {path} is damaged ({one_line(exc)}): "
             "move it away and start a new one with --db"
         ) from None
 

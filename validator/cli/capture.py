@@ -1,21 +1,28 @@
-"""``gpuready capture DIR``: write this host's support bundle."""
+"""``gpuready capture DIR``: write this host's support bundle (or a simulated node's)."""
 
 from __future__ import annotations
 
 import click
 
 from validator.node.capture import write_capture
-from validator.node.system import LiveSystem
+from validator.node.scenario import load_scenario
+from validator.node.system import LiveSystem, System
 
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, writable=True))
-def capture(directory: str) -> None:
+@click.option(
+    "--simulate",
+    metavar="NAME|FILE",
+    help="Capture a simulated node instead (see `gpuready scenarios`): a sample bundle.",
+)
+def capture(directory: str, simulate: str | None) -> None:
     """Write nvidia-smi, nvcc, cuDNN and kernel-log outputs of this host to DIRECTORY.
 
     Certify it anywhere later with `gpuready certify --capture DIRECTORY`.
     """
-    outcome = write_capture(directory, LiveSystem())
+    system: System = load_scenario(simulate).system() if simulate else LiveSystem()
+    outcome = write_capture(directory, system)
     for name, what in sorted(outcome.items()):
         click.echo(f"{name:26} {what}")
     written = sum(1 for what in outcome.values() if what == "written")

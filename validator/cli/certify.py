@@ -14,6 +14,7 @@ from validator.cli.options import (
     command_line,
     db_option,
     fanout_options,
+    fanout_settings,
     inventory_option,
     limit_option,
     policy_option,
@@ -88,7 +89,6 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     simulate, capture = options["simulate"], options["capture_dir"]
     _check_sources(simulate, capture, options["inventories"], options["limit"])
     duration, note = _burn_seconds(ctx, burn_opts.burn_duration, simulate)
-    deadline = options["deadline"]
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -97,15 +97,10 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         inventories=options["inventories"],
         limit=options["limit"],
         transport=options["transport"],
-        parallel=options["parallel"],
-        deadline_s=parse_duration(deadline) if deadline else None,
-        accept_new_host_keys=options["accept_new_host_keys"],
-        connect_timeout_s=options["connect_timeout"],
-        ssh_config=options["ssh_config"],
-        known_hosts=options["known_hosts"],
         report_dir=options["report_dir"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
+        **fanout_settings(options),
     )
     return request, note
 

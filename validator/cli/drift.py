@@ -2,216 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import click
 
-from validator import __version__
 from validator.certificate import Certificate
-from validator.certify import DEADLINE_MARGIN_S, FleetRequest, agent_request
 from validator.cli.options import (
+    command_line,
     db_option,
     fanout_options,
+    fanout_settings,
     inventory_option,
     limit_option,
     policy_option,
 )
-from validator.drift import (
-    drift_exit_code,
-    drift_node,
-    nhc_line,
-    render_drift_text,
-    render_prometheus,
-    slurm_reason,
-    write_prometheus,
-)
-from validator.errors import GpureadyError
-from validator.judge.policy import Policy, load_policy, policy_digest
-from validator.model import NodeFacts, NodeResult, Report, Verdict
 from validator.node.burnin.config import BurnConfig, parse_duration
+from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
 from validator.store import Store
-
-
-@dataclass(frozen=True)
-class DriftOutcome:
-    """Every node's drift result and whether the run was cut short."""
-
-    results: tuple[NodeResult, ...]
-    interrupted: bool = False
-
-
-def drift_here(
-    store: Store,
-    *,
-    simulate: str | None,
-    policy: Policy,
-    burn: BurnConfig | None,
-    argv: Sequence[str],
-    certificate: Certificate | None = None,
-) -> DriftOutcome:
-    """Collect this machine's (or a scenario's) facts and compare them with its certificate.
-
-    The certificate is ``certificate`` when given (a file shipped to the node), else the
-    store's latest for the node's hostname.
-
-    Raises:
-        BadInputError: a bad scenario.
-        StoreError: the history database failed.
-    """
-    from validator.node.sources import collect_from
-
-    facts: NodeFacts = collect_from(
-        simulate=simulate, window_hours=policy.xid_window_hours, burn=burn
-    )
-    run_id = store.start_run("drift", 1, policy_digest(policy), argv)
-    baseline = certificate or store.latest_certificate(facts.hostname)
-    result = drift_node(facts, baseline, policy)
-    store.record_result(run_id, result)
-    store.finish_run(run_id)
-    return DriftOutcome((result,))
-
-
-def drift_fleet(
-    store: Store, request: FleetRequest, *, argv: Sequence[str], quiet: bool
-) -> DriftOutcome:
-    """Quick facts from every inventory host over certify's fan-out, each compared as it arrives.
-
-    Each host's result is committed to the store as it arrives; a run stopped early
-    is finished as interrupted.
-
-    Raises:
-        BadInputError: a bad inventory, limit, policy file or per-host policy variable.
-        StoreError: the history database failed.
-    """
-    # The transport factory is certify's own; see the module's closing note in the
-    # report for making it public.
-    from validator.certify import make_transport
-    from validator.cli.progress import FleetProgress
-    from validator.inventory import load_hosts, policy_for
-    from validator.remote.fanout import run_fanout
-    from validator.remote.transport import HostSpec
-
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    base = load_policy(request.policy_path) if request.policy_path else Policy()
-    hosts = load_hosts(request.inventories, request.limit)
-    policies = {host.name: policy_for(host, base) for host in hosts}
-    transport = make_transport(request)
-    run_id = store.start_run("drift", len(hosts), policy_digest(base), argv)
-
-    def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
-        # Certificates are keyed by inventory name, as certify records them.
-        return drift_node(facts, store.latest_certificate(host.name), policies[host.name])
-
-    burn_s = request.burn.duration_s if request.burn else 0.0
-    progress = None if quiet else FleetProgress()
-
-    def arrived(result: NodeResult) -> None:
-        store.record_result(run_id, result)
-        if progress is not None:
-            progress.result(result)
-
-    interrupted = True  # until the fan-out returns: an error on the way leaves it so
-    try:
-        with progress if progress is not None else contextlib.nullcontext():
-            if progress is not None:
-                progress.set_hosts(hosts)
-            outcome = run_fanout(
-                hosts,
-                transport,
-                agent_request(request.burn, base),
-                judge,
-                parallel=request.parallel,
-                deadline_s=request.deadline_s or burn_s + DEADLINE_MARGIN_S,
-                progress=progress,
-                on_result=arrived,
-            )
-        interrupted = outcome.interrupted
-    finally:
-        store.finish_run(run_id, interrupted=interrupted)
-    return DriftOutcome(outcome.results, outcome.interrupted)
-
-
-def _read_certificate(path: str, key_path: str | None) -> Certificate:
-    """A certificate file, verified: an edited file (or a bad signature) is refused.
-
-    Raises:
-        CertificateError: unreadable, not a certificate, edited, or signed and no key given.
-    """
-    from validator.certificate import (
-        CertificateError,
-        certificate_from_json,
-        load_key,
-        verify_certificate,
-    )
-    from validator.cli.verify_cert import read_certificate_text
-
-    key = load_key(key_path) if key_path is not None else None
-    try:
-        cert = certificate_from_json(read_certificate_text(path))
-    except CertificateError as exc:
-        raise CertificateError(f"{path}: {exc}") from None
-    verify_certificate(cert, key)
-    return cert
-
-
-def _check_usage(params: dict[str, object]) -> None:
-    """Refuse option combinations that cannot mean anything, naming the fix."""
-    inventories = params["inventories"]
-    transport = params["transport"]
-    if params["as_json"] and params["nhc"]:
-        raise click.UsageError("--json and --nhc both print on stdout: choose one")
-    if inventories and params["simulate"] is not None:
-        raise click.UsageError(
-            "-i checks the inventory's hosts: set gpuready_simulate per host instead of --simulate"
-        )
-    if inventories and params["certificate_path"] is not None:
-        raise click.UsageError("--certificate is for one machine: each host's comes from --db")
-    if params["key_path"] is not None and params["certificate_path"] is None:
-        raise click.UsageError("--sign-key checks a --certificate file: give one")
-    if not inventories and params["limit"] is not None:
-        raise click.UsageError("--limit needs an inventory (-i)")
-    if not inventories and transport in ("ssh", "ansible"):
-        raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
-
-
-def _argv(ctx: click.Context) -> list[str]:
-    """The options as given, for the history (drift takes no secret)."""
-    given = []
-    for param in ctx.command.params:
-        name = param.name or ""
-        value = ctx.params.get(name)
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
-            continue
-        if value in (None, False, ()):
-            continue
-        flag = max(param.opts, key=len)
-        for item in value if isinstance(value, tuple) else (value,):
-            given += [flag] if item is True else [flag, str(item)]
-    return ["gpuready", "drift", *given]
-
-
-def _slurm(results: Sequence[NodeResult]) -> None:
-    """Drain drifted nodes, resume the ones gpuready drained that are clean again."""
-    from validator.slurm import Action, drain, resume_if_ours
-
-    for result in results:
-        try:
-            if result.verdict is Verdict.NOT_CERTIFIED:
-                action = drain(result.hostname, slurm_reason(result))
-            elif result.verdict is Verdict.CERTIFIED:
-                action = resume_if_ours(result.hostname)
-            else:
-                continue  # could not be checked: neither drift to drain for, nor clean
-        except GpureadyError as exc:
-            click.echo(f"gpuready: slurm: {result.hostname}: {exc}", err=True)
-            continue
-        if action in (Action.DRAINED, Action.UPDATED, Action.RESUMED, Action.LEFT_ALONE):
-            note = " (drained by someone else)" if action is Action.LEFT_ALONE else ""
-            click.echo(f"gpuready: slurm: {result.hostname}: {action.value}{note}", err=True)
 
 
 @click.command()
@@ -266,81 +73,108 @@ def _slurm(results: Sequence[NodeResult]) -> None:
 )
 @fanout_options
 @click.pass_context
-def drift(
-    ctx: click.Context,
-    inventories: tuple[str, ...],
-    limit: str | None,
-    transport: str | None,
-    burn_duration: str,
-    db_path: str | None,
-    policy_path: str | None,
-    as_json: bool,
-    prom_file: str | None,
-    nhc: bool,
-    slurm_drain: bool,
-    simulate: str | None,
-    certificate_path: str | None,
-    key_path: str | None,
-    parallel: int,
-    deadline: str | None,
-    accept_new_host_keys: bool,
-    connect_timeout: float,
-    ssh_config: str | None,
-    known_hosts: str | None,
-) -> None:
+def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked."""
-    _check_usage(ctx.params)
-    duration = parse_duration(burn_duration)
-    burn = BurnConfig(duration_s=duration) if duration > 0 else None
-    argv = _argv(ctx)
-    certificate = (
-        _read_certificate(certificate_path, key_path) if certificate_path is not None else None
+    request = _request(ctx, options)
+    with Store.open(options["db_path"]) as store:
+        outcome = _run(request, store, quiet=options["nhc"])
+    ctx.exit(_render(outcome, as_json=options["as_json"], nhc=options["nhc"]))
+
+
+def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
+    """The request the options make; a --certificate file is read and verified first."""
+    _check_usage(options)
+    duration = parse_duration(options["burn_duration"])
+    path = options["certificate_path"]
+    return DriftRequest(
+        simulate=options["simulate"],
+        certificate=_read_certificate(path, options["key_path"]) if path is not None else None,
+        policy_path=options["policy_path"],
+        burn=BurnConfig(duration_s=duration) if duration > 0 else None,
+        inventories=options["inventories"],
+        limit=options["limit"],
+        transport=options["transport"] or "ssh",
+        prom_file=options["prom_file"],
+        slurm_drain=options["slurm_drain"],
+        argv=command_line(ctx),
+        **fanout_settings(options),
     )
-    with Store.open(db_path) as store:
-        if inventories:
-            request = FleetRequest(
-                inventories=inventories,
-                limit=limit,
-                policy_path=policy_path,
-                burn=burn,
-                transport=transport or "ssh",
-                parallel=parallel,
-                deadline_s=parse_duration(deadline) if deadline else None,
-                accept_new_host_keys=accept_new_host_keys,
-                connect_timeout_s=connect_timeout,
-                ssh_config=ssh_config,
-                known_hosts=known_hosts,
-            )
-            outcome = drift_fleet(store, request, argv=argv, quiet=nhc)
-        else:
-            policy = load_policy(policy_path) if policy_path else Policy()
-            outcome = drift_here(
-                store,
-                simulate=simulate,
-                policy=policy,
-                burn=burn,
-                argv=argv,
-                certificate=certificate,
-            )
-    now = datetime.datetime.now(datetime.timezone.utc)
-    results = outcome.results
-    if prom_file is not None:
-        write_prometheus(prom_file, render_prometheus(results, now=now))
-    if slurm_drain:
-        _slurm(results)
+
+
+def _check_usage(options: dict[str, Any]) -> None:
+    """Refuse option combinations that cannot mean anything, naming the fix."""
+    inventories, transport = options["inventories"], options["transport"]
+    if options["as_json"] and options["nhc"]:
+        raise click.UsageError("--json and --nhc both print on stdout: choose one")
+    if inventories and options["simulate"] is not None:
+        raise click.UsageError(
+            "-i checks the inventory's hosts: set gpuready_simulate per host instead of --simulate"
+        )
+    if inventories and options["certificate_path"] is not None:
+        raise click.UsageError("--certificate is for one machine: each host's comes from --db")
+    if options["key_path"] is not None and options["certificate_path"] is None:
+        raise click.UsageError("--sign-key checks a --certificate file: give one")
+    if not inventories and options["limit"] is not None:
+        raise click.UsageError("--limit needs an inventory (-i)")
+    if not inventories and transport in ("ssh", "ansible"):
+        raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
+
+
+def _read_certificate(path: str, key_path: str | None) -> Certificate:
+    """A certificate file, verified: an edited file (or a bad signature) is refused.
+
+    Raises:
+        CertificateError: unreadable, not a certificate, edited, or signed and no key given.
+    """
+    from validator.certificate import (
+        CertificateError,
+        certificate_from_json,
+        load_key,
+        verify_certificate,
+    )
+    from validator.cli.verify_cert import read_certificate_text
+
+    key = load_key(key_path) if key_path is not None else None
+    try:
+        cert = certificate_from_json(read_certificate_text(path))
+    except CertificateError as exc:
+        raise CertificateError(f"{path}: {exc}") from None
+    verify_certificate(cert, key)
+    return cert
+
+
+def _run(request: DriftRequest, store: Store, *, quiet: bool) -> DriftOutcome:
+    """The run; a fleet's under its live display unless only one line is to be printed."""
+    from validator.cli.progress import FleetProgress
+
+    if not request.inventories or quiet:
+        return run_drift(request, store)
+    with FleetProgress() as display:
+        return run_drift(request, store, fleet_display=display)
+
+
+def _render(outcome: DriftOutcome, *, as_json: bool, nhc: bool) -> int:
+    """Print what Slurm was told (stderr), then the results (stdout); the exit code."""
+    from validator.slurm import Action
+
+    for step in outcome.slurm:
+        if step.action is None:
+            click.echo(f"gpuready: slurm: {step.hostname}: {step.error}", err=True)
+        elif step.action in (Action.DRAINED, Action.UPDATED, Action.RESUMED, Action.LEFT_ALONE):
+            note = " (drained by someone else)" if step.action is Action.LEFT_ALONE else ""
+            click.echo(f"gpuready: slurm: {step.hostname}: {step.action.value}{note}", err=True)
     if nhc:
-        code, line = nhc_line(results)
+        from validator.drift import nhc_line
+
+        code, line = nhc_line(outcome.results, interrupted=outcome.interrupted)
         click.echo(line)
-        ctx.exit(code)
+        return code
     if as_json:
         from validator.report.json_report import render_json
 
-        report = Report(
-            generated_at=now.isoformat(timespec="seconds"),
-            tool_version=__version__,
-            nodes=results,
-        )
-        click.echo(render_json(report), nl=False)
+        click.echo(render_json(outcome.report), nl=False)
     else:
-        click.echo(render_drift_text(results), nl=False)
-    ctx.exit(int(drift_exit_code(results)))
+        from validator.report.drift_text import render_drift_text
+
+        click.echo(render_drift_text(outcome.results), nl=False)
+    return int(outcome.exit_code)

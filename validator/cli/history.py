@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import click
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from validator.cli.options import db_option
 from validator.store import HistoryRow, NoHistoryError, Store, history_row_to_dict
@@ -26,14 +31,22 @@ def _cells(row: HistoryRow) -> tuple[str, ...]:
 
 
 def render_history(rows: list[HistoryRow]) -> str:
-    """Rows as plain aligned columns under a header, the summary last and unpadded."""
-    table = [COLUMNS, *(_cells(row) for row in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS) - 1)]
-    lines = []
-    for line in table:
-        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
-        lines.append("  ".join([*padded, line[-1]]).rstrip())
-    return "\n".join(lines) + "\n"
+    """Rows as plain aligned columns under a header, the summary last and never wrapped.
+
+    Cells are plain text: a summary's brackets are not markup, and nothing is coloured.
+    """
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="", expand=False)
+    for name in COLUMNS:
+        table.add_column(name, no_wrap=True, overflow="ignore")
+    cells = [_cells(row) for row in rows]
+    for line in cells:
+        table.add_row(*(Text(cell) for cell in line))
+    # As wide as the widest row: a summary is one line, whatever the terminal.
+    width = sum(max(cell_len(line[i]) for line in [COLUMNS, *cells]) for i in range(len(COLUMNS)))
+    out = io.StringIO()
+    console = Console(file=out, width=width + 2 * len(COLUMNS), color_system=None, highlight=False)
+    console.print(table)
+    return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
 
 
 @click.command()

@@ -65,6 +65,21 @@ def fanout_options(command: F) -> F:
     return command
 
 
+def fanout_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """The fan-out options a command was given, as its request's field names (taken out)."""
+    from validator.node.burnin.config import parse_duration
+
+    deadline = options.pop("deadline")
+    return {
+        "parallel": options.pop("parallel"),
+        "deadline_s": parse_duration(deadline) if deadline else None,
+        "accept_new_host_keys": options.pop("accept_new_host_keys"),
+        "connect_timeout_s": options.pop("connect_timeout"),
+        "ssh_config": options.pop("ssh_config"),
+        "known_hosts": options.pop("known_hosts"),
+    }
+
+
 def inventory_option(help_text: str, *, required: bool = False) -> Callable[[F], F]:
     """``-i/--inventory``, repeatable; the sentence says what the command does with it."""
     return click.option(

@@ -6,12 +6,14 @@ because guessing the model would judge a GPU against the wrong figures.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from validator import fields
 from validator.errors import PolicyError
+from validator.fields import Document, Field
 from validator.judge import yamlfile
 
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
@@ -121,173 +123,139 @@ def _load(path: str) -> Catalog:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read SKU catalog: {exc.strerror}") from None
+    source = fields.Source(name, error=PolicyError)
     try:
-        rows = yamlfile.load(text)
-    except yamlfile.YAMLError as exc:
-        line = yamlfile.error_line(exc)
-        where = f":{line}" if line is not None else ""
+        rows, marks = yamlfile.load_located(text)
+    except fields.LoadError as exc:
+        if not exc.syntax:
+            raise source.loaded(exc) from None
+        where = f":{exc.line}" if exc.line is not None else ""
         raise PolicyError(
-            f"{name}{where}: YAML syntax error in the SKU catalog: {yamlfile.error_problem(exc)}"
+            f"{name}{where}: YAML syntax error in the SKU catalog: {exc.problem}"
         ) from None
     if not isinstance(rows, list):
         raise PolicyError(f"{name}: the SKU catalog must be a list of rows")
+    source = dataclasses.replace(source, marks=marks)
     skus: list[Sku] = []
     seen_ids: set[str] = set()
     seen_names: dict[str, str] = {}
     for number, row in enumerate(rows, start=1):
-        sku = _parse_row(name, number, row)
+        sku = _parse_row(source, number, row)
+        at = source.within(label=f"row {sku.id!r}", base=(number - 1,))
         if sku.id in seen_ids:
-            raise PolicyError(f"{name}: row {sku.id!r}: duplicate id")
+            raise at.fail(("id",), "duplicate id")
         seen_ids.add(sku.id)
-        for product in sku.names:
+        for index, product in enumerate(sku.names):
             other = seen_names.get(product.casefold())
             if other is not None:
-                raise PolicyError(
-                    f"{name}: row {sku.id!r}: name {product!r} already belongs to {other!r}"
-                )
+                raise at.fail(("names", index), f"name {product!r} already belongs to {other!r}")
             seen_names[product.casefold()] = sku.id
         skus.append(sku)
     return Catalog(tuple(skus))
 
 
-class _Row:
-    """Typed access to one YAML row; every error names the file and row id."""
-
-    def __init__(self, file: str, row_id: str, data: dict[str, Any]) -> None:
-        self.file = file
-        self.row_id = row_id
-        self.data = data
-
-    def fail(self, key: str, wanted: str) -> PolicyError:
-        value = self.data.get(key)
-        return PolicyError(
-            f"{self.file}: row {self.row_id!r}: {key!r} must be {wanted}, got {value!r}"
-        )
-
-    def text(self, key: str) -> str:
-        value = self.data.get(key)
-        if not isinstance(value, str) or not value:
-            raise self.fail(key, "a non-empty string")
-        return value
-
-    def integer(self, key: str) -> int:
-        value = self.data.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.fail(key, "a whole number >= 0")
-        return value
-
-    def optional_integer(self, key: str) -> int | None:
-        if self.data.get(key) is None:
-            return None
-        value = self.data.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.fail(key, "a whole number > 0 or null")
-        return value
-
-    def number(self, key: str) -> float:
-        value = self.data.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise self.fail(key, "a positive number")
-        return float(value)
-
-    def flag(self, key: str) -> bool:
-        value = self.data.get(key)
-        if not isinstance(value, bool):
-            raise self.fail(key, "true or false")
-        return value
+# ---------------------------------------------------------------- declarations
 
 
-_ROW_KEYS = frozenset(
-    {
-        "id",
-        "label",
-        "names",
-        "architecture",
-        "form_factor",
-        "memory_mib",
-        "memory_tolerance_mib",
-        "memory_verified",
-        "memory_type",
-        "memory_bandwidth_gbs",
-        "default_power_w",
-        "power_limits_w",
-        "power_verified",
-        "tdp_w",
-        "peak_tflops",
-        "pcie_gen",
-        "pcie_width",
-        "nvswitch",
-        "nvlinks",
-        "source",
-    }
-)
+def _text(name: str) -> Field:
+    return Field(name, str, non_empty=True, required=True)
 
 
-def _parse_row(file: str, number: int, data: object) -> Sku:
-    if not isinstance(data, dict):
-        raise PolicyError(f"{file}: row {number} is not a mapping")
-    row_id = data.get("id")
-    if not isinstance(row_id, str) or not row_id:
-        raise PolicyError(f"{file}: row {number} has no 'id'")
-    row = _Row(file, row_id, data)
-    extra = sorted(set(data) - _ROW_KEYS)
-    if extra:
-        raise PolicyError(f"{file}: row {row_id!r}: unknown key {extra[0]!r}")
-    missing = sorted(_ROW_KEYS - set(data))
-    if missing:
-        raise PolicyError(f"{file}: row {row_id!r}: missing key {missing[0]!r}")
+def _flag(name: str) -> Field:
+    return Field(name, bool, required=True)
 
-    names = data["names"]
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise row.fail("names", "a non-empty list of product names")
-    form_factor = row.text("form_factor")
-    if form_factor not in FORM_FACTORS:
-        raise row.fail("form_factor", "one of " + ", ".join(FORM_FACTORS))
-    limits = data["power_limits_w"]
-    if (
-        not isinstance(limits, list)
-        or not limits
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in limits)
-    ):
-        raise row.fail("power_limits_w", "a non-empty list of watts")
-    default_power = row.number("default_power_w")
-    if default_power not in [float(v) for v in limits]:
-        raise row.fail("default_power_w", "one of power_limits_w")
-    return Sku(
-        id=row_id,
-        label=row.text("label"),
-        names=tuple(names),
-        architecture=row.text("architecture"),
-        form_factor=form_factor,
-        memory_mib=row.integer("memory_mib"),
-        memory_tolerance_mib=row.integer("memory_tolerance_mib"),
-        memory_verified=row.flag("memory_verified"),
-        memory_type=row.text("memory_type"),
-        memory_bandwidth_gbs=row.number("memory_bandwidth_gbs"),
-        default_power_w=default_power,
-        power_limits_w=tuple(float(v) for v in limits),
-        power_verified=row.flag("power_verified"),
-        tdp_w=row.number("tdp_w"),
-        peak_tflops=_parse_tflops(row),
-        pcie_gen=row.optional_integer("pcie_gen"),
-        pcie_width=row.optional_integer("pcie_width"),
-        nvswitch=row.flag("nvswitch"),
-        nvlinks=row.optional_integer("nvlinks"),
-        source=row.text("source"),
+
+def _mib(name: str) -> Field:
+    return Field(name, int, minimum=0, wanted="a whole number >= 0", required=True)
+
+
+def _positive(name: str, *, nullable: bool = False) -> Field:
+    return Field(
+        name,
+        float,
+        minimum=0.0,
+        above=True,
+        wanted="a positive number or null" if nullable else "a positive number",
+        nullable=nullable,
+        required=True,
+        convert=float,
     )
 
 
-def _parse_tflops(row: _Row) -> PeakTflops:
-    data = row.data["peak_tflops"]
-    if not isinstance(data, dict) or set(data) != set(_PRECISIONS):
-        raise row.fail("peak_tflops", "a mapping with keys " + ", ".join(_PRECISIONS))
-    values: dict[str, float | None] = {}
-    for key in _PRECISIONS:
-        value = data[key]
-        if value is None:
-            values[key] = None
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise row.fail("peak_tflops", f"positive numbers or null ({key}={value!r})")
-        else:
-            values[key] = float(value)
-    return PeakTflops(**values)
+def _link(name: str, high: int) -> Field:
+    return Field(
+        name,
+        int,
+        minimum=1,
+        maximum=high,
+        wanted=f"a whole number 1-{high} or null",
+        nullable=True,
+        required=True,
+    )
+
+
+_TFLOPS = Document(tuple(_positive(p, nullable=True) for p in _PRECISIONS))
+
+ROW_FIELDS = Document(
+    (
+        _text("id"),
+        _text("label"),
+        Field(
+            "names",
+            list,
+            wanted="a non-empty list of product names",
+            non_empty=True,
+            required=True,
+            item=Field("name", str, non_empty=True, wanted="a product name"),
+            convert=tuple,
+        ),
+        _text("architecture"),
+        Field("form_factor", str, choices=FORM_FACTORS, required=True),
+        _mib("memory_mib"),
+        _mib("memory_tolerance_mib"),
+        _flag("memory_verified"),
+        _text("memory_type"),
+        _positive("memory_bandwidth_gbs"),
+        _positive("default_power_w"),
+        Field(
+            "power_limits_w",
+            list,
+            wanted="a non-empty list of watts",
+            non_empty=True,
+            required=True,
+            item=_positive("watts"),
+            convert=tuple,
+        ),
+        _flag("power_verified"),
+        _positive("tdp_w"),
+        Field(
+            "peak_tflops",
+            dict,
+            wanted="a mapping with keys " + ", ".join(_PRECISIONS),
+            required=True,
+            document=_TFLOPS,
+        ),
+        _link("pcie_gen", 6),
+        _link("pcie_width", 32),
+        _flag("nvswitch"),
+        _link("nvlinks", 64),
+        _text("source"),
+    )
+)
+
+
+def _parse_row(source: fields.Source, number: int, data: object) -> Sku:
+    at = source.within(base=(number - 1,))
+    if not isinstance(data, dict):
+        raise at.fail((), f"row {number} is not a mapping")
+    row_id = data.get("id")
+    if not isinstance(row_id, str) or not row_id:
+        raise at.fail((), f"row {number} has no 'id'")
+    at = at.within(label=f"row {row_id!r}")
+    values = ROW_FIELDS.check(data, at)
+    if values["default_power_w"] not in values["power_limits_w"]:
+        raise at.wrong(("default_power_w",), "one of power_limits_w", data["default_power_w"])
+    values["peak_tflops"] = PeakTflops(
+        **{key: values["peak_tflops"].get(key) for key in _PRECISIONS}
+    )
+    return Sku(**values)

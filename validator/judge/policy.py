@@ -32,16 +32,17 @@ Decisions, in one place:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from validator import fields
 from validator.errors import PolicyError
+from validator.fields import Document, Field
 from validator.judge import yamlfile
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -96,161 +97,124 @@ class Policy:
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
-# ------------------------------------------------------------------ value parsers
+# ------------------------------------------------------------------ declarations
+#
+# Every key once, with its kind and range (validator.fields). Ranges refuse what no real
+# policy means, and what would otherwise break a check later: NaN or infinity, a time
+# window beyond a year, an Xid range of billions of numbers.
 
-_Parser = Callable[[object, str, str], Any]
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def _bad(origin: str, key: str, wanted: str, value: object) -> PolicyError:
-    return PolicyError(f"{origin}: {key!r} must be {wanted}, got {value!r} ({_type_name(value)})")
-
-
-def _int_between(low: int, high: int | None) -> _Parser:
-    wanted = f"a whole number >= {low}" if high is None else f"a whole number {low}-{high}"
-
-    def parse(value: object, key: str, origin: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _bad(origin, key, wanted, value)
-        if value < low or (high is not None and value > high):
-            raise _bad(origin, key, wanted, value)
-        return value
-
-    return parse
+_COUNT_MAX = 999_999  # counts, MiB and error thresholds: 0-999999
+_XID_MAX = 65_535
+_HOURS_MAX = 8760.0  # a year
+_TEMPERATURE_MAX = 150.0  # degrees C; margins are 0 up to this
+_XID_RANGE = re.compile(r"(\d{1,5})\s*-\s*(\d{1,5})")
+_XIDS_WANTED = "a list of Xid numbers or ranges like '144-150'"
 
 
-def _number_between(low: float, high: float | None, *, open_low: bool) -> _Parser:
-    if high is None:
-        wanted = f"a number {'>' if open_low else '>='} {low:g}"
-    else:
-        wanted = f"a number {'above' if open_low else 'from'} {low:g} up to {high:g}"
-
-    def parse(value: object, key: str, origin: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _bad(origin, key, wanted, value)
-        number = float(value)
-        too_low = number <= low if open_low else number < low
-        if too_low or (high is not None and number > high):
-            raise _bad(origin, key, wanted, value)
-        return number
-
-    return parse
+def _unquoted_number(value: object) -> object:
+    """550 or 12 as text: unambiguous unquoted (12.10 as a float is not, and is refused)."""
+    if fields.is_int(value):
+        return str(value)
+    return value.strip() if isinstance(value, str) else value
 
 
-def _boolean(value: object, key: str, origin: str) -> bool:
-    if not isinstance(value, bool):
-        raise _bad(origin, key, "true or false", value)
-    return value
-
-
-def _text(value: object, key: str, origin: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad(origin, key, "a non-empty string", value)
+def _stripped(value: str) -> str:
     return value.strip()
 
 
-def _version(pattern: str, example: str) -> _Parser:
-    regex = re.compile(pattern)
-    wanted = f"a quoted version string like {example!r}"
-
-    def parse(value: object, key: str, origin: str) -> str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)  # 550 or 12 is unambiguous; 12.10 as a float is not
-        if not isinstance(value, str) or not regex.fullmatch(value.strip()):
-            raise _bad(origin, key, wanted, value)
-        return value.strip()
-
-    return parse
-
-
-_XID_RANGE = re.compile(r"(\d+)\s*-\s*(\d+)")
-
-
-def _xid_list(value: object, key: str, origin: str) -> tuple[int, ...]:
-    wanted = "a list of Xid numbers or ranges like '144-150'"
-    if not isinstance(value, list):
-        raise _bad(origin, key, wanted, value)
+def _xids(items: list[object]) -> tuple[int, ...]:
+    """Xid numbers and ``"a-b"`` ranges (0-65535 both) as one sorted tuple."""
     xids: set[int] = set()
-    for item in value:
-        if isinstance(item, int) and not isinstance(item, bool) and item > 0:
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= _XID_MAX:
             xids.add(item)
             continue
         match = _XID_RANGE.fullmatch(item.strip()) if isinstance(item, str) else None
-        if match is None or int(match.group(1)) > int(match.group(2)):
-            raise _bad(origin, key, wanted, item)
-        xids.update(range(int(match.group(1)), int(match.group(2)) + 1))
+        low, high = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
+        if not low <= high <= _XID_MAX:
+            raise fields.Invalid(item, at=(index,))
+        xids.update(range(low, high + 1))
     return tuple(sorted(xids))
 
 
-def _optional(parser: _Parser) -> _Parser:
-    def parse(value: object, key: str, origin: str) -> object:
-        return None if value is None else parser(value, key, origin)
-
-    return parse
+def _count(name: str, low: int = 0, high: int = _COUNT_MAX, *, nullable: bool = False) -> Field:
+    return Field(name, int, minimum=low, maximum=high, nullable=nullable)
 
 
-_THRESHOLD_FIELDS: dict[str, _Parser] = {
-    "memory_tolerance_mib": _optional(_int_between(0, None)),
-    "power_limit_min_ratio": _number_between(0.0, 1.0, open_low=True),
-    "thermal_margin_min_c": _number_between(0.0, None, open_low=False),
-    "ecc_corrected_volatile_warn": _int_between(1, None),
-    "retired_pages_max": _int_between(0, None),
-    "remapped_rows_uncorrectable_max": _int_between(0, None),
-    "burn_speed_ratio": _number_between(0.0, 1.0, open_low=True),
-    "burn_relative_min": _number_between(0.0, 1.0, open_low=True),
-    "burn_power_min_ratio": _number_between(0.0, 1.0, open_low=True),
-    "burn_thermal_margin_c": _number_between(0.0, None, open_low=False),
-    "burn_clock_sag_max": _number_between(0.0, 1.0, open_low=False),
-    "fleet_speed_min": _number_between(0.0, 1.0, open_low=True),
-    "drift_burn_drop": _number_between(0.0, 1.0, open_low=True),
-}
-
-_POLICY_FIELDS: dict[str, _Parser] = {
-    "expected_gpu_count": _optional(_int_between(1, None)),
-    "expected_model": _optional(_text),
-    "driver_version": _optional(_version(r"\d+(\.\d+){1,3}", "550.90.07")),
-    "driver_branch": _optional(_version(r"\d+", "550")),
-    "cuda_version": _optional(_version(r"\d+(\.\d+)?", "12.4")),
-    "nvcc_version": _optional(_version(r"\d+(\.\d+){0,2}", "12.4")),
-    "cudnn_version": _optional(_version(r"\d+(\.\d+){0,2}", "9.1")),
-    "min_pcie_gen": _optional(_int_between(1, 6)),
-    "min_pcie_width": _optional(_int_between(1, 32)),
-    "persistence_mode_required": _boolean,
-    "mig_mode": _optional(_boolean),
-    "xid_window_hours": _number_between(0.0, None, open_low=True),
-    "fail_xids": _xid_list,
-    "warn_xids": _optional(_xid_list),
-    "require_ecc": _boolean,
-    "require_fabric_manager": _optional(_boolean),
-    "require_nvcc": _boolean,
-    "require_cudnn": _boolean,
-    "require_burn": _boolean,
-}
+def _ratio(name: str, *, zero: bool = False) -> Field:
+    """A share: above 0 (from 0 when ``zero``) up to 1."""
+    return Field(name, float, minimum=0.0, maximum=1.0, above=not zero, convert=float)
 
 
-def _unknown_key(origin: str, prefix: str, key: object, valid: list[str]) -> PolicyError:
-    text = str(key)
-    close = difflib.get_close_matches(text, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return PolicyError(
-        f"{origin}: unknown key {prefix + text!r}{hint}; valid keys: {', '.join(valid)}"
+def _margin_c(name: str) -> Field:
+    return Field(name, float, minimum=0.0, maximum=_TEMPERATURE_MAX, convert=float)
+
+
+def _version(name: str, pattern: str, example: str) -> Field:
+    return Field(
+        name,
+        str,
+        wanted=f"a quoted version string like {example!r}",
+        pattern=pattern,
+        nullable=True,
+        coerce=_unquoted_number,
     )
 
 
-def _parse_section(
-    data: Mapping[str, Any], fields: Mapping[str, _Parser], origin: str, prefix: str
-) -> dict[str, Any]:
-    valid = list(fields)
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        parser = fields.get(key) if isinstance(key, str) else None
-        if parser is None:
-            raise _unknown_key(origin, prefix, key, valid)
-        out[key] = parser(value, prefix + key, origin)
-    return out
+def _flag(name: str, *, nullable: bool = False) -> Field:
+    return Field(name, bool, nullable=nullable)
+
+
+def _xid_list(name: str, *, nullable: bool = False) -> Field:
+    return Field(name, list, wanted=_XIDS_WANTED, nullable=nullable, convert=_xids)
+
+
+THRESHOLD_FIELDS = Document(
+    (
+        _count("memory_tolerance_mib", nullable=True),
+        _ratio("power_limit_min_ratio"),
+        _margin_c("thermal_margin_min_c"),
+        _count("ecc_corrected_volatile_warn", low=1),
+        _count("retired_pages_max"),
+        _count("remapped_rows_uncorrectable_max"),
+        _ratio("burn_speed_ratio"),
+        _ratio("burn_relative_min"),
+        _ratio("burn_power_min_ratio"),
+        _margin_c("burn_thermal_margin_c"),
+        _ratio("burn_clock_sag_max", zero=True),
+        _ratio("fleet_speed_min"),
+        _ratio("drift_burn_drop"),
+    ),
+    wanted="a mapping of threshold keys",
+)
+
+POLICY_FIELDS = Document(
+    (
+        _count("expected_gpu_count", low=1, high=1024, nullable=True),
+        Field("expected_model", str, non_empty=True, nullable=True, convert=_stripped),
+        _version("driver_version", r"\d+(\.\d+){1,3}", "550.90.07"),
+        _version("driver_branch", r"\d+", "550"),
+        _version("cuda_version", r"\d+(\.\d+)?", "12.4"),
+        _version("nvcc_version", r"\d+(\.\d+){0,2}", "12.4"),
+        _version("cudnn_version", r"\d+(\.\d+){0,2}", "9.1"),
+        _count("min_pcie_gen", low=1, high=6, nullable=True),
+        _count("min_pcie_width", low=1, high=32, nullable=True),
+        _flag("persistence_mode_required"),
+        _flag("mig_mode", nullable=True),
+        Field(
+            "xid_window_hours", float, minimum=0.0, maximum=_HOURS_MAX, above=True, convert=float
+        ),
+        _xid_list("fail_xids"),
+        _xid_list("warn_xids", nullable=True),
+        _flag("require_ecc"),
+        _flag("require_fabric_manager", nullable=True),
+        _flag("require_nvcc"),
+        _flag("require_cudnn"),
+        _flag("require_burn"),
+        Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+    ),
+    wanted="a mapping of keys to values",
+)
 
 
 def policy_from_mapping(data: Mapping[str, Any], origin: str) -> Policy:
@@ -261,34 +225,26 @@ def policy_from_mapping(data: Mapping[str, Any], origin: str) -> Policy:
         origin: where the data came from, to start every error message.
 
     Raises:
-        PolicyError: on an unknown key (with the closest valid key), a wrong type or an
-            inconsistent pair of pins; the message is one line.
+        PolicyError: on an unknown key (with the closest valid key), a wrong type, a value
+            out of range or an inconsistent pair of pins; the message is one line.
     """
-    valid_top = [*_POLICY_FIELDS, "thresholds"]
-    for key in data:
-        if key not in valid_top:
-            raise _unknown_key(origin, "", key, valid_top)
-    values = _parse_section(
-        {k: v for k, v in data.items() if k != "thresholds"}, _POLICY_FIELDS, origin, ""
-    )
-    raw_thresholds = data.get("thresholds")
-    if raw_thresholds is None:
-        thresholds = Thresholds()
-    elif isinstance(raw_thresholds, Mapping):
-        thresholds = Thresholds(
-            **_parse_section(raw_thresholds, _THRESHOLD_FIELDS, origin, "thresholds.")
-        )
-    else:
-        raise _bad(origin, "thresholds", "a mapping of threshold keys", raw_thresholds)
+    return _policy(data, fields.Source(origin, error=PolicyError))
+
+
+def _policy(data: object, source: fields.Source) -> Policy:
+    values = POLICY_FIELDS.check(data, source)
+    raw_thresholds = values.pop("thresholds", None)
+    thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
     policy = Policy(**values, thresholds=thresholds)
     if (
         policy.driver_version
         and policy.driver_branch
         and policy.driver_version.split(".")[0] != policy.driver_branch
     ):
-        raise PolicyError(
-            f"{origin}: driver_version {policy.driver_version!r} is not on driver_branch "
-            f"{policy.driver_branch!r}; set one of them"
+        raise source.fail(
+            ("driver_branch",),
+            f"driver_version {policy.driver_version!r} is not on driver_branch "
+            f"{policy.driver_branch!r}; set one of them",
         )
     return policy
 
@@ -297,8 +253,9 @@ def load_policy(path: str) -> Policy:
     """Read a policy YAML file. An empty file gives the defaults.
 
     Raises:
-        PolicyError: missing or unreadable file, YAML syntax error (with the line), a
-            document that is not a mapping, or any error of :func:`policy_from_mapping`.
+        PolicyError: missing or unreadable file, YAML syntax error (with the line), a key
+            given twice, a document that is not a mapping, or any error of
+            :func:`policy_from_mapping` (with the line and column of the bad key or value).
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -307,20 +264,23 @@ def load_policy(path: str) -> Policy:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise PolicyError(f"{path}: cannot read policy file: {reason}") from None
+    source = fields.Source(path, error=PolicyError)
     try:
-        data = yamlfile.load(text)
-    except yamlfile.YAMLError as exc:
-        line = yamlfile.error_line(exc)
-        where = f"{path}: line {line}" if line is not None else path
-        raise PolicyError(f"{where}: YAML syntax error: {yamlfile.error_problem(exc)}") from None
+        data, marks = yamlfile.load_located(text)
+    except fields.LoadError as exc:
+        if not exc.syntax:
+            raise source.loaded(exc) from None
+        where = f"{path}: line {exc.line}" if exc.line is not None else path
+        raise PolicyError(f"{where}: YAML syntax error: {exc.problem}") from None
     if data is None:
         return Policy()
     if not isinstance(data, dict):
+        line = marks.at(())
         raise PolicyError(
-            f"{path}: line {yamlfile.top_line(text)}: the policy must be a mapping of keys "
+            f"{path}: line {line[0] if line else 1}: the policy must be a mapping of keys "
             f"to values, got a {_yaml_kind(data)}"
         )
-    return policy_from_mapping(data, path)
+    return _policy(data, dataclasses.replace(source, marks=marks))
 
 
 def _yaml_kind(value: object) -> str:
@@ -328,7 +288,7 @@ def _yaml_kind(value: object) -> str:
         return "list"
     if isinstance(value, str):
         return "string"
-    return _type_name(value)
+    return type(value).__name__
 
 
 def policy_digest(policy: Policy) -> str:

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
+from validator.errors import ExitCode
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
-from validator.judge.checks.common import gpu_list, nvml_problem
+from validator.judge.checks.common import by_check, nothing_to_judge, nvml_problem
 from validator.judge.policy import Policy, policy_digest
-from validator.model import Finding, NodeFacts, NodeResult, NvmlStatus, Severity, Verdict
+from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict, overall_verdict
 
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.UNKNOWN: 1, Severity.WARN: 2, Severity.PASS: 3}
-
-# NVML states in which no GPU could be inspected at all.
-_NOTHING_TO_JUDGE = (
-    NvmlStatus.LIBRARY_NOT_FOUND,
-    NvmlStatus.DRIVER_NOT_LOADED,
-    NvmlStatus.NO_PERMISSION,
-    NvmlStatus.ERROR,
-    NvmlStatus.NOT_MEASURED,
-)
-
 
 def pick_sku(facts: NodeFacts, policy: Policy, catalog: Catalog) -> Sku | None:
     """The SKU to judge against: the policy's expected model, else the GPUs' most common name.
@@ -50,17 +42,6 @@ def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     )
 
 
-def _by_check(findings: list[Finding]) -> str:
-    gpus: dict[str, list[int]] = {}
-    for finding in findings:
-        gpus.setdefault(finding.check, [])
-        if finding.gpu_index is not None:
-            gpus[finding.check].append(finding.gpu_index)
-    return ", ".join(
-        f"{check} ({gpu_list(indexes)})" if indexes else check for check, indexes in gpus.items()
-    )
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
@@ -70,8 +51,7 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
     failed = [f for f in findings if f.severity is Severity.FAIL]
     blocking = [f for f in findings if f.severity is Severity.UNKNOWN and f.required]
     warned = [f for f in findings if f.severity is Severity.WARN]
-    pci_gpus = facts.pci_gpu_count if isinstance(facts.pci_gpu_count, int) else 0
-    if facts.nvml_status in _NOTHING_TO_JUDGE and not facts.gpus and pci_gpus == 0:
+    if nothing_to_judge(facts):
         # No GPU in sight and no driver to ask: a verdict on the tools around
         # them (a missing cuDNN, say) would only hide the one thing to say.
         problem = nvml_problem(facts) or facts.nvml_status.value
@@ -83,17 +63,17 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
         parts = []
         if failed:
             count = len({f.check for f in failed})
-            parts.append(f"{_plural(count, 'check')} failed: {_by_check(failed)}")
+            parts.append(f"{_plural(count, 'check')} failed: {by_check(failed)}")
         if blocking:
             count = len({f.check for f in blocking})
             parts.append(
-                f"{_plural(count, 'required check')} could not be judged: {_by_check(blocking)}"
+                f"{_plural(count, 'required check')} could not be judged: {by_check(blocking)}"
             )
         return Verdict.NOT_CERTIFIED, "; ".join(parts)
     checks = len({f.check for f in findings})
     text = f"all {_plural(checks, 'check')} passed"
     if warned:
-        text += f" with {_plural(len({f.check for f in warned}), 'warning')}: {_by_check(warned)}"
+        text += f" with {_plural(len({f.check for f in warned}), 'warning')}: {by_check(warned)}"
     return Verdict.CERTIFIED, text
 
 
@@ -126,3 +106,19 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
         policy_digest=policy_digest(policy),
         summary=summary,
     )
+
+
+# The one rule from a run's node verdicts to its exit code (see
+# validator.operations.outcome for it in words; the verdict half is model.overall_verdict).
+_EXIT = {
+    Verdict.CERTIFIED: ExitCode.OK,
+    Verdict.NOT_CERTIFIED: ExitCode.NOT_CERTIFIED,
+    Verdict.UNKNOWN: ExitCode.COULD_NOT_RUN,
+}
+
+
+def exit_code(verdicts: Iterable[Verdict], *, interrupted: bool = False) -> ExitCode:
+    """The process exit code of a run: 0, 1 or 3 by its overall verdict; 130 when interrupted."""
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    return _EXIT[overall_verdict(verdicts)]

@@ -1,4 +1,10 @@
-"""Reading the judge's YAML files (SKU catalog, policy) with the fastest safe loader."""
+"""Reading the judge's YAML files (SKU catalog, policy): safe, strict about keys, located.
+
+:func:`load_located` parses with the fastest safe loader (libyaml's where PyYAML was built
+with it), refuses a key given twice in one mapping (YAML says keys are unique; PyYAML
+would keep the last one silently) and returns the line and column of every key and value,
+so that :mod:`validator.fields` can say where a bad value is.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +12,101 @@ from typing import Any
 
 import yaml
 
+from validator.fields import KeyPath, LoadError, Mark, Marks, quoted
+from validator.text import one_line
+
 # libyaml's loader when PyYAML was built with it; the pure-Python safe loader otherwise.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 YAMLError = yaml.YAMLError
 
 
 def load(text: str) -> object:
-    """Parse one YAML document with a safe loader.
+    """Parse one YAML document with a safe loader, refusing duplicate keys.
 
     Raises:
-        yaml.YAMLError: on a syntax error; see :func:`error_line`.
+        LoadError: on a syntax error or a duplicate key (see :func:`load_located`).
+    """
+    return load_located(text)[0]
+
+
+def load_located(text: str) -> tuple[object, Marks]:
+    """Parse one YAML document; also give where each key and value starts.
+
+    Returns:
+        The data (None for an empty document) and the marks of every key path.
+
+    Raises:
+        LoadError: a syntax error (``syntax`` set, with the line where YAML says), a
+            document nested too deep, or a key given twice in one mapping (with the line
+            and column of the second).
     """
     loader = _SAFE_LOADER(text)
     try:
-        document: object = loader.get_single_data()
-        return document
+        node = loader.get_single_node()
+        if node is None:
+            return None, Marks()
+        marks = _walk(loader, node)
+        data: object = loader.construct_document(node)
+        return data, marks
+    except LoadError:
+        raise
+    except yaml.YAMLError as exc:
+        line = error_line(exc)
+        raise LoadError(error_problem(exc), line=line, syntax=True) from None
+    except RecursionError:
+        raise LoadError("nested too deep", syntax=True) from None
+    except ValueError as exc:  # a date that is no date, an integer of 5000 digits
+        raise LoadError(f"a value cannot be read ({one_line(exc, 60)})", syntax=True) from None
     finally:
         loader.dispose()
+
+
+def _mark(node: yaml.Node) -> Mark:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _walk(loader: Any, root: yaml.Node) -> Marks:  # noqa: ANN401 - PyYAML's loaders are untyped
+    """Marks of every key path under ``root``; a duplicate key raises LoadError.
+
+    Each node is visited once, so an alias (``*name``) adds no marks of its own and a
+    document made of aliases of aliases cannot make the walk explode.
+    """
+    values: dict[KeyPath, Mark] = {}
+    keys: dict[KeyPath, Mark] = {}
+    seen: set[int] = set()
+    stack: list[tuple[KeyPath, yaml.Node]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        values.setdefault(path, _mark(node))
+        children: list[tuple[KeyPath, yaml.Node]] = []
+        if isinstance(node, yaml.MappingNode):
+            first: dict[object, Mark] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = loader.construct_object(key_node)
+                child = (*path, key if isinstance(key, str) else str(key))
+                if key in first:
+                    line, column = _mark(key_node)
+                    raise LoadError(
+                        f"duplicate key {quoted(child)} (first at line {first[key][0]}); "
+                        "keep one of them",
+                        line=line,
+                        column=column,
+                        path=child,
+                    )
+                first[key] = _mark(key_node)
+                keys.setdefault(child, first[key])
+                children.append((child, value_node))
+        elif isinstance(node, yaml.SequenceNode):
+            children = [((*path, index), item) for index, item in enumerate(node.value)]
+        stack.extend(reversed(children))
+    return Marks(values=values, keys=keys)
 
 
 def error_line(exc: yaml.YAMLError) -> int | None:
@@ -37,12 +120,3 @@ def error_problem(exc: yaml.YAMLError) -> str:
     """The short description of a YAML error, without the file excerpt."""
     problem = getattr(exc, "problem", None)
     return str(problem) if problem else "invalid YAML"
-
-
-def top_line(text: str) -> int:
-    """The 1-based line where the document's top-level node starts (1 when unknown)."""
-    try:
-        node = yaml.compose(text, Loader=_SAFE_LOADER)
-    except yaml.YAMLError:
-        return 1
-    return node.start_mark.line + 1 if node is not None else 1

@@ -1,57 +1,69 @@
-"""Facts from a directory of captured outputs: a support bundle mailed in.
+r"""Support bundles: a directory of captured outputs, and the System that replays it.
 
-Any of these files may be present; a missing file is a fact "not measured":
+A bundle is a recording of a host. :data:`BUNDLE` says, file by file, which
+command's output or which file's text it holds; ``gpuready capture`` writes one
+by asking a :class:`~validator.node.system.System` those very questions
+(:func:`write_capture`), and :class:`CaptureSystem` answers them back from the
+files, so ``certify --capture`` runs the one collector
+(:func:`validator.node.collect.collect`) as a live host and a scenario do.
 
-=========================  ===============================================
-``nvidia-smi-q.xml``       ``nvidia-smi -q -x`` (preferred for GPU facts)
-``nvidia-smi-q.txt``       ``nvidia-smi -q`` (the text found in bug reports)
-``nvidia-smi.txt``         ``nvidia-smi`` (banner table, or the error it printed)
-``nvcc.txt``               ``nvcc --version``
-``cudnn_version.h``        the cuDNN version header
-``cudnn-packages.txt``     ``dpkg-query -W '*cudnn*'`` or ``rpm -qa '*cudnn*'``
-``dmesg.txt``              the kernel log
+Any of the files may be present; a file missing from the bundle is a fact
+"not measured" (:class:`~validator.node.system.NotRecordedError`), never "passed":
+
+===========================  ==================================================
+``nvidia-smi-q.xml``         ``nvidia-smi -q -x`` (preferred for GPU facts)
+``nvidia-smi-q.txt``         ``nvidia-smi -q`` (the text found in bug reports)
+``nvidia-smi.txt``           ``nvidia-smi`` (banner table, or the error it printed)
+``nvcc.txt``                 ``nvcc --version``, nvcc found as the collector finds it
+``cudnn_version.h``          the first cuDNN header the collector finds
+``cudnn-packages.txt``       ``dpkg-query -W -f '${Package} ${Version}\n' '*cudnn*'``
+                             (any dpkg or rpm listing is read)
+``rpm-qa.txt``               ``rpm -qa '*cudnn*'`` (a whole ``rpm -qa`` is read too)
+``dmesg.txt``                ``dmesg``
+``journalctl.txt``           ``journalctl -k -b --no-pager -o short-iso`` (read when
+                             ``dmesg.txt`` is missing or shows no line)
 ``proc-driver-version.txt``  ``/proc/driver/nvidia/version``
-``os-release.txt``         ``/etc/os-release``
-``uname-r.txt``            ``uname -r``
-``hostname.txt``           ``hostname``
-``lspci-n.txt``            ``lspci -n``
-``meta.json``              what ``gpuready capture`` records: host, time, uptime
-=========================  ===============================================
+``os-release.txt``           ``/etc/os-release``
+``uname-r.txt``              ``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints)
+``pci-devices.txt``          ``/sys/bus/pci/devices/*/{vendor,class}``, a line a device
+``lspci-n.txt``              ``lspci -n`` (stands in for ``pci-devices.txt``)
+``hostname.txt``             the host's name
+``meta.json``                what ``gpuready capture`` records: host, time, uptime and
+                             where nvcc and the cuDNN header were found
+===========================  ==================================================
 
-Without ``meta.json`` the capture time is unknown, so every Xid in
-``dmesg.txt`` counts, whatever its age (fail closed).
+NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
+else the banner (:attr:`CaptureSystem.reading`). Without ``meta.json`` the
+capture time is unknown, so every Xid in the kernel log counts, whatever its
+age (fail closed). A file that is there but does not parse is bad input.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fnmatch
 import json
 import os
+import posixpath
 import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Optional, TypeVar, Union
 
 from validator.errors import CaptureError
-from validator.model import (
-    GpuFacts,
-    KernelLogFacts,
-    Measured,
-    NodeFacts,
-    NvmlStatus,
-    Reason,
-    ToolFacts,
-    Unavailable,
-)
+from validator.files import write_atomic
+from validator.model import GpuFacts, NvmlStatus, Reason, Unavailable
 from validator.node import collect, host
 from validator.node.parsers.base import ParseError
-from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
-from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
+from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import BannerGpu, parse_banner
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
-from validator.node.system import CommandResult, System
+from validator.node.system import CommandResult, NotRecordedError, System
 
 T = TypeVar("T")
 
@@ -62,27 +74,128 @@ NVCC = "nvcc.txt"
 CUDNN_HEADER = "cudnn_version.h"
 CUDNN_PACKAGES = "cudnn-packages.txt"
 DMESG = "dmesg.txt"
+JOURNAL = "journalctl.txt"
+RPM_QA = "rpm-qa.txt"
 PROC_VERSION = "proc-driver-version.txt"
 OS_RELEASE = "os-release.txt"
 UNAME = "uname-r.txt"
 HOSTNAME = "hostname.txt"
 LSPCI = "lspci-n.txt"
+PCI_DEVICES = "pci-devices.txt"
 META = "meta.json"
 
-KNOWN_FILES = (
-    SMI_XML, SMI_QUERY, SMI_BANNER, NVCC, CUDNN_HEADER, CUDNN_PACKAGES, DMESG,
-    PROC_VERSION, OS_RELEASE, UNAME, HOSTNAME, LSPCI, META,
+SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
+SMI_QUERY_ARGV = ("nvidia-smi", "-q")
+NVCC_ARGV = ("nvcc", "--version")
+LSPCI_ARGV = ("lspci", "-n")
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    """One file of a bundle and what on the host it records.
+
+    Attributes:
+        name: the file's name in the bundle.
+        argv: the command whose output it holds (its program matched by name,
+            wherever it was found), or () for a file.
+        paths: the file whose text it holds: the first match of these shell
+            patterns, in the order the collector looks; () for a command.
+        keep_error_text: a failed command's output is still the fact
+            (nvidia-smi's "No devices were found").
+        check: the parser the text must pass; a text that fails it is bad input.
+    """
+
+    name: str
+    argv: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    keep_error_text: bool = False
+    check: Callable[[str], object] | None = None
+
+
+# The one table: what each bundle file records. The first seven name the files
+# that matter most (the message for a folder holding none of the files lists them).
+BUNDLE: tuple[BundleFile, ...] = (
+    BundleFile(SMI_XML, argv=SMI_XML_ARGV),
+    BundleFile(SMI_QUERY, argv=SMI_QUERY_ARGV),
+    BundleFile(SMI_BANNER, argv=collect.NVIDIA_SMI, keep_error_text=True),
+    BundleFile(NVCC, argv=NVCC_ARGV, check=parse_nvcc_version),
+    BundleFile(CUDNN_HEADER, paths=collect.CUDNN_HEADERS, check=parse_cudnn_header),
+    BundleFile(CUDNN_PACKAGES, argv=collect.DPKG_CUDNN),
+    BundleFile(DMESG, argv=collect.DMESG),
+    BundleFile(JOURNAL, argv=collect.JOURNAL_KERNEL),
+    BundleFile(RPM_QA, argv=collect.RPM_CUDNN),
+    BundleFile(PROC_VERSION, paths=(collect.PROC_DRIVER_VERSION,), check=parse_proc_driver_version),
+    BundleFile(OS_RELEASE, paths=(host.OS_RELEASE,)),
+    BundleFile(UNAME, paths=(host.KERNEL_RELEASE,)),
+    BundleFile(PCI_DEVICES, paths=(host.PCI_DEVICES,)),
+    BundleFile(LSPCI, argv=LSPCI_ARGV),
+    BundleFile(HOSTNAME),  # System.hostname()
+    BundleFile(META),  # hostname(), now(), /proc/uptime and the locations below
 )  # fmt: skip
 
+KNOWN_FILES = tuple(entry.name for entry in BUNDLE)
+_BY_NAME = {entry.name: entry for entry in BUNDLE}
+_PCI_ROOT = posixpath.dirname(host.PCI_DEVICES)
 
-class _Bundle:
-    """Reads files of one capture directory."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+def _program_key(argv: Sequence[str]) -> tuple[str, ...]:
+    """A command line with its program's directory dropped: how bundle commands match."""
+    return (posixpath.basename(argv[0]), *argv[1:]) if argv else ()
 
-    def text(self, name: str) -> str | None:
-        """A file's text, or None when the capture lacks it."""
+
+def _segments_match(path: str, pattern: str) -> bool:
+    parts, wanted = path.split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(
+        fnmatch.fnmatchcase(part, want) for part, want in zip(parts, wanted)
+    )
+
+
+def _not_in_capture(name: str) -> NotRecordedError:
+    return NotRecordedError(f"{name} not in the capture")
+
+
+class CaptureSystem:
+    """A :class:`~validator.node.system.System` answering from a bundle directory.
+
+    Commands and files of :data:`BUNDLE` answer with the recorded text; one the
+    bundle lacks, and anything outside the table, raises
+    :class:`~validator.node.system.NotRecordedError` ("not measured").
+
+    Attributes:
+        directory: the bundle's folder.
+        reading: NVML's stand-in, from the bundle's nvidia-smi query or banner.
+        captured_at: when the bundle was captured (meta.json), or None.
+
+    Raises:
+        CaptureError: (on construction) the directory is missing, holds no
+            bundle file, or a file cannot be read or does not parse.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise CaptureError(
+                f"capture directory {self.directory} does not exist: give the folder "
+                "`gpuready capture` wrote, or one holding nvidia-smi-q.xml / nvidia-smi.txt"
+            )
+        self._texts = {name: text for name in KNOWN_FILES if (text := self._load(name)) is not None}
+        if not self._texts:
+            raise CaptureError(
+                f"{self.directory} holds no capture files: expected any of "
+                f"{', '.join(KNOWN_FILES[:7])}"
+            )
+        self._meta = self._load_meta()
+        self.captured_at = _captured_at(self._meta)
+        self.reading = self._driver_reading()
+        for entry in BUNDLE:
+            if entry.check is not None:
+                self._parse_present(entry.name, entry.check)
+        self._commands = {_program_key(e.argv): e.name for e in BUNDLE if e.argv}
+        self._files = self._recorded_files()
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self, name: str) -> str | None:
         path = self.directory / name
         if not path.is_file():
             return None
@@ -93,9 +206,9 @@ class _Bundle:
                 f"cannot read {path}: {exc.strerror}; check its permissions"
             ) from None
 
-    def parse_present(self, name: str, parse: Callable[[str], T]) -> T | None:
-        """A file parsed, or None when the capture lacks it; a broken file is bad input."""
-        text = self.text(name)
+    def _parse_present(self, name: str, parse: Callable[[str], T]) -> T | None:
+        """A file parsed, or None when the bundle lacks it; a broken file is bad input."""
+        text = self._texts.get(name)
         if text is None:
             return None
         try:
@@ -105,42 +218,189 @@ class _Bundle:
                 f"{self.directory / name}: {exc}; capture it again or remove the file"
             ) from None
 
-    def parse(self, name: str, parse: Callable[[str], T]) -> Measured[T]:
-        """A file parsed; a broken file is bad input, a missing one not measured."""
-        value = self.parse_present(name, parse)
-        if value is None:
-            return Unavailable(Reason.NOT_MEASURED, f"{name} not in the capture")
-        return value
+    def _load_meta(self) -> dict[str, object]:
+        text = self._texts.get(META)
+        if text is None:
+            return {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CaptureError(
+                f"{self.directory / META}: not valid JSON (line {exc.lineno}); remove it or "
+                "capture again with `gpuready capture`"
+            ) from None
+        if not isinstance(data, dict):
+            raise CaptureError(f"{self.directory / META}: expected a JSON object")
+        return data
 
+    def location(self, name: str) -> str:
+        """Where on the host a searched-for record was found (meta.json ``locations``).
 
-def _driver_reading(bundle: _Bundle) -> collect.DriverReading:
-    for name, parse in ((SMI_XML, parse_smi_xml), (SMI_QUERY, parse_smi_query)):
-        query = bundle.parse_present(name, parse)
-        if query is not None:
+        Without a recorded location, the bare name: nvcc was on PATH, the header
+        is a ``cudnn_version.h`` somewhere.
+        """
+        locations = self._meta.get("locations")
+        if isinstance(locations, Mapping):
+            where = locations.get(name)
+            if isinstance(where, str) and where:
+                return where
+        entry = _BY_NAME[name]
+        return posixpath.basename(entry.argv[0] if entry.argv else entry.paths[0])
+
+    def _recorded_files(self) -> dict[str, str]:
+        """The host files this bundle answers, by path."""
+        files: dict[str, str] = {}
+        for entry in BUNDLE:
+            text = self._texts.get(entry.name)
+            if text is None or not entry.paths or entry.name == PCI_DEVICES:
+                continue
+            path = self.location(entry.name) if len(entry.paths) > 1 else entry.paths[0]
+            files[path] = text
+        uptime = self._meta.get("uptime_s")
+        if isinstance(uptime, (int, float)) and not isinstance(uptime, bool):
+            files[collect.PROC_UPTIME] = f"{float(uptime)!r}\n"
+        for address, vendor, device_class in self._pci():
+            files[f"{_PCI_ROOT}/{address}/vendor"] = vendor
+            files[f"{_PCI_ROOT}/{address}/class"] = device_class
+        return files
+
+    def _has_pci(self) -> bool:
+        return PCI_DEVICES in self._texts or LSPCI in self._texts
+
+    def _pci(self) -> list[tuple[str, str, str]]:
+        """(address, vendor, class) from pci-devices.txt, else from ``lspci -n``."""
+        text = self._texts.get(PCI_DEVICES)
+        if text is not None:
+            return [
+                (fields[0], fields[1], fields[2])
+                for fields in (line.split() for line in text.splitlines())
+                if len(fields) >= 3
+            ]
+        devices = []
+        for line in (self._texts.get(LSPCI) or "").splitlines():
+            # "0000:18:00.0 0302: 10de:2330 (rev a1)"; the domain is optional.
+            fields = line.split()
+            if len(fields) < 3 or not fields[1].endswith(":"):
+                continue
+            vendor = fields[2].partition(":")[0]
+            devices.append((fields[0], f"0x{vendor}", f"0x{fields[1].rstrip(':')}00"))
+        return devices
+
+    def _driver_reading(self) -> collect.DriverReading:
+        for name, parse in ((SMI_XML, parse_smi_xml), (SMI_QUERY, parse_smi_query)):
+            query = self._parse_present(name, parse)
+            if query is not None:
+                return collect.DriverReading(
+                    status=query.status,
+                    detail=query.detail,
+                    driver_version=query.driver_version,
+                    cuda_driver_version=query.cuda_version,
+                    gpus=query.gpus,
+                )
+        banner = self._parse_present(SMI_BANNER, parse_banner)
+        if banner is not None:
             return collect.DriverReading(
-                status=query.status,
-                detail=query.detail,
-                driver_version=query.driver_version,
-                cuda_driver_version=query.cuda_version,
-                gpus=query.gpus,
+                status=banner.status,
+                detail=banner.detail,
+                driver_version=banner.driver_version,
+                cuda_driver_version=banner.cuda_version,
+                gpus=tuple(_gpu_from_banner(gpu) for gpu in banner.gpus),
             )
-    banner = bundle.parse_present(SMI_BANNER, parse_banner)
-    if banner is not None:
+        missing = Unavailable(Reason.NOT_MEASURED, "no nvidia-smi output in the capture")
         return collect.DriverReading(
-            status=banner.status,
-            detail=banner.detail,
-            driver_version=banner.driver_version,
-            cuda_driver_version=banner.cuda_version,
-            gpus=tuple(_gpu_from_banner(gpu) for gpu in banner.gpus),
+            status=NvmlStatus.NOT_MEASURED,
+            detail=f"the capture has none of {SMI_XML}, {SMI_QUERY}, {SMI_BANNER}",
+            driver_version=missing,
+            cuda_driver_version=missing,
+            gpus=(),
         )
-    missing = Unavailable(Reason.NOT_MEASURED, "no nvidia-smi output in the capture")
-    return collect.DriverReading(
-        status=NvmlStatus.NOT_MEASURED,
-        detail=f"the capture has none of {SMI_XML}, {SMI_QUERY}, {SMI_BANNER}",
-        driver_version=missing,
-        cuda_driver_version=missing,
-        gpus=(),
-    )
+
+    # ------------------------------------------------------------ the System
+
+    def hostname(self) -> str:
+        """The host's name: meta.json's, else hostname.txt's, else the folder's."""
+        name = self._meta.get("hostname") or (self._texts.get(HOSTNAME) or "").strip()
+        return str(name or self.directory.name)
+
+    def read_text(self, path: str) -> str | None:
+        """A recorded file's text.
+
+        Raises:
+            NotRecordedError: the bundle holds no record of this file.
+        """
+        text = self._files.get(path)
+        if text is not None:
+            return text
+        for entry in BUNDLE:
+            if path in entry.paths and entry.name not in self._texts:
+                raise _not_in_capture(entry.name)
+        if path.startswith(_PCI_ROOT + "/") and not self._has_pci():
+            raise _not_in_capture(LSPCI)
+        raise NotRecordedError(f"{path} not in the capture")
+
+    def glob(self, pattern: str) -> list[str]:
+        """Recorded paths matching a shell pattern, sorted.
+
+        A header recorded without its directory (a bare ``cudnn_version.h``)
+        matches the patterns whose last segment it matches.
+
+        Raises:
+            NotRecordedError: the bundle holds nothing the pattern could match.
+        """
+        for entry in BUNDLE:
+            if len(entry.paths) > 1 and pattern in entry.paths:  # a search: its one answer
+                if entry.name not in self._texts:
+                    raise _not_in_capture(entry.name)
+                where = self.location(entry.name)
+                if "/" in where:
+                    return [where] if _segments_match(where, pattern) else []
+                return [where] if fnmatch.fnmatchcase(where, posixpath.basename(pattern)) else []
+        found = sorted(
+            {
+                path
+                for candidate in self._files
+                for path in (candidate, posixpath.dirname(candidate))
+                if _segments_match(path, pattern)
+            }
+        )
+        if pattern.startswith(_PCI_ROOT + "/"):
+            # A PCI listing recorded empty lists no devices; one not recorded is not measured.
+            if not found and not self._has_pci():
+                raise _not_in_capture(LSPCI)
+            return found
+        if not found:
+            raise NotRecordedError(f"{pattern}: not in the capture")
+        return found
+
+    def which(self, name: str) -> str | None:
+        """Where a recorded command's program was found.
+
+        Raises:
+            NotRecordedError: the bundle holds no output of this program.
+        """
+        entries = [e for e in BUNDLE if e.argv and posixpath.basename(e.argv[0]) == name]
+        for entry in entries:
+            if entry.name in self._texts:
+                return self.location(entry.name) if entry.name == NVCC else name
+        raise _not_in_capture(entries[0].name if entries else name)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
+        """The recorded output of this command line (its program matched by name).
+
+        Raises:
+            NotRecordedError: the bundle holds no output of this command.
+        """
+        name = self._commands.get(_program_key(argv))
+        if name is None:
+            raise NotRecordedError(f"{shlex.join(argv)}: not in the capture")
+        text = self._texts.get(name)
+        if text is None:
+            raise _not_in_capture(name)
+        return CommandResult(0, text, recorded_in=name)
+
+    def now(self) -> datetime.datetime:
+        """When the bundle was captured; this moment when it does not say."""
+        return self.captured_at or datetime.datetime.now(datetime.timezone.utc)
 
 
 def _gpu_from_banner(gpu: BannerGpu) -> GpuFacts:
@@ -160,23 +420,7 @@ def _gpu_from_banner(gpu: BannerGpu) -> GpuFacts:
     )
 
 
-def _meta(bundle: _Bundle) -> dict[str, object]:
-    text = bundle.text(META)
-    if text is None:
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CaptureError(
-            f"{bundle.directory / META}: not valid JSON (line {exc.lineno}); remove it or "
-            "capture again with `gpuready capture`"
-        ) from None
-    if not isinstance(data, dict):
-        raise CaptureError(f"{bundle.directory / META}: expected a JSON object")
-    return data
-
-
-def _captured_at(meta: dict[str, object]) -> datetime.datetime | None:
+def _captured_at(meta: Mapping[str, object]) -> datetime.datetime | None:
     value = meta.get("captured_at")
     if not isinstance(value, str):
         return None
@@ -187,177 +431,68 @@ def _captured_at(meta: dict[str, object]) -> datetime.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
 
 
-def _kernel_log(
-    bundle: _Bundle, meta: dict[str, object], window_hours: float | None
-) -> KernelLogFacts:
-    text = bundle.text(DMESG)
-    if text is None:
-        return KernelLogFacts(
-            source=DMESG,
-            window_hours=window_hours,
-            events=Unavailable(Reason.NOT_MEASURED, f"{DMESG} not in the capture"),
-        )
-    if log_is_empty(text):
-        return KernelLogFacts(
-            source=DMESG,
-            window_hours=window_hours,
-            events=Unavailable(Reason.ERROR, collect.EMPTY_LOG_DETAIL.format(what=DMESG)),
-        )
-    now = _captured_at(meta)
-    uptime = meta.get("uptime_s")
-    if now is None:
-        window_hours = None
-    events = parse_xid_events(
-        text,
-        now=now,
-        window_hours=window_hours,
-        uptime_s=float(uptime) if isinstance(uptime, (int, float)) else None,
+# ---------------------------------------------------------------- writing a bundle
+
+
+# What asking a System for one record gives: (text, where it was found), or why not.
+_Recorded = Union[tuple[str, Optional[str]], str]
+
+
+def _record_nvcc(system: System) -> _Recorded:
+    program = collect.find_nvcc(system)
+    result = system.run((program, *NVCC_ARGV[1:])) if program else None
+    if program is None or result is None or not result.ok:
+        return "skipped: nvcc not found or failed"
+    return result.stdout, program
+
+
+def _record_header(system: System) -> _Recorded:
+    header = collect.cudnn_header(system)
+    if header is None:
+        return f"skipped: no {CUDNN_HEADER} found"
+    return header[1], header[0]
+
+
+def _record_pci(system: System) -> _Recorded:
+    devices = collect.pci_devices(system)
+    if isinstance(devices, Unavailable):
+        return f"skipped: {devices}"
+    lines = (
+        f"{posixpath.basename(path)} {vendor.strip()} {device_class.strip()}\n"
+        for path, vendor, device_class in devices
     )
-    return KernelLogFacts(source=DMESG, window_hours=window_hours, events=events)
+    return "".join(lines), None
 
 
-def _cudnn(bundle: _Bundle) -> tuple[Measured[str], str | None, Measured[int]]:
-    version = bundle.parse(CUDNN_HEADER, parse_cudnn_header)
-    source: str | None = CUDNN_HEADER if bundle.text(CUDNN_HEADER) is not None else None
-    major: Measured[int] = Unavailable(Reason.NOT_MEASURED, f"{CUDNN_PACKAGES} not in the capture")
-    packages = bundle.text(CUDNN_PACKAGES)
-    if packages is not None:
-        pkg_version, major = parse_cudnn_packages(packages)
-        if source is None:
-            version, source = pkg_version, CUDNN_PACKAGES
-    return version, source, major
+def _record_command(system: System, entry: BundleFile) -> _Recorded:
+    result = system.run(entry.argv)
+    text = result.stdout if result.ok else (result.stdout + result.stderr)
+    if result.ok or (entry.keep_error_text and result.rc != 127 and text.strip()):
+        return text, None
+    return f"skipped: {shlex.join(entry.argv)} exited {result.rc}"
 
 
-def collect_capture(
-    directory: str | os.PathLike[str], window_hours: float | None = 24.0
-) -> NodeFacts:
-    """NodeFacts from a capture directory.
-
-    Raises:
-        CaptureError: the directory is missing, holds no capture file, or a
-            file is broken beyond reading.
-    """
-    path = Path(directory)
-    if not path.is_dir():
-        raise CaptureError(
-            f"capture directory {path} does not exist: give the folder `gpuready capture` "
-            "wrote, or one holding nvidia-smi-q.xml / nvidia-smi.txt"
-        )
-    if not any((path / name).is_file() for name in KNOWN_FILES):
-        raise CaptureError(
-            f"{path} holds no capture files: expected any of {', '.join(KNOWN_FILES[:7])}"
-        )
-    bundle = _Bundle(path)
-    meta = _meta(bundle)
-    reading = _driver_reading(bundle)
-    banner_text = bundle.text(SMI_BANNER)
-    smi_driver: Measured[str]
-    smi_cuda: Measured[str]
-    smi_error: str | None
-    if banner_text is None:
-        absent = Unavailable(Reason.NOT_MEASURED, f"{SMI_BANNER} not in the capture")
-        smi_driver, smi_cuda, smi_error = absent, absent, None
-    else:
-        smi_driver, smi_cuda, smi_error = collect.banner_facts(CommandResult(0, banner_text))
-    driver, cuda = collect.driver_versions(reading, smi_driver, smi_cuda)
-    cudnn_version, cudnn_source, cudnn_major = _cudnn(bundle)
-    lspci = bundle.text(LSPCI)
-    pci_gpus: Measured[int]
-    pci_switches: Measured[int]
-    if lspci is None:
-        pci_gpus = pci_switches = Unavailable(Reason.NOT_MEASURED, f"{LSPCI} not in the capture")
-    else:
-        pci_gpus, pci_switches = host.parse_lspci_numeric(lspci)
-    os_text = bundle.text(OS_RELEASE)
-    uname = bundle.text(UNAME)
-    hostname = meta.get("hostname") or (bundle.text(HOSTNAME) or "").strip() or path.name
-    captured_at = _captured_at(meta)
-    return NodeFacts(
-        hostname=str(hostname),
-        source="capture",
-        source_detail=str(path),
-        collected_at=captured_at.isoformat(timespec="seconds") if captured_at else "",
-        os_name=host.parse_os_release(os_text)
-        if os_text is not None
-        else Unavailable(Reason.NOT_MEASURED, f"{OS_RELEASE} not in the capture"),
-        kernel=uname.strip()
-        if uname is not None
-        else Unavailable(Reason.NOT_MEASURED, f"{UNAME} not in the capture"),
-        nvml_status=reading.status,
-        nvml_detail=reading.detail,
-        driver_version=driver,
-        cuda_driver_version=cuda,
-        kernel_module_version=bundle.parse(PROC_VERSION, parse_proc_driver_version),
-        pci_gpu_count=pci_gpus,
-        pci_nvswitch_count=pci_switches,
-        gpus=reading.gpus,
-        tools=ToolFacts(
-            nvidia_smi_driver_version=smi_driver,
-            nvidia_smi_cuda_version=smi_cuda,
-            nvidia_smi_error=smi_error,
-            nvcc_version=bundle.parse(NVCC, parse_nvcc_version),
-            nvcc_path=NVCC if bundle.text(NVCC) is not None else None,
-            cudnn_version=cudnn_version,
-            cudnn_source=cudnn_source,
-            cudnn_cuda_major=cudnn_major,
-        ),
-        kernel_log=_kernel_log(bundle, meta, window_hours),
-    )
+def _record_file(system: System, entry: BundleFile) -> _Recorded:
+    found = collect.read_file(system, entry.paths[0])
+    return f"skipped: {found}" if isinstance(found, Unavailable) else (found, None)
 
 
-# What `gpuready capture` runs, file by file. nvidia-smi's error text is kept:
-# "No devices were found" is itself the fact.
-_COMMANDS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
-    (SMI_XML, ("nvidia-smi", "-q", "-x"), False),
-    (SMI_QUERY, ("nvidia-smi", "-q"), False),
-    (SMI_BANNER, ("nvidia-smi",), True),
-    (CUDNN_PACKAGES, collect.DPKG_CUDNN, False),
-    (DMESG, collect.DMESG, False),
-    (UNAME, ("uname", "-r"), False),
-    (LSPCI, ("lspci", "-n"), False),
-)
-_FILES: tuple[tuple[str, str], ...] = (
-    (PROC_VERSION, collect.PROC_DRIVER_VERSION),
-    (OS_RELEASE, host.OS_RELEASE),
-)
-
-
-def _gather(system: System, outcome: dict[str, str]) -> dict[str, str]:
-    """Run the capture commands and read the files; note in ``outcome`` what is left out."""
-    contents: dict[str, str] = {}
-    for name, argv, keep_error_text in _COMMANDS:
-        result = system.run(argv)
-        text = result.stdout if result.ok else (result.stdout + result.stderr)
-        if result.ok or (keep_error_text and result.rc != 127 and text.strip()):
-            contents[name] = text
-        else:
-            outcome[name] = f"skipped: {shlex.join(argv)} exited {result.rc}"
-    nvcc = collect.find_nvcc(system)
-    if nvcc:
-        result = system.run((nvcc, "--version"))
-        if result.ok:
-            contents[NVCC] = result.stdout
-    if NVCC not in contents:
-        outcome[NVCC] = "skipped: nvcc not found or failed"
-    for name, source in _FILES:
-        found = collect.read_file(system, source)
-        if isinstance(found, Unavailable):
-            outcome[name] = f"skipped: {found}"
-        else:
-            contents[name] = found
-    for pattern in collect.CUDNN_HEADERS:
-        paths = system.glob(pattern)
-        header = collect.read_file(system, paths[0]) if paths else None
-        if isinstance(header, str):
-            contents[CUDNN_HEADER] = header
-            break
-    else:
-        outcome[CUDNN_HEADER] = "skipped: no cudnn_version.h found"
-    return contents
+def _record(system: System, entry: BundleFile) -> _Recorded:
+    """Ask ``system`` what ``entry`` records, as the collector would ask it."""
+    special = {NVCC: _record_nvcc, CUDNN_HEADER: _record_header, PCI_DEVICES: _record_pci}
+    try:
+        if entry.name in special:
+            return special[entry.name](system)
+        return _record_command(system, entry) if entry.argv else _record_file(system, entry)
+    except NotRecordedError as exc:  # re-capturing a bundle that lacks it
+        return f"skipped: {exc}"
 
 
 def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str, str]:
-    """Write a capture bundle of this host into ``directory``.
+    """Write a bundle of ``system`` into ``directory``: every :data:`BUNDLE` record it answers.
+
+    Any System will do: this host (:class:`~validator.node.system.LiveSystem`),
+    a scenario's, or another bundle's. Each file is written atomically.
 
     Returns:
         For each bundle file, "written" or why it was left out.
@@ -371,22 +506,33 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
     except OSError as exc:
         raise CaptureError(f"cannot create {path}: {exc.strerror}; choose another folder") from None
     outcome: dict[str, str] = {}
-    contents = _gather(system, outcome)
+    contents: dict[str, str] = {}
+    locations: dict[str, str] = {}
+    for entry in BUNDLE:
+        if entry.name in (HOSTNAME, META):
+            continue
+        recorded = _record(system, entry)
+        if isinstance(recorded, str):
+            outcome[entry.name] = recorded
+            continue
+        contents[entry.name], where = recorded
+        if where is not None:
+            locations[entry.name] = where
     contents[HOSTNAME] = system.hostname() + "\n"
-    uptime = collect.read_file(system, collect.PROC_UPTIME)
     meta: dict[str, object] = {
         "hostname": system.hostname(),
         "captured_at": system.now().isoformat(timespec="seconds"),
     }
+    uptime = collect.read_file(system, collect.PROC_UPTIME)
     if isinstance(uptime, str) and uptime.split():
-        meta["uptime_s"] = float(uptime.split()[0])
+        with contextlib.suppress(ValueError):
+            meta["uptime_s"] = float(uptime.split()[0])
+    meta["locations"] = locations
     contents[META] = json.dumps(meta, indent=2) + "\n"
     for name, text in contents.items():
         target = path / name
-        temporary = target.with_name(f".{name}.tmp")
         try:
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, target)
+            write_atomic(target, text)
         except OSError as exc:
             raise CaptureError(f"cannot write {target}: {exc.strerror}; check the folder") from None
         outcome[name] = "written"

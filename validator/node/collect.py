@@ -1,8 +1,13 @@
 """Collect a node's facts: NVML (or its captured stand-in) plus commands and files.
 
+The one collector: a live host, a simulated scenario and a captured bundle are
+each a :class:`~validator.node.system.System` read by the same code here.
+
 The collector never raises on what it finds: a tool that is missing, a file
 that cannot be read or an output that does not parse becomes an
-:class:`~validator.model.Unavailable` fact with the reason.
+:class:`~validator.model.Unavailable` fact with the reason; what a recorded
+System holds no record of (:class:`~validator.node.system.NotRecordedError`)
+is "not measured".
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
-from validator.node.system import CommandResult, System
+from validator.node.system import CommandResult, NotRecordedError, System
 
 T = TypeVar("T")
 
@@ -83,10 +88,20 @@ def command_failure(result: CommandResult, what: str) -> Unavailable:
     return Unavailable(Reason.ERROR, f"{what}: {first}")
 
 
+def attempt(system: System, argv: tuple[str, ...]) -> CommandResult | Unavailable:
+    """Run a command; "not measured" when the System holds no record of it."""
+    try:
+        return system.run(argv)
+    except NotRecordedError as exc:
+        return Unavailable(Reason.NOT_MEASURED, str(exc))
+
+
 def read_file(system: System, path: str) -> str | Unavailable:
     """A file's text, or why not."""
     try:
         text = system.read_text(path)
+    except NotRecordedError as exc:
+        return Unavailable(Reason.NOT_MEASURED, str(exc))
     except PermissionError:
         return Unavailable(Reason.NO_PERMISSION, f"{path}: permission denied")
     except OSError as exc:
@@ -124,18 +139,31 @@ def kernel_module_version(system: System) -> Measured[str]:
     return parsed(parse_proc_driver_version, text, PROC_DRIVER_VERSION)
 
 
-def pci_counts(system: System) -> tuple[Measured[int], Measured[int]]:
-    """NVIDIA GPUs and NVSwitches on the PCI bus, as sysfs lists them."""
-    devices = system.glob(host.PCI_DEVICES)
+def pci_devices(system: System) -> list[tuple[str, str, str]] | Unavailable:
+    """(sysfs path, vendor, class) of every PCI device whose two files read."""
+    try:
+        devices = system.glob(host.PCI_DEVICES)
+    except NotRecordedError as exc:
+        return Unavailable(Reason.NOT_MEASURED, str(exc))
     if not devices:
-        missing = Unavailable(Reason.NOT_SUPPORTED, "/sys/bus/pci lists no devices")
-        return missing, missing
-    gpus = switches = 0
+        return Unavailable(Reason.NOT_SUPPORTED, "/sys/bus/pci lists no devices")
+    found = []
     for device in devices:
         vendor = read_file(system, f"{device}/vendor")
         device_class = read_file(system, f"{device}/class")
         if isinstance(vendor, Unavailable) or isinstance(device_class, Unavailable):
             continue
+        found.append((device, vendor, device_class))
+    return found
+
+
+def pci_counts(system: System) -> tuple[Measured[int], Measured[int]]:
+    """NVIDIA GPUs and NVSwitches on the PCI bus, as sysfs lists them."""
+    devices = pci_devices(system)
+    if isinstance(devices, Unavailable):
+        return devices, devices
+    gpus = switches = 0
+    for _path, vendor, device_class in devices:
         kind = host.classify_pci_device(vendor, device_class)
         gpus += kind == "gpu"
         switches += kind == "nvswitch"
@@ -145,8 +173,12 @@ def pci_counts(system: System) -> tuple[Measured[int], Measured[int]]:
 # ---------------------------------------------------------------- tools
 
 
-def banner_facts(result: CommandResult) -> tuple[Measured[str], Measured[str], str | None]:
+def banner_facts(
+    result: CommandResult | Unavailable,
+) -> tuple[Measured[str], Measured[str], str | None]:
     """Driver and CUDA versions from the nvidia-smi banner, or what it said instead."""
+    if isinstance(result, Unavailable):  # not recorded: nothing was said
+        return result, result, None
     if result.rc == 127:
         missing = Unavailable(Reason.NOT_SUPPORTED, "nvidia-smi not found")
         return missing, missing, "nvidia-smi: command not found"
@@ -186,7 +218,11 @@ def driver_versions(
 
 
 def find_nvcc(system: System) -> str | None:
-    """nvcc on PATH, else under /usr/local/cuda*, newest toolkit first."""
+    """nvcc on PATH, else under /usr/local/cuda*, newest toolkit first.
+
+    Raises:
+        NotRecordedError: a recorded System holds no nvcc output.
+    """
     on_path = system.which("nvcc")
     if on_path:
         return on_path
@@ -204,35 +240,60 @@ def _version_key(path: str) -> tuple[int, ...]:
 
 def nvcc_facts(system: System) -> tuple[Measured[str], str | None]:
     """The nvcc release and where it was found."""
-    path = find_nvcc(system)
+    try:
+        path = find_nvcc(system)
+    except NotRecordedError as exc:
+        return Unavailable(Reason.NOT_MEASURED, str(exc)), None
     if path is None:
         return Unavailable(
             Reason.NOT_SUPPORTED, "nvcc not found on PATH or under /usr/local/cuda*"
         ), None
-    result = system.run((path, "--version"))
+    result = attempt(system, (path, "--version"))
+    if isinstance(result, Unavailable):
+        return result, None
     if not result.ok:
         return command_failure(result, path), path
     return parsed(parse_nvcc_version, result.stdout, f"{path} --version"), path
 
 
+def cudnn_header(system: System) -> tuple[str, str] | None:
+    """The first readable cuDNN header, as (path, text), in CUDNN_HEADERS order.
+
+    Raises:
+        NotRecordedError: a recorded System holds no cuDNN header.
+    """
+    for pattern in CUDNN_HEADERS:
+        for path in system.glob(pattern):
+            text = read_file(system, path)
+            if not isinstance(text, Unavailable):
+                return path, text
+    return None
+
+
 def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int]]:
-    """cuDNN version, where it was found, and the CUDA major it was built for."""
+    """cuDNN version, where it was found, and the CUDA major it was built for.
+
+    The header wins; the package list (dpkg, else rpm) tells the CUDA major and
+    stands in for a missing header.
+    """
     version: Measured[str] = Unavailable(
         Reason.NOT_SUPPORTED, "no cudnn_version.h and no cuDNN package"
     )
     where: str | None = None
-    for pattern in CUDNN_HEADERS:
-        for path in system.glob(pattern):
-            text = read_file(system, path)
-            if isinstance(text, Unavailable):
-                continue
-            version, where = parsed(parse_cudnn_header, text, path), path
-            break
-        if where:
-            break
+    try:
+        header = cudnn_header(system)
+    except NotRecordedError as exc:
+        header, version = None, Unavailable(Reason.NOT_MEASURED, str(exc))
+    if header is not None:
+        where = header[0]
+        version = parsed(parse_cudnn_header, header[1], where)
     cuda_major: Measured[int] = Unavailable(Reason.NOT_MEASURED, "no cuDNN package found to tell")
+    unrecorded: list[Unavailable] = []
     for argv in (DPKG_CUDNN, RPM_CUDNN):
-        result = system.run(argv)
+        result = attempt(system, argv)
+        if isinstance(result, Unavailable):
+            unrecorded.append(result)
+            continue
         if not result.ok or not result.stdout.strip():
             continue
         pkg_version, pkg_major = parse_cudnn_packages(result.stdout)
@@ -242,6 +303,9 @@ def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int
         if where is None:
             version, where = pkg_version, f"package ({argv[0]})"
         break
+    else:
+        if len(unrecorded) == 2:  # no package list recorded at all: not measured
+            cuda_major = unrecorded[0]
     return version, where, cuda_major
 
 
@@ -251,8 +315,8 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
     A log that shows no line at all (cleared, or hidden from this user) is not a clean
     log: the events are then unknown, never an empty list.
     """
-    result = system.run(DMESG)
-    if result.ok and not log_is_empty(result.stdout):
+    result = attempt(system, DMESG)
+    if isinstance(result, CommandResult) and result.ok and not log_is_empty(result.stdout):
         uptime_text = read_file(system, PROC_UPTIME)
         uptime = None
         if not isinstance(uptime_text, Unavailable):
@@ -264,21 +328,39 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
             result.stdout, now=system.now(), window_hours=window_hours, uptime_s=uptime
         )
         return KernelLogFacts(source="dmesg", window_hours=window_hours, events=events)
-    journal = system.run(JOURNAL_KERNEL)
-    if journal.ok and not log_is_empty(journal.stdout):
+    journal = attempt(system, JOURNAL_KERNEL)
+    if isinstance(journal, CommandResult) and journal.ok and not log_is_empty(journal.stdout):
         events = parse_xid_events(journal.stdout, now=system.now(), window_hours=window_hours)
         return KernelLogFacts(source="journalctl", window_hours=window_hours, events=events)
-    why = (
-        Unavailable(Reason.ERROR, EMPTY_LOG_DETAIL.format(what="dmesg"))
-        if result.ok
-        else command_failure(result, "dmesg")
-    )
-    journal_said = "also failed" if not journal.ok else "showed no log line either"
     return KernelLogFacts(
-        source="dmesg",
-        window_hours=window_hours,
-        events=Unavailable(why.reason, f"{why.detail}; journalctl -k {journal_said}"),
+        source="dmesg", window_hours=window_hours, events=_no_kernel_log(result, journal)
     )
+
+
+def _no_kernel_log(
+    dmesg: CommandResult | Unavailable, journal: CommandResult | Unavailable
+) -> Unavailable:
+    """Why neither dmesg nor the journal showed a log line (dmesg's reason leads)."""
+    if isinstance(dmesg, Unavailable):  # a recording without dmesg output
+        if isinstance(journal, Unavailable):
+            return dmesg  # nor the journal's
+        said = _log_said(journal, "journalctl -k")
+        return Unavailable(said.reason, f"{said.detail}; {dmesg.detail}")
+    why = _log_said(dmesg, "dmesg")
+    if isinstance(journal, Unavailable):
+        journal_said = journal.detail
+    else:
+        journal_said = "journalctl -k " + (
+            "also failed" if not journal.ok else "showed no log line either"
+        )
+    return Unavailable(why.reason, f"{why.detail}; {journal_said}")
+
+
+def _log_said(result: CommandResult, what: str) -> Unavailable:
+    """A log command that failed, or showed no line (named as recorded, if it was)."""
+    if not result.ok:
+        return command_failure(result, what)
+    return Unavailable(Reason.ERROR, EMPTY_LOG_DETAIL.format(what=result.recorded_in or what))
 
 
 def collect(
@@ -298,7 +380,7 @@ def collect(
         source_detail: the capture directory or scenario name.
         window_hours: how far back kernel-log Xids count; None for the whole log.
     """
-    smi_driver, smi_cuda, smi_error = banner_facts(system.run(NVIDIA_SMI))
+    smi_driver, smi_cuda, smi_error = banner_facts(attempt(system, NVIDIA_SMI))
     nvcc_version, nvcc_path = nvcc_facts(system)
     cudnn_version, cudnn_source, cudnn_major = cudnn_facts(system)
     pci_gpus, pci_switches = pci_counts(system)

@@ -47,19 +47,20 @@ line (``dpkg-query *``); absent commands exit 127.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import fnmatch
 import importlib.resources
-import json
 import os
 import posixpath
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from validator.errors import ScenarioError
-from validator.model import CLOCK_EVENT_REASONS, GpuFacts, TelemetrySample
+from validator.fields import Document, Field, Invalid, LoadError, Source, excerpt, load_json, quoted
+from validator.model import CLOCK_EVENT_REASONS, ErrorCounters, GpuFacts, TelemetrySample
 from validator.node.burnin.simulated import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
@@ -67,7 +68,6 @@ from validator.node.fake_nvml import (
     FABRIC_STATES,
     GPU_KEYS,
     NOT_SUPPORTED_MARKER,
-    NVML_KEYS,
     FakeNvml,
     default_bus_id,
 )
@@ -216,11 +216,13 @@ def _read_json(path: Path | Traversable) -> dict[str, Any]:
             f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
         ) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = load_json(text)
+    except LoadError as exc:
+        if not exc.syntax:
+            raise _source(f"scenario file {path}").loaded(exc) from None
+        where = f", line {exc.line} column {exc.column}" if exc.line is not None else ""
         raise ScenarioError(
-            f"scenario file {path}, line {exc.lineno} column {exc.colno}: invalid JSON "
-            f"({exc.msg}); fix the file"
+            f"scenario file {path}{where}: invalid JSON ({exc.detail}); fix the file"
         ) from None
     if not isinstance(data, dict):
         raise ScenarioError(
@@ -273,143 +275,280 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
 
 
 # ---------------------------------------------------------------- validation
+#
+# Every key declared once (validator.fields): the top level, host, pci, files, commands,
+# passthrough and nvml sections here; per-GPU keys from GpuFacts' own types; the burn
+# section's keys in validator.node.burnin.simulated, its values here.
+
+_FIX = "fix the scenario"
+_MAX_GPUS = 64  # per node, NVML and PCI counts alike: more is a typo, and slow to simulate
+_ISO_EXAMPLE = "an ISO 8601 time like '2026-01-01T12:00:00+00:00'"
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+_PERMISSION_DENIED = {"error": "permission_denied"}
+
+
+def _source(where: str) -> Source:
+    return Source(where, fix=_FIX, error=ScenarioError)
 
 
 def _fail(where: str, path: str, problem: str) -> ScenarioError:
-    return ScenarioError(f"{where}: {path} {problem}; fix the scenario")
+    return ScenarioError(f"{where}: {path} {problem}; {_FIX}")
 
 
-def _check_keys(where: str, path: str, value: object, allowed: frozenset[str]) -> None:
-    if not isinstance(value, Mapping):
-        raise _fail(where, path, "must be an object")
-    for key in value:
-        if key not in allowed:
-            known = ", ".join(sorted(allowed))
-            name = f"{path}.{key}" if path else str(key)
-            raise ScenarioError(f"{where}: unknown key {name!r}; known keys here: {known}")
+def _is_marker(value: object) -> bool:
+    """``"not_supported"`` or ``{"nvml_error": name}``: the NVML call behind a field fails."""
+    return _marker_error(value) is not None
+
+
+def _iso_time(text: str) -> str:
+    try:
+        _parse_now(text)
+    except ValueError:
+        raise Invalid() from None
+    return text
+
+
+def _file_text(value: object) -> object:
+    if isinstance(value, str) or value == _PERMISSION_DENIED:
+        return value
+    raise Invalid()
+
+
+def _reason(name: str) -> str:
+    if name in _REASON_NAMES or name.startswith("unknown_0x"):
+        return name
+    known = ", ".join(reason for _, reason in CLOCK_EVENT_REASONS)
+    raise Invalid(
+        problem=f"names unknown reason {excerpt(name)}; known reasons: {known}, unknown_0x<bits>"
+    )
+
+
+def _nvlinks(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, list) and all(isinstance(state, bool) for state in value):
+        return value
+    raise Invalid()
+
+
+def _count_field(name: str, high: int = _MAX_GPUS) -> Field:
+    return Field(name, int, minimum=0, maximum=high, wanted=f"a count 0-{high}")
+
+
+def _reasons(name: str) -> Field:
+    return Field(
+        name, list, wanted="a list of reason names", item=Field("reason", str, convert=_reason)
+    )
+
+
+def _gpu_field(name: str) -> Field:
+    """A per-GPU key, typed by its GpuFacts field; any may be an NVML error marker."""
+    if name == "compute_mode":
+        return Field(name, str, choices=tuple(COMPUTE_MODES), nullable=True, accept=_is_marker)
+    if name == "fabric_state":
+        return Field(name, str, choices=tuple(FABRIC_STATES), nullable=True, accept=_is_marker)
+    if name == "nvlinks":
+        wanted = "a count of active links or a list of true/false"
+        return Field(name, wanted=wanted, nullable=True, accept=_is_marker, convert=_nvlinks)
+    if name == "clock_event_reasons":
+        return dataclasses.replace(_reasons(name), nullable=True, accept=_is_marker)
+    kind: type = object
+    for fields_of_kind, candidate in (
+        (_INT_FIELDS, int),
+        (_NUMBER_FIELDS, float),
+        (_BOOL_FIELDS, bool),
+        (_TEXT_FIELDS, str),
+    ):
+        if name in fields_of_kind:
+            kind = candidate
+            break
+    return Field(name, kind, nullable=True, accept=_is_marker)
+
+
+GPU_FIELDS = Document(tuple(_gpu_field(name) for name in sorted(GPU_KEYS)), wanted="an object")
+
+_HOST_FIELDS = Document(
+    (
+        Field("hostname", str),
+        Field("os_name", str),
+        Field("kernel", str),
+        Field("uptime_s", float, minimum=0.0),
+    ),
+    wanted="an object",
+)
+_PCI_FIELDS = Document((_count_field("gpus"), _count_field("nvswitches")), wanted="an object")
+_COMMAND_FIELDS = Document(
+    (Field("rc", int), Field("stdout", str), Field("stderr", str)), wanted="an object"
+)
+_PASSTHROUGH_FIELDS = Document(
+    (
+        Field(
+            "paths",
+            list,
+            wanted="a list of absolute path prefixes",
+            item=Field("path", str, pattern=r"/[^\n]*", wanted="an absolute path prefix"),
+        ),
+        Field(
+            "commands",
+            list,
+            wanted="a list of program names",
+            item=Field("program", str, pattern=r"[^/\n]+", wanted="a program name without /"),
+        ),
+    ),
+    wanted="an object",
+)
+NVML_FIELDS = Document(
+    (
+        Field(
+            "init_error",
+            str,
+            choices=tuple(sorted(ERROR_CODES)),
+            nullable=True,
+            coerce=lambda value: value.lower() if isinstance(value, str) else value,
+        ),
+        Field("driver_version", str, nullable=True, accept=_is_marker),
+        Field(
+            "cuda_driver_version",
+            int,
+            wanted="an integer like 12040",
+            nullable=True,
+            accept=_is_marker,
+        ),
+        _count_field("gpu_count"),
+        Field(
+            "pci_bus_ids",
+            list,
+            wanted="a list of bus ids",
+            max_items=_MAX_GPUS,
+            item=Field("bus id", str, pattern=_BUS_ID, wanted="a bus id like '00000000:19:00.0'"),
+        ),
+        Field("gpu", dict, document=GPU_FIELDS),
+        Field("gpu_overrides", dict, wanted="an object of GPU index: GPU keys"),
+    ),
+    wanted="an object",
+)
+SCENARIO_FIELDS = Document(
+    (
+        Field("name", str),
+        Field("description", str),
+        Field("extends", str),
+        Field("now", str, wanted=_ISO_EXAMPLE, convert=_iso_time),
+        Field("host", dict, document=_HOST_FIELDS),
+        Field("nvml", dict, document=NVML_FIELDS),
+        Field(
+            "files",
+            dict,
+            wanted="an object of path: text",
+            values=Field(
+                "file", wanted='text or {"error": "permission_denied"}', convert=_file_text
+            ),
+        ),
+        Field(
+            "commands",
+            dict,
+            wanted="an object of command line: result",
+            values=Field("command", dict, document=_COMMAND_FIELDS),
+        ),
+        Field("pci", dict, document=_PCI_FIELDS),
+        Field("burn"),  # keys: check_burn_section; values: _BURN_FIELDS
+        Field("passthrough", dict, document=_PASSTHROUGH_FIELDS),
+    ),
+    wanted="an object",
+)
+
+
+def _burn_gpu_fields() -> tuple[Field, ...]:
+    """Values of the burn keys that apply per GPU (the keys are checked by check_burn_section)."""
+
+    def number(name: str, low: float, high: float, *, nullable: bool = False) -> Field:
+        return Field(name, float, minimum=low, maximum=high, nullable=nullable)
+
+    def counter(name: str) -> Field:
+        hint = str(typing.get_type_hints(ErrorCounters)[name])
+        return Field(name, bool) if "bool" in hint else Field(name, int, minimum=0)
+
+    return (
+        Field("tflops", float, minimum=0.0, maximum=100_000.0, above=True),
+        number("power_fraction", 0.0, 2.0),
+        number("temp_peak_c", -50.0, 150.0),
+        number("memory_temp_peak_c", -50.0, 150.0, nullable=True),
+        number("sm_clock_mhz", 0.0, 100_000.0),
+        number("idle_sm_clock_mhz", 0.0, 100_000.0),
+        number("mem_clock_mhz", 0.0, 100_000.0),
+        number("utilization_pct", 0.0, 100.0),
+        _reasons("reasons"),
+        Field(
+            "counters_after",
+            dict,
+            document=Document(
+                tuple(counter(f.name) for f in dataclasses.fields(ErrorCounters)), closed=False
+            ),
+        ),
+        Field("wedged", bool),
+        Field("counters_hang", bool),
+    )
+
+
+_BURN_GPU_FIELDS = Document(_burn_gpu_fields(), closed=False)
+_BURN_FIELDS = Document(
+    (
+        *_BURN_GPU_FIELDS.fields,
+        Field("xids", list, wanted="a list of kernel-log lines", item=Field("line", str)),
+        Field(
+            "gpu_overrides",
+            dict,
+            values=Field("gpu", dict, document=_BURN_GPU_FIELDS),
+        ),
+    ),
+    closed=False,
+)
 
 
 def _validate(data: Mapping[str, Any], where: str) -> None:
-    _check_keys(where, "", data, TOP_KEYS)
-    for key in ("name", "description", "now"):
-        if key in data and not isinstance(data[key], str):
-            raise _fail(where, key, "must be a string")
-    if "now" in data:
-        try:
-            _parse_now(data["now"])
-        except ValueError:
-            raise _fail(where, "now", f"is not an ISO 8601 time ({data['now']!r})") from None
-    host = data.get("host", {})
-    _check_keys(where, "host", host, HOST_KEYS)
-    pci = data.get("pci", {})
-    _check_keys(where, "pci", pci, PCI_KEYS)
-    for key, value in pci.items():
-        if _count(value) is None:
-            raise _fail(where, f"pci.{key}", "must be a count (0 or more)")
-    files = data.get("files", {})
-    if not isinstance(files, Mapping):
-        raise _fail(where, "files", "must be an object of path: text")
-    for path, text in files.items():
-        if not isinstance(text, str) and text != {"error": "permission_denied"}:
-            raise _fail(where, f"files[{path!r}]", 'must be text or {"error": "permission_denied"}')
-    commands = data.get("commands", {})
-    if not isinstance(commands, Mapping):
-        raise _fail(where, "commands", "must be an object of command line: result")
-    for line, result in commands.items():
-        _check_keys(where, f"commands[{line!r}]", result, COMMAND_KEYS)
-        if not _is_int(result.get("rc", 0)):
-            raise _fail(where, f"commands[{line!r}].rc", "must be an integer")
-    _validate_nvml(data.get("nvml", {}), where)
+    source = _source(where)
+    SCENARIO_FIELDS.check(data, source)
+    _validate_nvml(data.get("nvml", {}), source)
     _validate_burn(data, where)
-    _validate_passthrough(data.get("passthrough", {}), where)
-
-
-def _validate_passthrough(section: object, where: str) -> None:
-    _check_keys(where, "passthrough", section, PASSTHROUGH_KEYS)
-    section = cast(Mapping[str, Any], section)
-    paths, commands = section.get("paths", []), section.get("commands", [])
-    if not isinstance(paths, list) or not all(
-        isinstance(p, str) and p.startswith("/") for p in paths
-    ):
-        raise _fail(where, "passthrough.paths", "must be a list of absolute path prefixes")
-    if not isinstance(commands, list) or not all(
-        isinstance(c, str) and c and "/" not in c for c in commands
-    ):
-        raise _fail(where, "passthrough.commands", "must be a list of program names")
 
 
 def _validate_burn(data: Mapping[str, Any], where: str) -> None:
-    problems = check_burn_section(data["burn"], "burn") if "burn" in data else []
+    if "burn" not in data:
+        return
+    problems = check_burn_section(data["burn"], "burn")
     if problems:
-        raise ScenarioError(f"{where}: {problems[0]}; fix the scenario")
+        raise ScenarioError(f"{where}: {problems[0]}; {_FIX}")
+    _BURN_FIELDS.check(data["burn"], _source(where), ("burn",))
 
 
-def _validate_nvml(section: object, where: str) -> None:
-    _check_keys(where, "nvml", section, NVML_KEYS)
-    nvml = cast(Mapping[str, Any], section)
-    error = nvml.get("init_error")
-    if error is not None and str(error).lower() not in ERROR_CODES:
-        known = ", ".join(sorted(ERROR_CODES))
-        raise _fail(where, "nvml.init_error", f"{error!r} is not one of: {known}")
-    count = _count(nvml.get("gpu_count", 0))
-    if count is None:
-        raise _fail(where, "nvml.gpu_count", "must be a count (0 or more)")
-    cuda = nvml.get("cuda_driver_version")
-    if cuda is not None and not _is_int(cuda) and _marker_error(cuda) is None:
-        raise _fail(where, "nvml.cuda_driver_version", "must be an integer like 12040")
-    bus_ids = nvml.get("pci_bus_ids", [])
-    if not isinstance(bus_ids, list) or not all(isinstance(b, str) for b in bus_ids):
-        raise _fail(where, "nvml.pci_bus_ids", "must be a list of bus ids")
-    _validate_gpu(nvml.get("gpu", {}), where, "nvml.gpu")
-    overrides = nvml.get("gpu_overrides", {})
-    _check_keys(where, "nvml.gpu_overrides", overrides, frozenset(str(i) for i in range(count)))
-    for index, override in overrides.items():
-        _validate_gpu(override, where, f"nvml.gpu_overrides.{index}")
-    seen: dict[str, int] = {}
+def _validate_nvml(section: Mapping[str, Any], source: Source) -> None:
+    """What the declarations cannot say: override indexes, and one serial per GPU."""
+    count = section.get("gpu_count", 0)
+    indexes = Field(
+        "gpu_overrides",
+        dict,
+        document=Document(
+            tuple(Field(str(i), dict, document=GPU_FIELDS) for i in range(count)),
+            wanted="an object of GPU index: GPU keys",
+        ),
+    )
+    overrides = indexes.check(section.get("gpu_overrides", {}), source, ("nvml", "gpu_overrides"))
+    shared = section.get("gpu", {})
+    seen: dict[tuple[str, object], int] = {}
     for index in range(count):
-        gpu = {**nvml.get("gpu", {}), **overrides.get(str(index), {})}
+        override = overrides.get(str(index), {})
         for key in ("uuid", "serial"):
-            if key in gpu and isinstance(gpu[key], str):
-                tag = f"{key}={gpu[key]}"
-                if tag in seen:
-                    raise _fail(
-                        where,
-                        f"nvml GPU {index} {key}",
-                        f"repeats GPU {seen[tag]}'s {gpu[key]!r}: give each GPU its own "
-                        "(or leave it out to derive one)",
-                    )
-                seen[tag] = index
-
-
-def _validate_gpu(section: object, where: str, path: str) -> None:  # noqa: PLR0912 - a check a line
-    _check_keys(where, path, section, GPU_KEYS)
-    for key, value in cast(Mapping[str, Any], section).items():
-        at = f"{path}.{key}"
-        if value is None or _marker_error(value) is not None:
-            continue
-        if key in _INT_FIELDS and not _is_int(value):
-            raise _fail(where, at, f"must be an integer, got {value!r}")
-        if key in _NUMBER_FIELDS and not _is_number(value):
-            raise _fail(where, at, f"must be a number, got {value!r}")
-        if key in _BOOL_FIELDS and not isinstance(value, bool):
-            raise _fail(where, at, f"must be true or false, got {value!r}")
-        if key in _TEXT_FIELDS and not isinstance(value, str):
-            raise _fail(where, at, f"must be a string, got {value!r}")
-        if key == "compute_mode" and value not in COMPUTE_MODES:
-            raise _fail(where, at, f"must be one of {', '.join(COMPUTE_MODES)}")
-        if key == "fabric_state" and value not in FABRIC_STATES:
-            raise _fail(where, at, f"must be one of {', '.join(FABRIC_STATES)}")
-        if key == "nvlinks" and not (
-            _count(value) is not None
-            or (isinstance(value, list) and all(isinstance(s, bool) for s in value))
-        ):
-            raise _fail(where, at, "must be a count of active links or a list of true/false")
-        if key == "clock_event_reasons":
-            if not isinstance(value, list):
-                raise _fail(where, at, "must be a list of reason names")
-            for reason in value:
-                if reason not in _REASON_NAMES and not str(reason).startswith("unknown_0x"):
-                    raise _fail(where, at, f"names unknown reason {reason!r}")
+            value = override.get(key, shared.get(key))
+            if not isinstance(value, str):
+                continue
+            if (key, value) in seen:
+                path = ("nvml", "gpu_overrides", str(index)) if key in override else ("nvml", "gpu")
+                raise source.fail(
+                    (*path, key),
+                    f"{quoted((*path, key))} of GPU {index} repeats GPU "
+                    f"{seen[key, value]}'s {excerpt(value)}: give each GPU its own "
+                    "(or leave it out to derive one)",
+                )
+            seen[key, value] = index
 
 
 def _marker_error(value: object) -> str | None:
@@ -418,21 +557,6 @@ def _marker_error(value: object) -> str | None:
     if isinstance(value, Mapping) and set(value) == {"nvml_error"}:
         return str(value["nvml_error"])
     return None
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _count(value: object) -> int | None:
-    """``value`` when it is a whole number of 0 or more, else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _parse_now(text: str) -> datetime.datetime:

@@ -21,7 +21,7 @@ from validator.node.scenario import Scenario, load_scenario
 from validator.node.system import LiveSystem, System
 
 if TYPE_CHECKING:
-    # The burn-in and the capture reader load only when used: the agent starts
+    # The burn-in and the capture System load only when used: the agent starts
     # on every host of a fleet run, and most runs need neither.
     from validator.node.burnin.config import BurnConfig
     from validator.node.burnin.devices import Target
@@ -206,6 +206,33 @@ def collect_simulated(
     return facts
 
 
+def collect_capture(
+    directory: str | os.PathLike[str], window_hours: float | None = 24.0
+) -> NodeFacts:
+    """Facts of a captured support bundle: the real collector over the bundle's System.
+
+    NVML's part comes from the bundle's nvidia-smi query (XML, else text, else
+    the banner); everything else is collected as on a live host. Without a
+    capture time the window cannot be placed: every Xid counts.
+
+    Raises:
+        CaptureError: the directory is missing, holds no capture file, or a
+            file is broken beyond reading.
+    """
+    from validator.node.capture import CaptureSystem
+
+    system = CaptureSystem(directory)
+    dated = system.captured_at is not None
+    facts = collect.collect(
+        system,
+        system.reading,
+        source="capture",
+        source_detail=str(system.directory),
+        window_hours=window_hours if dated else None,
+    )
+    return facts if dated else dataclasses.replace(facts, collected_at="")
+
+
 def collect_from(
     *,
     simulate: str | None = None,
@@ -222,10 +249,8 @@ def collect_from(
     if simulate is not None:
         return collect_simulated(simulate, window_hours, burn, progress)
     if capture is not None:
-        from validator.node.capture import collect_capture
-
         return collect_capture(capture, window_hours)
     return collect_live(window_hours, burn=burn, progress=progress)
 
 
-__all__ = ["collect_from", "collect_live", "collect_simulated"]
+__all__ = ["collect_capture", "collect_from", "collect_live", "collect_simulated"]

@@ -2,7 +2,12 @@
 
 Everything the collector learns outside NVML (files, commands, the clock) comes
 through a :class:`System`, so the same collector runs on a live host, on a
-simulated scenario and in tests.
+simulated scenario, on a captured support bundle and in tests.
+
+A recorded System (a bundle: :class:`validator.node.capture.CaptureSystem`) may
+hold no record of what it is asked; it then raises :class:`NotRecordedError`,
+which the collector turns into a "not measured" fact. A live or simulated host
+never raises it: there a missing file is None and a missing command exits 127.
 """
 
 from __future__ import annotations
@@ -18,13 +23,26 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+class NotRecordedError(Exception):
+    """A recorded System holds no record of this file, command or search.
+
+    The message says which record is missing ("dmesg.txt not in the capture"):
+    the fact is "not measured", never "not there".
+    """
+
+
 @dataclass(frozen=True)
 class CommandResult:
-    """What a command did. ``rc`` 127: not found; 124: timed out."""
+    """What a command did. ``rc`` 127: not found; 124: timed out.
+
+    ``recorded_in`` names the bundle file the output was read from (messages
+    about the output name it); empty when the command ran.
+    """
 
     rc: int
     stdout: str
     stderr: str = ""
+    recorded_in: str = ""
 
     @property
     def ok(self) -> bool:
@@ -44,19 +62,32 @@ class System(Protocol):
 
         Raises:
             PermissionError: when it exists but cannot be read.
+            NotRecordedError: (a recorded System) the record lacks this file.
         """
         ...
 
     def glob(self, pattern: str) -> list[str]:
-        """Paths matching a shell pattern, sorted."""
+        """Paths matching a shell pattern, sorted.
+
+        Raises:
+            NotRecordedError: (a recorded System) the record lacks this place.
+        """
         ...
 
     def which(self, name: str) -> str | None:
-        """The full path of a command on PATH, or None."""
+        """The full path of a command on PATH, or None.
+
+        Raises:
+            NotRecordedError: (a recorded System) the record lacks this command.
+        """
         ...
 
     def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
-        """Run a command (argument list, no shell) and capture its output."""
+        """Run a command (argument list, no shell) and capture its output.
+
+        Raises:
+            NotRecordedError: (a recorded System) the record lacks this command's output.
+        """
         ...
 
     def now(self) -> datetime.datetime:

@@ -8,13 +8,12 @@ history (and history even when the reports could not be written).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node
+from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node, fleet_of
 from validator.errors import ExitCode
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeResult, Report, Verdict
@@ -55,19 +54,7 @@ class CertifyRequest:
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
-        return FleetRequest(
-            inventories=self.inventories,
-            limit=self.limit,
-            policy_path=self.policy_path,
-            burn=self.burn,
-            transport=self.transport,
-            parallel=self.parallel,
-            deadline_s=self.deadline_s,
-            accept_new_host_keys=self.accept_new_host_keys,
-            connect_timeout_s=self.connect_timeout_s,
-            ssh_config=self.ssh_config,
-            known_hosts=self.known_hosts,
-        )
+        return fleet_of(self)
 
 
 class FleetDisplay(Progress, Protocol):
@@ -151,9 +138,9 @@ def _certify_fleet(
     request: CertifyRequest, store: Store, policy: Policy, display: FleetDisplay | None
 ) -> tuple[Report, int]:
     """The fan-out; each host's result is recorded (and written) as it arrives."""
-    # paramiko logs every refused connection on its own; each host's one-line
-    # reason reaches the report instead.
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    from validator.remote.ssh import quiet_paramiko
+
+    quiet_paramiko()
     run: list[int] = []  # set once the inventory is read
 
     def hosts_known(hosts: list[HostSpec]) -> None:

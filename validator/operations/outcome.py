@@ -1,5 +1,8 @@
 """What a run comes to, and the one rule that turns it into an exit code.
 
+The rule lives below every room that needs it (validator.model.overall_verdict and
+validator.judge.verdict.exit_code); in words:
+
 The rule, for ``certify``, ``drift`` and ``provision --certify`` alike:
 
 - every node CERTIFIED (for drift: no drift): the run is CERTIFIED, exit 0;
@@ -13,33 +16,9 @@ The rule, for ``certify``, ``drift`` and ``provision --certify`` alike:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from validator.errors import ExitCode
-from validator.model import Report, Verdict
-
-_EXIT = {
-    Verdict.CERTIFIED: ExitCode.OK,
-    Verdict.NOT_CERTIFIED: ExitCode.NOT_CERTIFIED,
-    Verdict.UNKNOWN: ExitCode.COULD_NOT_RUN,
-}
-
-
-def overall_verdict(verdicts: Iterable[Verdict]) -> Verdict:
-    """The verdict of a whole run from its nodes' verdicts, by the rule above."""
-    seen = set(verdicts)
-    if not seen or seen == {Verdict.UNKNOWN}:
-        return Verdict.UNKNOWN
-    if seen == {Verdict.CERTIFIED}:
-        return Verdict.CERTIFIED
-    return Verdict.NOT_CERTIFIED
-
-
-def exit_code(verdicts: Iterable[Verdict], *, interrupted: bool = False) -> ExitCode:
-    """The process exit code of a run, by the rule above."""
-    if interrupted:
-        return ExitCode.INTERRUPTED
-    return _EXIT[overall_verdict(verdicts)]
+from validator.judge.verdict import exit_code
+from validator.model import Report, overall_verdict
 
 
 def report_interrupted(report: Report) -> bool:

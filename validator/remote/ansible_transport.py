@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from validator.model import NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
 from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
+from validator.text import one_line, strip_ansi
 
 RUN_TASK = "Run the gpuready agent"
 # Each playbook task, and the phase a host is in while it runs.
@@ -56,7 +56,6 @@ _ENVVARS: Mapping[str, str] = {
 }
 STDERR_KEEP = 64 * 1024
 _BACKSTOP_S = 10
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def default_playbook() -> Path:
@@ -67,10 +66,6 @@ def default_playbook() -> Path:
     if installed.is_file():
         return installed
     return Path(validator.__file__).resolve().parent.parent / "playbooks" / "certify.yml"
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 def _last_line(text: str) -> str:
@@ -181,7 +176,7 @@ class AnsibleTransport:
             return AgentOutcome(
                 host=host.name,
                 facts=None,
-                error=f"cannot prepare the ansible run for {host.name}: {_one_line(exc)}",
+                error=f"cannot prepare the ansible run for {host.name}: {one_line(exc)}",
                 phase="connect",
                 elapsed_s=time.monotonic() - started,
             )
@@ -210,7 +205,7 @@ class AnsibleTransport:
             status = str(runner.status)
             output = _read(runner)
         except (AnsibleRunnerException, OSError, ValueError) as exc:
-            status, output = "error", _one_line(exc)
+            status, output = "error", one_line(exc)
         finally:
             shutil.rmtree(private, ignore_errors=True)
         outcome = _outcome(host, events, status, output, seconds)
@@ -239,7 +234,7 @@ def _outcome(
     """The facts, or one line saying where and why the run stopped."""
     name = host.name
     if events.unreachable is not None:
-        why = _one_line(events.unreachable.get("msg", "")) or "no reason given"
+        why = one_line(events.unreachable.get("msg", "")) or "no reason given"
         return _failed(name, f"{name} is unreachable through Ansible: {why}", "connect")
     ran = events.results.get(RUN_TASK)
     if ran is not None and ran[0] == "runner_on_ok":
@@ -247,12 +242,12 @@ def _outcome(
     if ran is not None and ran[0] == "runner_on_failed":
         res = ran[1]
         stderr = str(res.get("stderr", ""))[-STDERR_KEEP:]
-        why = _one_line(res.get("msg", "")) or f"exit status {res.get('rc')}"
+        why = one_line(res.get("msg", "")) or f"exit status {res.get('rc')}"
         error = _last_line(stderr) or f"running the agent on {name} failed: {why}"
         return _failed(name, error, "run", stderr)
     for task, (kind, res) in events.results.items():
         if kind == "runner_on_failed":
-            why = _one_line(res.get("msg", "")) or "failed"
+            why = one_line(res.get("msg", "")) or "failed"
             phase = TASK_PHASES.get(task, "connect")
             return _failed(name, f"{task.lower()} on {name} failed: {why}", phase)
     if status == "timeout":
@@ -265,11 +260,11 @@ def _outcome(
 
 def _ansible_error(output: str) -> str:
     """The first error ansible-playbook printed (``ERROR!`` before 2.19, ``[ERROR]:`` since)."""
-    for raw in _ANSI.sub("", output).splitlines():
+    for raw in strip_ansi(output).splitlines():
         line = raw.strip()
         for prefix in ("ERROR!", "[ERROR]:"):
             if line.startswith(prefix):
-                return _one_line(line[len(prefix) :])
+                return one_line(line[len(prefix) :])
     return ""
 
 
@@ -279,13 +274,13 @@ def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
         data = json.loads(str(res.get("stdout", "")))
     except ValueError as exc:
         return _failed(
-            name, f"the agent on {name} printed no valid JSON: {_one_line(exc)}", "parse", stderr
+            name, f"the agent on {name} printed no valid JSON: {one_line(exc)}", "parse", stderr
         )
     try:
         facts = from_dict(NodeFacts, data)
     except SchemaError as exc:
         return _failed(
-            name, f"facts from {name} do not fit the model: {_one_line(exc)}", "parse", stderr
+            name, f"facts from {name} do not fit the model: {one_line(exc)}", "parse", stderr
         )
     return AgentOutcome(host=name, facts=facts, stderr=stderr, phase="done")
 

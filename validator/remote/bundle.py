@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from validator.errors import CouldNotRunError
+from validator.files import write_atomic
 
 # Checked before anything else is imported, in syntax every Python 3 parses,
 # so an old interpreter gets one line instead of a SyntaxError. Then the zip is
@@ -60,6 +61,7 @@ _PACKAGE_FILES = (
     "validator/errors.py",
     "validator/text.py",
     "validator/files.py",
+    "validator/fields.py",
 )
 
 
@@ -130,7 +132,5 @@ def write_agent(directory: Path) -> Path:
     bundle = build_agent()
     target = directory / bundle.filename
     if not target.exists():
-        temporary = target.with_suffix(".tmp")
-        temporary.write_bytes(bundle.data)
-        temporary.replace(target)
+        write_atomic(target, bundle.data)
     return target

@@ -22,11 +22,11 @@ import contextlib
 import getpass
 import io
 import json
+import logging
 import os
 import re
 import socket
 import stat
-import tempfile
 import threading
 import time
 import uuid
@@ -50,9 +50,11 @@ from paramiko.hostkeys import HostKeyEntry
 from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 
 from validator.errors import GpureadyError
+from validator.files import write_atomic
 from validator.model import NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import AgentBundle, build_agent
 from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress, quoted
+from validator.text import one_line
 
 MIN_PYTHON = (3, 9)
 DEFAULT_CACHE_DIR = "~/.cache/gpuready"
@@ -91,9 +93,12 @@ class _Failed(Exception):
         self.message = message
 
 
-def _one_line(text: object) -> str:
-    """Any text as one line (exception messages can span several)."""
-    return " ".join(str(text).split()) or type(text).__name__
+def quiet_paramiko() -> None:
+    """Silence paramiko's own log, which reports every refused connection by itself.
+
+    Each host's reason is already in its outcome's one-line error, and so in the report.
+    """
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 
 def _tilde(path: Path) -> str:
@@ -209,17 +214,7 @@ def append_known_host(path: Path, name: str, key: PKey) -> None:
             old, mode = b"", 0o600
         if old and not old.endswith(b"\n"):
             old += b"\n"
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".known_hosts.")
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(old + line.encode())
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.chmod(temporary, mode)
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomic(target, old + line.encode(), mode=mode)
 
 
 @dataclass
@@ -431,7 +426,7 @@ class SshTransport:
             return AgentOutcome(
                 host=host.name,
                 facts=None,
-                error=f"lost the SSH connection to {_label(host)} during {phase}: {_one_line(exc)}",
+                error=f"lost the SSH connection to {_label(host)} during {phase}: {one_line(exc)}",
                 stderr=_stderr_text(run),
                 phase=phase,
                 elapsed_s=time.monotonic() - started,
@@ -460,7 +455,7 @@ class SshTransport:
                         raise _Failed(
                             "connect",
                             f"cannot read the ssh config {_tilde(self.ssh_config)}: "
-                            f"{_one_line(exc)}",
+                            f"{one_line(exc)}",
                         ) from None
                 else:
                     self._config = SSHConfig()
@@ -654,7 +649,7 @@ class SshTransport:
             sftp = client.open_sftp()
         except (SSHException, OSError, EOFError) as exc:
             raise _Failed(
-                "upload", f"cannot open SFTP on {_label(host)}: {_one_line(exc)}"
+                "upload", f"cannot open SFTP on {_label(host)}: {one_line(exc)}"
             ) from None
         try:
             sftp.putfo(io.BytesIO(bundle.data), temporary, file_size=len(bundle.data))
@@ -669,7 +664,7 @@ class SshTransport:
             with contextlib.suppress(SSHException, OSError, EOFError):
                 sftp.remove(temporary)
             raise _Failed(
-                "upload", f"cannot upload the agent to {_label(host)}:{path}: {_one_line(exc)}"
+                "upload", f"cannot upload the agent to {_label(host)}:{path}: {one_line(exc)}"
             ) from None
         finally:
             sftp.close()
@@ -701,13 +696,13 @@ class SshTransport:
             data = json.loads(run.stdout.decode("utf-8"))
         except ValueError as exc:
             raise _Failed(
-                "parse", f"the agent on {where} printed no valid JSON: {_one_line(exc)}"
+                "parse", f"the agent on {where} printed no valid JSON: {one_line(exc)}"
             ) from None
         try:
             return from_dict(NodeFacts, data)
         except SchemaError as exc:
             raise _Failed(
-                "parse", f"facts from {where} do not fit the model: {_one_line(exc)}"
+                "parse", f"facts from {where} do not fit the model: {one_line(exc)}"
             ) from None
 
 
@@ -744,7 +739,7 @@ def _connect_error(
     # NoValidConnectionsError is an OSError whose own message is the useful part.
     plain = isinstance(exc, OSError) and not isinstance(exc, NoValidConnectionsError)
     detail = exc.strerror if plain and isinstance(exc, OSError) and exc.strerror else exc
-    return f"cannot connect to {label} ({address}){via}: {_one_line(detail)}"
+    return f"cannot connect to {label} ({address}){via}: {one_line(detail)}"
 
 
 def _ssh_error(exc: SSHException, endpoint: _Endpoint, via: str, timeout: float) -> str:
@@ -768,9 +763,9 @@ def _ssh_error(exc: SSHException, endpoint: _Endpoint, via: str, timeout: float)
     if isinstance(exc, ChannelException):  # only a jump host opens channels for us here
         return (
             f"{via.removeprefix(' via ')} would not open a tunnel to {label} ({address}): "
-            f"{_one_line(exc.text)}; check AllowTcpForwarding there and the address"
+            f"{one_line(exc.text)}; check AllowTcpForwarding there and the address"
         )
-    text = _one_line(exc)
+    text = one_line(exc)
     if "banner" in text.lower() or text == "No existing session":
         return (
             f"no SSH greeting from {label} ({address}){via} within {timeout:g}s: "
@@ -779,4 +774,4 @@ def _ssh_error(exc: SSHException, endpoint: _Endpoint, via: str, timeout: float)
     return f"SSH to {label} ({address}){via} failed: {text}"
 
 
-__all__ = ["DEFAULT_CACHE_DIR", "SshTransport", "append_known_host"]
+__all__ = ["DEFAULT_CACHE_DIR", "SshTransport", "append_known_host", "quiet_paramiko"]

@@ -29,6 +29,8 @@ from validator.model import (
     Verdict,
     known,
 )
+from validator.model import overall_verdict as model_overall_verdict
+from validator.text import one_line as fold_line
 from validator.trace import LOW_PERCENTILE, percentile, under_load
 
 # The order operators read in: what blocks certification first.
@@ -111,10 +113,7 @@ def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def overall_verdict(report: Report) -> Verdict:
-    """The verdict for the whole report: the worst node's.
-
-    NOT_CERTIFIED outranks UNKNOWN, which outranks CERTIFIED. A report with no
-    nodes certifies nothing and is UNKNOWN.
+    """The verdict for the whole report, by the one rule (validator.model.overall_verdict).
 
     Args:
         report: the acceptance report.
@@ -122,12 +121,7 @@ def overall_verdict(report: Report) -> Verdict:
     Returns:
         The fleet verdict.
     """
-    verdicts = {node.verdict for node in report.nodes}
-    if Verdict.NOT_CERTIFIED in verdicts:
-        return Verdict.NOT_CERTIFIED
-    if Verdict.UNKNOWN in verdicts or not verdicts:
-        return Verdict.UNKNOWN
-    return Verdict.CERTIFIED
+    return model_overall_verdict(node.verdict for node in report.nodes)
 
 
 def overall_summary(report: Report) -> str:
@@ -238,7 +232,7 @@ def clean(text: str) -> str:
 
 def one_line(text: str) -> str:
     """``clean`` and fold line breaks and tabs into single spaces."""
-    return " ".join(clean(text).split())
+    return fold_line(clean(text))
 
 
 def plural(count: int, word: str) -> str:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from validator.errors import BadInputError, ReportError
+from validator.fields import LoadError, load_json
 from validator.model import SCHEMA_VERSION, Report, SchemaError, from_dict, to_dict
 
 SCHEMA_RESOURCE = "report.schema.json"
@@ -48,12 +49,16 @@ def load_report_json(text: str) -> Report:
             does not fit the model; the message says where.
     """
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = load_json(text)
+    except LoadError as exc:
+        if not exc.syntax:
+            raise BadInputError(
+                f"report JSON: {exc.problem}; pass a report.json written by gpuready"
+            ) from None
         raise BadInputError(
-            f"report is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            f"report is not valid JSON (line {exc.line}, column {exc.column}: {exc.detail}); "
             "pass a report.json written by gpuready"
-        ) from exc
+        ) from None
     if not isinstance(data, dict):
         raise BadInputError("report JSON must be an object; pass a report.json written by gpuready")
     version = data.get("schema_version", SCHEMA_VERSION)

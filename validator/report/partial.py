@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from validator.errors import ReportError
+from validator.files import write_atomic
 from validator.model import NodeResult, to_dict
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -30,12 +30,8 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
     text = json.dumps(to_dict(result), indent=2, allow_nan=False) + "\n"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
+        # 0600 as before (mkstemp's mode); report.json, report.html and junit.xml are 0644.
+        write_atomic(target, text, mode=0o600)
     except OSError as exc:
         raise ReportError(
             f"cannot write {target}: {exc.strerror or exc}; choose a writable --report-dir"

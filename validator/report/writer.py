@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from validator.errors import ReportError
+from validator.files import fsync_directory
 from validator.model import Report
 from validator.report.html import render_html
 from validator.report.json_report import render_json
@@ -24,20 +25,6 @@ from validator.report.junit import render_junit
 JSON_NAME = "report.json"
 HTML_NAME = "report.html"
 JUNIT_NAME = "junit.xml"
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the renames durable; some filesystems cannot open a directory, which is fine."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_temp(directory: Path, name: str, text: str) -> Path:
@@ -136,7 +123,7 @@ def write_reports(report: Report, directory: str | os.PathLike[str]) -> dict[str
             if backup is not None:
                 with contextlib.suppress(OSError):
                     backup.unlink(missing_ok=True)
-    _fsync_dir(target_dir)
+    fsync_directory(target_dir)
     return {key: target_dir / name for key, (name, _) in texts.items()}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
+from typing import Protocol
 
 from validator.judge.catalog import Sku
 from validator.judge.policy import Policy
@@ -27,7 +28,21 @@ FAIL = Severity.FAIL
 UNKNOWN = Severity.UNKNOWN
 
 
-def uuid_of(gpu: GpuFacts) -> str | None:
+class GpuRef(Protocol):
+    """What names a GPU in a finding: its facts now, its burn-in, or its certificate entry."""
+
+    @property
+    def index(self) -> int:
+        """The GPU's index on its node."""
+        ...
+
+    @property
+    def uuid(self) -> Measured[str] | None:
+        """Its UUID; unavailable (or None) when it could not be read."""
+        ...
+
+
+def uuid_of(gpu: GpuRef) -> str | None:
     """The GPU's UUID, where it was read."""
     return gpu.uuid if isinstance(gpu.uuid, str) else None
 
@@ -35,7 +50,7 @@ def uuid_of(gpu: GpuFacts) -> str | None:
 def gpu_finding(
     check: str,
     severity: Severity,
-    gpu: GpuFacts,
+    gpu: GpuRef,
     message: str,
     *,
     observed: object = "",
@@ -83,7 +98,13 @@ def why_not(value: Unavailable) -> str:
 
 
 def unknown_gpu(
-    check: str, gpu: GpuFacts, what: str, value: Unavailable, *, required: bool = True
+    check: str,
+    gpu: GpuFacts,
+    what: str,
+    value: Unavailable,
+    *,
+    expected: object = "",
+    required: bool = True,
 ) -> Finding:
     """UNKNOWN for a GPU whose input could not be read: says what and why."""
     return gpu_finding(
@@ -92,6 +113,7 @@ def unknown_gpu(
         gpu,
         f"GPU {gpu.index} {what} could not be read, so it cannot be judged: {why_not(value)}",
         observed=value,
+        expected=expected,
         required=required,
     )
 
@@ -156,6 +178,29 @@ def gpu_list(indexes: Iterable[int]) -> str:
     return "GPUs " + ", ".join(str(i) for i in items)
 
 
+def by_check(
+    findings: Iterable[Finding],
+    *,
+    prefix: str = "",
+    gpus: Callable[[Iterable[int]], str] = gpu_list,
+) -> str:
+    """The checks of ``findings`` in their order, each with its GPUs: "power (GPU 3), xid".
+
+    Args:
+        findings: the findings to name (the failed ones, say).
+        prefix: taken off each check id ("drift." gives "power_limit").
+        gpus: how one check's GPU indexes are written; :func:`gpu_list` by default.
+    """
+    indexes: dict[str, list[int]] = {}
+    for finding in findings:
+        named = indexes.setdefault(finding.check.removeprefix(prefix), [])
+        if finding.gpu_index is not None:
+            named.append(finding.gpu_index)
+    return ", ".join(
+        f"{name} ({gpus(found)})" if found else name for name, found in indexes.items()
+    )
+
+
 def version_tuple(text: str) -> tuple[int, ...] | None:
     """(12, 4, 131) from "12.4.131"; None when a component is not a number."""
     parts = text.strip().split(".")
@@ -205,6 +250,29 @@ _NVML_PROBLEMS = {
     ),
     NvmlStatus.NO_DEVICES: ("the NVIDIA driver found no GPU on this host", "no devices"),
 }
+
+
+# NVML states in which no GPU could be inspected at all. A version mismatch is not one:
+# it is a finding of its own (the kernel module and the user-space driver differ).
+NOTHING_TO_JUDGE = frozenset(
+    {
+        NvmlStatus.LIBRARY_NOT_FOUND,
+        NvmlStatus.DRIVER_NOT_LOADED,
+        NvmlStatus.NO_PERMISSION,
+        NvmlStatus.ERROR,
+        NvmlStatus.NOT_MEASURED,
+    }
+)
+
+
+def nothing_to_judge(facts: NodeFacts) -> bool:
+    """True when no GPU is in sight and no driver can be asked: there is nothing to judge.
+
+    A verdict on the tools around the GPUs (a missing cuDNN, say) would then only
+    hide the one thing to say.
+    """
+    pci_gpus = facts.pci_gpu_count if isinstance(facts.pci_gpu_count, int) else 0
+    return facts.nvml_status in NOTHING_TO_JUDGE and not facts.gpus and pci_gpus == 0
 
 
 def driver_silent(facts: NodeFacts) -> str | None:

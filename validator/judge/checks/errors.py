@@ -8,6 +8,8 @@ Each mechanism is judged where the GPU reports it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from validator.judge.catalog import Sku
@@ -29,6 +31,7 @@ from validator.model import (
     Measured,
     NodeFacts,
     Reason,
+    Severity,
     Unavailable,
     XidEvent,
 )
@@ -296,7 +299,8 @@ def bus_key(bus_id: str) -> tuple[int, int, int] | None:
         return None
 
 
-def _parse_time(text: str) -> datetime | None:
+def parse_time(text: str) -> datetime | None:
+    """An ISO 8601 time from a kernel log or a record ("Z" and "," allowed); naive is UTC."""
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace(",", "."))
     except ValueError:
@@ -308,8 +312,65 @@ def _in_window(event: XidEvent, now: datetime | None, window: timedelta) -> bool
     # Events without a wall-clock time are kept: the collector already bounded the log.
     if now is None or event.timestamp is None:
         return True
-    moment = _parse_time(event.timestamp)
+    moment = parse_time(event.timestamp)
     return moment is None or moment >= now - window
+
+
+@dataclass(frozen=True)
+class XidGroup:
+    """Every event of one Xid on one device, and the node's GPU that device is, if any."""
+
+    xid: int
+    nvswitch: bool  # an SXid, from an NVSwitch
+    bus: str  # the device as the kernel log names it, lower case
+    gpu: GpuFacts | None  # None: a switch, or a bus none of the node's GPUs is on
+    events: tuple[XidEvent, ...]
+
+    @property
+    def where(self) -> str:
+        """GPU 1 (0000:3b:00) / NVSwitch 0000:07:00 / PCI device 0000:ee:00."""
+        if self.gpu is not None:
+            return f"GPU {self.gpu.index} ({self.bus})"
+        return f"NVSwitch {self.bus}" if self.nvswitch else f"PCI device {self.bus}"
+
+    @property
+    def times(self) -> str:
+        """once / 3 times."""
+        return f"{len(self.events)} times" if len(self.events) > 1 else "once"
+
+    @property
+    def observed(self) -> str:
+        """Xid 79 x2 / SXid 20034 x1."""
+        return f"{'SXid' if self.nvswitch else 'Xid'} {self.xid} x{len(self.events)}"
+
+
+def group_xids(events: Iterable[XidEvent], gpus: Iterable[GpuFacts]) -> list[XidGroup]:
+    """The events by Xid, switch and device, in that order; each on its GPU found by bus."""
+    gpus_by_bus = {
+        key: gpu
+        for gpu in gpus
+        if isinstance(gpu.pci_bus_id, str) and (key := bus_key(gpu.pci_bus_id)) is not None
+    }
+    groups: dict[tuple[int, bool, str], list[XidEvent]] = defaultdict(list)
+    for event in events:
+        groups[(event.xid, event.nvswitch, event.pci_bus_id.lower())].append(event)
+    found = []
+    for (xid, nvswitch, bus), group in sorted(groups.items()):
+        key = bus_key(bus) if not nvswitch else None
+        gpu = gpus_by_bus.get(key) if key is not None else None
+        found.append(XidGroup(xid, nvswitch, bus, gpu, tuple(group)))
+    return found
+
+
+def xid_finding(
+    check: str, severity: Severity, group: XidGroup, message: str, *, expected: object = ""
+) -> Finding:
+    """A finding about one Xid group: on its GPU when it has one, else on the node."""
+    if group.gpu is not None:
+        return gpu_finding(
+            check, severity, group.gpu, message, observed=group.observed, expected=expected
+        )
+    return node_finding(check, severity, message, observed=group.observed, expected=expected)
 
 
 def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
@@ -326,31 +387,16 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
                 expected=f"no hardware Xid in the last {hours}",
             )
         ]
-    now = _parse_time(facts.collected_at) if facts.collected_at else None
+    now = parse_time(facts.collected_at) if facts.collected_at else None
     window = timedelta(hours=policy.xid_window_hours)
     recent = [e for e in events if _in_window(e, now, window)]
-    gpus_by_bus = {
-        key: gpu
-        for gpu in facts.gpus
-        if isinstance(gpu.pci_bus_id, str) and (key := bus_key(gpu.pci_bus_id)) is not None
-    }
-    groups: dict[tuple[int, bool, str], list[XidEvent]] = defaultdict(list)
-    for event in recent:
-        groups[(event.xid, event.nvswitch, event.pci_bus_id.lower())].append(event)
     findings: list[Finding] = []
     ignored: list[int] = []
-    for (xid, nvswitch, bus), group in sorted(groups.items()):
-        key = bus_key(bus)
-        gpu = gpus_by_bus.get(key) if key is not None and not nvswitch else None
-        times = f"{len(group)} times" if len(group) > 1 else "once"
-        where = (
-            f"GPU {gpu.index} ({bus})"
-            if gpu is not None
-            else (f"NVSwitch {bus}" if nvswitch else f"PCI device {bus}")
-        )
-        if nvswitch:
+    for group in group_xids(recent, facts.gpus):
+        xid, where, times = group.xid, group.where, group.times
+        if group.nvswitch:
             severity = WARN
-            text = f"SXid {xid} on {where} ({times} in the last {hours}): {group[0].message}"
+            text = f"SXid {xid} on {where} ({times} in the last {hours}): {group.events[0].message}"
         elif xid in policy.fail_xids:
             severity = FAIL
             text = (
@@ -363,11 +409,7 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
         else:
             ignored.append(xid)
             continue
-        observed = f"{'SXid' if nvswitch else 'Xid'} {xid} x{len(group)}"
-        if gpu is not None:
-            findings.append(gpu_finding(check_id, severity, gpu, text, observed=observed))
-        else:
-            findings.append(node_finding(check_id, severity, text, observed=observed))
+        findings.append(xid_finding(check_id, severity, group, text))
     if not findings:
         note = (
             f" (Xids {', '.join(str(x) for x in sorted(set(ignored)))} seen, ignored by policy)"

@@ -1,0 +1,135 @@
+"""The drift verdict of one node, and its state as monitoring names it.
+
+Any FAIL is drift (NOT_CERTIFIED); else a required UNKNOWN leaves the node UNKNOWN
+(it could not be shown unchanged); else CERTIFIED (no drift). A node never
+certified has no baseline: UNKNOWN, never drift. Where there is nothing to judge
+at all, by the judge's own rule (:func:`nothing_to_judge`), the summary says so.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+from validator.certificate import Certificate
+from validator.drift.compare import compare
+from validator.judge.checks.common import by_check, node_finding, nothing_to_judge
+from validator.judge.policy import Policy, policy_digest
+from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
+
+NEVER_CERTIFIED = "never certified: run gpuready certify first"
+
+
+class DriftState(str, enum.Enum):
+    """A node's drift state, as the Prometheus file and the terminal name it."""
+
+    OK = "ok"  # as certified
+    DRIFT = "drift"
+    UNKNOWN = "unknown"  # could not be shown unchanged
+    NEVER_CERTIFIED = "never_certified"  # no certificate to compare with
+
+
+def drift_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that are drift (FAIL)."""
+    return [finding for finding in findings if finding.severity is Severity.FAIL]
+
+
+def _gpu_run(indexes: Iterable[int]) -> str:
+    # "GPU 5,6": short, for a Slurm reason that has to fit its buffer.
+    return "GPU " + ",".join(str(i) for i in sorted(set(indexes)))
+
+
+def drift_by_check(findings: Iterable[Finding]) -> str:
+    """The drift checks of ``findings``, each with its GPUs: ``power_limit (GPU 5,6), xid``."""
+    return by_check(findings, prefix="drift.", gpus=_gpu_run)
+
+
+def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
+    finding = node_finding(
+        "drift.baseline",
+        Severity.UNKNOWN,
+        f"{facts.hostname} was {NEVER_CERTIFIED}",
+        observed="no certificate",
+        expected="a certificate",
+    )
+    return NodeResult(
+        hostname=facts.hostname,
+        verdict=Verdict.UNKNOWN,
+        facts=facts,
+        findings=(finding,),
+        policy_digest=digest,
+        summary=NEVER_CERTIFIED,
+    )
+
+
+def decide_drift(
+    facts: NodeFacts, findings: Sequence[Finding], issued_at: str
+) -> tuple[Verdict, str]:
+    """The verdict and its one-line summary, from the sorted drift findings."""
+    failed = drift_findings(findings)
+    blocking = [f for f in findings if f.severity is Severity.UNKNOWN and f.required]
+    since = f"since the certificate of {issued_at}"
+    if failed:
+        return Verdict.NOT_CERTIFIED, f"drift {since}: {drift_by_check(failed)}"
+    if nothing_to_judge(facts):
+        return (
+            Verdict.UNKNOWN,
+            f"nothing measurable: {facts.nvml_detail or facts.nvml_status.value}",
+        )
+    if blocking:
+        return Verdict.UNKNOWN, f"could not be checked: {drift_by_check(blocking)}"
+    return Verdict.CERTIFIED, f"no drift {since}"
+
+
+def drift_node(facts: NodeFacts, cert: Certificate | None, policy: Policy) -> NodeResult:
+    """Judge one node's drift from its latest certificate.
+
+    Args:
+        facts: the node's facts now.
+        cert: its latest certificate; None when it was never certified.
+        policy: the rules now.
+
+    Returns:
+        CERTIFIED when nothing drifted, NOT_CERTIFIED when something did, UNKNOWN when
+        the node was never certified or could not be shown unchanged.
+    """
+    digest = policy_digest(policy)
+    if cert is None:
+        return _never_certified(facts, digest)
+    findings = compare(cert, facts, policy)
+    verdict, summary = decide_drift(facts, findings, cert.issued_at)
+    return NodeResult(
+        hostname=facts.hostname,
+        verdict=verdict,
+        facts=facts,
+        findings=findings,
+        sku=cert.sku,
+        policy_digest=digest,
+        summary=summary,
+    )
+
+
+def never_certified(result: NodeResult) -> bool:
+    """True for the result :func:`drift_node` gives a node without a certificate."""
+    return any(f.check == "drift.baseline" for f in result.findings)
+
+
+def drift_state(result: NodeResult) -> DriftState:
+    """The node's drift state, from its drift result."""
+    if result.verdict is Verdict.CERTIFIED:
+        return DriftState.OK
+    if result.verdict is Verdict.NOT_CERTIFIED:
+        return DriftState.DRIFT
+    return DriftState.NEVER_CERTIFIED if never_certified(result) else DriftState.UNKNOWN
+
+
+__all__ = [
+    "NEVER_CERTIFIED",
+    "DriftState",
+    "decide_drift",
+    "drift_by_check",
+    "drift_findings",
+    "drift_node",
+    "drift_state",
+    "never_certified",
+]

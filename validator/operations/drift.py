@@ -1,0 +1,231 @@
+"""``gpuready drift`` as one typed function.
+
+A request in: every node's facts compared with its latest certificate (or, for
+this machine, a certificate file), each result committed to history as it is
+judged, the Prometheus textfile written, and Slurm nodes drained or resumed as
+asked; an outcome out. The textfile is written before the run is closed, and the
+run is closed even when the file could not be written: nothing measured is lost.
+Slurm is told last, about what was recorded.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from validator import __version__
+from validator.certify import FleetRequest, fleet_of
+from validator.drift import drift_node, slurm_reason
+from validator.errors import ExitCode, GpureadyError
+from validator.judge.policy import Policy, load_policy, policy_digest
+from validator.model import NodeFacts, NodeResult, Report, Verdict
+from validator.node.burnin.config import BurnConfig
+from validator.operations.outcome import exit_code, report_interrupted
+
+if TYPE_CHECKING:
+    from validator.certificate import Certificate
+    from validator.operations.certify import FleetDisplay
+    from validator.remote.transport import HostSpec
+    from validator.slurm import Action, Runner
+    from validator.store import Store
+
+
+@dataclass(frozen=True)
+class DriftRequest:
+    """Everything ``drift`` is asked to do.
+
+    Without inventories: this machine (or ``simulate``), against ``certificate``
+    when given, else the store's latest for its hostname; with them: every host of
+    the inventories, reached through ``transport``, each against the store's latest
+    certificate under its inventory name.
+    """
+
+    simulate: str | None = None
+    certificate: Certificate | None = None  # verified already; this machine only
+    policy_path: str | None = None
+    burn: BurnConfig | None = None  # None: no burn-in, so no speed to compare
+    inventories: tuple[str, ...] = ()
+    limit: str | None = None
+    transport: str = "ssh"  # ssh | ansible | local
+    parallel: int = 64
+    deadline_s: float | None = None  # None: the burn plus a margin
+    accept_new_host_keys: bool = False
+    connect_timeout_s: float = 10.0
+    ssh_config: str | None = None
+    known_hosts: str | None = None
+    prom_file: str | None = None  # write the node_exporter textfile here
+    slurm_drain: bool = False  # drain drifted nodes, resume the clean ones gpuready drained
+    argv: Sequence[str] = ()  # the command line, as history records it
+
+    def __post_init__(self) -> None:
+        if self.inventories and (self.simulate is not None or self.certificate is not None):
+            raise ValueError("simulate and certificate are for this machine, not an inventory")
+
+    def fleet(self) -> FleetRequest:
+        """The fan-out this request asks for (its fields of the same names)."""
+        return fleet_of(self)
+
+
+@dataclass(frozen=True)
+class SlurmStep:
+    """What ``--slurm-drain`` did about one node."""
+
+    hostname: str
+    action: Action | None  # None: Slurm could not be told (see error)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class DriftOutcome:
+    """What a drift run came to."""
+
+    report: Report
+    run_id: int
+    interrupted: bool = False  # Ctrl-C: the fleet or the burn-in was cut short
+    prom_file: Path | None = None  # the textfile written
+    slurm: tuple[SlurmStep, ...] = ()
+
+    @property
+    def results(self) -> tuple[NodeResult, ...]:
+        """Every node's drift result, in inventory order."""
+        return self.report.nodes
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """By the one rule of validator.operations.outcome."""
+        return exit_code((node.verdict for node in self.results), interrupted=self.interrupted)
+
+
+def run_drift(
+    request: DriftRequest,
+    store: Store,
+    *,
+    fleet_display: FleetDisplay | None = None,
+    slurm_runner: Runner | None = None,
+) -> DriftOutcome:
+    """Compare what the request names with its certificates; record, write, tell Slurm.
+
+    Args:
+        request: what to check and what to do about it.
+        store: the history database, and the certificates to compare with.
+        fleet_display: told about a fleet's hosts, phases and results.
+        slurm_runner: runs scontrol's argument lists (default: scontrol on this machine).
+
+    Raises:
+        BadInputError: a bad policy, inventory, limit, scenario or per-host variable.
+        StoreError: the history database failed.
+        ReportError: the Prometheus file could not be written (history is closed first).
+    """
+    policy = load_policy(request.policy_path) if request.policy_path else Policy()
+    if request.inventories:
+        results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
+    else:
+        results, run_id, interrupted = _drift_here(request, store, policy)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    report = Report(
+        generated_at=now.isoformat(timespec="seconds"), tool_version=__version__, nodes=results
+    )
+    interrupted = interrupted or report_interrupted(report)
+    written = None
+    try:
+        if request.prom_file is not None:
+            from validator.report.prometheus import write_prometheus
+
+            written = write_prometheus(request.prom_file, results, now=now)
+    finally:
+        store.finish_run(run_id, interrupted=interrupted)
+    slurm = tell_slurm(results, slurm_runner) if request.slurm_drain else ()
+    return DriftOutcome(report, run_id, interrupted, written, slurm)
+
+
+def _drift_here(
+    request: DriftRequest, store: Store, policy: Policy
+) -> tuple[tuple[NodeResult, ...], int, bool]:
+    """This machine's (or a scenario's) facts against its certificate; recorded."""
+    from validator.node.sources import collect_from
+
+    facts: NodeFacts = collect_from(
+        simulate=request.simulate, window_hours=policy.xid_window_hours, burn=request.burn
+    )
+    run_id = store.start_run("drift", 1, policy_digest(policy), request.argv)
+    baseline = request.certificate or store.latest_certificate(facts.hostname)
+    result = drift_node(facts, baseline, policy)
+    store.record_result(run_id, result)
+    return (result,), run_id, False
+
+
+def _drift_fleet(
+    request: DriftRequest, store: Store, base: Policy, display: FleetDisplay | None
+) -> tuple[tuple[NodeResult, ...], int, bool]:
+    """Quick facts from every inventory host, each compared and recorded as it arrives."""
+    from validator.certify import DEADLINE_MARGIN_S, agent_request, make_transport
+    from validator.inventory import load_hosts, policy_for
+    from validator.remote.fanout import run_fanout
+    from validator.remote.ssh import quiet_paramiko
+
+    quiet_paramiko()
+    hosts = load_hosts(request.inventories, request.limit)
+    policies = {host.name: policy_for(host, base) for host in hosts}
+    transport = make_transport(request.fleet())
+    if display is not None:
+        display.set_hosts(hosts)
+    run_id = store.start_run("drift", len(hosts), policy_digest(base), request.argv)
+
+    def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
+        # Certificates are keyed by inventory name, as certify records them.
+        return drift_node(facts, store.latest_certificate(host.name), policies[host.name])
+
+    def arrived(result: NodeResult) -> None:
+        store.record_result(run_id, result)
+        if display is not None:
+            display.result(result)
+
+    burn_s = request.burn.duration_s if request.burn else 0.0
+    try:
+        outcome = run_fanout(
+            hosts,
+            transport,
+            agent_request(request.burn, base),
+            judge,
+            parallel=request.parallel,
+            deadline_s=request.deadline_s or burn_s + DEADLINE_MARGIN_S,
+            progress=display,
+            on_result=arrived,
+        )
+    except BaseException:
+        store.finish_run(run_id, interrupted=True)
+        raise
+    return outcome.results, run_id, outcome.interrupted
+
+
+def tell_slurm(
+    results: Sequence[NodeResult], runner: Runner | None = None
+) -> tuple[SlurmStep, ...]:
+    """Drain drifted nodes; resume the clean ones gpuready drained; leave the rest alone.
+
+    A node that could not be checked is neither: no drift to drain for, not shown clean.
+    A node Slurm could not be told about does not stop the others.
+    """
+    from validator.slurm import drain, resume_if_ours, run_scontrol
+
+    scontrol = runner or run_scontrol
+    steps = []
+    for result in results:
+        try:
+            if result.verdict is Verdict.NOT_CERTIFIED:
+                action = drain(result.hostname, slurm_reason(result), scontrol)
+            elif result.verdict is Verdict.CERTIFIED:
+                action = resume_if_ours(result.hostname, scontrol)
+            else:
+                continue
+        except GpureadyError as exc:
+            steps.append(SlurmStep(result.hostname, None, str(exc)))
+            continue
+        steps.append(SlurmStep(result.hostname, action))
+    return tuple(steps)
+
+
+__all__ = ["DriftOutcome", "DriftRequest", "SlurmStep", "run_drift", "tell_slurm"]

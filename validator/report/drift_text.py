@@ -1,0 +1,53 @@
+"""The drift results for a terminal: per host its state and summary, then what is not PASS."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from validator.drift.verdict import DriftState, drift_state
+from validator.model import NodeResult, Severity
+
+STATE_WORDS = {
+    DriftState.OK: "NO DRIFT",
+    DriftState.DRIFT: "DRIFT",
+    DriftState.UNKNOWN: "UNKNOWN",
+    DriftState.NEVER_CERTIFIED: "NEVER CERTIFIED",
+}
+
+
+def _finding_lines(result: NodeResult) -> list[str]:
+    lines = []
+    for finding in result.findings:
+        if finding.severity is Severity.PASS or finding.check == "drift.baseline":
+            continue
+        where = f"gpu{finding.gpu_index}" if finding.gpu_index is not None else "node"
+        optional = "" if finding.required or finding.severity is Severity.FAIL else " (optional)"
+        lines.append(
+            f"  {finding.severity.value:<8} {finding.check:<20} {where:<5} "
+            f"{finding.message}{optional}"
+        )
+    return lines
+
+
+def render_drift_text(results: Sequence[NodeResult]) -> str:
+    """Each host's state and summary, its findings that are not PASS; then counts for a fleet.
+
+    Args:
+        results: the drift results, one per host.
+    """
+    lines = []
+    for result in results:
+        lines.append(f"{result.hostname}  {STATE_WORDS[drift_state(result)]}  {result.summary}")
+        lines += _finding_lines(result)
+    if len(results) > 1:
+        counts = Counter(drift_state(result) for result in results)
+        lines.append(
+            f"{len(results)} hosts: {counts[DriftState.OK]} no drift, "
+            f"{counts[DriftState.DRIFT]} drifted, {counts[DriftState.UNKNOWN]} unknown, "
+            f"{counts[DriftState.NEVER_CERTIFIED]} never certified"
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["STATE_WORDS", "render_drift_text"]
