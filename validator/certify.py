@@ -22,7 +22,7 @@ from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.fanout import run_fanout
-from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport
+from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport, TransportName
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -78,13 +78,17 @@ class FleetRequest:
     limit: str | None = None
     policy_path: str | None = None
     burn: BurnConfig | None = None
-    transport: str = "ssh"  # ssh | ansible | local
+    transport: TransportName = TransportName.SSH
     parallel: int = 64
     deadline_s: float | None = None  # None: the burn plus a margin
     accept_new_host_keys: bool = False
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
     known_hosts: str | None = None
+
+    def __post_init__(self) -> None:
+        # click and inventories give the name as text: one type from here on.
+        object.__setattr__(self, "transport", TransportName(self.transport))
 
 
 def fleet_of(request: object) -> FleetRequest:
@@ -101,11 +105,11 @@ DEADLINE_MARGIN_S = 300.0
 
 def make_transport(request: FleetRequest) -> Transport:
     """The transport the request names, configured from its options."""
-    if request.transport == "local":
+    if request.transport is TransportName.LOCAL:
         from validator.remote.local import LocalTransport
 
         return LocalTransport()
-    if request.transport == "ansible":
+    if request.transport is TransportName.ANSIBLE:
         from validator.remote.ansible_transport import AnsibleTransport
 
         return AnsibleTransport(request.inventories)

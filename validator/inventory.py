@@ -48,12 +48,12 @@ from validator import fields
 from validator.errors import BadInputError, PolicyError
 from validator.fields import Document, Field
 from validator.judge.policy import Policy, Thresholds, policy_from_mapping
-from validator.remote.transport import HostSpec
+from validator.remote.transport import HostSpec, TransportName
 
 PREFIX = "gpuready_"
 # gpuready_* variables that steer the agent and the transport rather than the policy.
 AGENT_VARS = frozenset({"gpuready_simulate", "gpuready_transport"})
-TRANSPORTS = ("local", "ssh", "ansible")
+TRANSPORTS = tuple(name.value for name in TransportName)
 # Policy fields settable per host, as gpuready_<field>; thresholds is a mapping.
 POLICY_VARS: tuple[str, ...] = tuple(PREFIX + f.name for f in dataclasses.fields(Policy))
 # ansible_python_interpreter values that ask Ansible to discover the interpreter.

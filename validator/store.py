@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import enum
 import json
 import os
 import sqlite3
@@ -44,7 +45,17 @@ BUSY_TIMEOUT_S = 60.0
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
-RUN_KINDS = ("certify", "drift")
+class RunKind(str, enum.Enum):
+    """What a run in the history was."""
+
+    CERTIFY = "certify"
+    DRIFT = "drift"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RUN_KINDS = tuple(kind.value for kind in RunKind)
 
 
 class StoreError(BadInputError):
@@ -253,7 +264,9 @@ class Store:
                 raise
             self._db.commit()
 
-    def start_run(self, kind: str, hosts: int, policy_digest: str, argv: Sequence[str] = ()) -> int:
+    def start_run(
+        self, kind: RunKind | str, hosts: int, policy_digest: str, argv: Sequence[str] = ()
+    ) -> int:
         """Record the start of a run and return its id; the run is incomplete until finished.
 
         Raises:

@@ -22,6 +22,7 @@ from validator.cli.options import (
 from validator.errors import ExitCode
 from validator.node.burnin.config import parse_duration
 from validator.operations.certify import CertifyOutcome, CertifyRequest, run_certify
+from validator.remote.transport import TransportName
 from validator.store import Store
 
 # A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.
@@ -61,7 +62,7 @@ SIMULATED_BURN_DEFAULT = "10s"
 @limit_option
 @click.option(
     "--transport",
-    type=click.Choice(["ssh", "ansible", "local"]),
+    type=click.Choice([name.value for name in TransportName]),
     default="ssh",
     show_default=True,
     help="How to reach the inventory's hosts.",
@@ -96,7 +97,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         burn=burn_opts.config(duration) if capture is None else None,
         inventories=options["inventories"],
         limit=options["limit"],
-        transport=options["transport"],
+        transport=TransportName(options["transport"]),
         report_dir=options["report_dir"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),

@@ -18,6 +18,7 @@ from validator.cli.options import (
 )
 from validator.node.burnin.config import BurnConfig, parse_duration
 from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
+from validator.remote.transport import TransportName
 from validator.store import Store
 
 
@@ -26,7 +27,7 @@ from validator.store import Store
 @limit_option
 @click.option(
     "--transport",
-    type=click.Choice(["ssh", "ansible", "local"]),
+    type=click.Choice([name.value for name in TransportName]),
     help="How to reach the inventory's hosts (default ssh; local checks this machine).",
 )
 @click.option(
@@ -93,7 +94,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         burn=BurnConfig(duration_s=duration) if duration > 0 else None,
         inventories=options["inventories"],
         limit=options["limit"],
-        transport=options["transport"] or "ssh",
+        transport=TransportName(options["transport"] or "ssh"),
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
         argv=command_line(ctx),

@@ -16,53 +16,60 @@ from validator.node.burnin.config import (
     DEFAULT_MEMORY_FRACTION,
     DTYPES,
     BurnConfig,
+    Dtype,
     Injection,
 )
 
 F = TypeVar("F", bound=Callable[..., object])
 
 
+def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+_FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
+    click.option(
+        "--parallel",
+        type=click.IntRange(min=1),
+        default=64,
+        show_default=True,
+        help="Hosts at once.",
+    ),
+    click.option(
+        "--deadline",
+        metavar="DURATION",
+        help="How long one host may take (default: the burn plus 5 minutes).",
+    ),
+    click.option(
+        "--accept-new-host-keys",
+        is_flag=True,
+        help="Add unknown SSH host keys to known_hosts (a changed key is always refused).",
+    ),
+    click.option(
+        "--connect-timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds to wait for an SSH connection.",
+    ),
+    click.option(
+        "--ssh-config",
+        type=click.Path(dir_okay=False),
+        help="SSH client config (default ~/.ssh/config).",
+    ),
+    click.option(
+        "--known-hosts",
+        type=click.Path(dir_okay=False),
+        help="known_hosts file (default ~/.ssh/known_hosts).",
+    ),
+)
+
+
 def fanout_options(command: F) -> F:
     """How to reach an inventory's hosts: concurrency, deadline, SSH settings."""
-    decorators = (
-        click.option(
-            "--parallel",
-            type=click.IntRange(min=1),
-            default=64,
-            show_default=True,
-            help="Hosts at once.",
-        ),
-        click.option(
-            "--deadline",
-            metavar="DURATION",
-            help="How long one host may take (default: the burn plus 5 minutes).",
-        ),
-        click.option(
-            "--accept-new-host-keys",
-            is_flag=True,
-            help="Add unknown SSH host keys to known_hosts (a changed key is always refused).",
-        ),
-        click.option(
-            "--connect-timeout",
-            type=click.FloatRange(min=0.1),
-            default=10.0,
-            show_default=True,
-            help="Seconds to wait for an SSH connection.",
-        ),
-        click.option(
-            "--ssh-config",
-            type=click.Path(dir_okay=False),
-            help="SSH client config (default ~/.ssh/config).",
-        ),
-        click.option(
-            "--known-hosts",
-            type=click.Path(dir_okay=False),
-            help="known_hosts file (default ~/.ssh/known_hosts).",
-        ),
-    )
-    for decorate in reversed(decorators):
-        command = decorate(command)
-    return command
+    return _apply(_FANOUT_OPTIONS, command)
 
 
 def fanout_settings(options: dict[str, Any]) -> dict[str, Any]:
@@ -119,55 +126,53 @@ def command_line(ctx: click.Context) -> tuple[str, ...]:
     return tuple(argv) if isinstance(argv, list) else tuple(sys.argv[1:])
 
 
+_BURN_SETTING_OPTIONS: tuple[Callable[[F], F], ...] = (
+    click.option(
+        "--burn-backend",
+        type=click.Choice(list(BACKENDS)),
+        help="Force a burn backend (default: the first of cublas, torch that can run "
+        "the dtype; numpy only measures the CPU).",
+    ),
+    click.option(
+        "--burn-dtype",
+        type=click.Choice(list(DTYPES)),
+        default=DEFAULT_DTYPE.value,
+        show_default=True,
+        help="Precision of the burn-in products.",
+    ),
+    click.option(
+        "--burn-matrix-size",
+        type=click.IntRange(min=16),
+        help=f"Matrix size (default {DEFAULT_MATRIX_SIZE}).",
+    ),
+    click.option(
+        "--burn-memory-fraction",
+        type=click.FloatRange(0.01, 0.98),
+        default=DEFAULT_MEMORY_FRACTION,
+        show_default=True,
+        help="Share of free GPU memory the result buffers fill.",
+    ),
+    click.option("--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan)."),
+)
+
+
 def burn_options(default: str, help_text: str) -> Callable[[F], F]:
     """The burn-in options, declared once (certify, provision --certify).
 
     ``default`` is the ``--burn`` default and ``help_text`` its help; the rest
     take their defaults from validator.node.burnin.config, the one source.
     """
+    duration = click.option(
+        "--burn",
+        "burn_duration",
+        default=default,
+        show_default=True,
+        metavar="DURATION",
+        help=help_text,
+    )
 
     def decorate(command: F) -> F:
-        decorators = (
-            click.option(
-                "--burn",
-                "burn_duration",
-                default=default,
-                show_default=True,
-                metavar="DURATION",
-                help=help_text,
-            ),
-            click.option(
-                "--burn-backend",
-                type=click.Choice(list(BACKENDS)),
-                help="Force a burn backend (default: the first of cublas, torch that can run "
-                "the dtype; numpy only measures the CPU).",
-            ),
-            click.option(
-                "--burn-dtype",
-                type=click.Choice(list(DTYPES)),
-                default=DEFAULT_DTYPE,
-                show_default=True,
-                help="Precision of the burn-in products.",
-            ),
-            click.option(
-                "--burn-matrix-size",
-                type=click.IntRange(min=16),
-                help=f"Matrix size (default {DEFAULT_MATRIX_SIZE}).",
-            ),
-            click.option(
-                "--burn-memory-fraction",
-                type=click.FloatRange(0.01, 0.98),
-                default=DEFAULT_MEMORY_FRACTION,
-                show_default=True,
-                help="Share of free GPU memory the result buffers fill.",
-            ),
-            click.option(
-                "--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan)."
-            ),
-        )
-        for option in reversed(decorators):
-            command = option(command)
-        return command
+        return _apply((duration, *_BURN_SETTING_OPTIONS), command)
 
     return decorate
 
@@ -198,7 +203,7 @@ class BurnOptions:
             return None
         return BurnConfig(
             duration_s=duration_s,
-            dtype=self.burn_dtype,
+            dtype=Dtype(self.burn_dtype),
             backend=self.burn_backend,
             matrix_size=self.burn_matrix_size,
             memory_fraction=self.burn_memory_fraction,

@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 
 from validator.model import NodeResult, Verdict
-from validator.remote.transport import HostSpec
+from validator.remote.transport import HostSpec, Phase
 
 _FINAL = ("done", "failed")
 _SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted
@@ -76,7 +76,7 @@ class FleetProgress(LiveDisplay):
             self.phases = {host.name: "waiting" for host in hosts}
         self.refresh()
 
-    def phase(self, host: str, phase: str) -> None:
+    def phase(self, host: str, phase: Phase) -> None:
         """A host entered a phase (called from worker threads)."""
         with self.lock:
             self.phases[host] = phase

@@ -36,6 +36,7 @@ from validator.cli.options import (
 )
 from validator.cli.progress import LiveDisplay
 from validator.errors import ExitCode
+from validator.remote.transport import TransportName
 
 if TYPE_CHECKING:
     from validator.operations.certify import CertifyOutcome
@@ -190,7 +191,7 @@ def _certify(
         inventories=inventories,
         limit=":".join(hosts),
         burn=burn.config(parse_duration(burn.burn_duration)),
-        transport=transport,
+        transport=TransportName(transport),
         argv=argv,
     )
     with Store.open(db_path) as store, FleetProgress() as progress:
@@ -258,52 +259,12 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     help="Colour the closing table and report (default: when a terminal).",
 )
 @click.pass_context
-def provision(
-    ctx: click.Context,
-    /,
-    inventories: tuple[str, ...],
-    limit: str | None,
-    tags: str | None,
-    skip_tags: str | None,
-    check: bool,
-    diff: bool,
-    mirror: str | None,
-    ask_become_pass: bool,
-    extra_vars: tuple[str, ...],
-    playbook: str | None,
-    certify_after: bool,
-    as_json: bool,
-    color: bool | None,
-    db_path: str | None,
-    **burn_options: Any,  # noqa: ANN401 - click's burn options
-) -> None:
+def provision(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Install the pinned NVIDIA driver, CUDA Toolkit and cuDNN on an inventory's hosts."""
-    burn = BurnOptions.pop(burn_options)
-    if burn.burn_duration != "0" and not certify_after:
-        raise click.UsageError("--burn needs --certify")
-    if certify_after:
-        from validator.node.burnin.config import parse_duration
-
-        burn.config(parse_duration(burn.burn_duration))  # bad settings fail before anything runs
-    request = ProvisionRequest(
-        inventories=inventories,
-        limit=limit,
-        tags=tags,
-        skip_tags=skip_tags,
-        check=check,
-        diff=diff,
-        mirror=mirror,
-        extra_vars=parse_extra_vars(extra_vars),
-        playbook=playbook,
-    )
-    check_request(request)
-    if ask_become_pass:
-        password = click.prompt(
-            "BECOME password", hide_input=True, err=True, default="", show_default=False
-        )
-        request = dataclasses.replace(request, become_password=password)
-    console = Console(stderr=True)
-    result = _run(request, console)
+    burn = BurnOptions.pop(options)
+    request = _request(options, burn)
+    result = _run(request, Console(stderr=True))
+    as_json, color = options["as_json"], options["color"]
     out = Console(
         file=sys.stderr if as_json else sys.stdout,
         force_terminal=color,
@@ -314,13 +275,54 @@ def provision(
         out.print(closing_table(result))
     if result.error:
         click.echo(f"gpuready: provision: {result.error}", err=True)
+    certified = None
+    if options["certify_after"]:
+        certified = _certify(
+            result, request.inventories, burn, options["db_path"], command_line(ctx)
+        )
     code = provision_exit_code(result)
-    certified = (
-        _certify(result, inventories, burn, db_path, command_line(ctx)) if certify_after else None
-    )
-    report = certified.report if certified is not None else None
     if certified is not None:
         code = max(code, certified.exit_code)
+    _render(result, certified, as_json=as_json, color=color)
+    ctx.exit(int(code))
+
+
+def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
+    """The provisioning the options ask for; bad input fails here, before anything runs."""
+    if burn.burn_duration != "0" and not options["certify_after"]:
+        raise click.UsageError("--burn needs --certify")
+    if options["certify_after"]:
+        from validator.node.burnin.config import parse_duration
+
+        burn.config(parse_duration(burn.burn_duration))
+    request = ProvisionRequest(
+        inventories=options["inventories"],
+        limit=options["limit"],
+        tags=options["tags"],
+        skip_tags=options["skip_tags"],
+        check=options["check"],
+        diff=options["diff"],
+        mirror=options["mirror"],
+        extra_vars=parse_extra_vars(options["extra_vars"]),
+        playbook=options["playbook"],
+    )
+    check_request(request)
+    if options["ask_become_pass"]:
+        password = click.prompt(
+            "BECOME password", hide_input=True, err=True, default="", show_default=False
+        )
+        request = dataclasses.replace(request, become_password=password)
+    return request
+
+
+def _render(
+    result: ProvisionResult,
+    certified: CertifyOutcome | None,
+    *,
+    as_json: bool,
+    color: bool | None,
+) -> None:
+    report = certified.report if certified is not None else None
     if as_json:
         document = result.to_dict()
         if report is not None:
@@ -333,4 +335,3 @@ def provision(
 
         use_color = sys.stdout.isatty() if color is None else color
         click.echo(render_text(report, color=use_color), nl=False)
-    ctx.exit(int(code))

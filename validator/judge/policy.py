@@ -44,6 +44,7 @@ from validator import fields
 from validator.errors import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
     48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120, 140,
@@ -86,7 +87,7 @@ class Policy:
     min_pcie_width: int | None = None  # None: from the SKU
     persistence_mode_required: bool = True
     mig_mode: bool | None = None  # None: either
-    xid_window_hours: float = 24.0
+    xid_window_hours: float = DEFAULT_XID_WINDOW_HOURS
     fail_xids: tuple[int, ...] = DEFAULT_FAIL_XIDS
     warn_xids: tuple[int, ...] | None = None  # None: every Xid not in fail_xids
     require_ecc: bool = True

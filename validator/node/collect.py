@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from validator.model import (
+    DEFAULT_XID_WINDOW_HOURS,
     GpuFacts,
     KernelLogFacts,
     Measured,
@@ -369,7 +370,7 @@ def collect(
     *,
     source: str,
     source_detail: str = "",
-    window_hours: float | None = 24.0,
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
 ) -> NodeFacts:
     """Assemble NodeFacts from a driver reading and what the host shows.
 

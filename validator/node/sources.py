@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from validator.model import (
+    DEFAULT_XID_WINDOW_HOURS,
     BurnResult,
     GpuStatus,
     Measured,
@@ -169,7 +170,7 @@ class _ScenarioKernelLog:
 
 
 def collect_live(
-    window_hours: float | None = 24.0,
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     system: System | None = None,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
@@ -184,7 +185,7 @@ def collect_live(
 
 def collect_simulated(
     name_or_path: str,
-    window_hours: float | None = 24.0,
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
 ) -> NodeFacts:
@@ -207,7 +208,7 @@ def collect_simulated(
 
 
 def collect_capture(
-    directory: str | os.PathLike[str], window_hours: float | None = 24.0
+    directory: str | os.PathLike[str], window_hours: float | None = DEFAULT_XID_WINDOW_HOURS
 ) -> NodeFacts:
     """Facts of a captured support bundle: the real collector over the bundle's System.
 
@@ -237,7 +238,7 @@ def collect_from(
     *,
     simulate: str | None = None,
     capture: str | os.PathLike[str] | None = None,
-    window_hours: float | None = 24.0,
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
 ) -> NodeFacts:

@@ -19,7 +19,8 @@ from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeResult, Report, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import report_exit_code
-from validator.remote.transport import HostSpec, Progress
+from validator.remote.transport import HostSpec, Progress, TransportName
+from validator.store import RunKind
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
@@ -41,7 +42,7 @@ class CertifyRequest:
     burn: BurnConfig | None = None  # None: no burn-in
     inventories: tuple[str, ...] = ()
     limit: str | None = None
-    transport: str = "ssh"  # ssh | ansible | local
+    transport: TransportName = TransportName.SSH
     parallel: int = 64
     deadline_s: float | None = None  # None: the burn plus a margin
     accept_new_host_keys: bool = False
@@ -51,6 +52,10 @@ class CertifyRequest:
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
     sign_key: str | None = None  # a key file: certificates are signed with HMAC-SHA256
     argv: Sequence[str] = ()  # the command line, as history records it
+
+    def __post_init__(self) -> None:
+        # click and inventories give the name as text: one type from here on.
+        object.__setattr__(self, "transport", TransportName(self.transport))
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -112,7 +117,7 @@ def run_certify(
     if request.inventories:
         report, run_id = _certify_fleet(request, store, policy, fleet_display)
     else:
-        run_id = store.start_run("certify", 1, policy_digest(policy), request.argv)
+        run_id = store.start_run(RunKind.CERTIFY, 1, policy_digest(policy), request.argv)
         node = NodeRequest(
             simulate=request.simulate,
             capture=request.capture,
@@ -146,7 +151,9 @@ def _certify_fleet(
     def hosts_known(hosts: list[HostSpec]) -> None:
         if display is not None:
             display.set_hosts(hosts)
-        run.append(store.start_run("certify", len(hosts), policy_digest(policy), request.argv))
+        run.append(
+            store.start_run(RunKind.CERTIFY, len(hosts), policy_digest(policy), request.argv)
+        )
 
     def arrived(result: NodeResult) -> None:
         if display is not None:

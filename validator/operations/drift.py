@@ -24,11 +24,13 @@ from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import exit_code, report_interrupted
+from validator.remote.transport import TransportName
+from validator.store import RunKind
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.operations.certify import FleetDisplay
-    from validator.remote.transport import HostSpec
+    from validator.remote.transport import HostSpec, TransportName
     from validator.slurm import Action, Runner
     from validator.store import Store
 
@@ -49,7 +51,7 @@ class DriftRequest:
     burn: BurnConfig | None = None  # None: no burn-in, so no speed to compare
     inventories: tuple[str, ...] = ()
     limit: str | None = None
-    transport: str = "ssh"  # ssh | ansible | local
+    transport: TransportName = TransportName.SSH
     parallel: int = 64
     deadline_s: float | None = None  # None: the burn plus a margin
     accept_new_host_keys: bool = False
@@ -61,6 +63,8 @@ class DriftRequest:
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
+        # click and inventories give the name as text: one type from here on.
+        object.__setattr__(self, "transport", TransportName(self.transport))
         if self.inventories and (self.simulate is not None or self.certificate is not None):
             raise ValueError("simulate and certificate are for this machine, not an inventory")
 
@@ -150,7 +154,7 @@ def _drift_here(
     facts: NodeFacts = collect_from(
         simulate=request.simulate, window_hours=policy.xid_window_hours, burn=request.burn
     )
-    run_id = store.start_run("drift", 1, policy_digest(policy), request.argv)
+    run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     baseline = request.certificate or store.latest_certificate(facts.hostname)
     result = drift_node(facts, baseline, policy)
     store.record_result(run_id, result)
@@ -172,7 +176,7 @@ def _drift_fleet(
     transport = make_transport(request.fleet())
     if display is not None:
         display.set_hosts(hosts)
-    run_id = store.start_run("drift", len(hosts), policy_digest(base), request.argv)
+    run_id = store.start_run(RunKind.DRIFT, len(hosts), policy_digest(base), request.argv)
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         # Certificates are keyed by inventory name, as certify records them.

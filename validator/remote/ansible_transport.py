@@ -39,15 +39,15 @@ from validator.errors import GpureadyError
 from validator.model import NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress
 from validator.text import one_line, strip_ansi
 
 RUN_TASK = "Run the gpuready agent"
 # Each playbook task, and the phase a host is in while it runs.
-TASK_PHASES: Mapping[str, str] = {
-    "Create the agent cache directory": "connect",
-    "Copy the agent unless the host already has it": "upload",
-    RUN_TASK: "run",
+TASK_PHASES: Mapping[str, Phase] = {
+    "Create the agent cache directory": Phase.CONNECT,
+    "Copy the agent unless the host already has it": Phase.UPLOAD,
+    RUN_TASK: Phase.RUN,
 }
 _ENVVARS: Mapping[str, str] = {
     "ANSIBLE_NOCOLOR": "1",
@@ -81,7 +81,7 @@ class _Events:
         self.progress = progress
         self.results: dict[str, tuple[str, Mapping[str, Any]]] = {}  # task -> (event, res)
         self.unreachable: Mapping[str, Any] | None = None
-        self.phase = "connect"  # the transport has already said so
+        self.phase = Phase.CONNECT  # the transport has already said so
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -167,17 +167,17 @@ class AnsibleTransport:
         Never raises for anything the host, Ansible or the agent does.
         """
         started = time.monotonic()
-        progress.phase(host.name, "connect")
+        progress.phase(host.name, Phase.CONNECT)
         try:
             root, agent = self._prepare()
             private = Path(tempfile.mkdtemp(prefix="run-", dir=root))
         except (GpureadyError, OSError) as exc:
-            progress.phase(host.name, "failed")
+            progress.phase(host.name, Phase.FAILED)
             return AgentOutcome(
                 host=host.name,
                 facts=None,
                 error=f"cannot prepare the ansible run for {host.name}: {one_line(exc)}",
-                phase="connect",
+                phase=Phase.CONNECT,
                 elapsed_s=time.monotonic() - started,
             )
         events = _Events(host.name, progress)
@@ -209,7 +209,7 @@ class AnsibleTransport:
         finally:
             shutil.rmtree(private, ignore_errors=True)
         outcome = _outcome(host, events, status, output, seconds)
-        progress.phase(host.name, "done" if outcome.facts is not None else "failed")
+        progress.phase(host.name, Phase.DONE if outcome.facts is not None else Phase.FAILED)
         return AgentOutcome(
             host=outcome.host,
             facts=outcome.facts,
@@ -235,7 +235,7 @@ def _outcome(
     name = host.name
     if events.unreachable is not None:
         why = one_line(events.unreachable.get("msg", "")) or "no reason given"
-        return _failed(name, f"{name} is unreachable through Ansible: {why}", "connect")
+        return _failed(name, f"{name} is unreachable through Ansible: {why}", Phase.CONNECT)
     ran = events.results.get(RUN_TASK)
     if ran is not None and ran[0] == "runner_on_ok":
         return _parse(name, ran[1])
@@ -248,14 +248,14 @@ def _outcome(
     for task, (kind, res) in events.results.items():
         if kind == "runner_on_failed":
             why = one_line(res.get("msg", "")) or "failed"
-            phase = TASK_PHASES.get(task, "connect")
+            phase = TASK_PHASES.get(task, Phase.CONNECT)
             return _failed(name, f"{task.lower()} on {name} failed: {why}", phase)
     if status == "timeout":
         return _failed(
             name, f"ansible did not finish on {name} within {seconds + _BACKSTOP_S}s", "run"
         )
     why = _ansible_error(output) or f"ansible-runner ended {status} without running the agent"
-    return _failed(name, f"ansible run for {name}: {why}", "connect")
+    return _failed(name, f"ansible run for {name}: {why}", Phase.CONNECT)
 
 
 def _ansible_error(output: str) -> str:
@@ -282,7 +282,7 @@ def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
         return _failed(
             name, f"facts from {name} do not fit the model: {one_line(exc)}", "parse", stderr
         )
-    return AgentOutcome(host=name, facts=facts, stderr=stderr, phase="done")
+    return AgentOutcome(host=name, facts=facts, stderr=stderr, phase=Phase.DONE)
 
 
 def _failed(name: str, error: str, phase: str, stderr: str = "") -> AgentOutcome:

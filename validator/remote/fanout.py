@@ -15,13 +15,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress, Transport
+from validator.remote.transport import (
+    AgentOutcome,
+    AgentRequest,
+    HostSpec,
+    Phase,
+    Progress,
+    Transport,
+)
 
 Judge = Callable[[HostSpec, NodeFacts], NodeResult]
 
 
 class _Silent:
-    def phase(self, host: str, phase: str) -> None:
+    def phase(self, host: str, phase: Phase) -> None:
         del host, phase
 
 
@@ -185,7 +192,7 @@ class _Run:
     ) -> None:
         self.results[position] = result
         failed = result.verdict is Verdict.UNKNOWN
-        self.progress.phase(self.hosts[position].name, "failed" if failed else "done")
+        self.progress.phase(self.hosts[position].name, Phase.FAILED if failed else Phase.DONE)
         if on_result is not None:
             on_result(result)
 

@@ -6,7 +6,7 @@ import time
 
 from validator.errors import GpureadyError
 from validator.node.sources import collect_live, collect_simulated
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress
 
 
 class LocalTransport:
@@ -24,7 +24,7 @@ class LocalTransport:
         """Collect in-process; a GpureadyError becomes the outcome's error, never an exception."""
         del timeout_s  # see the class docstring
         started = time.monotonic()
-        progress.phase(host.name, "run")
+        progress.phase(host.name, Phase.RUN)
         try:
             burn = request.burn
             if host.simulate:
@@ -32,17 +32,17 @@ class LocalTransport:
             else:
                 facts = collect_live(request.xid_window_hours, burn=burn)
         except GpureadyError as exc:
-            progress.phase(host.name, "failed")
+            progress.phase(host.name, Phase.FAILED)
             return AgentOutcome(
                 host=host.name,
                 facts=None,
                 error=" ".join(str(exc).split()),
-                phase="run",
+                phase=Phase.RUN,
                 elapsed_s=time.monotonic() - started,
             )
-        progress.phase(host.name, "done")
+        progress.phase(host.name, Phase.DONE)
         return AgentOutcome(
-            host=host.name, facts=facts, phase="done", elapsed_s=time.monotonic() - started
+            host=host.name, facts=facts, phase=Phase.DONE, elapsed_s=time.monotonic() - started
         )
 
 

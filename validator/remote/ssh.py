@@ -53,7 +53,7 @@ from validator.errors import GpureadyError
 from validator.files import write_atomic
 from validator.model import NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import AgentBundle, build_agent
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress, quoted
+from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress, quoted
 from validator.text import one_line
 
 MIN_PYTHON = (3, 9)
@@ -87,7 +87,7 @@ _KNOWN_HOSTS_LOCK = threading.Lock()
 class _Failed(Exception):
     """One step on one host failed; the message is the outcome's one-line error."""
 
-    def __init__(self, phase: str, message: str) -> None:
+    def __init__(self, phase: Phase, message: str) -> None:
         super().__init__(message)
         self.phase = phase
         self.message = message
@@ -150,13 +150,13 @@ def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
     else:
         host = rest
     if not host:
-        raise _Failed("connect", f"ProxyJump hop {spec!r} names no host")
+        raise _Failed(Phase.CONNECT, f"ProxyJump hop {spec!r} names no host")
     return (user or None), host, port
 
 
 def _port(text: str, where: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise _Failed("connect", f"port {text!r} in {where!r} is not a TCP port")
+        raise _Failed(Phase.CONNECT, f"port {text!r} in {where!r} is not a TCP port")
     return int(text)
 
 
@@ -176,7 +176,7 @@ class _HostKeyPolicy(MissingHostKeyPolicy):
         known_hosts = self._transport.known_hosts
         if not self._transport.accept_new_host_keys:
             raise _Failed(
-                "connect",
+                Phase.CONNECT,
                 f"host key of {self._endpoint.label} is not in {_tilde(known_hosts)}: "
                 "verify it, then re-run with --accept-new-host-keys "
                 "(adds it, like OpenSSH's accept-new)",
@@ -185,7 +185,7 @@ class _HostKeyPolicy(MissingHostKeyPolicy):
             append_known_host(known_hosts, hostname, key)
         except OSError as exc:
             raise _Failed(
-                "connect",
+                Phase.CONNECT,
                 f"cannot record the host key of {self._endpoint.label} in "
                 f"{_tilde(known_hosts)}: {exc.strerror or exc}",
             ) from None
@@ -327,7 +327,7 @@ def _load_key(path: Path, endpoint: _Endpoint, *, strict: bool) -> PKey | None:
     except (SSHException, OSError, ValueError):
         why = "is not a private key that can be read: check ansible_ssh_private_key_file"
     if strict:
-        raise _Failed("connect", f"the key file {path} for {who} {why}")
+        raise _Failed(Phase.CONNECT, f"the key file {path} for {who} {why}")
     return None
 
 
@@ -385,25 +385,25 @@ class SshTransport:
         started = time.monotonic()
         deadline = started + timeout_s
         clients: list[SSHClient] = []
-        phase = "connect"
+        phase = Phase.CONNECT
         run: _Run | None = None
-        progress.phase(host.name, "connect")
+        progress.phase(host.name, Phase.CONNECT)
         try:
             bundle = build_agent()
             clients = self._connect(host, deadline)
-            phase = "upload"
+            phase = Phase.UPLOAD
             cache, present = self._probe(clients[-1], host, bundle, deadline)
             path = f"{cache}/{bundle.filename}"
             if not present:
-                progress.phase(host.name, "upload")
+                progress.phase(host.name, Phase.UPLOAD)
                 self._upload(clients[-1], host, bundle, cache, path)
-            phase = "run"
-            progress.phase(host.name, "run")
+            phase = Phase.RUN
+            progress.phase(host.name, Phase.RUN)
             argv = [host.python, path, *request.arguments(host)]
             run = _execute(clients[-1], quoted(argv), deadline)
             facts = self._facts(host, run, timeout_s)
         except _Failed as failure:
-            progress.phase(host.name, "failed")
+            progress.phase(host.name, Phase.FAILED)
             return AgentOutcome(
                 host=host.name,
                 facts=None,
@@ -413,7 +413,7 @@ class SshTransport:
                 elapsed_s=time.monotonic() - started,
             )
         except GpureadyError as exc:  # the agent could not be built here
-            progress.phase(host.name, "failed")
+            progress.phase(host.name, Phase.FAILED)
             return AgentOutcome(
                 host=host.name,
                 facts=None,
@@ -422,7 +422,7 @@ class SshTransport:
                 elapsed_s=time.monotonic() - started,
             )
         except (SSHException, EOFError, OSError) as exc:  # the connection broke mid-way
-            progress.phase(host.name, "failed")
+            progress.phase(host.name, Phase.FAILED)
             return AgentOutcome(
                 host=host.name,
                 facts=None,
@@ -434,12 +434,12 @@ class SshTransport:
         finally:
             for client in reversed(clients):
                 client.close()
-        progress.phase(host.name, "done")
+        progress.phase(host.name, Phase.DONE)
         return AgentOutcome(
             host=host.name,
             facts=facts,
             stderr=_stderr_text(run),
-            phase="done",
+            phase=Phase.DONE,
             elapsed_s=time.monotonic() - started,
         )
 
@@ -453,7 +453,7 @@ class SshTransport:
                         self._config = SSHConfig.from_path(str(self.ssh_config))
                     except (OSError, SSHException, ValueError) as exc:
                         raise _Failed(
-                            "connect",
+                            Phase.CONNECT,
                             f"cannot read the ssh config {_tilde(self.ssh_config)}: "
                             f"{one_line(exc)}",
                         ) from None
@@ -534,7 +534,9 @@ class SshTransport:
                 via = f" via {endpoints[index - 1].label}" if index else ""
                 timeout = min(self.connect_timeout_s, deadline - time.monotonic())
                 if timeout <= 0:
-                    raise _Failed("connect", f"no time left to connect to {endpoint.label}{via}")
+                    raise _Failed(
+                        Phase.CONNECT, f"no time left to connect to {endpoint.label}{via}"
+                    )
                 try:
                     sock = self._socket(clients[-1] if clients else None, endpoint, timeout)
                     client = SSHClient()
@@ -544,7 +546,9 @@ class SshTransport:
                     raise
                 except (SSHException, EOFError, OSError, ValueError) as exc:
                     # ValueError: paramiko's answer to a key file it cannot read.
-                    raise _Failed("connect", _connect_error(exc, endpoint, via, timeout)) from None
+                    raise _Failed(
+                        Phase.CONNECT, _connect_error(exc, endpoint, via, timeout)
+                    ) from None
         except BaseException:
             for client in reversed(clients):
                 client.close()
@@ -610,29 +614,29 @@ class SshTransport:
         probe = _execute(client, quoted(argv), deadline)
         where = _label(host)
         if probe.status is None:
-            raise _Failed("upload", f"probing {where} with {host.python} timed out")
+            raise _Failed(Phase.UPLOAD, f"probing {where} with {host.python} timed out")
         lines = probe.stdout.decode("utf-8", "replace").splitlines()
         version = _VERSION.match(lines[0].strip()) if lines else None
         if probe.status == 127 or (version is None and probe.status != 0):
             detail = probe.last_stderr_line() or f"exit status {probe.status}"
             raise _Failed(
-                "upload",
+                Phase.UPLOAD,
                 f"cannot run {host.python} on {where} ({detail}): "
                 "install Python 3.9+ or set ansible_python_interpreter",
             )
         if version is None:
-            raise _Failed("upload", f"{host.python} on {where} did not report its version")
+            raise _Failed(Phase.UPLOAD, f"{host.python} on {where} did not report its version")
         found = (int(version.group(1)), int(version.group(2)))
         if found < MIN_PYTHON:
             raise _Failed(
-                "upload",
+                Phase.UPLOAD,
                 f"{host.python} on {where} is {found[0]}.{found[1]}: the agent needs "
                 f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer; set ansible_python_interpreter",
             )
         if probe.status != 0 or len(lines) < 3:
             detail = probe.last_stderr_line() or f"exit status {probe.status}"
             raise _Failed(
-                "upload", f"cannot prepare the cache dir {self.cache_dir} on {where}: {detail}"
+                Phase.UPLOAD, f"cannot prepare the cache dir {self.cache_dir} on {where}: {detail}"
             )
         return lines[1], lines[2].strip() == "present"
 
@@ -649,7 +653,7 @@ class SshTransport:
             sftp = client.open_sftp()
         except (SSHException, OSError, EOFError) as exc:
             raise _Failed(
-                "upload", f"cannot open SFTP on {_label(host)}: {one_line(exc)}"
+                Phase.UPLOAD, f"cannot open SFTP on {_label(host)}: {one_line(exc)}"
             ) from None
         try:
             sftp.putfo(io.BytesIO(bundle.data), temporary, file_size=len(bundle.data))
@@ -664,7 +668,7 @@ class SshTransport:
             with contextlib.suppress(SSHException, OSError, EOFError):
                 sftp.remove(temporary)
             raise _Failed(
-                "upload", f"cannot upload the agent to {_label(host)}:{path}: {one_line(exc)}"
+                Phase.UPLOAD, f"cannot upload the agent to {_label(host)}:{path}: {one_line(exc)}"
             ) from None
         finally:
             sftp.close()
@@ -681,14 +685,14 @@ class SshTransport:
         where = _label(host)
         if run.status is None:
             raise _Failed(
-                "run",
+                Phase.RUN,
                 f"the agent on {where} timed out: no result within {timeout_s:g}s (session closed)",
             )
         if run.status == -1:
-            raise _Failed("run", f"the connection to {where} closed while the agent ran")
+            raise _Failed(Phase.RUN, f"the connection to {where} closed while the agent ran")
         if run.status != 0:
             raise _Failed(
-                "run",
+                Phase.RUN,
                 run.last_stderr_line()
                 or f"the agent on {where} exited with status {run.status} and said nothing",
             )
@@ -696,13 +700,13 @@ class SshTransport:
             data = json.loads(run.stdout.decode("utf-8"))
         except ValueError as exc:
             raise _Failed(
-                "parse", f"the agent on {where} printed no valid JSON: {one_line(exc)}"
+                Phase.PARSE, f"the agent on {where} printed no valid JSON: {one_line(exc)}"
             ) from None
         try:
             return from_dict(NodeFacts, data)
         except SchemaError as exc:
             raise _Failed(
-                "parse", f"facts from {where} do not fit the model: {one_line(exc)}"
+                Phase.PARSE, f"facts from {where} do not fit the model: {one_line(exc)}"
             ) from None
 
 

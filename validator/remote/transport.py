@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,6 +10,32 @@ from typing import Protocol
 
 from validator.model import DEFAULT_XID_WINDOW_HOURS, NodeFacts
 from validator.node.burnin.config import BurnConfig
+
+
+class Phase(str, enum.Enum):
+    """Where a host's run is: what the display shows, where a failure stopped."""
+
+    CONNECT = "connect"
+    UPLOAD = "upload"
+    RUN = "run"
+    PARSE = "parse"
+    JUDGE = "judge"
+    DONE = "done"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TransportName(str, enum.Enum):
+    """The ways of reaching a host."""
+
+    LOCAL = "local"
+    SSH = "ssh"
+    ANSIBLE = "ansible"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -60,15 +87,15 @@ class AgentOutcome:
     facts: NodeFacts | None
     error: str | None = None  # one line: why no facts (unreachable, auth, agent failed, ...)
     stderr: str = ""  # the agent's stderr, kept for the report
-    phase: str = ""  # where it stopped: connect, upload, run, parse
+    phase: Phase | str = ""  # where it stopped (""): connect, upload, run, parse
     elapsed_s: float = 0.0
 
 
 class Progress(Protocol):
     """Told about each host's phase as it changes (the CLI draws it; tests record it)."""
 
-    def phase(self, host: str, phase: str) -> None:
-        """Host ``host`` entered ``phase`` (connect, upload, run, judge, done, failed)."""
+    def phase(self, host: str, phase: Phase) -> None:
+        """Host ``host`` entered ``phase``."""
         ...
 
 

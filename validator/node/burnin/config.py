@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validator.errors import BadInputError
 
-DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
+
+class Dtype(str, enum.Enum):
+    """The precisions a burn-in multiplies in."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    TF32 = "tf32"
+    FP32 = "fp32"
+    FP8 = "fp8"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DTYPES = tuple(dtype.value for dtype in Dtype)
 BACKENDS = ("cublas", "torch", "numpy")
-DEFAULT_DTYPE = "bf16"
+DEFAULT_DTYPE = Dtype.BF16
 DEFAULT_MATRIX_SIZE = 8192
 DEFAULT_MEMORY_FRACTION = 0.9
 DEFAULT_DURATION_S = 300.0
@@ -63,7 +78,7 @@ class BurnConfig:
     """How long, how big, in what precision, on which backend."""
 
     duration_s: float = DEFAULT_DURATION_S
-    dtype: str = DEFAULT_DTYPE
+    dtype: Dtype = DEFAULT_DTYPE
     matrix_size: int | None = None  # None: the backend's default for the device
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     backend: str | None = None  # None: the best one available
@@ -78,8 +93,10 @@ class BurnConfig:
         """Refuse settings no burn could honour."""
         if self.dtype not in DTYPES:
             raise BadInputError(
-                f"burn dtype {self.dtype!r} is unknown: use one of {', '.join(DTYPES)}"
+                f"burn dtype {str(self.dtype)!r} is unknown: use one of {', '.join(DTYPES)}"
             )
+        # Given as text by click, argparse and tests: one type from here on.
+        object.__setattr__(self, "dtype", Dtype(self.dtype))
         if not 0.0 < self.memory_fraction <= 0.98:
             raise BadInputError(
                 f"burn memory fraction {self.memory_fraction} is out of range: "
@@ -109,7 +126,7 @@ class BurnConfig:
         """Declare the arguments :meth:`to_argv` writes on the agent's parser."""
         parser.add_argument("--burn", type=float, default=0.0, metavar="SECONDS")
         parser.add_argument("--burn-backend", choices=BACKENDS)
-        parser.add_argument("--burn-dtype", choices=DTYPES, default=DEFAULT_DTYPE)
+        parser.add_argument("--burn-dtype", choices=DTYPES, default=DEFAULT_DTYPE.value)
         parser.add_argument("--burn-matrix-size", type=int)
         parser.add_argument("--burn-memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION)
 
