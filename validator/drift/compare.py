@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 
 from validator.certificate import Certificate
+from validator.drift.checks import DRIFT_CHECKS, DriftCheck
 from validator.drift.gpus import burn_findings, compare_gpu, gpu_set
 from validator.judge.checks.common import (
     FAIL,
@@ -40,30 +41,6 @@ from validator.judge.checks.errors import group_xids, parse_time, xid_finding, x
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
 from validator.model import Finding, Measured, NodeFacts, NvmlStatus, Reason, Unavailable, XidEvent
-
-# Every drift check, in report order; the Prometheus file lists each (0 when clean).
-DRIFT_CHECKS: tuple[str, ...] = (
-    "drift.baseline",
-    "drift.driver",
-    "drift.cuda",
-    "drift.kernel_module",
-    "drift.nvcc",
-    "drift.cudnn",
-    "drift.gpu_added",
-    "drift.gpu_removed",
-    "drift.gpu_swapped",
-    "drift.vbios",
-    "drift.power_limit",
-    "drift.pcie_gen",
-    "drift.pcie_width",
-    "drift.ecc",
-    "drift.row_remap",
-    "drift.retired_pages",
-    "drift.persistence",
-    "drift.xid",
-    "drift.burn",
-)
-
 
 # ------------------------------------------------------------------ versions
 
@@ -100,7 +77,7 @@ def _mismatch(module: Finding | None, facts: NodeFacts) -> Finding | None:
         return module  # the module itself changed: that already says it
     loaded = facts.kernel_module_version
     return node_finding(
-        "drift.kernel_module",
+        DriftCheck.KERNEL_MODULE,
         FAIL,
         f"The loaded NVIDIA kernel module ({loaded}) and the user-space driver "
         f"({facts.driver_version}) differ now (Driver/library version mismatch): "
@@ -113,9 +90,9 @@ def _mismatch(module: Finding | None, facts: NodeFacts) -> Finding | None:
 def _versions(cert: Certificate, facts: NodeFacts) -> list[Finding]:
     since = f"of {cert.issued_at}"
     found = [
-        _version("drift.driver", "Driver", cert.driver_version, facts.driver_version, since),
+        _version(DriftCheck.DRIVER, "Driver", cert.driver_version, facts.driver_version, since),
         _version(
-            "drift.cuda",
+            DriftCheck.CUDA,
             "CUDA driver version",
             cert.cuda_driver_version,
             facts.cuda_driver_version,
@@ -123,7 +100,7 @@ def _versions(cert: Certificate, facts: NodeFacts) -> list[Finding]:
         ),
         _mismatch(
             _version(
-                "drift.kernel_module",
+                DriftCheck.KERNEL_MODULE,
                 "NVIDIA kernel module",
                 cert.kernel_module_version,
                 facts.kernel_module_version,
@@ -131,8 +108,8 @@ def _versions(cert: Certificate, facts: NodeFacts) -> list[Finding]:
             ),
             facts,
         ),
-        _version("drift.nvcc", "nvcc", cert.nvcc_version, facts.tools.nvcc_version, since),
-        _version("drift.cudnn", "cuDNN", cert.cudnn_version, facts.tools.cudnn_version, since),
+        _version(DriftCheck.NVCC, "nvcc", cert.nvcc_version, facts.tools.nvcc_version, since),
+        _version(DriftCheck.CUDNN, "cuDNN", cert.cudnn_version, facts.tools.cudnn_version, since),
     ]
     return [finding for finding in found if finding is not None]
 
@@ -148,7 +125,7 @@ def _is_new(event: XidEvent, issued: datetime.datetime | None) -> bool:
 
 
 def _xids(cert: Certificate, facts: NodeFacts, policy: Policy) -> list[Finding]:
-    check = "drift.xid"
+    check = DriftCheck.XID
     expected = "no new hardware Xid"
     events = facts.kernel_log.events
     if isinstance(events, Unavailable):
@@ -208,7 +185,7 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
         detail = facts.nvml_detail or facts.nvml_status.value
         findings.append(
             node_finding(
-                "drift.gpu_removed",
+                DriftCheck.GPU_REMOVED,
                 UNKNOWN,
                 f"The driver gave no GPU facts ({detail}): the GPUs cannot be compared",
                 observed=detail,

@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 
 from validator.certificate import Certificate, CertifiedGpu
+from validator.drift.checks import DriftCheck
 from validator.judge.checks.common import (
     FAIL,
     PASS,
@@ -67,7 +68,7 @@ def _identity(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
         observed = ", ".join(f"{label} {now}" for label, _, now in changed)
         expected = ", ".join(f"{label} {before}" for label, before, _ in changed)
         return gpu_finding(
-            "drift.gpu_swapped",
+            DriftCheck.GPU_SWAPPED,
             FAIL,
             gpu,
             f"GPU {gpu.index} is another board than certified ({observed}; was {expected}): "
@@ -77,7 +78,7 @@ def _identity(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
         )
     if unreadable:
         return gpu_finding(
-            "drift.gpu_swapped",
+            DriftCheck.GPU_SWAPPED,
             UNKNOWN,
             gpu,
             f"GPU {gpu.index}'s identity could not be read: {'; '.join(unreadable)}",
@@ -92,7 +93,7 @@ def _gone(was: CertifiedGpu, gpu: GpuFacts | None) -> Finding | None:
     expected = f"UUID {was.uuid}"
     if gpu is None:
         return gpu_finding(
-            "drift.gpu_removed",
+            DriftCheck.GPU_REMOVED,
             FAIL,
             was,
             f"GPU {was.index} ({was.uuid}) was certified and is gone now",
@@ -102,7 +103,7 @@ def _gone(was: CertifiedGpu, gpu: GpuFacts | None) -> Finding | None:
     detail = gpu.status_detail
     if gpu.status is GpuStatus.LOST:
         return gpu_finding(
-            "drift.gpu_removed",
+            DriftCheck.GPU_REMOVED,
             FAIL,
             was,
             f"GPU {was.index} ({was.uuid}) stopped answering: {detail or 'lost'}",
@@ -111,7 +112,7 @@ def _gone(was: CertifiedGpu, gpu: GpuFacts | None) -> Finding | None:
         )
     if gpu.status is GpuStatus.ERROR:
         return gpu_finding(
-            "drift.gpu_removed",
+            DriftCheck.GPU_REMOVED,
             UNKNOWN,
             was,
             f"GPU {was.index} could not be read: {detail or 'error'}",
@@ -144,7 +145,7 @@ def gpu_set(cert: Certificate, facts: NodeFacts) -> tuple[list[Finding], list[Pa
             uuid = gpu.uuid if isinstance(gpu.uuid, str) else why_not(gpu.uuid)
             findings.append(
                 gpu_finding(
-                    "drift.gpu_added",
+                    DriftCheck.GPU_ADDED,
                     FAIL,
                     gpu,
                     f"GPU {gpu.index} ({uuid}) is new: the certificate has {len(cert.gpus)} GPUs",
@@ -155,7 +156,7 @@ def gpu_set(cert: Certificate, facts: NodeFacts) -> tuple[list[Finding], list[Pa
     if not findings:
         findings.append(
             node_finding(
-                "drift.gpu_swapped",
+                DriftCheck.GPU_SWAPPED,
                 PASS,
                 f"The same {len(cert.gpus)} GPUs as certified, by UUID and serial",
                 observed=f"{len(facts.gpus)} GPUs",
@@ -183,7 +184,7 @@ def _moved(
 
 
 def _vbios(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
-    check, before, now = "drift.vbios", was.vbios_version, gpu.vbios_version
+    check, before, now = DriftCheck.VBIOS, was.vbios_version, gpu.vbios_version
     if before is None:
         return None
     if isinstance(now, Unavailable):
@@ -194,7 +195,11 @@ def _vbios(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
 
 
 def _power(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
-    check, before, now = "drift.power_limit", was.power_limit_enforced_w, gpu.power_limit_enforced_w
+    check, before, now = (
+        DriftCheck.POWER_LIMIT,
+        was.power_limit_enforced_w,
+        gpu.power_limit_enforced_w,
+    )
     if before is None:
         return None
     if isinstance(now, Unavailable):
@@ -293,7 +298,7 @@ def _with_flags(
 
 def _ecc(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
     return _counters(
-        "drift.ecc",
+        DriftCheck.ECC,
         "uncorrected ECC errors",
         gpu,
         (
@@ -305,7 +310,7 @@ def _ecc(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
 
 def _row_remap(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
     counted = _counters(
-        "drift.row_remap",
+        DriftCheck.ROW_REMAP,
         "remapped rows",
         gpu,
         (
@@ -314,12 +319,12 @@ def _row_remap(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
         ),
     )
     flags = (("remap pending", gpu.remap_pending), ("remap failed", gpu.remap_failure))
-    return _with_flags("drift.row_remap", counted, gpu, "row remapping", flags)
+    return _with_flags(DriftCheck.ROW_REMAP, counted, gpu, "row remapping", flags)
 
 
 def _retired_pages(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
     counted = _counters(
-        "drift.retired_pages",
+        DriftCheck.RETIRED_PAGES,
         "retired pages",
         gpu,
         (
@@ -328,11 +333,11 @@ def _retired_pages(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
         ),
     )
     flags = (("retirement pending", gpu.retired_pages_pending),)
-    return _with_flags("drift.retired_pages", counted, gpu, "page retirement", flags)
+    return _with_flags(DriftCheck.RETIRED_PAGES, counted, gpu, "page retirement", flags)
 
 
 def _persistence(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> Finding | None:
-    check, now = "drift.persistence", gpu.persistence_mode
+    check, now = DriftCheck.PERSISTENCE, gpu.persistence_mode
     expected_on = was.persistence_mode is True or (
         was.persistence_mode is None and policy.persistence_mode_required
     )
@@ -354,8 +359,8 @@ def compare_gpu(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> list[Findin
     found = (
         _vbios(was, gpu),
         _power(was, gpu),
-        _pcie("drift.pcie_gen", "generation", gpu, was.pcie_gen_max, gpu.pcie_gen_max),
-        _pcie("drift.pcie_width", "width", gpu, was.pcie_width_current, gpu.pcie_width_current),
+        _pcie(DriftCheck.PCIE_GEN, "generation", gpu, was.pcie_gen_max, gpu.pcie_gen_max),
+        _pcie(DriftCheck.PCIE_WIDTH, "width", gpu, was.pcie_width_current, gpu.pcie_width_current),
         _ecc(was, gpu),
         _row_remap(was, gpu),
         _retired_pages(was, gpu),
@@ -369,7 +374,7 @@ def compare_gpu(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> list[Findin
 
 def _burned(was: CertifiedGpu, gpu: GpuFacts, burn: BurnResult, policy: Policy) -> Finding:
     """One GPU's burn-in speed against its certified figure."""
-    check = "drift.burn"
+    check = DriftCheck.BURN
     if was.burn_tflops is None:
         return gpu_finding(
             check,

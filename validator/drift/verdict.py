@@ -12,6 +12,7 @@ import enum
 from collections.abc import Iterable, Sequence
 
 from validator.certificate import Certificate
+from validator.drift.checks import DriftCheck
 from validator.drift.compare import compare
 from validator.judge.checks.common import by_check, node_finding, nothing_to_judge
 from validator.judge.policy import Policy, policy_digest
@@ -46,7 +47,7 @@ def drift_by_check(findings: Iterable[Finding]) -> str:
 
 def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
     finding = node_finding(
-        "drift.baseline",
+        DriftCheck.BASELINE,
         Severity.UNKNOWN,
         f"{facts.hostname} was {NEVER_CERTIFIED}",
         observed="no certificate",
@@ -111,7 +112,7 @@ def drift_node(facts: NodeFacts, cert: Certificate | None, policy: Policy) -> No
 
 def never_certified(result: NodeResult) -> bool:
     """True for the result :func:`drift_node` gives a node without a certificate."""
-    return any(f.check == "drift.baseline" for f in result.findings)
+    return any(f.check == DriftCheck.BASELINE for f in result.findings)
 
 
 def drift_state(result: NodeResult) -> DriftState:

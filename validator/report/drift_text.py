@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from validator.drift.checks import DriftCheck
 from validator.drift.verdict import DriftState, drift_state
 from validator.model import NodeResult, Severity
 
@@ -19,7 +20,7 @@ STATE_WORDS = {
 def _finding_lines(result: NodeResult) -> list[str]:
     lines = []
     for finding in result.findings:
-        if finding.severity is Severity.PASS or finding.check == "drift.baseline":
+        if finding.severity is Severity.PASS or finding.check == DriftCheck.BASELINE:
             continue
         where = f"gpu{finding.gpu_index}" if finding.gpu_index is not None else "node"
         optional = "" if finding.required or finding.severity is Severity.FAIL else " (optional)"
