@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from validator.errors import BadInputError, CouldNotRunError
-from validator.text import one_line, strip_ansi
+from validator.text import ansible_error, one_line, strip_ansi
 
 # ansible-playbook's prompt for --ask-become-pass ("BECOME password: ", or with
 # "[defaults to SSH password]" when an SSH password is asked for too).
@@ -583,16 +583,6 @@ def recap(stats: Mapping[str, Any] | None) -> tuple[HostRecap, ...]:
     return tuple(hosts)
 
 
-def _ansible_error(output: str) -> str:
-    """The first error ansible-playbook printed (``ERROR!`` before 2.19, ``[ERROR]:`` since)."""
-    for raw in strip_ansi(output).splitlines():
-        line = raw.strip()
-        for prefix in ("ERROR!", "[ERROR]:"):
-            if line.startswith(prefix):
-                return one_line(line[len(prefix) :], MESSAGE_MAX)
-    return ""
-
-
 def _stdout(artifacts: Path) -> str:
     try:
         return (artifacts / "stdout").read_text(encoding="utf-8", errors="replace")
@@ -767,7 +757,7 @@ def _result(
     rc = getattr(runner, "rc", None)
     problem = None
     if not hosts and status != "successful":
-        problem = _ansible_error(_stdout(artifacts)) or (
+        problem = ansible_error(_stdout(artifacts), MESSAGE_MAX) or (
             f"ansible-playbook ended {status} (rc {rc}) before any host ran a task; "
             f"see {artifacts / 'stdout'}"
         )

@@ -34,4 +34,18 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text)
 
 
-__all__ = ["ANSI", "one_line", "strip_ansi"]
+def ansible_error(output: str, limit: int | None = None) -> str:
+    """The first error ansible-playbook printed (``ERROR!`` before 2.19, ``[ERROR]:`` since).
+
+    Returns:
+        That error as one line (at most ``limit`` characters); "" when it printed none.
+    """
+    for raw in strip_ansi(output).splitlines():
+        line = raw.strip()
+        for prefix in ("ERROR!", "[ERROR]:"):
+            if line.startswith(prefix):
+                return one_line(line[len(prefix) :], limit)
+    return ""
+
+
+__all__ = ["ANSI", "ansible_error", "one_line", "strip_ansi"]

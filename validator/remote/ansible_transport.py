@@ -40,7 +40,7 @@ from validator.model import NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
 from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress
-from validator.text import one_line, strip_ansi
+from validator.text import ansible_error, one_line
 
 RUN_TASK = "Run the gpuready agent"
 # Each playbook task, and the phase a host is in while it runs.
@@ -254,18 +254,8 @@ def _outcome(
         return _failed(
             name, f"ansible did not finish on {name} within {seconds + _BACKSTOP_S}s", "run"
         )
-    why = _ansible_error(output) or f"ansible-runner ended {status} without running the agent"
+    why = ansible_error(output) or f"ansible-runner ended {status} without running the agent"
     return _failed(name, f"ansible run for {name}: {why}", Phase.CONNECT)
-
-
-def _ansible_error(output: str) -> str:
-    """The first error ansible-playbook printed (``ERROR!`` before 2.19, ``[ERROR]:`` since)."""
-    for raw in strip_ansi(output).splitlines():
-        line = raw.strip()
-        for prefix in ("ERROR!", "[ERROR]:"):
-            if line.startswith(prefix):
-                return one_line(line[len(prefix) :])
-    return ""
 
 
 def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
