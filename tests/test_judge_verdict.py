@@ -244,3 +244,18 @@ def test_no_findings_at_all_is_never_certified() -> None:
     verdict, summary = decide(healthy_node(), ())
     assert verdict is Verdict.UNKNOWN
     assert "nothing could be judged" in summary
+
+
+def test_every_check_id_belongs_to_its_family() -> None:
+    from validator.judge.checks import FAMILIES
+    from validator.model import CheckFamily
+    from validator.node.scenario import builtin_names
+    from validator.node.sources import collect_simulated
+
+    for name in builtin_names():
+        facts = collect_simulated(name)
+        for family, check in FAMILIES:
+            for finding in check(facts, Policy(), None):
+                assert CheckFamily.of(finding.check) is family, (name, finding.check)
+    assert CheckFamily.of("memory.capacity") is CheckFamily.MEMORY
+    assert CheckFamily.of("nonsense.check") is None

@@ -391,6 +391,34 @@ def overall_verdict(verdicts: typing.Iterable[Verdict]) -> Verdict:
     return Verdict.NOT_CERTIFIED
 
 
+class CheckFamily(str, enum.Enum):
+    """The family a check belongs to: the part of its id before the dot (``memory.capacity``)."""
+
+    INVENTORY = "inventory"
+    VERSIONS = "versions"
+    STATE = "state"
+    MEMORY = "memory"
+    POWER = "power"
+    THERMAL = "thermal"
+    PCIE = "pcie"
+    ERRORS = "errors"
+    BURN = "burn"
+    FLEET = "fleet"
+    DRIFT = "drift"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, check: str) -> CheckFamily | None:
+        """The family of a check id; None for an id outside every family."""
+        family, _, _ = check.partition(".")
+        try:
+            return cls(family)
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True)
 class Finding:
     """What one check concluded, for the node or for one GPU."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from validator.model import (
     BurnStatus,
+    CheckFamily,
     Finding,
     FleetSummary,
     GpuBurn,
@@ -158,8 +159,11 @@ def verdict_words(verdict: Verdict) -> str:
 
 def check_family(check: str) -> str:
     """The family part of a check name: ``memory`` for ``memory.capacity``."""
-    family, _, _ = check.partition(".")
-    return family or check
+    family = CheckFamily.of(check)
+    if family is not None:
+        return family.value
+    head, _, _ = check.partition(".")
+    return head or check
 
 
 def gpu_label(finding: Finding) -> str:

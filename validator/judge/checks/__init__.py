@@ -14,18 +14,19 @@ from validator.judge.checks import (
     versions,
 )
 from validator.judge.checks.common import CheckFn
+from validator.model import CheckFamily
 
 # In report order: what is there, then what it is running, then how healthy it is.
-FAMILIES: tuple[tuple[str, CheckFn], ...] = (
-    ("inventory", inventory.check),
-    ("versions", versions.check),
-    ("state", state.check),
-    ("memory", memory.check),
-    ("power", power.check),
-    ("thermal", thermal.check),
-    ("pcie", pcie.check),
-    ("errors", errors.check),
-    ("burn", burn.check),
+FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
+    (CheckFamily.INVENTORY, inventory.check),
+    (CheckFamily.VERSIONS, versions.check),
+    (CheckFamily.STATE, state.check),
+    (CheckFamily.MEMORY, memory.check),
+    (CheckFamily.POWER, power.check),
+    (CheckFamily.THERMAL, thermal.check),
+    (CheckFamily.PCIE, pcie.check),
+    (CheckFamily.ERRORS, errors.check),
+    (CheckFamily.BURN, burn.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]
