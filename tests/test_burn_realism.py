@@ -488,3 +488,125 @@ def test_duty_is_device_time_over_the_load_window() -> None:
         NoSampler(), simulated=True,
     )  # fmt: skip
     assert isinstance(simulated.gpus[0].duty, Unavailable)
+
+
+# --- found in review: Ctrl-C, a hung sampler, matching, report dir, exit codes ----------------
+
+
+class _Hanging:
+    """A backend whose GPU 0 never returns from its first batch."""
+
+    name = "hang"
+    dtypes = frozenset({"bf16"})
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def device_count(self) -> int:
+        return 2
+
+    def device_bus_ids(self) -> list[str]:
+        return [BUS[0], BUS[1]]
+
+    def worker(self, device: int, config: BurnConfig) -> Any:
+        inner = NumpyBackend(devices=2).worker(device, BurnConfig(matrix_size=16))
+        if device == 0:
+            release = self.release
+
+            def wedged() -> BatchTiming:
+                release.wait(30)
+                return BatchTiming(products=1, compute_s=0.01)
+
+            inner.run_batch = wedged  # type: ignore[method-assign]
+        return inner
+
+
+def test_ctrl_c_never_calls_a_wedged_gpu_completed() -> None:
+    backend = _Hanging()
+    calls: list[float] = []
+
+    def sink(progress: Any) -> None:
+        calls.append(progress.elapsed_s)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    try:
+        result = run_burn(
+            BurnConfig(duration_s=30.0, grace_s=2.0, matrix_size=16),
+            backend,
+            targets(2),
+            NoSampler(),
+            progress=sink,
+        )
+    finally:
+        backend.release.set()
+    statuses = {gpu.index: gpu.status for gpu in result.gpus}
+    assert result.interrupted is True
+    assert statuses == {0: BurnStatus.INTERRUPTED, 1: BurnStatus.COMPLETED}
+    finding = judge_node(
+        dataclasses.replace(collect_simulated("healthy-8x-h100-sxm"), burn=result), Policy()
+    )
+    status = [f for f in finding.findings if f.check == "burn.status" and f.gpu_index == 0]
+    assert [f.severity for f in status] == [UNKNOWN]  # cut short, not wedged
+
+
+class _StuckSampler(NoSampler):
+    """NVML stuck on a wedged GPU: stop() never returns; the counters answer at once."""
+
+    def stop(self) -> dict[int, tuple[TelemetrySample, ...]]:
+        threading.Event().wait()
+        return {}
+
+    def counters(self, index: int) -> Any:
+        from validator.model import ErrorCounters
+
+        time.sleep(0.05)  # some forty NVML calls
+        return ErrorCounters(ecc_volatile_uncorrected=0, ecc_volatile_corrected=0)
+
+
+def test_a_stuck_sampler_does_not_make_every_gpu_look_wedged() -> None:
+    config = BurnConfig(duration_s=0.5, grace_s=1.0, matrix_size=16)
+    result = run_burn(config, NumpyBackend(devices=2), targets(2), _StuckSampler())
+    for gpu in result.gpus:
+        assert gpu.counters_after.ecc_volatile_uncorrected == 0, gpu.counters_after
+
+
+def test_a_gpu_that_cannot_be_matched_safely_is_not_run_not_failed() -> None:
+    class Anonymous(NumpyBackend):
+        def device_bus_ids(self) -> list[str]:
+            return [""] * 3  # an old torch: no PCI ids, and a count that does not fit
+
+    backend = Anonymous(boards=[SimulatedBoard("") for _ in range(3)])
+    result = run_burn(BurnConfig(duration_s=0.3, matrix_size=16), backend, targets(4), NoSampler())
+    assert {gpu.status for gpu in result.gpus} == {BurnStatus.NOT_RUN}
+
+
+def test_an_unwritable_report_dir_is_refused_before_the_burn(tmp_path: Path) -> None:
+    from validator.errors import BadInputError
+    from validator.operations.certify import CertifyRequest, run_certify
+    from validator.store import Store
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    request = CertifyRequest(
+        simulate="healthy-8x-h100-sxm",
+        burn=BurnConfig(duration_s=600.0),
+        report_dir=str(blocker / "reports"),
+    )
+    started = time.monotonic()
+    with Store.open(tmp_path / "h.db") as store, pytest.raises(BadInputError, match="report-dir"):
+        run_certify(request, store)
+    assert time.monotonic() - started < 30  # refused before the 10-minute burn
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "combined"),
+    [(0, 0, 0), (0, 1, 1), (1, 3, 1), (0, 3, 1), (3, 3, 3), (130, 0, 130), (1, 130, 130)],
+)
+def test_provision_and_certify_exit_codes_combine_by_the_rule(
+    first: int, second: int, combined: int
+) -> None:
+    from validator.cli.provision import worse_exit
+    from validator.errors import ExitCode
+
+    assert worse_exit(ExitCode(first), ExitCode(second)) == ExitCode(combined)

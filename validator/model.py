@@ -276,6 +276,7 @@ class BurnStatus(str, enum.Enum):
     TIMEOUT = "timeout"  # the worker stopped answering (wedged GPU or backend)
     NOT_RUN = "not_run"  # the GPU could not be given a worker
     UNSEEN = "unseen"  # NVML lists the GPU, the burn backend (CUDA) cannot see it
+    INTERRUPTED = "stopped"  # Ctrl-C came before the worker finished its batch
 
 
 @dataclass(frozen=True)
@@ -530,12 +531,14 @@ _REQUIRED: Dict[type, Tuple[str, ...]] = {}
 def _hints(cls: type) -> Dict[str, Any]:
     if cls not in _HINTS:
         module = sys.modules[cls.__module__]
-        _HINTS[cls] = typing.get_type_hints(cls, vars(module))
+        hints = typing.get_type_hints(cls, vars(module))
+        # _REQUIRED first: a thread that sees the hints must find the required names too.
         _REQUIRED[cls] = tuple(
             f.name
             for f in dataclasses.fields(cls)
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         )
+        _HINTS[cls] = hints
     return _HINTS[cls]
 
 

@@ -151,6 +151,24 @@ def closing_table(result: ProvisionResult) -> Table:
     return table
 
 
+def worse_exit(first: ExitCode, second: ExitCode) -> ExitCode:
+    """Two steps' exit codes as one, by the one rule of validator.operations.outcome.
+
+    130 when either was interrupted; 0 only when both are 0; 3 only when both are 3;
+    anything else 1: a step that judged something is never hidden behind the
+    other's "nothing could be judged".
+    """
+    codes = {first, second}
+    for code in (ExitCode.INTERRUPTED, ExitCode.NOT_CERTIFIED):
+        if code in codes:
+            return code
+    if codes == {ExitCode.OK}:
+        return ExitCode.OK
+    if ExitCode.OK in codes:
+        return ExitCode.NOT_CERTIFIED
+    return ExitCode.COULD_NOT_RUN
+
+
 def provision_exit_code(result: ProvisionResult) -> ExitCode:
     """0 when every host succeeded; 1 when any failed or was unreachable; 3 otherwise.
 
@@ -282,7 +300,7 @@ def provision(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - 
         )
     code = provision_exit_code(result)
     if certified is not None:
-        code = max(code, certified.exit_code)
+        code = worse_exit(code, certified.exit_code)
     _render(result, certified, as_json=as_json, color=color)
     ctx.exit(int(code))
 

@@ -114,6 +114,8 @@ def run_certify(
 
     key = load_key(request.sign_key) if request.sign_key else None
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
+    if request.report_dir is not None:
+        _check_writable(request.report_dir)  # before the burn, not after it
     if request.inventories:
         report, run_id = _certify_fleet(request, store, policy, fleet_display)
     else:
@@ -166,10 +168,36 @@ def _certify_fleet(
 
             write_host_result(result, request.report_dir)
 
-    report = certify_fleet(
-        request.fleet(), progress=display, on_result=arrived, on_hosts=hosts_known
-    )
+    try:
+        report = certify_fleet(
+            request.fleet(), progress=display, on_result=arrived, on_hosts=hosts_known
+        )
+    except BaseException:
+        if run:  # the results recorded so far stay; the run says it was cut short
+            store.finish_run(run[0], interrupted=True)
+        raise
     return report, run[0]
+
+
+def _check_writable(directory: str) -> None:
+    """Refuse a report directory that cannot be written, naming it and the fix.
+
+    Raises:
+        BadInputError: it cannot be created, or a file cannot be written in it.
+    """
+    import tempfile
+
+    from validator.errors import BadInputError
+
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise BadInputError(
+            f"--report-dir {directory} cannot be written ({exc.strerror or exc}); give a "
+            "writable directory"
+        ) from None
 
 
 def certificates_for(report: Report, key: bytes | None) -> dict[str, Certificate]:

@@ -194,6 +194,18 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
                 expected="visible to CUDA",
             )
         ]
+    if gpu.status is BurnStatus.INTERRUPTED:
+        return [
+            _finding(
+                "burn.status",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index}'s burn was interrupted before its batch ended: {gpu.detail}",
+                observed="interrupted",
+                expected="completed",
+                required=policy.require_burn,
+            )
+        ]
     if gpu.status is BurnStatus.NOT_RUN:
         return [
             _finding(
@@ -228,7 +240,7 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
     if gpu.mismatched_elements:
         problems.append(
             f"{gpu.mismatched_elements} result elements differed from the first result in "
-            f"{gpu.mismatched_iterations} of {gpu.iterations} products"
+            f"{gpu.mismatched_iterations} batches ({gpu.iterations} products in all)"
         )
     if gpu.nonfinite_elements:
         problems.append(f"{gpu.nonfinite_elements} elements were NaN or Inf")
@@ -237,6 +249,17 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
             f"the first product disagreed with an fp64 reference (max relative error "
             f"{gpu.reference_max_error})"
         )
+    if not problems and gpu.iterations == 0:
+        return [
+            _finding(
+                "burn.correctness",
+                UNKNOWN,
+                gpu,
+                f"GPU {gpu.index} computed no product past its first: nothing was checked",
+                observed="0 products",
+                expected="products checked",
+            )
+        ]
     if problems:
         return [
             _finding(

@@ -145,16 +145,32 @@ def _significant(value: float) -> float:
     return float(f"{value:.4g}")
 
 
+def _ending(progress: _Progress, *, alive: bool, interrupted: bool) -> tuple[BurnStatus, str]:
+    """How one worker ended, and in what words."""
+    if alive and interrupted:
+        # Ctrl-C came before this worker finished its batch: cut short, not wedged.
+        return BurnStatus.INTERRUPTED, "interrupted before this GPU's batch ended"
+    if alive:
+        if progress.error is not None:
+            return BurnStatus.TIMEOUT, (
+                f"{progress.error}; then it stopped answering while freeing its memory"
+            )
+        return BurnStatus.TIMEOUT, "the worker stopped answering past the deadline"
+    if progress.error is not None:
+        return BurnStatus.ERROR, progress.error
+    return BurnStatus.COMPLETED, ""
+
+
 def _gpu_result(
-    progress: _Progress, target: Target, alive: bool, start: float, simulated: bool
+    progress: _Progress,
+    target: Target,
+    alive: bool,
+    start: float,
+    simulated: bool,
+    interrupted: bool = False,
 ) -> GpuBurn:
     setup = progress.setup
-    if alive:
-        status, detail = BurnStatus.TIMEOUT, "the worker stopped answering past the deadline"
-    elif progress.error is not None:
-        status, detail = BurnStatus.ERROR, progress.error
-    else:
-        status, detail = BurnStatus.COMPLETED, ""
+    status, detail = _ending(progress, alive=alive, interrupted=interrupted)
     tflops: Measured[float]
     if progress.windows:
         tflops = _significant(statistics.median(progress.windows))
@@ -304,19 +320,27 @@ def _snapshot(
     return BurnProgress(elapsed_s=elapsed, duration_s=config.duration_s, gpus=tuple(gpus))
 
 
+WAIT_POLL_S = 0.05
+
+
 def _wait(
-    threads: dict[int, threading.Thread],
+    progresses: dict[int, _Progress],
     until: float,
     tick: Callable[[], None] | None,
 ) -> None:
-    """Wait for every worker or ``until``, calling ``tick`` about once a second."""
+    """Wait for every worker or ``until``, calling ``tick`` about once a second.
+
+    A worker is done when it says so (``_Progress.done``), never by
+    ``Thread.is_alive()``: a Ctrl-C that lands inside ``Thread.join`` leaves the
+    joined thread looking stopped while it still runs. Sleeping in short steps
+    instead of joining keeps Ctrl-C from touching any worker's state.
+    """
     next_tick = time.monotonic() + PROGRESS_INTERVAL_S
     while True:
-        alive = [thread for thread in threads.values() if thread.is_alive()]
         now = time.monotonic()
-        if not alive or now >= until:
+        if all(progress.done for progress in progresses.values()) or now >= until:
             return
-        alive[0].join(timeout=max(0.0, min(until, next_tick) - now))
+        time.sleep(max(0.0, min(WAIT_POLL_S, until - now, next_tick - now)))
         if tick is not None and time.monotonic() >= next_tick:
             tick()
             next_tick += PROGRESS_INTERVAL_S
@@ -374,7 +398,14 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
     for target in gpus:
         index = target.index
         if index in matching.unseen:
-            not_run[index] = (BurnStatus.UNSEEN, matching.unseen[index], None)
+            # Only a board CUDA lacks while its bus id is known is unseen; a GPU the burn
+            # could not match safely to a device was not run (UNKNOWN), never failed.
+            status = (
+                BurnStatus.UNSEEN
+                if matching.method == "pci_bus_id" and target.bus_id is not None
+                else BurnStatus.NOT_RUN
+            )
+            not_run[index] = (status, matching.unseen[index], None)
             continue
         device = matching.devices[index]
         try:
@@ -403,18 +434,20 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
     deadline = start + config.duration_s + config.grace_s
     interrupted = False
     try:
-        _wait(threads, deadline - reserve, tick)
+        _wait(progresses, deadline - reserve, tick)
     except KeyboardInterrupt:
         interrupted = True
         stop.set()
-        _wait(threads, min(deadline - reserve, time.monotonic() + INTERRUPT_WAIT_S), None)
+        _wait(progresses, min(deadline - reserve, time.monotonic() + INTERRUPT_WAIT_S), None)
     stop.set()
     elapsed = time.monotonic() - start
-    tail = max(deadline, time.monotonic() + reserve) if interrupted else deadline
-    tail = max(tail, time.monotonic() + 0.2)
+    # After Ctrl-C the operator waits: the reads get the reserve, not the burn's deadline.
+    tail = time.monotonic() + reserve if interrupted else max(deadline, time.monotonic() + 0.2)
     traces = _bounded({0: sampler.stop}, tail).get(0) or {}
     xids_after = xid_probe() if xid_probe else Unavailable(Reason.NOT_MEASURED)
-    counters_after = _read_counters(sampler, indexes, tail)
+    # Their own budget: a sampler stuck on a wedged GPU must not use up every other
+    # GPU's counter read and make them all look wedged.
+    counters_after = _read_counters(sampler, indexes, max(tail, time.monotonic() + reserve))
     results = []
     matrix_size = config.matrix_size or 0
     deterministic, tolerance = True, 0.0
@@ -441,7 +474,9 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
             matrix_size = worker_progress.setup.matrix_size
             deterministic = deterministic and worker_progress.setup.deterministic
             tolerance = max(tolerance, worker_progress.setup.tolerance)
-        burn = _gpu_result(worker_progress, target, threads[index].is_alive(), start, simulated)
+        burn = _gpu_result(
+            worker_progress, target, not worker_progress.done, start, simulated, interrupted
+        )
         results.append(
             replace(
                 burn,
