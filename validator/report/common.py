@@ -30,7 +30,7 @@ from validator.model import (
     Verdict,
     known,
 )
-from validator.model import overall_verdict as model_overall_verdict
+from validator.model import overall_verdict as verdict_of_nodes
 from validator.text import one_line as fold_line
 from validator.trace import LOW_PERCENTILE, percentile, under_load
 
@@ -122,7 +122,7 @@ def overall_verdict(report: Report) -> Verdict:
     Returns:
         The fleet verdict.
     """
-    return model_overall_verdict(node.verdict for node in report.nodes)
+    return verdict_of_nodes(node.verdict for node in report.nodes)
 
 
 def overall_summary(report: Report) -> str:

@@ -390,7 +390,6 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
     )
     matching = _match(backend, gpus, environment)
     progresses: dict[int, _Progress] = {}
-    threads: dict[int, threading.Thread] = {}
     not_run: dict[int, tuple[BurnStatus, str, int | None]] = {}
     stop = threading.Event()
     sampler.start()
@@ -416,14 +415,14 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
             not_run[index] = (BurnStatus.NOT_RUN, f"{type(exc).__name__}: {exc}", device)
             continue
         progresses[index] = _Progress(index=index)
-        thread = threading.Thread(
+        # A daemon, so a wedged worker cannot keep the agent alive; whether it is done is
+        # its own flag (see _wait), never Thread.is_alive().
+        threading.Thread(
             target=_burn_one,
             args=(worker, config, progresses[index], start, stop),
             name=f"burn-gpu{index}",
-            daemon=True,  # a wedged worker must not keep the agent alive
-        )
-        threads[index] = thread
-        thread.start()
+            daemon=True,
+        ).start()
 
     def tick() -> None:
         if progress is not None:
