@@ -409,6 +409,52 @@ def _writer(path: str, worker: int, hosts: int, result: NodeResult, start: objec
         store.finish_run(run)
 
 
+class _CreatedBetweenReads:
+    """A read-only probe connection during whose first read another writer creates the database."""
+
+    def __init__(self, inner: sqlite3.Connection, create: Callable[[], None]) -> None:
+        self._inner = inner
+        self._create: Callable[[], None] | None = create
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        cursor = self._inner.execute(sql, *args)
+        if self._create is not None:
+            create, self._create = self._create, None
+            create()
+        return cursor
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_creation_committed_while_opening_is_not_taken_for_another_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The moment CI hit: another writer has switched the new file to WAL (so it
+    # is no longer empty) and commits its schema while this one reads the stamp.
+    path = tmp_path / "racing.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    original = store_module._connect
+
+    def create_elsewhere() -> None:
+        with monkeypatch.context() as inner:
+            inner.setattr(store_module, "_connect", original)
+            Store.open(path).close()
+
+    def connect(where: Path, mode: str) -> object:
+        connection = original(where, mode)
+        if mode == "ro":
+            return _CreatedBetweenReads(connection, create_elsewhere)
+        return connection
+
+    monkeypatch.setattr(store_module, "_connect", connect)
+    with Store.open(path) as store:
+        assert store.start_run("certify", 1, "p") == 1
+    assert raw(path).execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
 def test_concurrent_writer_processes_all_land(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"  # not created yet: the writers race to create it too
     workers, hosts = 5, 12

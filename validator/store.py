@@ -505,9 +505,13 @@ def _check_identity(db: sqlite3.Connection, path: Path, *, allow_empty: bool) ->
         StoreError: another program's database, a newer schema, or a damaged file.
     """
     with _errors(path):
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+        # One statement is one read snapshot: read one by one, another process's
+        # creation could commit between them (stamp 0 seen, then its tables).
+        app_id, version, tables = db.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id),"
+            " (SELECT user_version FROM pragma_user_version),"
+            " (SELECT COUNT(*) FROM sqlite_master)"
+        ).fetchone()
     if app_id != APPLICATION_ID:
         if allow_empty and app_id == 0 and version == 0 and tables == 0:
             return 0
