@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from validator.certificate import Certificate, issue_certificate
-from validator.drift import DRIFT_CHECKS, NEVER_CERTIFIED, compare, drift_node
+from validator.drift import NEVER_CERTIFIED, compare, drift_node
 from validator.errors import ExitCode
 from validator.judge import Policy, Thresholds, judge_node
 from validator.model import (
+    DRIFT_CHECKS,
     BurnResult,
     GpuFacts,
     GpuStatus,

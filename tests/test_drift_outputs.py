@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import parser
 
 from tests.test_drift import POLICY, baseline, quick_facts, with_gpu
-from validator.drift import DRIFT_CHECKS, drift_node, nhc_line, slurm_reason
+from validator.drift import drift_node, nhc_line, slurm_reason
 from validator.errors import BadInputError, ReportError
-from validator.model import NodeResult, Verdict
+from validator.model import DRIFT_CHECKS, NodeResult, Verdict
 from validator.report.drift_text import render_drift_text
 from validator.report.prometheus import render_prometheus, write_prometheus
 from validator.slurm import (

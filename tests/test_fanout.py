@@ -8,10 +8,10 @@ import time
 import pytest
 
 from validator.judge import Policy, judge_node
-from validator.model import NodeFacts, NodeResult, Verdict
+from validator.model import HostSpec, NodeFacts, NodeResult, Verdict
 from validator.node.sources import collect_simulated
 from validator.remote.fanout import run_fanout
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Progress
+from validator.remote.transport import AgentOutcome, AgentRequest, Progress
 
 FACTS = collect_simulated("healthy-8x-h100-sxm")
 HOSTS = [HostSpec(name=f"gpu{i:02d}", address=f"gpu{i:02d}.example") for i in range(12)]

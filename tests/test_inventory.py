@@ -12,7 +12,7 @@ import pytest
 from validator.errors import BadInputError, ExitCode, PolicyError
 from validator.inventory import load_hosts, load_inventory, policy_for
 from validator.judge.policy import Policy, Thresholds
-from validator.remote.transport import HostSpec
+from validator.model import HostSpec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inventory"
 PROD = str(FIXTURES / "prod" / "hosts.ini")
@@ -258,6 +258,91 @@ def test_unknown_transport(tmp_path: Path) -> None:
 
 def test_no_sources() -> None:
     assert _error([]).startswith("no inventory given")
+
+
+# Ansible only warns about a key given twice and keeps the last value: a pin written twice,
+# one of them stale, would go unnoticed. Here it is an error, wherever Ansible reads YAML.
+DUPLICATED = "gpuready_expected_gpu_count: 8\ngpuready_expected_gpu_count: 4\n"
+
+
+@pytest.mark.parametrize("folder", ["group_vars/gpus.yml", "host_vars/gpu01.yml"])
+def test_a_key_given_twice_in_group_or_host_vars(tmp_path: Path, folder: str) -> None:
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu01\n")
+    vars_file = tmp_path / folder
+    vars_file.parent.mkdir()
+    vars_file.write_text(DUPLICATED)
+    assert _error([str(tmp_path / "hosts.ini")]) == (
+        f"{vars_file}, line 2: the key 'gpuready_expected_gpu_count' is given twice in one "
+        "mapping: remove one of the two"
+    )
+
+
+def test_a_key_given_twice_in_a_yaml_inventory(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text(
+        "gpus:\n  hosts:\n    gpu01:\n      ansible_port: 22\n      ansible_port: 2222\n"
+    )
+    assert _error([str(path)]) == (
+        f"{path}, line 5: the key 'ansible_port' is given twice in one mapping: "
+        "remove one of the two"
+    )
+
+
+def test_a_key_given_twice_when_ansible_cfg_makes_an_unparsed_source_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ansible-core then raises instead of warning; the reason is the same one line. The
+    # constant, not the environment: ansible.constants read that when ansible was imported.
+    import ansible.constants
+
+    monkeypatch.setattr(ansible.constants, "INVENTORY_ANY_UNPARSED_IS_FAILED", True)
+    path = tmp_path / "hosts.yml"
+    path.write_text("gpus:\n  hosts:\n    gpu01:\n    gpu01:\n")
+    assert _error([str(path)]) == (
+        f"{path}, line 4: the key 'gpu01' is given twice in one mapping: remove one of the two"
+    )
+
+
+def test_a_key_given_twice_in_one_file_of_an_inventory_directory(tmp_path: Path) -> None:
+    # The directory parses (good.ini does); the file that does not must not just lose its hosts.
+    (tmp_path / "good.ini").write_text("[gpus]\ngpu01\n")
+    broken = tmp_path / "more.yml"
+    broken.write_text("gpus:\n  hosts:\n    gpu02:\n    gpu02:\n")
+    assert _error([str(tmp_path)]) == (
+        f"{broken}, line 4: the key 'gpu02' is given twice in one mapping: remove one of the two"
+    )
+
+
+def test_a_key_given_twice_fails_whatever_the_operator_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The operator's own setting (here: ignore) is overridden for the load, and restored after.
+    monkeypatch.setenv("ANSIBLE_DUPLICATE_YAML_DICT_KEY", "ignore")
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu01\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpus.yml").write_text(DUPLICATED)
+    assert "given twice" in _error([str(tmp_path / "hosts.ini")])
+    assert os.environ["ANSIBLE_DUPLICATE_YAML_DICT_KEY"] == "ignore"
+    assert capfd.readouterr() == ("", "")
+
+
+def test_without_duplicates_the_setting_is_left_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANSIBLE_DUPLICATE_YAML_DICT_KEY", raising=False)
+    load_hosts([PROD])
+    assert "ANSIBLE_DUPLICATE_YAML_DICT_KEY" not in os.environ
+
+
+def test_an_unreadable_group_vars_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu01\n")
+    (tmp_path / "group_vars").mkdir()
+    vars_file = tmp_path / "group_vars" / "gpus.yml"
+    vars_file.write_text("gpuready_expected_gpu_count: [8\n")
+    text = _error([str(tmp_path / "hosts.ini")])
+    assert text.startswith(
+        f"{vars_file}, line 2: ansible could not read the variables of host gpu01 "
+        "(YAML parsing failed: "
+    )
+    assert text.endswith("): fix the file")
 
 
 # ------------------------------------------------------------ per-host policy

@@ -15,9 +15,8 @@ from validator.certificate import issue_certificate
 from validator.certify import FleetRequest
 from validator.errors import ExitCode, ReportError
 from validator.judge import judge_node
-from validator.model import NodeResult, Verdict
+from validator.model import HostSpec, NodeResult, Verdict
 from validator.operations.drift import DriftRequest, SlurmStep, run_drift, tell_slurm
-from validator.remote.transport import HostSpec
 from validator.slurm import Action
 from validator.store import Store
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from validator.errors import BadInputError
+from validator.model import HostSpec
 from validator.node.burnin.config import BurnConfig
 from validator.remote.local import LocalTransport
-from validator.remote.transport import AgentRequest, HostSpec
+from validator.remote.transport import AgentRequest
 
 
 class Phases:

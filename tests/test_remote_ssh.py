@@ -35,10 +35,11 @@ from paramiko.common import (
 from paramiko.hostkeys import HostKeyEntry
 from paramiko.sftp import SFTP_OK
 
+from validator.model import HostSpec
 from validator.node.scenario import SCENARIO_DIR
 from validator.remote.bundle import build_agent
 from validator.remote.ssh import SshTransport, append_known_host
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec
+from validator.remote.transport import AgentOutcome, AgentRequest
 
 SCENARIO = "healthy-8x-h100-sxm"
 

@@ -118,19 +118,7 @@ ROOMS: dict[str, Room] = {
 
 # (modules, the imports that break their room's rule; each a module or a package):
 # why it is there, and what would end it.
-KNOWN_BREAKS: dict[tuple[str, str], str] = {
-    ("validator.inventory", "validator.remote.transport"): (
-        "DESIGN: the store/certificates/inventory/provisioning/Slurm row imports model, "
-        "errors and judge; inventory builds remote.transport.HostSpec (and checks "
-        "gpuready_transport against TRANSPORTS). Move HostSpec and TRANSPORTS to a room "
-        "both may import (model), or let that row import remote.transport"
-    ),
-    ("validator.report", "validator.drift"): (
-        "DESIGN: report imports model and errors; the drift text and Prometheus renderers "
-        "import validator.drift (DriftState, drift_state, drift_findings, DRIFT_CHECKS). "
-        "A drift result's state and checks as model data would end it"
-    ),
-}
+KNOWN_BREAKS: dict[tuple[str, str], str] = {}
 
 
 # ------------------------------------------------------------------ the checker

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from validator import __version__
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import NodeFacts, NodeResult, Report
+from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.fanout import run_fanout
-from validator.remote.transport import AgentRequest, HostSpec, Progress, Transport, TransportName
+from validator.remote.transport import AgentRequest, Progress, Transport
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink

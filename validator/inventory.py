@@ -4,7 +4,7 @@ INI, YAML, directories and dynamic (executable) inventory scripts, several at on
 ``--limit`` patterns exactly as Ansible reads them (``gpu[0:3]``, ``rack1:&h100``,
 ``!gpu07``, ``@file``), and host / group variables (``group_vars/``, ``host_vars/``)
 as Ansible's VariableManager resolves them. Each host becomes a
-:class:`~validator.remote.transport.HostSpec`; its ``gpuready_*`` variables may
+:class:`~validator.model.HostSpec`; its ``gpuready_*`` variables may
 override the policy for that host (:func:`policy_for`).
 
 Decisions:
@@ -24,6 +24,10 @@ Decisions:
   rendered: a template elsewhere that needs play-time facts is none of our business.
   Ansible decides what is trusted as a template (values from a dynamic inventory
   script are not, since ansible-core 2.19).
+* A key given twice in one YAML mapping (an inventory, ``group_vars``, ``host_vars``) is
+  an error: Ansible only warns and keeps the last value, so a pin written twice, one of
+  them stale, would pass unnoticed. Ansible's ``DUPLICATE_YAML_DICT_KEY`` is set to
+  ``error`` for the load only (:func:`_duplicate_keys_fail`).
 * Every ``gpuready_*`` variable must be a policy field or a known agent variable
   (:data:`AGENT_VARS`): a misspelt override would otherwise silently leave a check at
   its default.
@@ -34,9 +38,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import ansible.constants as ansible_constants
 from ansible.errors import AnsibleError
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
@@ -48,12 +54,11 @@ from validator import fields
 from validator.errors import BadInputError, PolicyError
 from validator.fields import Document, Field
 from validator.judge.policy import Policy, Thresholds, policy_from_mapping
-from validator.remote.transport import HostSpec, TransportName
+from validator.model import TRANSPORTS, HostSpec
 
 PREFIX = "gpuready_"
 # gpuready_* variables that steer the agent and the transport rather than the policy.
 AGENT_VARS = frozenset({"gpuready_simulate", "gpuready_transport"})
-TRANSPORTS = tuple(name.value for name in TransportName)
 # Policy fields settable per host, as gpuready_<field>; thresholds is a mapping.
 POLICY_VARS: tuple[str, ...] = tuple(PREFIX + f.name for f in dataclasses.fields(Policy))
 # ansible_python_interpreter values that ask Ansible to discover the interpreter.
@@ -102,6 +107,100 @@ def _captured_display() -> Iterator[list[str]]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+# ------------------------------------------------------------ a key given twice
+
+# ansible-core's setting (config/base.yml: warn by default, error or ignore), and the
+# environment variable it is read from.
+_DUPLICATE_SETTING = "DUPLICATE_YAML_DICT_KEY"
+_DUPLICATE_ENV = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
+# The messages of ansible-core 2.19 ("Found duplicate mapping key 'x'.", the key's repr)
+# and of 2.15-2.18 ("... found a duplicate dict key (x). Using last defined value only.").
+_DUPLICATE_KEY = re.compile(
+    r"Found duplicate mapping key (?P<quoted>.+?)\.(?:\s|$)"
+    r"|found a duplicate dict key \((?P<bare>.*?)\)\. Using last"
+)
+# Where: 2.19's "Origin: /path/file.yml:5:7"; 2.15-2.18's "a mapping from /path, line 4".
+_ORIGIN = re.compile(r"^Origin: (?P<path>.+?):(?P<line>\d+)(?::\d+)?$", re.MULTILINE)
+_MAPPING_FROM = re.compile(r"constructing a mapping from (?P<path>.+?), line (?P<line>\d+),")
+
+
+@contextlib.contextmanager
+def _duplicate_keys_fail() -> Iterator[None]:
+    """Make a key given twice in any YAML Ansible reads an error, for this block only.
+
+    ansible-core 2.19 reads the setting through its config manager each time it builds
+    a YAML constructor, and that looks at the environment each time; 2.15-2.18 read the
+    constant ``ansible.constants.DUPLICATE_YAML_DICT_KEY``. Both are set, and both put
+    back as they were (the operator's own setting included) when the block ends.
+    """
+    saved_env = os.environ.get(_DUPLICATE_ENV)
+    had_constant = hasattr(ansible_constants, _DUPLICATE_SETTING)
+    saved_constant = getattr(ansible_constants, _DUPLICATE_SETTING, None)
+    os.environ[_DUPLICATE_ENV] = "error"
+    ansible_constants.DUPLICATE_YAML_DICT_KEY = "error"
+    try:
+        yield
+    finally:
+        if saved_env is None:
+            os.environ.pop(_DUPLICATE_ENV, None)
+        else:
+            os.environ[_DUPLICATE_ENV] = saved_env
+        if had_constant:
+            ansible_constants.DUPLICATE_YAML_DICT_KEY = saved_constant
+        else:
+            delattr(ansible_constants, _DUPLICATE_SETTING)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _where(texts: Iterable[str], errors: Sequence[BaseException] = ()) -> str | None:
+    """The file and line Ansible names, as ``path, line N``; None when it names none."""
+    for error in errors:
+        origin = getattr(error, "obj", None)  # 2.19: an Origin(path, line_num, col_num)
+        path = getattr(origin, "path", None)
+        if isinstance(path, str) and path:
+            line = getattr(origin, "line_num", None)
+            return f"{path}, line {line}" if isinstance(line, int) else path
+    for text in texts:
+        found = _ORIGIN.search(text) or _MAPPING_FROM.search(text)
+        if found:
+            return f"{found['path']}, line {found['line']}"
+    return None
+
+
+def _duplicate(texts: Sequence[str], errors: Sequence[BaseException], fallback: str) -> str | None:
+    """The one-line error for a key given twice, if that is what Ansible's messages say."""
+    for text in texts:
+        found = _DUPLICATE_KEY.search(text)
+        if found:
+            key = found["quoted"] if found["quoted"] is not None else repr(found["bare"])
+            where = _where([text], errors) or fallback
+            return f"{where}: the key {key} is given twice in one mapping: remove one of the two"
+    return None
+
+
+def _vars_error(exc: AnsibleError, host: str) -> BadInputError:
+    """A host's group_vars/host_vars that Ansible could not read, as one line."""
+    errors = _chain(exc)
+    texts = [str(error) for error in errors]
+    duplicate = _duplicate(texts, errors, f"host {host}: group_vars/host_vars")
+    if duplicate is not None:
+        return BadInputError(duplicate)
+    where = _where(texts, errors) or "group_vars/host_vars"
+    return BadInputError(
+        f"{where}: ansible could not read the variables of host {host} "
+        f"({_one_line(texts[0])}): fix the file"
+    )
 
 
 def _strip_label(message: str) -> str:
@@ -288,8 +387,11 @@ def _render(templar: Templar, value: object, origin: str, var: str) -> object:
 
 
 def _host_spec(host: object, manager: VariableManager, loader: DataLoader) -> HostSpec:
-    variables = manager.get_vars(host=host)
     name = str(getattr(host, "name", host))
+    try:
+        variables = manager.get_vars(host=host)
+    except AnsibleError as exc:
+        raise _vars_error(exc, name) from None
     source = str(variables.get("inventory_file") or "inventory")
     origin = f"{source}: host {name}"
     templar = Templar(loader=loader, variables=variables)
@@ -368,21 +470,32 @@ def load_inventory(sources: Sequence[str], limit: str | None = None) -> Inventor
         The hosts in inventory order, and Ansible's warnings as one-line notes.
 
     Raises:
-        BadInputError: a missing or unparsable source, an inventory with no hosts, a
-            limit that matches none, or a bad host variable; one line naming the file,
-            host or pattern and what to do.
+        BadInputError: a missing or unparsable source, a key given twice in one YAML
+            mapping, an inventory with no hosts, a limit that matches none, or a bad host
+            variable; one line naming the file, host or pattern and what to do.
     """
     _check_sources(sources)
     hint = _graph_hint(sources)
-    with _captured_display() as messages:
+    with _captured_display() as messages, _duplicate_keys_fail():
         loader = DataLoader()
         try:
             inventory = InventoryManager(loader=loader, sources=list(sources))
         except AnsibleError as exc:
+            # The operator's ansible.cfg may make an unparsed source fatal (unparsed_is_failed).
+            errors = _chain(exc)
+            texts = [*messages, *(str(error) for error in errors)]
+            duplicate = _duplicate(texts, errors, ", ".join(sources))
+            if duplicate is not None:
+                raise BadInputError(duplicate) from None
             raise BadInputError(
                 f"{', '.join(sources)}: ansible could not read the inventory: "
                 f"{_one_line(str(exc))}; fix it (ansible-inventory {hint} --graph)"
             ) from None
+        # A file that failed on a key given twice fails the load, even inside a directory
+        # whose other files parsed: its hosts must not just go missing.
+        duplicate = _duplicate(messages, (), ", ".join(sources))
+        if duplicate is not None:
+            raise BadInputError(duplicate)
         parsed = _parsed_sources(inventory)
         for source in sources:
             path = source if _is_host_list(source) else os.path.abspath(source)

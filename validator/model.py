@@ -1,5 +1,9 @@
 """The facts a node reports and the findings we draw from them.
 
+Also the plain data the rooms share around those: a host as the inventory gives it
+and the transports reach it (:class:`HostSpec`), and a drift result's checks and
+state (:class:`DriftCheck`, :func:`drift_state`), which the renderers read.
+
 Plain frozen dataclasses, JSON in and out, standard library only: this module is
 shipped to GPU hosts with the node agent and must run on Python 3.9.
 
@@ -482,6 +486,100 @@ class Report:
     nodes: Tuple[NodeResult, ...]
     schema_version: int = SCHEMA_VERSION
     fleet: Optional[FleetSummary] = None  # set when more than one host was certified
+
+
+# ---------------------------------------------------------------- drift
+
+
+class DriftCheck(str, enum.Enum):
+    """One drift check (a finding's ``check``), in report order."""
+
+    BASELINE = "drift.baseline"
+    DRIVER = "drift.driver"
+    CUDA = "drift.cuda"
+    KERNEL_MODULE = "drift.kernel_module"
+    NVCC = "drift.nvcc"
+    CUDNN = "drift.cudnn"
+    GPU_ADDED = "drift.gpu_added"
+    GPU_REMOVED = "drift.gpu_removed"
+    GPU_SWAPPED = "drift.gpu_swapped"
+    VBIOS = "drift.vbios"
+    POWER_LIMIT = "drift.power_limit"
+    PCIE_GEN = "drift.pcie_gen"
+    PCIE_WIDTH = "drift.pcie_width"
+    ECC = "drift.ecc"
+    ROW_REMAP = "drift.row_remap"
+    RETIRED_PAGES = "drift.retired_pages"
+    PERSISTENCE = "drift.persistence"
+    XID = "drift.xid"
+    BURN = "drift.burn"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Every drift check, in report order; the Prometheus file lists each (0 when clean).
+DRIFT_CHECKS: Tuple[str, ...] = tuple(check.value for check in DriftCheck)
+
+
+class DriftState(str, enum.Enum):
+    """A node's drift state, as the Prometheus file and the terminal name it."""
+
+    OK = "ok"  # as certified
+    DRIFT = "drift"
+    UNKNOWN = "unknown"  # could not be shown unchanged
+    NEVER_CERTIFIED = "never_certified"  # no certificate to compare with
+
+
+def drift_findings(findings: typing.Iterable[Finding]) -> list[Finding]:
+    """The findings that are drift (FAIL)."""
+    return [finding for finding in findings if finding.severity is Severity.FAIL]
+
+
+def never_certified(result: NodeResult) -> bool:
+    """True for a drift result of a node without a certificate (its baseline finding)."""
+    return any(f.check == DriftCheck.BASELINE for f in result.findings)
+
+
+def drift_state(result: NodeResult) -> DriftState:
+    """The node's drift state, from its drift result."""
+    if result.verdict is Verdict.CERTIFIED:
+        return DriftState.OK
+    if result.verdict is Verdict.NOT_CERTIFIED:
+        return DriftState.DRIFT
+    return DriftState.NEVER_CERTIFIED if never_certified(result) else DriftState.UNKNOWN
+
+
+# ---------------------------------------------------------------- reaching a host
+
+
+class TransportName(str, enum.Enum):
+    """The ways of reaching a host."""
+
+    LOCAL = "local"
+    SSH = "ssh"
+    ANSIBLE = "ansible"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Every transport's name: what gpuready_transport and --transport accept.
+TRANSPORTS: Tuple[str, ...] = tuple(name.value for name in TransportName)
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One inventory host, as the transports need it. No secret is ever held here."""
+
+    name: str  # the inventory name; reports use it
+    address: str  # ansible_host, else the name
+    port: Optional[int] = None  # ansible_port; None: ssh config / 22
+    user: Optional[str] = None  # ansible_user; None: ssh config / current user
+    key_file: Optional[str] = None  # ansible_ssh_private_key_file
+    python: str = "python3"  # ansible_python_interpreter
+    simulate: Optional[str] = None  # gpuready_simulate: scenario name or a path on the host
+    vars: typing.Mapping[str, object] = field(default_factory=dict)  # every gpuready_* var
 
 
 # ---------------------------------------------------------------- JSON codec

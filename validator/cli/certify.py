@@ -20,9 +20,9 @@ from validator.cli.options import (
     policy_option,
 )
 from validator.errors import ExitCode
+from validator.model import TransportName
 from validator.node.burnin.config import parse_duration
 from validator.operations.certify import CertifyOutcome, CertifyRequest, run_certify
-from validator.remote.transport import TransportName
 from validator.store import Store
 
 # A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.

@@ -16,9 +16,9 @@ from validator.cli.options import (
     limit_option,
     policy_option,
 )
+from validator.model import TransportName
 from validator.node.burnin.config import BurnConfig, parse_duration
 from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
-from validator.remote.transport import TransportName
 from validator.store import Store
 
 

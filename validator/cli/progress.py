@@ -14,8 +14,8 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
-from validator.model import NodeResult, Verdict
-from validator.remote.transport import HostSpec, Phase
+from validator.model import HostSpec, NodeResult, Verdict
+from validator.remote.transport import Phase
 
 _FINAL = ("done", "failed")
 _SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted

@@ -12,35 +12,25 @@ The checks are built with the judge's own constructors and helpers
 (:mod:`validator.judge.checks.common`, the Xid grouping of
 :mod:`validator.judge.checks.errors`). The terminal text and the Prometheus
 textfile are renderers (:mod:`validator.report.drift_text`,
-:mod:`validator.report.prometheus`); the command's whole job is
-:func:`validator.operations.drift.run_drift`.
+:mod:`validator.report.prometheus`); they read a result's drift state and the
+drift checks from the model (:class:`~validator.model.DriftState`,
+:func:`~validator.model.drift_state`, :class:`~validator.model.DriftCheck`,
+:data:`~validator.model.DRIFT_CHECKS`), where this package takes them from too.
+The command's whole job is :func:`validator.operations.drift.run_drift`.
 """
 
 from __future__ import annotations
 
-from validator.drift.compare import DRIFT_CHECKS, compare
+from validator.drift.compare import compare
 from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
-from validator.drift.verdict import (
-    NEVER_CERTIFIED,
-    DriftState,
-    drift_by_check,
-    drift_findings,
-    drift_node,
-    drift_state,
-    never_certified,
-)
+from validator.drift.verdict import NEVER_CERTIFIED, drift_by_check, drift_node
 
 __all__ = [
-    "DRIFT_CHECKS",
     "NEVER_CERTIFIED",
     "NHC_MAX_CHARS",
-    "DriftState",
     "compare",
     "drift_by_check",
-    "drift_findings",
     "drift_node",
-    "drift_state",
-    "never_certified",
     "nhc_line",
     "slurm_reason",
 ]

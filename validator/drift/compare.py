@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime
 
 from validator.certificate import Certificate
-from validator.drift.checks import DRIFT_CHECKS, DriftCheck
 from validator.drift.gpus import burn_findings, compare_gpu, gpu_set
 from validator.judge.checks.common import (
     FAIL,
@@ -40,7 +39,16 @@ from validator.judge.checks.common import (
 from validator.judge.checks.errors import group_xids, parse_time, xid_finding, xid_meaning
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
-from validator.model import Finding, Measured, NodeFacts, NvmlStatus, Reason, Unavailable, XidEvent
+from validator.model import (
+    DriftCheck,
+    Finding,
+    Measured,
+    NodeFacts,
+    NvmlStatus,
+    Reason,
+    Unavailable,
+    XidEvent,
+)
 
 # ------------------------------------------------------------------ versions
 
@@ -202,4 +210,4 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
     return sort_findings(findings)
 
 
-__all__ = ["DRIFT_CHECKS", "compare", "gpus_unreadable"]
+__all__ = ["compare", "gpus_unreadable"]

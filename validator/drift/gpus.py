@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 
 from validator.certificate import Certificate, CertifiedGpu
-from validator.drift.checks import DriftCheck
 from validator.judge.checks.common import (
     FAIL,
     PASS,
@@ -35,6 +34,7 @@ from validator.judge.policy import Policy
 from validator.model import (
     BurnResult,
     BurnStatus,
+    DriftCheck,
     Finding,
     GpuFacts,
     GpuStatus,

@@ -1,4 +1,6 @@
-"""The drift verdict of one node, and its state as monitoring names it.
+"""The drift verdict of one node; its state as monitoring names it is in the model.
+
+:func:`validator.model.drift_state` reads it from the result, for the renderers too.
 
 Any FAIL is drift (NOT_CERTIFIED); else a required UNKNOWN leaves the node UNKNOWN
 (it could not be shown unchanged); else CERTIFIED (no drift). A node never
@@ -8,31 +10,23 @@ at all, by the judge's own rule (:func:`nothing_to_judge`), the summary says so.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Sequence
 
 from validator.certificate import Certificate
-from validator.drift.checks import DriftCheck
 from validator.drift.compare import compare
 from validator.judge.checks.common import by_check, node_finding, nothing_to_judge
 from validator.judge.policy import Policy, policy_digest
-from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
+from validator.model import (
+    DriftCheck,
+    Finding,
+    NodeFacts,
+    NodeResult,
+    Severity,
+    Verdict,
+    drift_findings,
+)
 
 NEVER_CERTIFIED = "never certified: run gpuready certify first"
-
-
-class DriftState(str, enum.Enum):
-    """A node's drift state, as the Prometheus file and the terminal name it."""
-
-    OK = "ok"  # as certified
-    DRIFT = "drift"
-    UNKNOWN = "unknown"  # could not be shown unchanged
-    NEVER_CERTIFIED = "never_certified"  # no certificate to compare with
-
-
-def drift_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that are drift (FAIL)."""
-    return [finding for finding in findings if finding.severity is Severity.FAIL]
 
 
 def _gpu_run(indexes: Iterable[int]) -> str:
@@ -110,27 +104,4 @@ def drift_node(facts: NodeFacts, cert: Certificate | None, policy: Policy) -> No
     )
 
 
-def never_certified(result: NodeResult) -> bool:
-    """True for the result :func:`drift_node` gives a node without a certificate."""
-    return any(f.check == DriftCheck.BASELINE for f in result.findings)
-
-
-def drift_state(result: NodeResult) -> DriftState:
-    """The node's drift state, from its drift result."""
-    if result.verdict is Verdict.CERTIFIED:
-        return DriftState.OK
-    if result.verdict is Verdict.NOT_CERTIFIED:
-        return DriftState.DRIFT
-    return DriftState.NEVER_CERTIFIED if never_certified(result) else DriftState.UNKNOWN
-
-
-__all__ = [
-    "NEVER_CERTIFIED",
-    "DriftState",
-    "decide_drift",
-    "drift_by_check",
-    "drift_findings",
-    "drift_node",
-    "drift_state",
-    "never_certified",
-]
+__all__ = ["NEVER_CERTIFIED", "decide_drift", "drift_by_check", "drift_node"]

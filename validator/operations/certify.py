@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Protocol
 from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node, fleet_of
 from validator.errors import ExitCode
 from validator.judge.policy import Policy, load_policy, policy_digest
-from validator.model import NodeResult, Report, Verdict
+from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import report_exit_code
-from validator.remote.transport import HostSpec, Progress, TransportName
+from validator.remote.transport import Progress
 from validator.store import RunKind
 
 if TYPE_CHECKING:

@@ -21,16 +21,15 @@ from validator.certify import FleetRequest, fleet_of
 from validator.drift import drift_node, slurm_reason
 from validator.errors import ExitCode, GpureadyError
 from validator.judge.policy import Policy, load_policy, policy_digest
-from validator.model import NodeFacts, NodeResult, Report, Verdict
+from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import exit_code, report_interrupted
-from validator.remote.transport import TransportName
 from validator.store import RunKind
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
+    from validator.model import HostSpec
     from validator.operations.certify import FleetDisplay
-    from validator.remote.transport import HostSpec, TransportName
     from validator.slurm import Action, Runner
     from validator.store import Store
 

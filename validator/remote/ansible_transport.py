@@ -36,10 +36,10 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from validator.errors import GpureadyError
-from validator.model import NodeFacts, SchemaError, from_dict
+from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress
+from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress
 from validator.text import ansible_error, one_line
 
 RUN_TASK = "Run the gpuready agent"

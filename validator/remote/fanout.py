@@ -14,15 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
-from validator.remote.transport import (
-    AgentOutcome,
-    AgentRequest,
-    HostSpec,
-    Phase,
-    Progress,
-    Transport,
-)
+from validator.model import Finding, HostSpec, NodeFacts, NodeResult, Severity, Verdict
+from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, Transport
 
 Judge = Callable[[HostSpec, NodeFacts], NodeResult]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from validator.errors import GpureadyError
+from validator.model import HostSpec
 from validator.node.sources import collect_live, collect_simulated
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress
+from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress
 
 
 class LocalTransport:

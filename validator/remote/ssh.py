@@ -51,9 +51,9 @@ from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 
 from validator.errors import GpureadyError
 from validator.files import write_atomic
-from validator.model import NodeFacts, SchemaError, from_dict
+from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import AgentBundle, build_agent
-from validator.remote.transport import AgentOutcome, AgentRequest, HostSpec, Phase, Progress, quoted
+from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, quoted
 from validator.text import one_line
 
 MIN_PYTHON = (3, 9)

@@ -1,14 +1,18 @@
-"""One small interface over every way of reaching a host: local, ssh, ansible."""
+"""One small interface over every way of reaching a host: local, ssh, ansible.
+
+A host is :class:`validator.model.HostSpec` and a transport's name
+:class:`validator.model.TransportName`: plain data the inventory builds too.
+"""
 
 from __future__ import annotations
 
 import enum
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from validator.model import DEFAULT_XID_WINDOW_HOURS, NodeFacts
+from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts
 from validator.node.burnin.config import BurnConfig
 
 
@@ -25,31 +29,6 @@ class Phase(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-class TransportName(str, enum.Enum):
-    """The ways of reaching a host."""
-
-    LOCAL = "local"
-    SSH = "ssh"
-    ANSIBLE = "ansible"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class HostSpec:
-    """One inventory host, as the transports need it. No secret is ever held here."""
-
-    name: str  # the inventory name; reports use it
-    address: str  # ansible_host, else the name
-    port: int | None = None  # ansible_port; None: ssh config / 22
-    user: str | None = None  # ansible_user; None: ssh config / current user
-    key_file: str | None = None  # ansible_ssh_private_key_file
-    python: str = "python3"  # ansible_python_interpreter
-    simulate: str | None = None  # gpuready_simulate: scenario name or a path on the host
-    vars: Mapping[str, object] = field(default_factory=dict)  # every gpuready_* var
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from validator.drift.checks import DriftCheck
-from validator.drift.verdict import DriftState, drift_state
-from validator.model import NodeResult, Severity
+from validator.model import DriftCheck, DriftState, NodeResult, Severity, drift_state
 
 STATE_WORDS = {
     DriftState.OK: "NO DRIFT",

@@ -24,10 +24,15 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
-from validator.drift.compare import DRIFT_CHECKS
-from validator.drift.verdict import DriftState, drift_findings, drift_state
 from validator.errors import ReportError
-from validator.model import NodeResult, Verdict
+from validator.model import (
+    DRIFT_CHECKS,
+    DriftState,
+    NodeResult,
+    Verdict,
+    drift_findings,
+    drift_state,
+)
 
 
 def drift_registry(results: Sequence[NodeResult], *, now: datetime.datetime) -> CollectorRegistry:
