@@ -117,6 +117,10 @@ def test_json_output(tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[
         "artifacts_dir",
         "hosts",
         "failed_messages",
+        "waves",
+        "stopped",
+        "not_run",
+        "slurm",
     }
     assert document["ok"] is False
     assert document["status"] == "failed"
@@ -167,6 +171,10 @@ def test_nothing_to_run_exits_3(
         (("--limit", "gpu-99"), "no hosts matched --limit"),
         (("--mirror", "mirror.local/cuda"), "expected a URL"),
         (("--playbook", "/nonexistent/site.yml"), "playbook not found"),
+        (("--batch", "0"), "--batch '0': expected a host count (e.g. 4) or a percentage"),
+        (("--batch", "150%"), "from 1% to 100% (e.g. 25%)"),
+        (("--max-fail-percentage", "120"), "--max-fail-percentage '120': expected a whole"),
+        (("--batch", "2", "-e", "provision_serial=3"), "--batch and -e provision_serial disagree"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -184,6 +192,36 @@ def test_bad_input_is_one_line_and_exit_2(
     assert lines[0].startswith("gpuready: error: ")
     assert message in lines[0]
     assert not (state / "runs").exists()  # refused before anything ran
+
+
+def test_batch_rolls_through_the_hosts(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fixture playbook has no serial of its own: this one takes site.yml's.
+    playbook = tmp_path / "rolling.yml"
+    playbook.write_text(
+        SITE.read_text().replace(
+            "  gather_facts: false\n",
+            '  gather_facts: false\n  serial: "{{ provision_serial | default(0) }}"\n'
+            '  max_fail_percentage: "{{ provision_max_fail_percentage | default(100) }}"\n',
+        )
+    )
+    argv = _argv(tmp_path, "--limit", "node-a:node-b:node-broken", "--batch", "1", "--json")
+    argv[argv.index(str(SITE))] = str(playbook)
+    code, out, err = run(capsys, argv)
+    assert code == 1
+    document = json.loads(out)
+    assert document["waves"] == [["node-a"], ["node-b"], ["node-broken"]]
+    assert "provision failed in 3 batches" in err
+    # Over all four hosts the roll stops at node-broken, before node-dead's batch.
+    argv = _argv(tmp_path, "--batch", "1")
+    argv[argv.index(str(SITE))] = str(playbook)
+    code, out, _ = run(capsys, argv)
+    assert code == 1
+    rows = table_rows(out)
+    assert rows["node-broken"][2] == "1"  # failed
+    why = "not run: the roll stopped before this host's batch"
+    assert rows["node-dead"] == ["", "", "", "", why]
 
 
 def test_burn_needs_certify(

@@ -7,29 +7,38 @@ site.yml. Each run starts ansible-playbook (1-3 s), so this file takes ~30 s.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from validator.errors import BadInputError, CouldNotRunError
 from validator.provision import (
     BECOME_PROMPT,
+    Batch,
     HostRecap,
     ProvisionEvent,
     ProvisionRequest,
     ProvisionResult,
+    _extravars,
     certify_transport,
+    check_request,
     count_listed_tasks,
     default_playbook,
     default_state_dir,
     estimate_tasks,
+    forks_for,
+    parse_batch,
     parse_extra_vars,
+    parse_percentage,
     recap,
     run_provision,
     to_event,
@@ -552,3 +561,357 @@ def test_certify_transport(tmp_path: Path) -> None:
     )
     assert certify_transport([str(inventory)], ["g1", "g2"]) == "ansible"
     assert certify_transport([str(inventory)], ["g1", "g3"]) == "ssh"
+
+
+# ------------------------------------------------------------ rolling provisioning
+
+SITE_PLAY = Path(__file__).resolve().parent.parent / "playbooks" / "site.yml"
+LIBRARY = SITE_PLAY.parent / "library"
+ROLL_TASKS = ("Write the marker file", "Fail where the inventory asks for it", "Say done")
+
+
+def _rolling_project(tmp: Path, hosts: dict[str, dict[str, object]]) -> tuple[Path, Path]:
+    """An inventory of local hosts, and site.yml's play with tiny tasks for its roles.
+
+    The play keeps site.yml's own header (serial, max_fail_percentage, force_handlers)
+    and its pre_tasks/post_tasks (the Slurm drain and resume), so these tests run the
+    real ones; only roles and tasks are replaced, and facts are not gathered.
+    """
+    import yaml
+
+    (site,) = yaml.safe_load(SITE_PLAY.read_text())
+    play = {key: value for key, value in site.items() if key not in ("roles", "tasks")}
+    play.update(become=False, gather_facts=False)
+    play["tasks"] = [
+        {
+            "name": ROLL_TASKS[0],
+            "ansible.builtin.copy": {
+                "content": "provisioned {{ inventory_hostname }}\n",
+                "dest": "{{ fixture_dir }}/{{ inventory_hostname }}.txt",
+                "mode": "0644",
+            },
+        },
+        {
+            "name": ROLL_TASKS[1],
+            "ansible.builtin.command": "sh -c 'echo {{ fixture_fail_reason }} >&2; exit 3'",
+            "changed_when": False,
+            "when": "fixture_fail_reason is defined",
+        },
+        {"name": ROLL_TASKS[2], "ansible.builtin.debug": {"msg": "done"}},
+    ]
+    project = tmp / "project"
+    project.mkdir()
+    (project / "library").symlink_to(LIBRARY)  # beside the playbook, as for site.yml
+    playbook = project / "site.yml"
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    inventory = tmp / "hosts.yml"
+    document = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            },
+            "hosts": hosts,
+        }
+    }
+    inventory.write_text(yaml.safe_dump(document))
+    return playbook, inventory
+
+
+def _roll(
+    tmp: Path, hosts: dict[str, dict[str, object]], **fields: object
+) -> tuple[ProvisionResult, list[ProvisionEvent]]:
+    playbook, inventory = _rolling_project(tmp, hosts)
+    return _run(_request(tmp, inventories=(str(inventory),), playbook=str(playbook), **fields))
+
+
+FOUR = {name: {} for name in ("h1", "h2", "h3", "h4")}
+BROKEN_H2: dict[str, dict[str, object]] = {
+    **FOUR,
+    "h2": {"fixture_fail_reason": "E: Unable to locate package nvidia-open-999"},
+}
+
+
+def _first_and_last(events: list[ProvisionEvent], host: str) -> tuple[int, int]:
+    seen = [i for i, event in enumerate(events) if event.host == host]
+    return seen[0], seen[-1]
+
+
+def test_a_batch_of_2_over_4_hosts_runs_in_two_waves(tmp_path: Path) -> None:
+    result, events = _roll(tmp_path, FOUR, batch=parse_batch("2"))
+    assert result.ok, result
+    assert result.waves == (("h1", "h2"), ("h3", "h4"))
+    # Ansible really templated serial from the extra variable: nothing of the second
+    # wave started before the first wave's last result.
+    first_wave_end = max(_first_and_last(events, host)[1] for host in ("h1", "h2"))
+    second_wave_start = min(_first_and_last(events, host)[0] for host in ("h3", "h4"))
+    assert first_wave_end < second_wave_start
+    assert result.stopped == ()
+    assert result.not_run == ()
+
+
+def test_without_a_batch_every_host_runs_in_one_wave(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, FOUR)
+    assert result.ok
+    assert result.waves == (("h1", "h2", "h3", "h4"),)
+
+
+def test_a_percentage_batch_is_a_share_of_the_hosts(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, FOUR, batch=parse_batch("25%"))
+    assert result.waves == (("h1",), ("h2",), ("h3",), ("h4",))
+
+
+def test_a_failed_host_stops_the_roll_before_the_next_batch(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, BROKEN_H2, batch=parse_batch("2"))
+    assert not result.ok
+    assert result.waves == (("h1", "h2"),)
+    # h1 failed nothing itself, yet was stopped midway: not a success, not certified.
+    assert result.stopped == ("h1",)
+    assert result.succeeded_hosts == ()
+    assert result.failed_messages["h1"].startswith("stopped: its batch spent the failure budget")
+    assert "nvidia-open-999" in result.failed_messages["h2"]
+    assert result.not_run == ("h3", "h4")
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["h1.txt", "h2.txt"]
+    data = result.to_dict()
+    assert (data["stopped"], data["not_run"]) == (["h1"], ["h3", "h4"])
+
+
+def test_a_failure_budget_lets_the_roll_go_on(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, BROKEN_H2, batch=parse_batch("2"), max_fail_percentage=50)
+    assert result.waves == (("h1", "h2"), ("h3", "h4"))
+    assert result.succeeded_hosts == ("h1", "h3", "h4")
+    assert result.stopped == ()
+    assert result.not_run == ()
+
+
+def test_without_a_batch_a_failed_host_stops_no_other(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, BROKEN_H2)
+    assert result.succeeded_hosts == ("h1", "h3", "h4")
+    assert result.stopped == ()
+
+
+def test_forks_cover_a_whole_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANSIBLE_FORKS", raising=False)
+    request = _request(tmp_path)
+    assert forks_for(request, 40) is None  # not batched: ansible-playbook's own
+    assert forks_for(replace(request, batch=parse_batch("2")), 40) == 5  # never below it
+    assert forks_for(replace(request, batch=parse_batch("8")), 40) == 8
+    assert forks_for(replace(request, batch=parse_batch("25%")), 40) == 10
+    assert forks_for(replace(request, batch=parse_batch("1%")), 40) == 5  # 0.4 host: 1
+
+
+def test_forks_reach_ansible_playbook(tmp_path: Path) -> None:
+    result, _ = _roll(tmp_path, {f"h{i}": {} for i in range(1, 8)}, batch=parse_batch("7"))
+    command = (Path(result.artifacts_dir) / "command").read_text()
+    assert '"--forks", "7"' in command or "'--forks', '7'" in command or "--forks 7" in command
+    assert result.waves == (tuple(f"h{i}" for i in range(1, 8)),)
+
+
+@pytest.mark.parametrize(
+    ("text", "batch"),
+    [("4", Batch(4)), ("25%", Batch(25, percent=True)), (" 100% ", Batch(100, percent=True))],
+)
+def test_parse_batch(text: str, batch: Batch) -> None:
+    assert parse_batch(text) == batch
+    assert parse_batch(str(batch)) == batch
+
+
+@pytest.mark.parametrize("text", ["0", "0%", "101%", "-2", "2.5", "two", "", "%"])
+def test_bad_batch_is_one_line_with_the_fix(text: str) -> None:
+    with pytest.raises(BadInputError) as caught:
+        parse_batch(text)
+    message = str(caught.value)
+    assert message.startswith(f"--batch {text!r}: expected a host count")
+    assert "25%" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text", ["101", "-1", "ten", "1.5"])
+def test_bad_failure_budget_is_one_line_with_the_fix(text: str) -> None:
+    with pytest.raises(BadInputError, match=r"^--max-fail-percentage .*from 0 to 100"):
+        parse_percentage(text)
+    assert parse_percentage("0") == 0
+    assert parse_percentage("30%") == 30
+
+
+def test_rolling_settings_become_the_plays_variables(tmp_path: Path) -> None:
+    request = _request(tmp_path, batch=parse_batch("25%"), slurm_drain=True)
+    assert request.effective_max_fail_percentage == 0  # batching: the first failure stops
+    variables = _extravars(request)
+    assert variables["provision_serial"] == "25%"
+    assert variables["provision_max_fail_percentage"] == 0
+    assert variables["provision_slurm_drain"] is True
+    plain = _extravars(_request(tmp_path))
+    assert not {"provision_serial", "provision_max_fail_percentage"} & set(plain)
+    assert (
+        _extravars(_request(tmp_path, max_fail_percentage=20))["provision_max_fail_percentage"]
+        == 20
+    )
+
+
+def test_rolling_settings_and_extra_vars_must_agree(tmp_path: Path) -> None:
+    extra = {"fixture_dir": str(tmp_path), "provision_serial": 3}
+    with pytest.raises(BadInputError, match="--batch and -e provision_serial disagree"):
+        check_request(_request(tmp_path, batch=parse_batch("2"), extra_vars=extra))
+    with pytest.raises(BadInputError, match="--max-fail-percentage 101: expected"):
+        check_request(_request(tmp_path, max_fail_percentage=101))
+    with pytest.raises(BadInputError, match="--batch '0'"):
+        check_request(_request(tmp_path, batch=Batch(0)))
+
+
+# ------------------------------------------------------------ Slurm drain/resume per batch
+
+
+def fake_scontrol(bin_dir: Path, nodes: dict[str, dict[str, str | None]]) -> Path:
+    """A scontrol on PATH that keeps node state in a JSON file and logs each call.
+
+    ``nodes`` maps a node name to ``{"state": ..., "reason": ...}``; the file it returns
+    holds ``{"nodes": {...}, "calls": [[args], ...]}`` as the fake left it.
+    """
+    import json
+
+    state = bin_dir / "slurm.json"
+    state.write_text(json.dumps({"nodes": nodes, "calls": []}))
+    script = bin_dir / "scontrol"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import fcntl, json, sys\n"
+        f"path = {str(state)!r}\n"
+        # The batch's hosts call it at once: one at a time, as slurmctld would.
+        "lock = open(path + '.lock', 'w')\n"
+        "fcntl.flock(lock, fcntl.LOCK_EX)\n"
+        "data = json.load(open(path))\n"
+        "args = sys.argv[1:]\n"
+        "data['calls'].append(args)\n"
+        "nodes = data['nodes']\n"
+        "if args[:2] == ['show', 'node']:\n"
+        "    node = nodes.get(args[2])\n"
+        "    if node is None:\n"
+        "        print('Node ' + args[2] + ' not found', file=sys.stderr); code = 1\n"
+        "    else:\n"
+        "        print('NodeName=' + args[2] + ' Arch=x86_64 CoresPerSocket=32')\n"
+        "        print('   State=' + node['state'] + ' ThreadsPerCore=2')\n"
+        "        print('   Reason=' + (node['reason'] + ' [root@2024-06-01T10:00:00]'\n"
+        "                           if node['reason'] else '(null)'))\n"
+        "        code = 0\n"
+        "elif args[:1] == ['update']:\n"
+        "    fields = dict(arg.split('=', 1) for arg in args[1:])\n"
+        "    node = nodes[fields['NodeName']]\n"
+        "    if fields['State'] == 'DRAIN':\n"
+        "        node['state'] = node['state'].split('+')[0] + '+DRAIN'\n"
+        "        node['reason'] = fields['Reason']\n"
+        "    else:\n"
+        "        node['state'] = node['state'].split('+')[0]\n"
+        "        node['reason'] = None\n"
+        "    code = 0\n"
+        "else:\n"
+        "    code = 2\n"
+        "with open(path, 'w') as out:\n"
+        "    json.dump(data, out)\n"  # written before the lock goes at exit
+        "sys.exit(code)\n"
+    )
+    script.chmod(0o755)
+    return state
+
+
+def _slurm(state: Path) -> dict[str, Any]:
+    import json
+
+    loaded: dict[str, Any] = json.loads(state.read_text())
+    return loaded
+
+
+def _updates(calls: list[list[str]], node: str) -> list[int]:
+    return [i for i, call in enumerate(calls) if call[:2] == ["update", f"NodeName={node}"]]
+
+
+@pytest.fixture
+def scontrol_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+IDLE: dict[str, str | None] = {"state": "IDLE", "reason": None}
+
+
+def test_each_batch_is_drained_then_resumed_after_verify(
+    tmp_path: Path, scontrol_bin: Path
+) -> None:
+    theirs = {"state": "IDLE+DRAIN", "reason": "replacing a PSU"}
+    state = fake_scontrol(
+        scontrol_bin, {"gpu-h1": dict(IDLE), "h2": dict(IDLE), "h3": dict(IDLE), "h4": theirs}
+    )
+    hosts = {**FOUR, "h1": {"slurm_node_name": "gpu-h1"}}
+    result, _ = _roll(tmp_path, hosts, batch=parse_batch("2"), slurm_drain=True)
+    assert result.ok, result
+    slurm = _slurm(state)
+    calls = slurm["calls"]
+    drains = [c for c in calls if c[:1] == ["update"] and "State=DRAIN" in c]
+    assert sorted(c[1] for c in drains) == ["NodeName=gpu-h1", "NodeName=h2", "NodeName=h3"]
+    assert all(c[3].startswith("Reason=gpuready-provision: provisioning run ") for c in drains)
+    assert Path(result.artifacts_dir).name in drains[0][3]  # the run is named in the reason
+    # The first batch is drained and resumed before the second batch is drained.
+    first = _updates(calls, "gpu-h1") + _updates(calls, "h2")
+    assert len(first) == 4
+    assert max(first) < min(_updates(calls, "h3"))
+    # Someone else's drain: never overwritten, never resumed.
+    assert _updates(calls, "h4") == []
+    assert slurm["nodes"]["h4"] == theirs
+    assert {name: node["state"] for name, node in slurm["nodes"].items() if name != "h4"} == {
+        "gpu-h1": "IDLE",
+        "h2": "IDLE",
+        "h3": "IDLE",
+    }
+    assert result.slurm == {}
+
+
+def test_a_failed_batch_stays_drained_saying_why(tmp_path: Path, scontrol_bin: Path) -> None:
+    state = fake_scontrol(scontrol_bin, {name: dict(IDLE) for name in FOUR})
+    result, _ = _roll(tmp_path, BROKEN_H2, batch=parse_batch("2"), slurm_drain=True)
+    assert not result.ok
+    nodes = _slurm(state)["nodes"]
+    assert nodes["h2"]["state"] == "IDLE+DRAIN"
+    assert nodes["h2"]["reason"].startswith("gpuready-provision: failed (run ")
+    assert "nvidia-open-999" in nodes["h2"]["reason"]
+    assert nodes["h1"]["state"] == "IDLE+DRAIN"  # stopped midway: not verified either
+    assert "stopped: its batch spent the failure budget" in nodes["h1"]["reason"]
+    # The roll stopped: the next batch was never drained (its jobs ran on).
+    assert nodes["h3"] == IDLE
+    assert nodes["h4"] == IDLE
+    assert set(result.slurm) == {"h1", "h2"}
+    assert result.slurm["h2"].startswith("h2: stays drained: gpuready-provision: failed")
+
+    # The next run drains them again under the new run's reason, and resumes both.
+    (tmp_path / "again").mkdir()
+    result, _ = _roll(tmp_path / "again", FOUR, batch=parse_batch("2"), slurm_drain=True)
+    assert result.ok
+    assert {name: node["state"] for name, node in _slurm(state)["nodes"].items()} == dict.fromkeys(
+        FOUR, "IDLE"
+    )
+
+
+def test_slurm_drain_off_is_one_skipped_task_each_side(tmp_path: Path, scontrol_bin: Path) -> None:
+    state = fake_scontrol(scontrol_bin, {name: dict(IDLE) for name in FOUR})
+    result, events = _roll(tmp_path, FOUR)
+    assert result.ok
+    assert _slurm(state)["calls"] == []
+    slurm_tasks = {
+        (event.task, event.status)
+        for event in events
+        if event.host == "h1" and event.final and "Slurm" in event.task
+    }
+    assert slurm_tasks == {
+        ("Drain this batch's Slurm nodes before anything can reboot them", "skipped"),
+        ("Resume this batch's Slurm nodes now that gpu_verify passed", "skipped"),
+    }
+
+
+def test_check_mode_drains_nothing(tmp_path: Path, scontrol_bin: Path) -> None:
+    state = fake_scontrol(scontrol_bin, {name: dict(IDLE) for name in FOUR})
+    result, _ = _roll(tmp_path, FOUR, batch=parse_batch("2"), slurm_drain=True, check=True)
+    assert result.ok
+    calls = _slurm(state)["calls"]
+    assert calls  # it did look
+    assert [call for call in calls if call[:1] == ["update"]] == []

@@ -28,6 +28,17 @@ Decisions:
   newest :data:`DEFAULT_KEEP_RUNS`.
 * ``event_handler`` returns True: ansible-runner keeps an event (and computes
   ``Runner.stats``) only when the handler's answer is truthy.
+* Rolling runs (``batch``) are Ansible's own ``serial`` and ``max_fail_percentage``,
+  set on the site play from the extra variables ``provision_serial`` and
+  ``provision_max_fail_percentage``, rather than this module running the playbook
+  once per batch: one ansible-playbook, one recap, one artifacts dir, and a plain
+  ``ansible-playbook -e provision_serial=4`` rolls the same way. ``forks`` is raised
+  to the batch size so that a batch runs all at once.
+* Slurm drain/resume is a task of the play (``playbooks/library/gpuready_slurm_node.py``
+  in ``pre_tasks``/``post_tasks``), so it happens per batch, right before the roles
+  and right after ``gpu_verify``. A failed host never reaches ``post_tasks``; after the
+  run, :func:`run_provision` writes each failure into the reason of the nodes this run
+  drained (it has the messages; the play does not), so they stay drained saying why.
 """
 
 from __future__ import annotations
@@ -41,12 +52,14 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from validator import slurm
 from validator.errors import BadInputError, CouldNotRunError
 from validator.text import ansible_error, one_line, strip_ansi
 
@@ -76,9 +89,79 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^(https?|file)://\S+$")
 _PLAY = re.compile(r"^\s*play #\d+")
 _HOSTS = re.compile(r"^\s*hosts \((\d+)\):")
+_BATCH = re.compile(r"^([0-9]+)(%?)$")
+# Rolling provisioning's own Slurm reason prefix: drift's "gpuready:" does not start
+# it (nor it drift's), so neither command resumes a node the other drained.
+SLURM_PREFIX = "gpuready-provision:"
+# How long a drained node may go on running jobs before its host fails (the play's
+# default for provision_slurm_drain_wait_s, repeated here for the module's default).
+SLURM_DRAIN_WAIT_S = 3600.0
+SLURM_POLL_S = 10.0
+# Slurm node state parts of a node that still runs (or is cleaning up) jobs.
+_BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 
 
 # ------------------------------------------------------------ data
+
+
+@dataclass(frozen=True)
+class Batch:
+    """How many hosts one wave of a rolling run takes: a count, or a percentage of them.
+
+    Attributes:
+        size: the host count, or the percentage (1-100) when ``percent``.
+        percent: whether ``size`` is a percentage of the play's hosts.
+    """
+
+    size: int
+    percent: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.size}%" if self.percent else str(self.size)
+
+    @property
+    def serial(self) -> int | str:
+        """The value for the play's ``serial``: ``4`` or ``"25%"``."""
+        return str(self) if self.percent else self.size
+
+    def hosts(self, total: int) -> int:
+        """How many of ``total`` hosts one wave takes, counted as Ansible counts it."""
+        if not self.percent:
+            return self.size
+        # ansible.utils.helpers.pct_to_int (ansible-core 2.19): int(pct / 100 * n) or 1.
+        return int(self.size / 100.0 * total) or 1
+
+
+def parse_batch(text: str) -> Batch:
+    """``--batch``: a positive host count (``4``) or a percentage of the hosts (``25%``).
+
+    Raises:
+        BadInputError: anything else, on one line with the fix.
+    """
+    match = _BATCH.match(text.strip())
+    size = int(match.group(1)) if match else 0
+    percent = bool(match and match.group(2))
+    if not match or size < 1 or (percent and size > 100):
+        raise BadInputError(
+            f"--batch {text!r}: expected a host count (e.g. 4) or a percentage of the "
+            "hosts from 1% to 100% (e.g. 25%)"
+        )
+    return Batch(size=size, percent=percent)
+
+
+def parse_percentage(text: str, flag: str = "--max-fail-percentage") -> int:
+    """A whole percentage from 0 to 100, as ``flag`` gives it (``10`` or ``10%``).
+
+    Raises:
+        BadInputError: anything else, on one line with the fix.
+    """
+    digits = text.strip().removesuffix("%")
+    if not digits.isdigit() or int(digits) > 100:
+        raise BadInputError(
+            f"{flag} {text!r}: expected a whole percentage from 0 to 100 (e.g. 0 to stop "
+            "the roll at the first failed host)"
+        )
+    return int(digits)
 
 
 @dataclass(frozen=True)
@@ -100,6 +183,14 @@ class ProvisionRequest:
         playbook: the playbook; None for :func:`default_playbook`.
         state_dir: where runs keep their artifacts; None for :func:`default_state_dir`.
         keep_runs: how many runs' artifacts to keep.
+        batch: roll through the hosts this many at a time (the play's ``serial``);
+            None for all at once.
+        max_fail_percentage: the play's ``max_fail_percentage``: once more than this
+            share of a batch failed, the roll stops. None for 0 when batching (the
+            first failure stops the roll before the next batch reboots), else no limit.
+        slurm_drain: drain each batch's Slurm nodes before the roles run and resume
+            them after ``gpu_verify`` passes (sets ``provision_slurm_drain``; hosts can
+            also set it in the inventory).
     """
 
     inventories: tuple[str, ...]
@@ -114,6 +205,16 @@ class ProvisionRequest:
     playbook: str | None = None
     state_dir: str | None = None
     keep_runs: int = DEFAULT_KEEP_RUNS
+    batch: Batch | None = None
+    max_fail_percentage: int | None = None
+    slurm_drain: bool = False
+
+    @property
+    def effective_max_fail_percentage(self) -> int | None:
+        """The budget the play gets: as given, else 0 when batching, else None (none)."""
+        if self.max_fail_percentage is not None:
+            return self.max_fail_percentage
+        return 0 if self.batch is not None else None
 
 
 @dataclass(frozen=True)
@@ -174,6 +275,13 @@ class ProvisionResult:
         error: why ansible-playbook stopped before any host ran (e.g. a playbook
             syntax error), on one line; None when hosts ran.
         check: whether this was a check-mode run.
+        waves: the hosts of each play run, in order: one per ``serial`` batch.
+        stopped: hosts that did not fail themselves but were stopped midway when
+            their batch spent its failure budget (``max_fail_percentage``); Ansible's
+            recap counts no failure for them.
+        not_run: hosts of a rolling run that no batch reached (the roll stopped first).
+        slurm: per host, what became of the Slurm node this run drained and did not
+            resume (it stays drained; the reason says why), on one line.
     """
 
     status: str
@@ -183,20 +291,28 @@ class ProvisionResult:
     failed_messages: Mapping[str, str] = field(default_factory=dict)
     error: str | None = None
     check: bool = False
+    waves: tuple[tuple[str, ...], ...] = ()
+    stopped: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
+    slurm: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """Every host succeeded (none failed or unreachable), and at least one ran."""
+        """Every host ran to the end and succeeded, and at least one ran."""
         return (
             self.status == "successful"
             and bool(self.hosts)
             and all(host.succeeded for host in self.hosts)
+            and not self.stopped
+            and not self.not_run
         )
 
     @property
     def succeeded_hosts(self) -> tuple[str, ...]:
-        """The hosts that ran without a failure and were reachable, by name."""
-        return tuple(host.host for host in self.hosts if host.succeeded)
+        """The hosts that ran to the end without a failure and were reachable, by name."""
+        return tuple(
+            host.host for host in self.hosts if host.succeeded and host.host not in self.stopped
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The result as plain JSON-ready data (``gpuready provision --json``)."""
@@ -216,6 +332,10 @@ class ProvisionResult:
                 for host in self.hosts
             ],
             "failed_messages": dict(self.failed_messages),
+            "waves": [list(wave) for wave in self.waves],
+            "stopped": list(self.stopped),
+            "not_run": list(self.not_run),
+            "slurm": dict(self.slurm),
         }
 
 
@@ -332,9 +452,52 @@ def _extravars(request: ProvisionRequest) -> dict[str, object]:
                 "--mirror and -e cuda_repository_url disagree: give the repository once"
             )
         variables["cuda_repository_url"] = request.mirror.rstrip("/")
+    _rolling_vars(request, variables)
     # Reaches ansible-playbook as JSON: anything else YAML typed (a date) as its text.
     typed: dict[str, object] = json.loads(json.dumps(variables, default=str))
     return typed
+
+
+def _claim(variables: dict[str, object], key: str, value: object, flag: str) -> None:
+    """Set the play variable ``key`` for ``flag``, unless ``-e`` already set it otherwise."""
+    given = variables.get(key)
+    if given is not None and str(given) != str(value):
+        raise BadInputError(f"{flag} and -e {key} disagree: give the value once")
+    variables[key] = value
+
+
+def _rolling_vars(request: ProvisionRequest, variables: dict[str, object]) -> None:
+    """The site play's header variables for ``batch``, the failure budget and Slurm."""
+    budget = request.max_fail_percentage
+    if budget is not None and not 0 <= budget <= 100:
+        raise BadInputError(
+            f"--max-fail-percentage {budget}: expected a whole percentage from 0 to 100"
+        )
+    if request.batch is not None:
+        parse_batch(str(request.batch))  # a Batch built by hand is checked as typed
+        _claim(variables, "provision_serial", request.batch.serial, "--batch")
+    effective = request.effective_max_fail_percentage
+    if effective is not None:
+        _claim(variables, "provision_max_fail_percentage", effective, "--max-fail-percentage")
+    if request.slurm_drain:
+        _claim(variables, "provision_slurm_drain", True, "--slurm-drain")
+
+
+def default_forks() -> int:
+    """ansible-playbook's forks as configured here (ansible.cfg, ANSIBLE_FORKS; else 5)."""
+    from ansible import constants
+
+    return int(constants.DEFAULT_FORKS)
+
+
+def forks_for(request: ProvisionRequest, hosts: int) -> int | None:
+    """``--forks`` for a rolling run: a whole batch at once, and never fewer than configured.
+
+    None (leave ansible-playbook's own) when the run is not batched.
+    """
+    if request.batch is None:
+        return None
+    return max(request.batch.hosts(hosts), default_forks())
 
 
 def _inventory_args(sources: Sequence[str]) -> list[str]:
@@ -391,12 +554,12 @@ def check_request(request: ProvisionRequest) -> None:
     _checked(request)
 
 
-def _checked(request: ProvisionRequest) -> tuple[Path, dict[str, object]]:
-    """The playbook and extra variables, after checking everything the run needs.
+def _checked(request: ProvisionRequest) -> tuple[Path, dict[str, object], tuple[str, ...]]:
+    """The playbook, extra variables and hosts, after checking everything the run needs.
 
     Raises:
         BadInputError: a missing inventory or playbook, a limit matching no host, a
-            bad extra variable or mirror URL.
+            bad extra variable, mirror URL, batch or failure budget.
     """
     from validator.inventory import load_hosts
 
@@ -404,8 +567,8 @@ def _checked(request: ProvisionRequest) -> tuple[Path, dict[str, object]]:
         raise BadInputError(f"keep_runs must be at least 1, got {request.keep_runs}")
     extravars = _extravars(request)
     playbook = _playbook(request)
-    load_hosts(request.inventories, request.limit)
-    return playbook, extravars
+    hosts = tuple(spec.name for spec in load_hosts(request.inventories, request.limit))
+    return playbook, extravars, hosts
 
 
 # ------------------------------------------------------------ estimate
@@ -538,17 +701,44 @@ class _Collector:
         self.failed: dict[str, str] = {}
         self.stats: Mapping[str, Any] | None = None
         self.status = "unstarted"
+        self.waves: list[list[str]] = []
+        self.stopped: list[str] = []
+        self.drained: dict[str, str] = {}  # host -> the Slurm node this run drained
+        self.resumed: set[str] = set()
 
     def event(self, event: Mapping[str, Any]) -> bool:
-        if event.get("event") == "playbook_on_stats":
+        kind = event.get("event")
+        if kind == "playbook_on_stats":
             self.stats = dict(event.get("event_data") or {})
+        elif kind == "playbook_on_play_start":
+            self.waves.append([])  # a play starts once per serial batch
+        elif kind == "playbook_on_no_hosts_remaining" and self.waves:
+            # Sent when the batch spent its failure budget (or all its hosts failed):
+            # the batch's other hosts are stopped where they were, with no failure of
+            # their own in the recap.
+            self.stopped += [h for h in self.waves[-1] if h not in self.failed]
         typed = to_event(event)
         if typed is not None:
+            if self.waves and typed.host not in self.waves[-1]:
+                self.waves[-1].append(typed.host)
             if typed.status in ("failed", "unreachable") and not typed.ignored:
                 self.failed.setdefault(typed.host, f"{typed.task}: {typed.message}")
+            if typed.status in ("ok", "changed", "failed"):
+                self._slurm(typed.host, event)
             if self.on_event is not None:
                 self.on_event(typed)
         return True  # ansible-runner keeps (and counts) an event only on a truthy answer
+
+    def _slurm(self, host: str, event: Mapping[str, Any]) -> None:
+        """Note what gpuready_slurm_node did to this host's Slurm node."""
+        res = (event.get("event_data") or {}).get("res") or {}
+        done = res.get("gpuready_slurm") if isinstance(res, Mapping) else None
+        if not isinstance(done, Mapping) or done.get("check"):
+            return
+        if done.get("state") == "drained" and done.get("owned"):
+            self.drained[host] = str(done.get("node"))
+        elif done.get("state") == "resumed":
+            self.resumed.add(host)
 
     def status_changed(self, data: Mapping[str, Any], runner_config: object) -> None:
         del runner_config  # ansible-runner passes it; it holds the passwords, so never log it
@@ -677,6 +867,7 @@ def run_provision(
     *,
     on_event: Callable[[ProvisionEvent], None] | None = None,
     cancel: threading.Event | None = None,
+    slurm_runner: slurm.Runner = slurm.run_scontrol,
 ) -> ProvisionResult:
     """Run the playbook over the request's hosts and return the recap.
 
@@ -686,6 +877,8 @@ def run_provision(
             result, in the order Ansible reported them.
         cancel: set it to stop the run; ansible-playbook is then terminated and the
             result's status is ``canceled``.
+        slurm_runner: runs scontrol when the run leaves Slurm nodes it drained drained
+            (to put each host's failure into its node's reason).
 
     Returns:
         The result; a host that failed or was unreachable is in it, never raised.
@@ -697,7 +890,7 @@ def run_provision(
             directory cannot be written, or ansible-runner itself failed.
         KeyboardInterrupt: after the run was stopped by Ctrl-C.
     """
-    playbook, extravars = _checked(request)
+    playbook, extravars, planned = _checked(request)
     envvars = dict(_ENVVARS)
     binary_dir = os.path.dirname(_ansible_playbook())
     if shutil.which("ansible-playbook") is None:
@@ -713,6 +906,9 @@ def run_provision(
         ) from None
     runs, private = _state_dirs(request)
     ident = _ident()
+    # Named in the Slurm drain reason, so an operator finds the run's artifacts.
+    extravars = {**extravars, "provision_run_id": ident}
+    forks = forks_for(request, len(planned))
     collector = _Collector(on_event)
     cmdline, passwords = _prompts(request)
 
@@ -728,7 +924,8 @@ def run_provision(
             limit=request.limit,
             tags=request.tags,
             skip_tags=request.skip_tags,
-            extravars=extravars or None,
+            extravars=extravars,
+            forks=forks,
             cmdline=cmdline,
             passwords=passwords,
             envvars=envvars,
@@ -742,7 +939,8 @@ def run_provision(
         )
 
     runner = _in_thread(run, cancel)
-    return _result(request, runner, collector, runs / ident)
+    result = _result(request, runner, collector, runs / ident, planned)
+    return _keep_drained(result, collector, slurm_runner)
 
 
 def _result(
@@ -750,6 +948,7 @@ def _result(
     runner: Any,  # noqa: ANN401 - ansible_runner.Runner is untyped
     collector: _Collector,
     artifacts: Path,
+    planned: Sequence[str] = (),
 ) -> ProvisionResult:
     stats = collector.stats if collector.stats is not None else getattr(runner, "stats", None)
     hosts = recap(stats)
@@ -763,15 +962,168 @@ def _result(
         )
     elif not hosts:
         problem = "no host ran any task: check the limit, the tags and the plays' hosts"
+    stopped = tuple(dict.fromkeys(collector.stopped))
+    failed = dict(collector.failed)
+    for host in stopped:
+        failed.setdefault(
+            host, "stopped: its batch spent the failure budget (--max-fail-percentage)"
+        )
+    ran = {host.host for host in hosts}
+    # Only a rolling run's play ("hosts: all" in site.yml) is known to cover every host.
+    not_run = tuple(h for h in planned if h not in ran) if request.batch and hosts else ()
     return ProvisionResult(
         status=status,
         rc=int(rc) if isinstance(rc, int) else -1,
         hosts=hosts,
         artifacts_dir=str(artifacts),
-        failed_messages=dict(collector.failed),
+        failed_messages=failed,
         error=problem,
         check=request.check,
+        waves=tuple(tuple(wave) for wave in collector.waves if wave),
+        stopped=stopped,
+        not_run=not_run,
     )
+
+
+# ------------------------------------------------------------ Slurm, per batch
+
+
+def _busy(state: slurm.NodeState) -> bool:
+    """Whether the node still runs (or cleans up after) a job."""
+    return any(part.rstrip("*") in _BUSY_STATES for part in state.state.upper().split("+"))
+
+
+def _down(state: slurm.NodeState) -> bool:
+    return any(part.rstrip("*") == "DOWN" for part in state.state.upper().split("+"))
+
+
+def _dry(runner: slurm.Runner) -> slurm.Runner:
+    """``runner`` for check mode: reads run, every ``scontrol update`` only pretends."""
+
+    def run(argv: Sequence[str]) -> slurm.CommandResult:
+        if list(argv[:2]) == ["scontrol", "update"]:
+            return slurm.CommandResult(0)
+        return runner(argv)
+
+    return run
+
+
+def drain_for_provision(
+    node: str,
+    reason: str,
+    *,
+    runner: slurm.Runner = slurm.run_scontrol,
+    check: bool = False,
+) -> tuple[slurm.Action, bool]:
+    """Drain a batch's node with the provisioning prefix before the roles run.
+
+    A node someone else drained is not taken over (:func:`validator.slurm.drain`
+    leaves it alone), so this run will never resume it.
+
+    Args:
+        node: the Slurm node name.
+        reason: why, after :data:`SLURM_PREFIX` (added when missing).
+        runner: runs the scontrol argument lists.
+        check: check mode: say what would be done, change nothing.
+
+    Returns:
+        What :func:`validator.slurm.drain` did, and whether the drain is now ours.
+
+    Raises:
+        SlurmError: scontrol is missing or refused.
+        BadInputError: ``node`` is not a Slurm node name.
+    """
+    action = slurm.drain(node, reason, _dry(runner) if check else runner, prefix=SLURM_PREFIX)
+    return action, action in (slurm.Action.DRAINED, slurm.Action.UPDATED, slurm.Action.UNCHANGED)
+
+
+def wait_until_idle(
+    node: str,
+    *,
+    runner: slurm.Runner = slurm.run_scontrol,
+    wait_idle_s: float = SLURM_DRAIN_WAIT_S,
+    poll_s: float = SLURM_POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> slurm.NodeState:
+    """Wait until a drained (or down) node runs no job: nothing may reboot it before.
+
+    Args:
+        node: the Slurm node name.
+        runner: runs the scontrol argument lists.
+        wait_idle_s: how long the drained node may go on running jobs.
+        poll_s: how often to look again meanwhile.
+        sleep: waits (tests pass a fake).
+        clock: reads the time (tests pass a fake).
+
+    Returns:
+        The node's state once idle.
+
+    Raises:
+        SlurmError: scontrol is missing or refused; the node takes jobs (someone
+            else's reason kept us from draining it); or it still ran jobs after
+            ``wait_idle_s``.
+        BadInputError: ``node`` is not a Slurm node name.
+    """
+    deadline = clock() + wait_idle_s
+    while True:
+        state = slurm.node_state(node, runner)
+        if not (state.drained or _down(state)):
+            raise slurm.SlurmError(
+                f"{node} is not drained and carries someone else's reason "
+                f"({state.reason}): drain it, or clear that reason, then run again"
+            )
+        if not _busy(state):
+            return state
+        if clock() >= deadline:
+            raise slurm.SlurmError(
+                f"{node} still runs jobs ({state.state}) {wait_idle_s:.0f} s after the "
+                "drain: it stays drained; run again once they end, or raise "
+                "provision_slurm_drain_wait_s"
+            )
+        sleep(poll_s)
+
+
+def resume_after_provision(
+    node: str, *, runner: slurm.Runner = slurm.run_scontrol, check: bool = False
+) -> slurm.Action:
+    """Resume the node after ``gpu_verify`` passed, only when provisioning drained it.
+
+    Raises:
+        SlurmError: scontrol is missing or refused.
+        BadInputError: ``node`` is not a Slurm node name.
+    """
+    return slurm.resume_if_ours(node, _dry(runner) if check else runner, prefix=SLURM_PREFIX)
+
+
+def hold_drained(node: str, reason: str, runner: slurm.Runner = slurm.run_scontrol) -> str:
+    """Put why provisioning failed into the reason of a node it drained; one line back.
+
+    A node no longer drained by provisioning (an administrator took it over, or
+    resumed it) is left as it is.
+    """
+    try:
+        state = slurm.node_state(node, runner)
+        if not (state.drained and state.owned_by(SLURM_PREFIX)):
+            return f"{node}: left as it is ({state.state}, reason {state.reason})"
+        slurm.drain(node, reason, runner, prefix=SLURM_PREFIX)
+    except (slurm.SlurmError, BadInputError) as exc:
+        return f"{node}: stays drained; the reason could not be updated: {exc}"
+    return f"{node}: stays drained: {one_line(reason, MESSAGE_MAX)}"
+
+
+def _keep_drained(
+    result: ProvisionResult, collector: _Collector, runner: slurm.Runner
+) -> ProvisionResult:
+    """Each node this run drained and did not resume: its host's failure in its reason."""
+    notes: dict[str, str] = {}
+    for host, node in collector.drained.items():
+        if host in collector.resumed:
+            continue
+        why = result.failed_messages.get(host) or f"the run ended {result.status}"
+        run = Path(result.artifacts_dir).name
+        notes[host] = hold_drained(node, f"{SLURM_PREFIX} failed (run {run}): {why}", runner)
+    return dataclasses.replace(result, slurm=notes) if notes else result
 
 
 # ------------------------------------------------------------ certify afterwards
@@ -822,6 +1174,8 @@ __all__ = [
     "BECOME_PROMPT",
     "DEFAULT_KEEP_RUNS",
     "FINAL_STATUSES",
+    "SLURM_PREFIX",
+    "Batch",
     "EventStatus",
     "HostRecap",
     "ProvisionEvent",
@@ -830,11 +1184,19 @@ __all__ = [
     "certify_transport",
     "check_request",
     "count_listed_tasks",
+    "default_forks",
     "default_playbook",
     "default_state_dir",
+    "drain_for_provision",
     "estimate_tasks",
+    "forks_for",
+    "hold_drained",
+    "parse_batch",
     "parse_extra_vars",
+    "parse_percentage",
     "recap",
+    "resume_after_provision",
     "run_provision",
     "to_event",
+    "wait_until_idle",
 ]

@@ -4,10 +4,12 @@ Every command is an argument list handed to the runner (no shell), so a reason
 with spaces or quotes stays one argument. The runner is injectable: tests pass
 a fake that records the argument lists and answers like ``scontrol`` would.
 
-Ownership is the reason's prefix: gpuready drains with ``gpuready: ...`` and
-resumes a node only when its current reason starts with that prefix. A node an
-administrator drained for their own reason is left alone both ways: its reason is
-never overwritten (which would later let gpuready resume it).
+Ownership is the reason's prefix: drift drains with ``gpuready: ...`` (:data:`PREFIX`)
+and rolling provisioning with ``gpuready-provision: ...``; each resumes a node only
+when its current reason starts with its own prefix. A node an administrator (or the
+other gpuready command) drained for their own reason is left alone both ways: its
+reason is never overwritten (which would later let us resume it). The two prefixes
+do not start one another, so neither command ever takes over the other's drain.
 """
 
 from __future__ import annotations
@@ -97,8 +99,12 @@ class NodeState:
 
     @property
     def ours(self) -> bool:
-        """Whether gpuready set the current reason."""
-        return self.reason is not None and self.reason.startswith(PREFIX)
+        """Whether gpuready's drift (:data:`PREFIX`) set the current reason."""
+        return self.owned_by(PREFIX)
+
+    def owned_by(self, prefix: str) -> bool:
+        """Whether the current reason starts with ``prefix`` (who drained the node)."""
+        return self.reason is not None and self.reason.startswith(prefix)
 
     @property
     def drained(self) -> bool:
@@ -157,13 +163,14 @@ class Action(str, enum.Enum):
     NOT_DRAINED = "not_drained"  # nothing to resume
 
 
-def drain(host: str, reason: str, runner: Runner = run_scontrol) -> Action:
-    """Drain a node with a ``gpuready:`` reason, unless someone else drained it first.
+def drain(host: str, reason: str, runner: Runner = run_scontrol, *, prefix: str = PREFIX) -> Action:
+    """Drain a node with a ``prefix`` reason, unless someone else drained it first.
 
     Args:
         host: the Slurm node name.
-        reason: the reason; the ``gpuready:`` prefix is added when missing.
+        reason: the reason; ``prefix`` is added when missing.
         runner: runs the scontrol argument lists.
+        prefix: whose drain this is (drift's :data:`PREFIX` by default).
 
     Raises:
         BadInputError: ``host`` is not a node name.
@@ -171,19 +178,25 @@ def drain(host: str, reason: str, runner: Runner = run_scontrol) -> Action:
     """
     name = _checked_name(host)
     text = one_line(
-        reason if reason.startswith(PREFIX) else f"{PREFIX} {reason}", _REASON_MAX_CHARS
+        reason if reason.startswith(prefix) else f"{prefix} {reason}", _REASON_MAX_CHARS
     )
     current = node_state(name, runner)
-    if current.reason is not None and not current.ours:
+    ours = current.owned_by(prefix)
+    if current.reason is not None and not ours:
         return Action.LEFT_ALONE
-    if current.ours and current.drained and current.reason == text:
+    if ours and current.drained and current.reason == text:
         return Action.UNCHANGED
     _run(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={text}"], runner)
-    return Action.UPDATED if current.ours and current.drained else Action.DRAINED
+    return Action.UPDATED if ours and current.drained else Action.DRAINED
 
 
-def resume_if_ours(host: str, runner: Runner = run_scontrol) -> Action:
-    """Resume a node only when gpuready drained it (its reason starts with ``gpuready:``).
+def resume_if_ours(host: str, runner: Runner = run_scontrol, *, prefix: str = PREFIX) -> Action:
+    """Resume a node only when we drained it (its reason starts with ``prefix``).
+
+    Args:
+        host: the Slurm node name.
+        runner: runs the scontrol argument lists.
+        prefix: whose drain may be lifted (drift's :data:`PREFIX` by default).
 
     Raises:
         BadInputError: ``host`` is not a node name.
@@ -193,7 +206,7 @@ def resume_if_ours(host: str, runner: Runner = run_scontrol) -> Action:
     current = node_state(name, runner)
     if not current.drained:
         return Action.NOT_DRAINED
-    if not current.ours:
+    if not current.owned_by(prefix):
         return Action.LEFT_ALONE
     _run(["scontrol", "update", f"NodeName={name}", "State=RESUME"], runner)
     return Action.RESUMED

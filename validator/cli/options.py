@@ -209,3 +209,46 @@ class BurnOptions:
             memory_fraction=self.burn_memory_fraction,
             inject=Injection.parse(self.burn_inject) if self.burn_inject else None,
         )
+
+
+_ROLLING_OPTIONS: tuple[Callable[[F], F], ...] = (
+    click.option(
+        "--batch",
+        metavar="N|N%",
+        help="Roll through the hosts N (or N% of them) at a time, as Ansible's serial "
+        "(default: all at once).",
+    ),
+    click.option(
+        "--max-fail-percentage",
+        metavar="P",
+        help="Stop the roll once more than P% of a batch failed (default with --batch: "
+        "0, the first failure stops it before the next batch reboots).",
+    ),
+    click.option(
+        "--slurm-drain",
+        is_flag=True,
+        help="Drain each batch's Slurm nodes first and resume them after gpu_verify "
+        "(as provision_slurm_drain: true in the inventory).",
+    ),
+)
+
+
+def rolling_options(command: F) -> F:
+    """How ``provision`` rolls through the hosts: batch size, failure budget, Slurm drain."""
+    return _apply(_ROLLING_OPTIONS, command)
+
+
+def rolling_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """The rolling options a command was given, as ProvisionRequest's fields (taken out).
+
+    Raises:
+        BadInputError: a batch or failure budget that is not one (one line, with the fix).
+    """
+    from validator.provision import parse_batch, parse_percentage
+
+    batch, budget = options.pop("batch"), options.pop("max_fail_percentage")
+    return {
+        "batch": parse_batch(batch) if batch is not None else None,
+        "max_fail_percentage": parse_percentage(budget) if budget is not None else None,
+        "slurm_drain": options.pop("slurm_drain"),
+    }

@@ -33,10 +33,12 @@ from validator.cli.options import (
     db_option,
     inventory_option,
     limit_option,
+    rolling_options,
+    rolling_settings,
 )
 from validator.cli.progress import LiveDisplay
 from validator.errors import ExitCode
-from validator.remote.transport import TransportName
+from validator.model import TransportName
 
 if TYPE_CHECKING:
     from validator.operations.certify import CertifyOutcome
@@ -139,7 +141,7 @@ def closing_table(result: ProvisionResult) -> Table:
         table.add_column(name, justify="right")
     table.add_column("first failure", overflow="fold")
     for host in result.hosts:
-        style = "" if host.succeeded else "red"
+        style = "" if host.succeeded and host.host not in result.stopped else "red"
         table.add_row(
             Text(host.host, style=style),
             str(host.ok),
@@ -148,6 +150,9 @@ def closing_table(result: ProvisionResult) -> Table:
             Text(str(host.unreachable), style="red" if host.unreachable else ""),
             Text(result.failed_messages.get(host.host, "")),
         )
+    for name in result.not_run:
+        why = "not run: the roll stopped before this host's batch"
+        table.add_row(Text(name, style="red"), "", "", "", "", Text(why))
     return table
 
 
@@ -222,18 +227,20 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     with ProvisionProgress(total, console) as progress:
         result = run_provision(request, on_event=progress.event)
     seconds = time.monotonic() - started
-    console.print(
-        f"provision {result.status} in {seconds:.0f} s; artifacts: {result.artifacts_dir}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
+    waves = f" in {len(result.waves)} batches" if request.batch and result.waves else ""
+    lines = [
+        f"provision {result.status}{waves} in {seconds:.0f} s; artifacts: {result.artifacts_dir}",
+        *(f"gpuready: slurm: {note}" for note in result.slurm.values()),
+    ]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     return result
 
 
 @click.command()
 @inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
 @limit_option
+@rolling_options
 @click.option("--tags", metavar="TAGS", help="Only the tasks with these tags (comma-separated).")
 @click.option("--skip-tags", metavar="TAGS", help="Skip the tasks with these tags.")
 @click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
@@ -314,6 +321,7 @@ def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
 
         burn.config(parse_duration(burn.burn_duration))
     request = ProvisionRequest(
+        **rolling_settings(options),
         inventories=options["inventories"],
         limit=options["limit"],
         tags=options["tags"],
