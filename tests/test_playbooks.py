@@ -9,6 +9,7 @@ own templating for the distributions and driver branches they must handle.
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -138,13 +139,25 @@ def test_site_playbook_passes_syntax_check() -> None:
 # ---------------------------------------------------------------- structure
 
 
+def _site_roles(play: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The play's roles in run order: ``roles:`` entries, then ``include_role`` tasks."""
+    entries = [(entry["role"], entry) for entry in play.get("roles", [])]
+    for task in play.get("tasks", []) or []:
+        include = task.get("ansible.builtin.include_role")
+        if include:
+            entries.append((include["name"], task))
+    return entries
+
+
 def test_site_runs_every_role_in_order_with_verify_last() -> None:
     plays = _load(PLAYBOOKS / "site.yml")
-    roles = [entry["role"] for play in plays for entry in play.get("roles", [])]
-    assert tuple(roles) == ROLES
-    by_name = {entry["role"]: entry for play in plays for entry in play["roles"]}
+    entries = [pair for play in plays for pair in _site_roles(play)]
+    roles = [name for name, _ in entries]
+    assert [role for role in roles if role in ROLES] == list(ROLES)
+    assert roles[-1] == "gpu_verify"
+    by_name = dict(entries)
     assert "always" in by_name["gpu_preflight"]["tags"]
-    assert by_name["container_toolkit"]["when"] == "container_toolkit_enabled | bool"
+    assert "container_toolkit_enabled" in by_name["container_toolkit"]["when"]
     for role in ROLES:
         assert (ROLES_DIR / role / "tasks" / "main.yml").is_file(), role
         assert (ROLES_DIR / role / "defaults" / "main.yml").is_file(), role
@@ -390,59 +403,6 @@ def test_repository_mirror_replaces_the_whole_url() -> None:
 
 
 @pytest.mark.parametrize(
-    ("branch", "flavour", "package"),
-    [
-        ("550", "open", "nvidia-driver-550-open"),
-        ("550", "proprietary", "cuda-drivers-550"),
-        ("580", "open", "nvidia-driver-580-open"),
-        ("590", "open", "nvidia-open"),
-        ("590", "proprietary", "cuda-drivers"),
-    ],
-)
-def test_driver_package_per_branch_and_flavour(branch: str, flavour: str, package: str) -> None:
-    rendered = _render(
-        "nvidia_driver",
-        "nvidia_driver_deb_package",
-        gpuready_driver_version=f"{branch}.10.01",
-        gpuready_driver_branch=branch,
-        nvidia_driver_flavour=flavour,
-    )
-    assert rendered == package
-
-
-@pytest.mark.parametrize(
-    ("flavour", "stream", "kmod"),
-    [
-        ("open", "550-open", "kmod-nvidia-open-dkms"),
-        ("proprietary", "550-dkms", "kmod-nvidia-latest-dkms"),
-    ],
-)
-def test_dnf_module_stream_and_kernel_module_package(flavour: str, stream: str, kmod: str) -> None:
-    pins = {
-        "gpuready_driver_version": "550.90.07",
-        "gpuready_driver_branch": "550",
-        "nvidia_driver_flavour": flavour,
-    }
-    assert _render("nvidia_driver", "nvidia_driver_module_stream", **pins) == stream
-    assert kmod in _render("nvidia_driver", "nvidia_driver_rpm_packages", **pins)
-
-
-@pytest.mark.parametrize(
-    ("distribution", "version", "packages"),
-    [
-        ("Ubuntu", "22.04", ["dkms", "linux-headers-6.1.0-18-amd64"]),
-        ("Rocky", "8.9", ["dkms", "kernel-headers", "kernel-devel-6.1.0-18-amd64"]),
-        ("Rocky", "9.4", ["dkms", "kernel-headers", "kernel-devel-matched"]),
-    ],
-)
-def test_kernel_build_packages_per_distribution(
-    distribution: str, version: str, packages: list[str]
-) -> None:
-    facts = _facts(distribution, version)
-    assert _render("nvidia_driver", "nvidia_driver_build_packages", ansible_facts=facts) == packages
-
-
-@pytest.mark.parametrize(
     ("branch", "deb", "rpm"),
     [
         ("550", "nvidia-fabricmanager-550", "nvidia-fabric-manager"),
@@ -480,16 +440,510 @@ def test_toolkit_package_is_never_the_cuda_meta_package(nvcc: str, package: str,
     assert _render("cuda_toolkit", "cuda_toolkit_home", gpuready_nvcc_version=nvcc) == home
 
 
-def test_cudnn_packages_follow_the_toolkit_major() -> None:
-    rendered = _render(
-        "cudnn", "cudnn_packages", gpuready_cudnn_version="9.1.0", gpuready_nvcc_version="12.4"
+# ---------------------------------------------------------------- per-distribution package maps
+# The facts these hold to come from /work/shared/reference/nvidia-packages.md (§ cited).
+
+_SOURCE_MARKERS = ("§", "idx:", "GDC@", "provisioning.md", "README")
+
+
+def _vars_file(role: str, facts: Mapping[str, str]) -> Path:
+    """The file tasks/main.yml's first_found picks for ``facts`` (same candidate order)."""
+    candidates = [
+        f"{facts['distribution']}-{facts['distribution_major_version']}.yml",
+        f"{facts['distribution']}.yml",
+        f"{facts['os_family']}-{facts['distribution_major_version']}.yml",
+        f"{facts['os_family']}.yml",
+    ]
+    for name in candidates:
+        path = ROLES_DIR / role / "vars" / name
+        if path.is_file():
+            return path
+    raise AssertionError(f"{role}: no vars file among {candidates}")
+
+
+def _scope(role: str, facts: Mapping[str, str], **variables: Any) -> dict[str, Any]:
+    """Defaults, the distribution's vars file, vars/main.yml, facts and ``variables``."""
+    scope: dict[str, Any] = {}
+    for other in ("gpu_preflight", "nvidia_driver", role):
+        scope.update(_trusted(_load(ROLES_DIR / other / "defaults" / "main.yml")))
+    if (ROLES_DIR / role / "vars").is_dir() and any(
+        path.name != "main.yml" for path in (ROLES_DIR / role / "vars").glob("*.yml")
+    ):
+        scope.update(_trusted(_load(_vars_file(role, facts))))
+    main = ROLES_DIR / role / "vars" / "main.yml"
+    if main.is_file():
+        scope.update(_trusted(_load(main)))
+    scope.update(_trusted(_load(GROUP_VARS)))
+    scope["ansible_facts"] = dict(facts)
+    scope.update(variables)
+    return scope
+
+
+def _template(expression: Any, scope: Mapping[str, Any]) -> Any:
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    return Templar(loader=DataLoader(), variables=dict(scope)).template(_trusted(expression))
+
+
+def _driver(facts: Mapping[str, str], name: str, version: str, **variables: Any) -> Any:
+    branch = version.split(".", maxsplit=1)[0]
+    pins = {"gpuready_driver_version": version, "gpuready_driver_branch": branch}
+    scope = _scope("nvidia_driver", facts, **pins, **variables)
+    return _template(scope[name], scope)
+
+
+UBUNTU_2204 = _facts("Ubuntu", "22.04")
+UBUNTU_2404 = _facts("Ubuntu", "24.04")
+DEBIAN_12 = _facts("Debian", "12")
+ROCKY_9 = _facts("Rocky", "9.4")
+RHEL_10 = _facts("RedHat", "10.0")
+_FLAVOURS_SETS = [(f, s) for f in ("open", "proprietary") for s in ("compute", "full")]
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (UBUNTU_2204, "Ubuntu.yml"),
+        (UBUNTU_2404, "Ubuntu.yml"),
+        (DEBIAN_12, "Debian.yml"),
+        (_facts("Debian", "13"), "Debian.yml"),
+        (_facts("Rocky", "8.10"), "RedHat-8.yml"),
+        (ROCKY_9, "RedHat-9.yml"),
+        (_facts("AlmaLinux", "9.4"), "RedHat-9.yml"),
+        (RHEL_10, "RedHat-10.yml"),
+    ],
+)
+def test_driver_vars_file_per_distribution(facts: Mapping[str, str], expected: str) -> None:
+    assert _vars_file("nvidia_driver", facts).name == expected
+
+
+@pytest.mark.parametrize("path", sorted((ROLES_DIR / "nvidia_driver" / "vars").glob("*.yml")))
+def test_every_driver_map_entry_carries_its_source(path: Path) -> None:
+    """Each top-level key's block (its comments and value) cites where the fact is from."""
+    if path.name == "main.yml":
+        pytest.skip("derived values, no facts")
+    blocks: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key = re.match(r"^(nvidia_driver_[a-z0-9_]+):", line)
+        if key:
+            blocks.append((key.group(1), "\n".join([*pending, line])))
+            pending = []
+        elif blocks and line.startswith((" ", "\t")):
+            name, text = blocks[-1]
+            blocks[-1] = (name, text + "\n" + line)
+        else:
+            pending.append(line)
+    assert blocks, path
+    unsourced = [name for name, text in blocks if not any(m in text for m in _SOURCE_MARKERS)]
+    assert unsourced == [], f"{path.name}: no source comment for {unsourced}"
+
+
+@pytest.mark.parametrize(
+    "version", ["535.183.01", "550.90.07", "580.105.08", "590.48.01", "595.91.07"]
+)
+@pytest.mark.parametrize("facts", [UBUNTU_2204, UBUNTU_2404], ids=["22.04", "24.04"])
+def test_ubuntu_driver_versions_end_in_0ubuntu1(version: str, facts: Mapping[str, str]) -> None:
+    """§0: Ubuntu CUDA-repo driver packages are <ver>-0ubuntu1 (never the old =<ver>-1)."""
+    for flavour, package_set in _FLAVOURS_SETS:
+        variables = {"nvidia_driver_flavour": flavour, "nvidia_driver_package_set": package_set}
+        specs = _driver(facts, "nvidia_driver_package_specs", version, **variables)
+        assert specs, (flavour, package_set)
+        for spec in specs:
+            name, _, pinned = spec.partition("=")
+            if name.startswith("cuda-drivers"):
+                # §7: the cuda-drivers* revision is unconfirmed; matched as <ver>-*.
+                assert pinned == f"{version}-*", spec
+            else:
+                assert pinned == f"{version}-0ubuntu1", spec
+        pinning = _driver(facts, "nvidia_driver_pinning_spec", version, **variables)
+        if int(version.split(".", maxsplit=1)[0]) >= 590:
+            assert pinning == f"nvidia-driver-pinning-{version}={version}-0ubuntu1"
+        else:
+            assert pinning == ""
+
+
+@pytest.mark.parametrize(
+    ("version", "flavour", "package_set", "names"),
+    [
+        # §2a 535/550 row, compute-only (Inference) and full.
+        (
+            "550.90.07",
+            "open",
+            "compute",
+            [
+                "libnvidia-compute-550",
+                "nvidia-dkms-550-open",
+                "nvidia-utils-550",
+                "nvidia-compute-utils-550",
+            ],
+        ),
+        ("550.90.07", "open", "full", ["nvidia-driver-550-open"]),
+        (
+            "580.105.08",
+            "proprietary",
+            "compute",
+            [
+                "libnvidia-compute-580",
+                "nvidia-dkms-580",
+                "nvidia-utils-580",
+                "nvidia-compute-utils-580",
+            ],
+        ),
+        ("580.105.08", "proprietary", "full", ["nvidia-driver-580"]),
+        # §2a >= 590 row: branch-free names.
+        ("590.48.01", "open", "compute", ["libnvidia-compute", "nvidia-dkms-open"]),
+        ("590.48.01", "open", "full", ["nvidia-open"]),
+        ("595.91.07", "proprietary", "compute", ["libnvidia-compute", "nvidia-dkms"]),
+        ("595.91.07", "proprietary", "full", ["cuda-drivers"]),
+    ],
+)
+def test_ubuntu_driver_package_sets(
+    version: str, flavour: str, package_set: str, names: list[str]
+) -> None:
+    variables = {"nvidia_driver_flavour": flavour, "nvidia_driver_package_set": package_set}
+    assert _driver(UBUNTU_2404, "nvidia_driver_packages", version, **variables) == names
+
+
+def test_ubuntu_590_leaves_the_pin_to_nvidias_pinning_package() -> None:
+    """§2a: a priority-1000 pin of ours would tie with nvidia-driver-pinning-<ver>."""
+    assert _driver(UBUNTU_2404, "nvidia_driver_os_apt_preferences", "590.48.01") is False
+    assert _driver(UBUNTU_2404, "nvidia_driver_os_apt_preferences", "580.105.08") is True
+    assert _driver(DEBIAN_12, "nvidia_driver_os_apt_preferences", "590.48.01") is True
+    assert _driver(DEBIAN_12, "nvidia_driver_pinning_spec", "590.48.01") == ""
+    # The >= 590 compute set adds the unconfirmed nvidia-smi package only where it exists.
+    assert _driver(UBUNTU_2404, "nvidia_driver_optional_packages", "590.48.01") == [
+        "nvidia-utils",
+        "nvidia-persistenced",
+    ]
+    tasks = _load(ROLES_DIR / "nvidia_driver" / "tasks" / "debian.yml")
+    by_name = {task["name"]: task for task in tasks}
+    removal = by_name["Remove our driver pin where NVIDIA's pinning package pins"]
+    assert removal["ansible.builtin.file"]["state"] == "absent"
+    assert removal["when"] == "not nvidia_driver_os_apt_preferences | bool"
+    # The pinning package goes in before the driver.
+    names = [task["name"] for task in tasks]
+    assert names.index("Install the NVIDIA driver branch pinning package") < names.index(
+        "Install the NVIDIA driver at the pinned version"
     )
-    assert rendered == ["cudnn9-cuda-12", "libcudnn9-cuda-12"]
-    family = _render(
-        "cudnn",
-        "cudnn_family_pattern",
-        gpuready_cudnn_version="9.1.0",
-        gpuready_nvcc_version="12.4",
+
+
+@pytest.mark.parametrize("version", ["550.90.07", "580.105.08", "590.48.01", "595.91.07"])
+def test_debian_map_never_names_a_branch_suffixed_package(version: str) -> None:
+    """§0 key fact 3: Debian's CUDA repo has never used branch-suffixed driver names."""
+    branch = version.split(".", maxsplit=1)[0]
+    for flavour, package_set in _FLAVOURS_SETS:
+        variables = {"nvidia_driver_flavour": flavour, "nvidia_driver_package_set": package_set}
+        names = _driver(DEBIAN_12, "nvidia_driver_packages", version, **variables)
+        names += _driver(DEBIAN_12, "nvidia_driver_optional_packages", version, **variables)
+        for name in names:
+            assert branch not in name, name
+            assert not re.search(r"-[0-9]{3}(-open)?$", name), name
+            assert not name.startswith("nvidia-driver-5"), name
+        for spec in _driver(DEBIAN_12, "nvidia_driver_package_specs", version, **variables):
+            assert spec.endswith(f"={version}-1"), spec
+    compute = _driver(DEBIAN_12, "nvidia_driver_packages", version)
+    # §2c compute-only, open (idx:61202362552); the Debian archive's nvidia-open-kernel-dkms never.
+    assert compute == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "libcuda1"]
+
+
+@pytest.mark.parametrize(
+    ("facts", "release", "stream"),
+    [
+        (_facts("Rocky", "8.10"), "el8", "580-open"),
+        (ROCKY_9, "el9", "580-open"),
+        (RHEL_10, "el10", ""),
+    ],
+)
+def test_rhel_specs_carry_epoch_3_and_the_el_release(
+    facts: Mapping[str, str], release: str, stream: str
+) -> None:
+    """§0: epoch 3 and -1.el<N>; §2d/§2e: streams on 8/9, versionlock only on 10."""
+    version = "580.105.08"
+    specs = _driver(facts, "nvidia_driver_package_specs", version)
+    assert "kmod-nvidia-open-dkms-3:580.105.08-1." + release in specs
+    assert all(spec.endswith(f"-3:{version}-1.{release}") for spec in specs), specs
+    assert "nvidia-driver" not in _driver(facts, "nvidia_driver_packages", version)  # no X driver
+    assert _driver(facts, "nvidia_driver_os_module_stream", version) == stream
+    proprietary = {"nvidia_driver_flavour": "proprietary"}
+    assert _driver(facts, "nvidia_driver_os_module_stream", version, **proprietary) == (
+        "580-dkms" if stream else ""
     )
+    assert "kmod-nvidia-latest-dkms" in _driver(
+        facts, "nvidia_driver_packages", version, **proprietary
+    )
+    assert _driver(facts, "nvidia_driver_os_versionlock_patterns", version) == [
+        f"*nvidia*-{version}-*"
+    ]
+
+
+def test_driver_installs_without_recommends() -> None:
+    defaults = _load(ROLES_DIR / "nvidia_driver" / "defaults" / "main.yml")
+    assert defaults["nvidia_driver_install_recommends"] is False
+    assert defaults["nvidia_driver_package_set"] == "compute"
+    installs = 0
+    for path in sorted((ROLES_DIR / "nvidia_driver" / "tasks").glob("*.yml")):
+        for task in _walk(_load(path)):
+            if task.get("name", "").startswith("Install the NVIDIA driver at"):
+                args = task.get("ansible.builtin.apt") or task.get("ansible.builtin.dnf") or {}
+                key = "install_recommends" if "ansible.builtin.apt" in task else "install_weak_deps"
+                assert "nvidia_driver_install_recommends" in args[key], _label(path, task)
+                installs += 1
+    assert installs == 2
+
+
+@pytest.mark.parametrize(
+    ("facts", "kernel", "meta"),
+    [
+        (UBUNTU_2204, "5.15.0-100-generic", "linux-headers-generic"),
+        (UBUNTU_2404, "6.8.0-1015-aws", "linux-headers-aws"),
+        (UBUNTU_2404, "6.18.44-fc-v1045", "linux-headers-generic"),
+        (DEBIAN_12, "6.1.0-18-amd64", "linux-headers-amd64"),
+        (DEBIAN_12, "6.1.0-18-cloud-amd64", "linux-headers-cloud-amd64"),
+        (_facts("Debian", "12", "aarch64"), "6.18.44-fc-v1045", "linux-headers-arm64"),
+    ],
+)
+def test_kernel_headers_meta_per_distribution(
+    facts: Mapping[str, str], kernel: str, meta: str
+) -> None:
+    facts = {**facts, "kernel": kernel}
+    assert _driver(facts, "nvidia_driver_os_headers_meta", "550.90.07") == meta
+
+
+def test_rhel_never_installs_kernel_devel_matched() -> None:
+    """On EL9 kernel-devel-matched pulls the newest kernel: devel for the two kernels instead."""
+    for facts in (_facts("Rocky", "8.10"), ROCKY_9, RHEL_10):
+        assert "kernel-devel-matched" not in _driver(
+            facts, "nvidia_driver_os_build_packages", "550.90.07"
+        )
+    tasks = {t["name"]: t for t in _load(ROLES_DIR / "nvidia_driver" / "tasks" / "redhat.yml")}
+    names = tasks["Install kernel headers and DKMS"]["ansible.builtin.dnf"]["name"]
+    assert "'kernel-devel-' ~ ansible_facts.kernel" in names
+    assert "'kernel-devel-' ~ nvidia_driver_boot_kernel" in names
+
+
+def test_default_boot_kernel_is_the_newest_installed_on_debian() -> None:
+    tasks = {t["name"]: t for t in _load(ROLES_DIR / "nvidia_driver" / "tasks" / "main.yml")}
+    task = tasks["Record the default boot kernel"]
+    files = ["6.1.0-9-amd64", "6.1.0-18-amd64", "6.1.0-17-amd64"]
+    scope = _scope(
+        "nvidia_driver",
+        DEBIAN_12,
+        nvidia_driver_boot_images={"files": [{"path": f"/boot/vmlinuz-{k}"} for k in files]},
+    )
+    scope.update({key: _template(value, scope) for key, value in task["vars"].items()})
+    rendered = _template(task["ansible.builtin.set_fact"]["nvidia_driver_boot_kernel"], scope)
+    assert rendered.strip() == "6.1.0-18-amd64"
+    empty = _scope("nvidia_driver", DEBIAN_12, nvidia_driver_boot_images={"files": []})
+    empty.update({key: _template(value, empty) for key, value in task["vars"].items()})
+    fallback = _template(task["ansible.builtin.set_fact"]["nvidia_driver_boot_kernel"], empty)
+    assert fallback.strip() == DEBIAN_12["kernel"]
+
+
+# ---------------------------------------------------------------- reboot decided by state
+
+
+def _reboot_decision(**state: Any) -> dict[str, Any]:
+    """The facts tasks/reboot.yml's first task sets, for a given host state."""
+    task = _load(ROLES_DIR / "nvidia_driver" / "tasks" / "reboot.yml")[0]
+    scope = _scope("nvidia_driver", DEBIAN_12)
+    scope.update(
+        {
+            "nvidia_driver_install": {"changed": False},
+            "nvidia_driver_options": {"changed": False},
+            "nvidia_driver_blacklist": {"changed": False},
+            "nvidia_driver_nouveau_loaded": {"stat": {"exists": False}},
+            "nvidia_driver_marker": {},
+            "nvidia_driver_loaded_version": "none",
+            "gpu_preflight_gpu_count": 0,
+            "inventory_hostname": "gpu-01",
+        }
+    )
+    scope.update(state)
+    for key, value in task["vars"].items():
+        scope[key] = _template(value, scope)
+    return {key: _template(value, scope) for key, value in task["ansible.builtin.set_fact"].items()}
+
+
+def test_gpu_host_with_another_module_loaded_needs_a_reboot_without_any_change() -> None:
+    """A run that installed the driver and failed later: the next run still reboots."""
+    decided = _reboot_decision(gpu_preflight_gpu_count=8, nvidia_driver_loaded_version="535.183.01")
+    assert decided["nvidia_driver_reboot_reasons"] == [
+        "loaded NVIDIA module is 535.183.01, pinned 550.90.07"
+    ]
+
+
+def test_converged_gpu_host_needs_no_reboot() -> None:
+    decided = _reboot_decision(gpu_preflight_gpu_count=8, nvidia_driver_loaded_version="550.90.07")
+    assert decided["nvidia_driver_reboot_reasons"] == []
+    assert decided["nvidia_driver_initramfs_pending"] is False
+
+
+def test_package_change_on_a_host_without_gpu_stays_marked_until_a_reboot() -> None:
+    first = _reboot_decision(nvidia_driver_install={"changed": True})
+    assert first["nvidia_driver_reboot_reasons"] == ["driver packages changed"]
+    # Next run, same boot: nothing changed now, the marker keeps it pending.
+    marker = {"boot_id": "b1", "pending": first["nvidia_driver_pending_changes"]}
+    again = _reboot_decision(nvidia_driver_marker=marker)
+    assert again["nvidia_driver_reboot_reasons"] == ["driver packages changed"]
+    # A GPU host judges packages by the loaded module, not by the change.
+    gpu = _reboot_decision(
+        gpu_preflight_gpu_count=8,
+        nvidia_driver_loaded_version="550.90.07",
+        nvidia_driver_install={"changed": True},
+    )
+    assert gpu["nvidia_driver_reboot_reasons"] == []
+
+
+def test_module_options_change_needs_initramfs_and_reboot_even_where_the_pin_runs() -> None:
+    decided = _reboot_decision(
+        gpu_preflight_gpu_count=8,
+        nvidia_driver_loaded_version="550.90.07",
+        nvidia_driver_options={"changed": True},
+    )
+    assert decided["nvidia_driver_reboot_reasons"] == ["nvidia module options changed"]
+    assert decided["nvidia_driver_initramfs_pending"] is True
+    nouveau = _reboot_decision(
+        gpu_preflight_gpu_count=1,
+        nvidia_driver_loaded_version="550.90.07",
+        nvidia_driver_nouveau_loaded={"stat": {"exists": True}},
+    )
+    assert nouveau["nvidia_driver_reboot_reasons"] == ["nouveau is loaded"]
+
+
+def test_marker_from_an_earlier_boot_is_discarded() -> None:
+    tasks = {t["name"]: t for t in _load(ROLES_DIR / "nvidia_driver" / "tasks" / "main.yml")}
+    task = tasks["Record the loaded module and what is pending from earlier runs of this boot"]
+    marker = '{"boot_id": "old", "pending": ["driver packages changed"], "initramfs": true}'
+    for boot, expected in (("old", ["driver packages changed"]), ("new", None)):
+        scope = _scope(
+            "nvidia_driver",
+            DEBIAN_12,
+            nvidia_driver_marker_content={"content": base64.b64encode(marker.encode()).decode()},
+            nvidia_driver_boot_id_file={"content": base64.b64encode(f"{boot}\n".encode()).decode()},
+            nvidia_driver_proc_version={"content": ""},
+        )
+        scope.update({key: _template(value, scope) for key, value in task["vars"].items()})
+        kept = _template(task["ansible.builtin.set_fact"]["nvidia_driver_marker"], scope)
+        assert kept.get("pending") == expected, boot
+
+
+def test_reboot_is_a_task_with_a_boot_kernel_check_and_an_hgx_timeout() -> None:
+    defaults = _load(ROLES_DIR / "nvidia_driver" / "defaults" / "main.yml")
+    assert defaults["nvidia_driver_reboot_timeout"] == 1800
+    assert defaults["nvidia_driver_reboot_marker"] == "/var/lib/gpuready/reboot-required"
+    handlers = _load(ROLES_DIR / "nvidia_driver" / "handlers" / "main.yml")
+    assert not any(_module(h) == "ansible.builtin.reboot" for h in handlers)
+    reboot = _load(ROLES_DIR / "nvidia_driver" / "tasks" / "reboot.yml")
+    block = next(task for task in reboot if task["name"] == "Reboot for the NVIDIA driver")
+    modules = [_module(task) for task in block["block"]]
+    # The boot kernel's module is checked before the reboot, never after.
+    assert modules.index("ansible.builtin.assert") < modules.index("ansible.builtin.reboot")
+    assert block["block"][0]["ansible.builtin.command"]["argv"][:2] == ["modinfo", "-k"]
+    marks = [t for t in reboot if t["name"] == "Mark the host for a reboot"]
+    assert marks
+    assert "nvidia_driver_reboot_marker" in marks[0]["ansible.builtin.copy"]["dest"]
+
+
+# ---------------------------------------------------------------- repository, runtime: idempotence
+
+
+def _task(role: str, file: str, name: str) -> dict[str, Any]:
+    for task in _walk(_load(ROLES_DIR / role / "tasks" / file)):
+        if task.get("name") == name:
+            return task
+    raise AssertionError(f"{role}/tasks/{file}: no task {name!r}")
+
+
+@pytest.mark.parametrize(
+    ("installed", "needed"),
+    [(None, True), ("1.0-1", True), ("1.1-1", False), ("1.1-2", False), ("1.2-1", False)],
+)
+def test_keyring_is_installed_only_below_the_pinned_version(
+    installed: str | None, needed: bool
+) -> None:
+    """`apt: deb=cuda-keyring_1.1-1` fails once apt has upgraded the keyring."""
+    task = _task(
+        "cuda_repository", "debian.yml", "Record whether the CUDA keyring must be installed"
+    )
+    packages = {"cuda-keyring": [{"version": installed}]} if installed else {}
+    scope = _scope("cuda_repository", DEBIAN_12)
+    scope["ansible_facts"]["packages"] = packages
+    value = task["ansible.builtin.set_fact"]["cuda_repository_keyring_needed"]
+    assert _template(value, scope) is needed
+    block = _task("cuda_repository", "debian.yml", "Install the CUDA keyring package")
+    assert block["when"] == "cuda_repository_keyring_needed | bool"
+    assert any(
+        "ansible.builtin.apt" in t and "deb" in t["ansible.builtin.apt"] for t in block["block"]
+    )
+
+
+def test_debian_12_enables_contrib() -> None:
+    block = _task(
+        "cuda_repository", "debian.yml", "Enable the contrib component in Debian's sources"
+    )
+    assert "ansible_facts.distribution == 'Debian'" in block["when"]
+    regexps = [
+        t["ansible.builtin.replace"]["regexp"]
+        for t in block["block"]
+        if "ansible.builtin.replace" in t
+    ]
+    one_line, deb822 = (re.compile(r, re.M) for r in regexps)
+    text = "deb http://deb.debian.org/debian bookworm main\ndeb http://x bookworm main contrib\n"
+    once = one_line.sub(r"\1 contrib", text)
+    assert once.splitlines() == [
+        "deb http://deb.debian.org/debian bookworm main contrib",
+        "deb http://x bookworm main contrib",
+    ]
+    assert one_line.sub(r"\1 contrib", once) == once
+    assert deb822.sub(r"\1 contrib", "Components: main\n") == "Components: main contrib\n"
+
+
+def test_epel_is_fetched_only_where_it_is_not_installed() -> None:
+    probe = _task("cuda_repository", "redhat.yml", "Check whether EPEL is installed")
+    assert probe["ansible.builtin.command"]["argv"] == ["rpm", "-q", "epel-release"]
+    assert probe["check_mode"] is False
+    block = _task("cuda_repository", "redhat.yml", "Install EPEL (DKMS)")
+    assert "cuda_repository_epel_rpm.rc | default(0) != 0" in block["when"]
+    inner = {t["name"]: t for t in block["block"]}
+    assert (
+        inner["Install the EPEL release package"]["when"]
+        == "cuda_repository_epel_mirror_url | length == 0"
+    )
+    mirror = inner["Configure the EPEL mirror"]["ansible.builtin.yum_repository"]
+    assert mirror["baseurl"] == "{{ cuda_repository_epel_mirror_url }}"
+
+
+def test_nvidia_ctk_names_the_config_and_restarts_only_on_a_new_digest() -> None:
+    ctk = _task("container_toolkit", "main.yml", "Register the NVIDIA runtime")
+    argv = ctk["ansible.builtin.command"]["argv"]
+    assert "--config={{ container_toolkit_runtime_config }}" in argv
+    assert "notify" not in ctk
+    restart = _task(
+        "container_toolkit",
+        "main.yml",
+        "Restart the container runtime when its configuration changed",
+    )
+    assert restart["notify"] == "Restart the container runtime"
+    assert any("checksum" in condition for condition in restart["when"])
+
+
+@pytest.mark.parametrize(
+    ("facts", "packages"),
+    [
+        (DEBIAN_12, ["cudnn9-cuda-12", "libcudnn9-cuda-12"]),
+        (UBUNTU_2404, ["cudnn9-cuda-12", "libcudnn9-cuda-12"]),
+        (ROCKY_9, ["libcudnn9-cuda-12", "libcudnn9-devel-cuda-12"]),
+    ],
+)
+def test_cudnn_packages_per_distribution_follow_the_toolkit_major(
+    facts: Mapping[str, str], packages: list[str]
+) -> None:
+    """§4 cuDNN 9: deb meta + runtime; rpm runtime + devel (no rpm meta in the reference)."""
+    scope = _scope("cudnn", facts, gpuready_cudnn_version="9.1.0", gpuready_nvcc_version="12.4")
+    assert _template(scope["cudnn_packages"], scope) == packages
+    family = _template(scope["cudnn_family_pattern"], scope)
     assert re.match(family, "libcudnn9-dev-cuda-12")
+    assert re.match(family, "libcudnn9-devel-cuda-12")
     assert not re.match(family, "libcudnn9-cuda-11")
