@@ -6,7 +6,8 @@ hosts) and calls ``test_hosts.start([...])``; the pool is torn down after the
 test, pass or fail. Starting hosts is cheap (about 0.1 s for three), so tests
 never share hosts. The Debian root filesystem is built once per machine
 (cached under /var/cache/gpuready-testhosts) by the session-scoped
-``test_rootfs``.
+``test_rootfs``; Ubuntu-shaped hosts (``start([...], shape="ubuntu2404")``) share
+it, their release files written into each host's overlay.
 
 Every test using ``test_hosts`` or ``test_rootfs`` gets the ``hosts`` marker (``-m "not hosts"``
 leaves them out) and is skipped, with the reason, when this machine cannot

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -274,3 +275,63 @@ def test_leftovers_of_a_killed_run_are_cleaned(test_rootfs: Path) -> None:
     assert not any(name.startswith(f"grt{slot}h") for name in os.listdir("/run/netns"))
     assert testhosts.mounts_under(Path(run_dir)) == []
     assert not Path(run_dir).exists()
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_host_shapes_write_ubuntus_release_files() -> None:
+    shape = testhosts.SHAPES["ubuntu2404"]
+    files = shape.release_files()
+    assert 'VERSION_ID="24.04"' in files["/etc/os-release"]
+    assert "VERSION_CODENAME=noble" in files["/etc/os-release"]
+    assert "ID=ubuntu\nID_LIKE=debian\n" in files["/etc/os-release"]
+    assert files["/usr/lib/os-release"] == files["/etc/os-release"]
+    assert "DISTRIB_RELEASE=24.04" in files["/etc/lsb-release"]
+    assert testhosts.SHAPES["debian12"].release_files() == {}
+    with pytest.raises(testhosts.HostsError, match="unknown host shape 'rocky9'"):
+        testhosts.host_shape("rocky9")
+
+
+@pytest.mark.skipif(shutil.which("ansible") is None, reason="ansible is not installed")
+def test_ansible_facts_over_ssh_say_ubuntu_on_a_shaped_host(
+    test_hosts: TestHostPool, tmp_path: Path
+) -> None:
+    # One pool, two shapes, one cached Debian root filesystem under both.
+    debian = test_hosts.start(["healthy-8x-h100-sxm"])[0]
+    ubuntu = test_hosts.start(["healthy-8x-h100-sxm"], shape="ubuntu2404")[0]
+    assert test_hosts.rootfs_for(ubuntu.shape) == test_hosts.rootfs_for(debian.shape)
+    assert not (test_hosts.rootfs / "etc/lsb-release").exists()  # the cache stays Debian's
+    known = test_hosts.known_hosts(tmp_path / "known_hosts")
+    ssh_args = f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"
+    inventory = test_hosts.write_inventory(
+        tmp_path / "hosts.ini", extra_vars={"ansible_ssh_common_args": f'"{ssh_args}"'}
+    )
+    proc = subprocess.run(
+        ["ansible", "-i", str(inventory), "all", "-m", "ansible.builtin.setup"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        # The minimal callback: "NAME | SUCCESS => {json}" per host.
+        env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "minimal", "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    facts: dict[str, dict[str, object]] = {}
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"^(\S+) \| SUCCESS => ", proc.stdout, re.M):
+        result, _ = decoder.raw_decode(proc.stdout, match.end())
+        facts[match.group(1)] = result["ansible_facts"]
+    got = {
+        name: (
+            f["ansible_distribution"],
+            f["ansible_distribution_version"],
+            f["ansible_distribution_release"],
+            f["ansible_os_family"],
+        )
+        for name, f in facts.items()
+    }
+    assert got[ubuntu.name] == ("Ubuntu", "24.04", "noble", "Debian"), got
+    assert got[debian.name][0] == "Debian", got
+    assert got[debian.name][3] == "Debian", got
+    assert facts[ubuntu.name]["ansible_distribution_major_version"] == "24"

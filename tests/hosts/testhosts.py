@@ -78,6 +78,87 @@ _DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 Scenario = Union[str, Mapping[str, Any], None]
 
 
+@dataclass(frozen=True)
+class HostShape:
+    """What distribution a host looks like, over the one Debian root filesystem.
+
+    The root stays Debian 12 (Debian's mirror is the only one reachable); a shape
+    adds packages (another cached rootfs, keyed by the package list as any other)
+    and writes its release files into each host's overlay at start, so Ansible's
+    facts say the shape's distribution while every shape shares the Debian cache.
+
+    Attributes:
+        name: ``debian12``, ``ubuntu2404``, ``ubuntu2204``.
+        os_release: the ``/etc/os-release`` text ("" keeps Debian's own).
+        lsb_release: the ``/etc/lsb-release`` text ("" writes none).
+        debian_version: the ``/etc/debian_version`` text (None keeps Debian's).
+        packages: more Debian packages for the root filesystem.
+    """
+
+    name: str
+    os_release: str = ""
+    lsb_release: str = ""
+    debian_version: str | None = None
+    packages: tuple[str, ...] = ()
+
+    def release_files(self) -> dict[str, str]:
+        """Path (absolute, in the host) -> content of every file the shape writes."""
+        files: dict[str, str] = {}
+        if self.os_release:
+            # Debian's /etc/os-release is a link to ../usr/lib/os-release: write both.
+            files["/etc/os-release"] = self.os_release
+            files["/usr/lib/os-release"] = self.os_release
+        if self.lsb_release:
+            files["/etc/lsb-release"] = self.lsb_release
+        if self.debian_version is not None:
+            files["/etc/debian_version"] = self.debian_version
+        return files
+
+
+def _ubuntu(version: str, point: str, codename: str, nickname: str, sid: str) -> HostShape:
+    # The text of Ubuntu's own /etc/os-release and /etc/lsb-release of that release.
+    pretty = f"Ubuntu {point} LTS"
+    return HostShape(
+        name="ubuntu" + version.replace(".", ""),
+        os_release=(
+            f'PRETTY_NAME="{pretty}"\nNAME="Ubuntu"\nVERSION_ID="{version}"\n'
+            f'VERSION="{point} LTS ({nickname})"\nVERSION_CODENAME={codename}\nID=ubuntu\n'
+            'ID_LIKE=debian\nHOME_URL="https://www.ubuntu.com/"\n'
+            'SUPPORT_URL="https://help.ubuntu.com/"\n'
+            'BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"\n'
+            'PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"\n'
+            f"UBUNTU_CODENAME={codename}\nLOGO=ubuntu-logo\n"
+        ),
+        lsb_release=(
+            f"DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE={version}\nDISTRIB_CODENAME={codename}\n"
+            f'DISTRIB_DESCRIPTION="{pretty}"\n'
+        ),
+        debian_version=f"{sid}/sid\n",
+    )
+
+
+SHAPES: dict[str, HostShape] = {
+    "debian12": HostShape("debian12"),
+    "ubuntu2404": _ubuntu("24.04", "24.04.1", "noble", "Noble Numbat", "trixie"),
+    "ubuntu2204": _ubuntu("22.04", "22.04.5", "jammy", "Jammy Jellyfish", "bookworm"),
+}
+
+
+def host_shape(shape: str | HostShape) -> HostShape:
+    """A shape by name (a key of :data:`SHAPES`), or the shape itself.
+
+    Raises:
+        HostsError: for an unknown name.
+    """
+    if isinstance(shape, HostShape):
+        return shape
+    try:
+        return SHAPES[shape]
+    except KeyError:
+        known = ", ".join(sorted(SHAPES))
+        raise HostsError(f"unknown host shape {shape!r}; one of {known}") from None
+
+
 class HostsUnavailable(RuntimeError):
     """Test hosts cannot be made on this machine (not root, a tool missing, no rootfs)."""
 
@@ -600,6 +681,7 @@ class TestHost:
     root: Path = Path()
     host_dir: Path = Path()
     host_key_line: str = ""
+    shape: HostShape = field(default_factory=lambda: SHAPES["debian12"])
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -804,6 +886,8 @@ class TestHostPool:
 
     Args:
         packages: the root filesystem's packages (the cache key includes them).
+        shape: the hosts' distribution shape (:data:`SHAPES`); ``start`` may give
+            another per call.
         name_prefix: hosts are named ``{name_prefix}01``, ``{name_prefix}02``, ...
         workers: how many hosts are set up at once.
         state_dir: where per-run directories and slot locks live.
@@ -815,11 +899,14 @@ class TestHostPool:
         self,
         *,
         packages: Sequence[str] = PACKAGES,
+        shape: str | HostShape = "debian12",
         name_prefix: str = "node",
         workers: int = 16,
         state_dir: Path = STATE_DIR,
     ) -> None:
         self.packages = tuple(packages)
+        self.shape = host_shape(shape)
+        self._rootfs: dict[tuple[str, ...], Path] = {}
         self.name_prefix = name_prefix
         self.workers = workers
         self.state_dir = state_dir
@@ -854,7 +941,7 @@ class TestHostPool:
     # ------------------------------------------------------------ set-up
 
     def _open(self) -> None:
-        self.rootfs = ensure_rootfs(self.packages)
+        self.rootfs = self.rootfs_for(self.shape)
         check_prerequisites(building=False)
         cleanup_stale(self.state_dir)
         foreign = _foreign_networks()
@@ -887,20 +974,32 @@ class TestHostPool:
             ]
         )
 
-    def start(self, scenarios: Sequence[Scenario]) -> list[TestHost]:
+    def rootfs_for(self, shape: HostShape) -> Path:
+        """The cached root filesystem of the pool's packages plus the shape's."""
+        packages = tuple(sorted({*self.packages, *shape.packages}))
+        if packages not in self._rootfs:
+            self._rootfs[packages] = ensure_rootfs(packages)
+        return self._rootfs[packages]
+
+    def start(
+        self, scenarios: Sequence[Scenario], shape: str | HostShape | None = None
+    ) -> list[TestHost]:
         """Make one host per entry and start their sshds; more calls add more hosts.
 
         Args:
             scenarios: per host a built-in scenario name or a scenario object,
                 or None for an unreachable host (an address nobody owns).
+            shape: these hosts' distribution shape; None for the pool's.
 
         Returns:
             The new hosts, in order.
         """
         if self._closed:
             raise HostsError("this pool is closed")
+        chosen = self.shape if shape is None else host_shape(shape)
         if not self.slot:
             self._open()
+        self.rootfs_for(chosen)
         new: list[TestHost] = []
         for scenario in scenarios:
             self._count += 1
@@ -917,6 +1016,7 @@ class TestHostPool:
                 key_file=self.key_file,
                 scenario=scenario,
                 reachable=scenario is not None,
+                shape=chosen,
             )
             if host.reachable:
                 host.netns = f"{_slot_names(self.slot)[1]}{octet}"
@@ -954,11 +1054,16 @@ class TestHostPool:
             "overlay",
             host.root,
             "overlay",
-            data=f"lowerdir={self.rootfs},upperdir={upper},workdir={work}",
+            data=f"lowerdir={self.rootfs_for(host.shape)},upperdir={upper},workdir={work}",
         )
         _mount("proc", host.root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         _populate_dev(host.root / "dev")
         root = host.root
+        for inner, text in host.shape.release_files().items():
+            target = root / inner.lstrip("/")
+            if target.is_symlink():
+                target.unlink()
+            _write(target, text)
         _write(root / "etc/hostname", host.name + "\n")
         _write(root / "etc/hosts", f"127.0.0.1\tlocalhost\n{host.address}\t{host.name}\n")
         _write(root / SSHD_CONFIG.lstrip("/"), _sshd_config(host.address, host.port))

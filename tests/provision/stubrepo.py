@@ -1,15 +1,23 @@
-"""A signed, flat apt repository of stub NVIDIA packages, and an HTTP server for it.
+"""Signed, flat apt repositories of stub NVIDIA packages, and an HTTP server for them.
 
-The provisioning tests point ``cuda_repository_url`` at this repository instead of
-NVIDIA's. It has the layout of NVIDIA's ``compute/cuda/repos/<distro>/<arch>/``
+The provisioning tests point ``cuda_repository_url`` at such a repository instead
+of NVIDIA's. It has the layout of NVIDIA's ``compute/cuda/repos/<distro>/<arch>/``
 repository: every ``.deb`` at the top next to ``Packages``, ``Packages.gz``,
 ``Release``, ``InRelease`` and ``Release.gpg``, so ``deb [signed-by=KEYRING] URL /``
-works. The packages carry the real names and versions (several versions of the
-driver and cuDNN, so that an unpinned install picks the wrong one) with
-dependencies between them at exact versions, as the real ones have, but almost no
-payload: an ``nvcc`` shell script printing the real ``--version`` text, the real
-``cudnn_version.h`` defines, ``update-alternatives`` links as the real packages
-make them.
+works.
+
+What is in it depends on the *shape* (:data:`SHAPES`): ``debian12`` (NVIDIA's
+``debian12/x86_64`` repository), ``ubuntu2404`` / ``ubuntu2204`` (``ubuntu2404/x86_64``,
+both driver naming eras), each a data module (:mod:`tests.provision.stubs_debian12`,
+:mod:`tests.provision.stubs_ubuntu`, with :mod:`tests.provision.stubs_common`) whose
+every entry names the row of ``../shared/reference/nvidia-packages.md`` it comes
+from. The names, version strings and dependencies are NVIDIA's (several versions
+per branch so that an unpinned install picks the wrong one and a raised pin
+upgrades), the payload almost nothing: an ``nvcc`` printing the real ``--version``
+text, the real ``cudnn_version.h`` defines, ``update-alternatives`` links as the
+real packages make them, and the apt preferences file of each
+``nvidia-driver-pinning-*`` package. Ubuntu shapes also have a competing
+repository shaped like Canonical's archive (:func:`archive_packages`).
 
 Built with ``dpkg-deb`` and indexed with ``dpkg-scanpackages`` (package dpkg-dev);
 the Release file is written here and signed with a throwaway ed25519 key made by
@@ -22,9 +30,10 @@ A repository is cached by a hash of what goes into it (:func:`repo_key`) under
 ``GPUREADY_STUBREPO_CACHE`` (default ``<tmp>/gpuready-stubrepo``), built into a
 temporary directory and renamed into place under a lock.
 
-Failing one host on purpose: the DKMS kernel-module packages
-(``nvidia-kernel-open-dkms``, ``nvidia-kernel-dkms``) exit 1 from their postinst,
-as a failed DKMS build does, when :data:`FAIL_INSTALL_MARKER` exists on the host.
+Failing one host on purpose: every DKMS kernel-module package exits 1 from its
+postinst, as a failed DKMS build does, when :data:`FAIL_INSTALL_MARKER` exists on
+the host; ``cuda-toolkit-config-common`` (the CUDA Toolkit role, after the driver's)
+does when :data:`FAIL_TOOLKIT_MARKER` exists.
 """
 
 from __future__ import annotations
@@ -43,47 +52,75 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tests.provision import stubs_debian12, stubs_ubuntu
+from tests.provision.stubpkg import (
+    FAIL_INSTALL_MARKER,
+    FAIL_TOOLKIT_MARKER,
+    KEYRING_PATH,
+    KEYRING_PLACEHOLDER,
+    StubFile,
+    StubPackage,
+    nvidia_list_path,
+    nvidia_url,
+)
+from tests.provision.stubs_common import (
+    CUDA_RELEASE,
+    CUDNN_VERSIONS,
+    NVCC_VERSION,
+    NVCC_VERSION_TEXT,
+    TOOLKIT_VERSION,
+    cudnn_header,
+)
+
 # Bumped whenever the builder changes what it writes, so the cache key changes too.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 
 CACHE_DIR = Path(
     os.environ.get("GPUREADY_STUBREPO_CACHE", Path(tempfile.gettempdir()) / "gpuready-stubrepo")
 )
 
-KEYRING_PATH = "/usr/share/keyrings/cuda-archive-keyring.gpg"
-NVIDIA_LIST_PATH = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
-NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
-FAIL_INSTALL_MARKER = "/etc/gpuready-fail-install"
+# The Debian 12 shape's, for callers that know one shape only.
+NVIDIA_LIST_PATH = nvidia_list_path("debian12")
+NVIDIA_URL = nvidia_url("debian12")
 
-DRIVER_BRANCH = "550"
-DRIVER_VERSIONS = ("550.90.07", "550.127.05")
-PINNING_BRANCH = "590"
-PINNING_VERSION = "590.44.01"
-CUDA_RELEASE = "12.4"
-TOOLKIT_VERSION = "12.4.1"
-NVCC_VERSION = "12.4.131"
-CUDNN_VERSIONS = ("9.1.0.70", "9.2.0.82")
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
-
-# What ``nvcc --version`` of CUDA 12.4 Update 1 prints (its build line and date).
-NVCC_VERSION_TEXT = f"""\
-nvcc: NVIDIA (R) Cuda compiler driver
-Copyright (c) 2005-2024 NVIDIA Corporation
-Built on Thu_Mar_28_02:18:24_PDT_2024
-Cuda compilation tools, release {CUDA_RELEASE}, V{NVCC_VERSION}
-Build cuda_{CUDA_RELEASE}.r{CUDA_RELEASE}/compiler.34097967_0
-"""
-
-# Stands for the generated public keyring until the key exists (the cache key
-# must not depend on a key that is made fresh for every build).
-_KEYRING_PLACEHOLDER = b"@GPUREADY-STUB-KEYRING@"
 _ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 _REQUIRED_TOOLS = ("dpkg-deb", "dpkg-scanpackages", "gpg", "gpgconf")
+
+__all__ = [
+    "CUDA_RELEASE",
+    "CUDNN_VERSIONS",
+    "FAIL_INSTALL_MARKER",
+    "FAIL_TOOLKIT_MARKER",
+    "KEYRING_PATH",
+    "NVCC_VERSION",
+    "NVCC_VERSION_TEXT",
+    "NVIDIA_LIST_PATH",
+    "NVIDIA_URL",
+    "SHAPES",
+    "TOOLKIT_VERSION",
+    "RepoServer",
+    "RepoShape",
+    "StubFile",
+    "StubPackage",
+    "StubRepo",
+    "StubRepoError",
+    "StubRepoUnavailable",
+    "archive_packages",
+    "build_archive",
+    "build_deb",
+    "build_repo",
+    "check_tools",
+    "cudnn_header",
+    "repo_key",
+    "serve_repo",
+    "stub_packages",
+]
 
 
 class StubRepoUnavailable(RuntimeError):
@@ -92,83 +129,6 @@ class StubRepoUnavailable(RuntimeError):
 
 class StubRepoError(RuntimeError):
     """Building or serving the repository failed."""
-
-
-@dataclass(frozen=True)
-class StubFile:
-    """One file a stub package ships.
-
-    Args:
-        content: the bytes (or text) of the file.
-        mode: its permission bits.
-    """
-
-    content: bytes | str
-    mode: int = 0o644
-
-    def data(self) -> bytes:
-        """The content as bytes."""
-        return self.content.encode() if isinstance(self.content, str) else self.content
-
-
-@dataclass(frozen=True)
-class StubPackage:
-    """One binary package of the stub repository.
-
-    Files under ``/etc`` are declared conffiles, as dpkg-deb expects.
-
-    Args:
-        name: the package name, e.g. ``nvidia-driver-550-open``.
-        version: the Debian version, e.g. ``550.90.07-1``.
-        architecture: ``amd64`` or ``all``.
-        depends: the ``Depends`` entries, e.g. ``("libcudnn9-cuda-12 (= 9.1.0.70-1)",)``.
-        description: one line for the control file.
-        files: absolute path -> file.
-        postinst: the postinst script, if any.
-        prerm: the prerm script, if any.
-    """
-
-    name: str
-    version: str
-    architecture: str = "amd64"
-    depends: tuple[str, ...] = ()
-    description: str = ""
-    files: Mapping[str, StubFile] = field(default_factory=dict)
-    postinst: str | None = None
-    prerm: str | None = None
-
-    @property
-    def filename(self) -> str:
-        """The .deb's file name in the repository (``name_version_arch.deb``)."""
-        return f"{self.name}_{self.version}_{self.architecture}.deb"
-
-    def control(self) -> str:
-        """The DEBIAN/control file."""
-        lines = [
-            f"Package: {self.name}",
-            f"Version: {self.version}",
-            f"Architecture: {self.architecture}",
-            "Maintainer: gpuready tests <stub@gpuready.invalid>",
-            "Section: multiverse/devel",
-            "Priority: optional",
-        ]
-        if self.depends:
-            lines.append("Depends: " + ", ".join(self.depends))
-        summary = self.description or f"stub of {self.name}"
-        lines.append(f"Description: {summary} (gpuready test stub)")
-        return "\n".join(lines) + "\n"
-
-    def fingerprint(self) -> dict[str, Any]:
-        """Everything that goes into the .deb, for the cache key."""
-        return {
-            "control": self.control(),
-            "files": {
-                path: [hashlib.sha256(f.data()).hexdigest(), f.mode]
-                for path, f in sorted(self.files.items())
-            },
-            "postinst": self.postinst,
-            "prerm": self.prerm,
-        }
 
 
 @dataclass(frozen=True)
@@ -192,285 +152,83 @@ class StubRepo:
         return [version for pkg, version in self.packages if pkg == name]
 
 
-# ---------------------------------------------------------------- the packages
+# ---------------------------------------------------------------- the shapes
 
 
-def _sh(body: str) -> str:
-    return "#!/bin/sh\nset -e\n" + body.strip() + "\n"
+@dataclass(frozen=True)
+class RepoShape:
+    """One distribution's NVIDIA repository, as the stubs model it.
+
+    Attributes:
+        name: the shape's name (``debian12``, ``ubuntu2404``, ``ubuntu2204``).
+        distro: NVIDIA's directory name for it (``repos/<distro>/x86_64``).
+        packages: the CUDA repository's packages for a kernel release.
+        archive: the competing distribution archive's packages (None: none).
+        archive_keyring: where that archive's keyring lies on a real host.
+    """
+
+    name: str
+    distro: str
+    packages: Callable[[str], list[StubPackage]]
+    archive: Callable[[], list[StubPackage]] | None = None
+    archive_keyring: str = ""
+
+    @property
+    def nvidia_url(self) -> str:
+        """NVIDIA's URL of this repository (what the real keyring package lists)."""
+        return nvidia_url(self.distro)
+
+    @property
+    def nvidia_list_path(self) -> str:
+        """Where the real keyring package writes its list."""
+        return nvidia_list_path(self.distro)
 
 
-def _nvcc_script() -> str:
-    return (
-        "#!/bin/sh\n"
-        'case "$1" in\n'
-        "  --version|-V)\n"
-        "    cat <<'EOF'\n" + NVCC_VERSION_TEXT + "EOF\n"
-        "    ;;\n"
-        "  *)\n"
-        '    echo "nvcc fatal   : No input files specified; use option --help for more '
-        'information" >&2\n'
-        "    exit 1\n"
-        "    ;;\n"
-        "esac\n"
-    )
+SHAPES: dict[str, RepoShape] = {
+    "debian12": RepoShape("debian12", "debian12", stubs_debian12.packages),
+    "ubuntu2404": RepoShape(
+        "ubuntu2404",
+        "ubuntu2404",
+        functools.partial(stubs_ubuntu.packages, distro="ubuntu2404"),
+        functools.partial(stubs_ubuntu.archive_packages, "24.04"),
+        stubs_ubuntu.ARCHIVE_KEYRING_PATH,
+    ),
+    "ubuntu2204": RepoShape(
+        "ubuntu2204",
+        "ubuntu2204",
+        functools.partial(stubs_ubuntu.packages, distro="ubuntu2204"),
+        functools.partial(stubs_ubuntu.archive_packages, "22.04"),
+        stubs_ubuntu.ARCHIVE_KEYRING_PATH,
+    ),
+}
 
 
-def cudnn_header(version: str) -> str:
-    """A cudnn_version.h for ``version`` (``9.1.0.70``), in the real header's format."""
-    major, minor, patch = version.split(".")[:3]
-    return (
-        "/* cudnn_version.h: stub shipped by gpuready's test repository. */\n"
-        "#ifndef CUDNN_VERSION_H_\n"
-        "#define CUDNN_VERSION_H_\n\n"
-        f"#define CUDNN_MAJOR {major}\n"
-        f"#define CUDNN_MINOR {minor}\n"
-        f"#define CUDNN_PATCHLEVEL {patch}\n\n"
-        "#define CUDNN_VERSION (CUDNN_MAJOR * 10000 + CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL)\n\n"
-        "#endif /* CUDNN_VERSION_H */\n"
-    )
+def _shape(name: str) -> RepoShape:
+    try:
+        return SHAPES[name]
+    except KeyError:
+        known = ", ".join(sorted(SHAPES))
+        raise ValueError(f"unknown stub repository shape {name!r}; one of {known}") from None
 
 
-def _dkms_failure_postinst(module: str, version: str) -> str:
-    # The one deliberate failure: a DKMS build that fails on the host that has the marker.
-    return _sh(
-        f"""
-if [ "$1" = configure ] && [ -e {FAIL_INSTALL_MARKER} ]; then
-    echo "Error! Bad return status for module build on kernel: $(uname -r) (x86_64)" >&2
-    echo "Consult /var/lib/dkms/{module}/{version}/build/make.log for more information." >&2
-    exit 1
-fi
-"""
-    )
-
-
-def _driver_packages(version: str) -> list[StubPackage]:
-    deb = f"{version}-1"
-    branch = DRIVER_BRANCH
-    packages = []
-    for module, flavour in (
-        ("nvidia-kernel-open-dkms", "open"),
-        ("nvidia-kernel-dkms", "proprietary"),
-    ):
-        packages.append(
-            StubPackage(
-                module,
-                deb,
-                depends=("dkms",),
-                description=f"NVIDIA {flavour} kernel module sources (DKMS)",
-                files={
-                    f"/usr/src/nvidia-{version}/dkms.conf": StubFile(
-                        f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n'
-                    )
-                },
-                postinst=_dkms_failure_postinst("nvidia", version),
-            )
-        )
-    userspace = {
-        f"{LIBDIR}/libnvidia-ml.so.{version}": StubFile(f"stub libnvidia-ml {version}\n"),
-        "/usr/bin/nvidia-persistenced": StubFile(_sh("exit 0"), 0o755),
-    }
-    packages += [
-        StubPackage(
-            f"nvidia-driver-{branch}-open",
-            deb,
-            depends=(f"nvidia-kernel-open-dkms (= {deb})",),
-            description=f"NVIDIA driver {branch} branch, open kernel modules",
-            files=userspace,
-        ),
-        StubPackage(
-            f"cuda-drivers-{branch}",
-            deb,
-            depends=(f"nvidia-kernel-dkms (= {deb})",),
-            description=f"NVIDIA driver {branch} branch, proprietary kernel modules",
-            files=userspace,
-        ),
-        StubPackage(
-            "nvidia-open",
-            deb,
-            depends=(f"nvidia-driver-{branch}-open (= {deb})",),
-            description="NVIDIA driver, open kernel modules (meta)",
-        ),
-        StubPackage(
-            "cuda-drivers",
-            deb,
-            depends=(f"cuda-drivers-{branch} (= {deb})",),
-            description="NVIDIA driver, proprietary kernel modules (meta)",
-        ),
-        StubPackage(
-            f"nvidia-fabricmanager-{branch}",
-            deb,
-            description="NVIDIA Fabric Manager",
-            files={
-                "/usr/bin/nv-fabricmanager": StubFile(
-                    _sh(f'echo "Fabric Manager version is : {version}"'), 0o755
-                ),
-                "/lib/systemd/system/nvidia-fabricmanager.service": StubFile(
-                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\n"
-                    "ExecStart=/usr/bin/nv-fabricmanager\n\n[Install]\nWantedBy=multi-user.target\n"
-                ),
-            },
-        ),
-    ]
-    return packages
-
-
-def _cudnn_packages(version: str) -> list[StubPackage]:
-    deb = f"{version}-1"
-    major = version.split(".", maxsplit=1)[0]
-    header = f"/usr/include/x86_64-linux-gnu/cudnn_version_v{major}.h"
-    return [
-        StubPackage(
-            "libcudnn9-cuda-12",
-            deb,
-            description="cuDNN runtime libraries for CUDA 12",
-            files={f"{LIBDIR}/libcudnn.so.{version}": StubFile(f"stub libcudnn {version}\n")},
-        ),
-        StubPackage(
-            "libcudnn9-dev-cuda-12",
-            deb,
-            depends=(f"libcudnn9-cuda-12 (= {deb})",),
-            description="cuDNN development headers for CUDA 12",
-            files={header: StubFile(cudnn_header(version))},
-            # The real package publishes its header through update-alternatives as well.
-            postinst=_sh(
-                f"""
-if [ "$1" = configure ]; then
-    update-alternatives --install /usr/include/cudnn_version.h cudnn_version_h {header} {major}00
-fi
-"""
-            ),
-            prerm=_sh(
-                f"""
-if [ "$1" = remove ] || [ "$1" = deconfigure ]; then
-    update-alternatives --remove cudnn_version_h {header}
-fi
-"""
-            ),
-        ),
-        StubPackage(
-            "cudnn9-cuda-12",
-            deb,
-            depends=(f"libcudnn9-cuda-12 (= {deb})", f"libcudnn9-dev-cuda-12 (= {deb})"),
-            description="cuDNN 9 for CUDA 12 (meta)",
-        ),
-    ]
-
-
-def _toolkit_packages() -> list[StubPackage]:
-    dashed = CUDA_RELEASE.replace(".", "-")
-    prefix = f"/usr/local/cuda-{CUDA_RELEASE}"
-    priority = CUDA_RELEASE.replace(".", "")
-    major = CUDA_RELEASE.split(".", maxsplit=1)[0]
-    return [
-        StubPackage(
-            f"cuda-nvcc-{dashed}",
-            f"{NVCC_VERSION}-1",
-            description=f"CUDA nvcc {CUDA_RELEASE}",
-            files={f"{prefix}/bin/nvcc": StubFile(_nvcc_script(), 0o755)},
-        ),
-        StubPackage(
-            f"cuda-toolkit-{dashed}-config-common",
-            f"{CUDA_RELEASE}.127-1",
-            architecture="all",
-            description=f"CUDA {CUDA_RELEASE} links and library paths",
-            files={
-                f"/etc/ld.so.conf.d/988_cuda-{major}.conf": StubFile(
-                    f"{prefix}/targets/x86_64-linux/lib\n"
-                )
-            },
-            # /usr/local/cuda and /usr/local/cuda-12 are alternatives, as in the real packages.
-            postinst=_sh(
-                f"""
-if [ "$1" = configure ]; then
-    update-alternatives --install /usr/local/cuda cuda {prefix} {priority}
-    update-alternatives --install /usr/local/cuda-{major} cuda-{major} {prefix} {priority}
-fi
-"""
-            ),
-            prerm=_sh(
-                f"""
-if [ "$1" = remove ] || [ "$1" = deconfigure ]; then
-    update-alternatives --remove cuda {prefix}
-    update-alternatives --remove cuda-{major} {prefix}
-fi
-"""
-            ),
-        ),
-        StubPackage(
-            f"cuda-toolkit-{dashed}",
-            f"{TOOLKIT_VERSION}-1",
-            depends=(
-                f"cuda-nvcc-{dashed} (>= {NVCC_VERSION})",
-                f"cuda-toolkit-{dashed}-config-common",
-            ),
-            description=f"CUDA Toolkit {CUDA_RELEASE} (meta)",
-        ),
-    ]
-
-
-def _support_packages(kernel_release: str) -> list[StubPackage]:
-    # Debian packages the driver role asks for but a minbase chroot lacks, and the
-    # test hosts cannot reach Debian's mirror: stubs stand in for them.
-    return [
-        StubPackage(
-            "dkms",
-            "3.0.10-8+gpuready1",
-            architecture="all",
-            description="Dynamic Kernel Module System",
-            files={"/usr/sbin/dkms": StubFile(_sh('[ "$1" = status ] && exit 0; exit 0'), 0o755)},
-        ),
-        StubPackage(
-            f"linux-headers-{kernel_release}",
-            "1.0-1",
-            description=f"kernel headers for {kernel_release}",
-            files={f"/usr/src/linux-headers-{kernel_release}/Makefile": StubFile("# stub\n")},
-        ),
-    ]
-
-
-def stub_packages(kernel_release: str | None = None) -> list[StubPackage]:
-    """Every package of the stub repository.
+def stub_packages(kernel_release: str | None = None, shape: str = "debian12") -> list[StubPackage]:
+    """Every package of one shape's stub CUDA repository.
 
     Args:
         kernel_release: the test hosts' kernel (``uname -r``; they share this
-            machine's), for the ``linux-headers-<release>`` stub.
+            machine's), for the kernel stand-ins.
+        shape: a key of :data:`SHAPES`.
 
     Returns:
         The packages, the keyring's content still a placeholder.
     """
-    release = kernel_release or os.uname().release
-    keyring = StubPackage(
-        "cuda-keyring",
-        "1.1-1",
-        architecture="all",
-        description="GPG keyring for the CUDA repository",
-        files={
-            KEYRING_PATH: StubFile(_KEYRING_PLACEHOLDER),
-            # The real keyring package also enables NVIDIA's own list; the
-            # repository role must replace it with its own.
-            NVIDIA_LIST_PATH: StubFile(f"deb [signed-by={KEYRING_PATH}] {NVIDIA_URL} /\n"),
-        },
-    )
-    pinning = StubPackage(
-        f"nvidia-driver-pinning-{PINNING_BRANCH}",
-        f"{PINNING_VERSION}-1",
-        architecture="all",
-        description=f"pins the NVIDIA driver to the {PINNING_BRANCH} branch",
-        files={
-            f"/etc/apt/preferences.d/nvidia-driver-pinning-{PINNING_BRANCH}": StubFile(
-                "Package: nvidia-open cuda-drivers nvidia-driver* nvidia-kernel* libnvidia*\n"
-                f"Pin: version {PINNING_BRANCH}.*\nPin-Priority: 1000\n"
-            )
-        },
-    )
-    packages = [keyring, pinning]
-    for version in DRIVER_VERSIONS:
-        packages += _driver_packages(version)
-    packages += _toolkit_packages()
-    for version in CUDNN_VERSIONS:
-        packages += _cudnn_packages(version)
-    packages += _support_packages(release)
-    return packages
+    return _shape(shape).packages(kernel_release or os.uname().release)
+
+
+def archive_packages(shape: str) -> list[StubPackage]:
+    """The packages of the shape's competing distribution archive ([] when it has none)."""
+    archive = _shape(shape).archive
+    return archive() if archive is not None else []
 
 
 # ---------------------------------------------------------------- building
@@ -486,9 +244,11 @@ def check_tools() -> None:
         )
 
 
-def repo_key(packages: Sequence[StubPackage]) -> str:
-    """The cache key of a repository: a hash of every package's content and the builder."""
-    text = json.dumps([BUILDER_VERSION, [p.fingerprint() for p in packages]], sort_keys=True)
+def repo_key(packages: Sequence[StubPackage], origin: str = "") -> str:
+    """The cache key of a repository: a hash of every package's content, origin and builder."""
+    text = json.dumps(
+        [BUILDER_VERSION, origin, [p.fingerprint() for p in packages]], sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -545,10 +305,10 @@ def build_deb(package: StubPackage, out_dir: Path, work: Path) -> Path:
     return deb
 
 
-def _release_file(repo: Path, names: Sequence[str]) -> str:
+def _release_file(repo: Path, names: Sequence[str], origin: str) -> str:
     lines = [
-        "Origin: gpuready stub CUDA repository",
-        "Label: gpuready-stub",
+        f"Origin: {origin}",
+        f"Label: {origin}",
         "Architectures: amd64 all",
         f"Date: {email.utils.formatdate(usegmt=True)}",
         "Description: stub NVIDIA packages for gpuready's provisioning tests",
@@ -594,7 +354,7 @@ def _sign(gnupg: Path, fingerprint: str, repo: Path) -> None:
     )
 
 
-def _build_into(target: Path, packages: Sequence[StubPackage]) -> StubRepo:
+def _build_into(target: Path, packages: Sequence[StubPackage], origin: str) -> StubRepo:
     repo = target / "repo"
     repo.mkdir(parents=True)
     # A short path: gpg-agent's socket lives in GNUPGHOME and paths over 107 bytes fail.
@@ -611,21 +371,19 @@ def _build_into(target: Path, packages: Sequence[StubPackage]) -> StubRepo:
         keyring = target / "cuda-archive-keyring.gpg"
         keyring.write_bytes(keyring_bytes)
         work = target / "work"
-        for package in packages:
+
+        def build(package: StubPackage) -> Path:
             files = {
                 path: StubFile(keyring_bytes, stub.mode)
-                if stub.content == _KEYRING_PLACEHOLDER
+                if stub.content == KEYRING_PLACEHOLDER
                 else stub
                 for path, stub in package.files.items()
             }
-            build_deb(
-                StubPackage(
-                    package.name, package.version, package.architecture, package.depends,
-                    package.description, files, package.postinst, package.prerm,
-                ),
-                repo,
-                work,
-            )  # fmt: skip
+            return build_deb(replace(package, files=files), repo, work)
+
+        # A few hundred tiny packages: dpkg-deb's start-up is the cost, so run some at once.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(build, packages))
         shutil.rmtree(work)
         # --multiversion: the repository holds two versions of several packages.
         index = _run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo)
@@ -633,7 +391,7 @@ def _build_into(target: Path, packages: Sequence[StubPackage]) -> StubRepo:
         with gzip.open(repo / "Packages.gz", "wb", compresslevel=9) as handle:
             handle.write(index.encode())
         (repo / "Release").write_text(
-            _release_file(repo, ["Packages", "Packages.gz"]), encoding="utf-8"
+            _release_file(repo, ["Packages", "Packages.gz"], origin), encoding="utf-8"
         )
         _sign(gnupg, fingerprint, repo)
     finally:
@@ -665,21 +423,28 @@ def _load(target: Path) -> StubRepo | None:
 
 
 def build_repo(
-    cache_dir: Path | None = None, packages: Sequence[StubPackage] | None = None
+    cache_dir: Path | None = None,
+    packages: Sequence[StubPackage] | None = None,
+    *,
+    shape: str = "debian12",
+    origin: str = "gpuready stub CUDA repository",
 ) -> StubRepo:
-    """The stub repository, built on first use and cached by :func:`repo_key`.
+    """A stub repository, built on first use and cached by :func:`repo_key`.
 
     Args:
         cache_dir: where repositories are cached (default :data:`CACHE_DIR`).
-        packages: the packages (default :func:`stub_packages` for this machine's kernel).
+        packages: the packages (default :func:`stub_packages` of ``shape`` for this
+            machine's kernel).
+        shape: a key of :data:`SHAPES`, when ``packages`` is not given.
+        origin: the Release file's Origin and Label.
 
     Raises:
         StubRepoUnavailable: a build tool is missing.
         StubRepoError: a build step failed.
     """
     cache = cache_dir or CACHE_DIR
-    chosen = list(packages) if packages is not None else stub_packages()
-    final = cache / f"repo-{repo_key(chosen)}"
+    chosen = list(packages) if packages is not None else stub_packages(shape=shape)
+    final = cache / f"repo-{repo_key(chosen, origin)}"
     ready = _load(final)
     if ready is not None:
         return ready
@@ -693,7 +458,7 @@ def build_repo(
         tmp = cache / f"{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _build_into(tmp, chosen)
+            _build_into(tmp, chosen, origin)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
         finally:
@@ -705,6 +470,18 @@ def build_repo(
     for path in [final, *final.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return built
+
+
+def build_archive(shape: str, cache_dir: Path | None = None) -> StubRepo | None:
+    """The shape's competing distribution archive (Canonical's for Ubuntu), or None.
+
+    A second repository with its own key, offering some of the same package names
+    at other versions, so that the roles' pins must choose between repositories.
+    """
+    packages = archive_packages(shape)
+    if not packages:
+        return None
+    return build_repo(cache_dir, packages, origin="Ubuntu")
 
 
 # ---------------------------------------------------------------- serving
