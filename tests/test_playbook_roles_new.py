@@ -489,8 +489,20 @@ def test_site_includes_the_new_roles_after_fabric_manager_and_verify_last() -> N
         for task in play["tasks"]
         if "ansible.builtin.include_role" in task
     ]
-    assert roles[-1] == "fabric_manager"
-    assert included == ["dcgm", "nccl", "peermem", "container_toolkit", "gpu_verify"]
+    # Only preflight is static: every install role is an include the converged probe skips.
+    assert roles == ["gpu_preflight"]
+    assert included == [
+        "cuda_repository",
+        "nvidia_driver",
+        "cuda_toolkit",
+        "cudnn",
+        "fabric_manager",
+        "dcgm",
+        "nccl",
+        "peermem",
+        "container_toolkit",
+        "gpu_verify",
+    ]
     # A when on a role entry is evaluated on every task of the role.
     assert all("when" not in entry for entry in play["roles"])
 
@@ -498,6 +510,11 @@ def test_site_includes_the_new_roles_after_fabric_manager_and_verify_last() -> N
 def test_each_included_role_keeps_its_tag() -> None:
     """The tag on the include selects it; `apply` hands the same tag to the role's tasks."""
     expected = {
+        "cuda_repository": ["repository"],
+        "nvidia_driver": ["driver"],
+        "cuda_toolkit": ["toolkit", "cuda"],
+        "cudnn": ["cudnn"],
+        "fabric_manager": ["fabric_manager"],
         "dcgm": ["dcgm"],
         "nccl": ["nccl"],
         "peermem": ["peermem"],

@@ -602,6 +602,7 @@ def _rolling_project(tmp: Path, hosts: dict[str, dict[str, object]]) -> tuple[Pa
     project = tmp / "project"
     project.mkdir()
     (project / "library").symlink_to(LIBRARY)  # beside the playbook, as for site.yml
+    (project / "lookup_plugins").symlink_to(LIBRARY.parent / "lookup_plugins")
     playbook = project / "site.yml"
     playbook.write_text(yaml.safe_dump([play], sort_keys=False))
     inventory = tmp / "hosts.yml"
@@ -610,6 +611,8 @@ def _rolling_project(tmp: Path, hosts: dict[str, dict[str, object]]) -> tuple[Pa
             "vars": {
                 "ansible_connection": "local",
                 "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                # The converged probe's state stays in the test's folder.
+                "provision_state_file": str(tmp / "provisioned-{{ inventory_hostname }}.json"),
             },
             "hosts": hosts,
         }

@@ -191,6 +191,8 @@ class ProvisionRequest:
         slurm_drain: drain each batch's Slurm nodes before the roles run and resume
             them after ``gpu_verify`` passes (sets ``provision_slurm_drain``; hosts can
             also set it in the inventory).
+        force: run every install role even on hosts the converged probe finds
+            unchanged since their last full run (sets ``provision_force``).
     """
 
     inventories: tuple[str, ...]
@@ -208,6 +210,7 @@ class ProvisionRequest:
     batch: Batch | None = None
     max_fail_percentage: int | None = None
     slurm_drain: bool = False
+    force: bool = False
 
     @property
     def effective_max_fail_percentage(self) -> int | None:
@@ -481,6 +484,8 @@ def _rolling_vars(request: ProvisionRequest, variables: dict[str, object]) -> No
         _claim(variables, "provision_max_fail_percentage", effective, "--max-fail-percentage")
     if request.slurm_drain:
         _claim(variables, "provision_slurm_drain", True, "--slurm-drain")
+    if request.force:
+        _claim(variables, "provision_force", True, "--force")
 
 
 def default_forks() -> int:

@@ -233,6 +233,14 @@ _ROLLING_OPTIONS: tuple[Callable[[F], F], ...] = (
 )
 
 
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Run every install role, even on hosts whose last full run the probe finds "
+    "unchanged (as provision_force: true).",
+)
+
+
 def rolling_options(command: F) -> F:
     """How ``provision`` rolls through the hosts: batch size, failure budget, Slurm drain."""
     return _apply(_ROLLING_OPTIONS, command)

@@ -31,6 +31,7 @@ from validator.cli.options import (
     burn_options,
     command_line,
     db_option,
+    force_option,
     inventory_option,
     limit_option,
     rolling_options,
@@ -244,6 +245,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @click.option("--tags", metavar="TAGS", help="Only the tasks with these tags (comma-separated).")
 @click.option("--skip-tags", metavar="TAGS", help="Skip the tasks with these tags.")
 @click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
+@force_option
 @click.option("--diff", is_flag=True, help="Show the changes made to files.")
 @click.option(
     "--mirror",
@@ -331,6 +333,7 @@ def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
         mirror=options["mirror"],
         extra_vars=parse_extra_vars(options["extra_vars"]),
         playbook=options["playbook"],
+        force=options["force"],
     )
     check_request(request)
     if options["ask_become_pass"]:
