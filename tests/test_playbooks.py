@@ -629,6 +629,269 @@ def test_ubuntu_590_leaves_the_pin_to_nvidias_pinning_package() -> None:
     )
 
 
+# ---------------------------------------------------------------- Secure Boot, precompiled modules
+# §2b: under Secure Boot without an enrolled DKMS key, gpu_preflight's opt-in
+# (gpu_preflight_precompiled_modules) switches the driver to Canonical's signed modules and
+# -server user space, loaded from vars/Ubuntu-precompiled.yml over Ubuntu.yml, never mixed
+# with the CUDA repo's names.
+
+_PRECOMPILED_VARS = ROLES_DIR / "nvidia_driver" / "vars" / "Ubuntu-precompiled.yml"
+_UBUNTU_KERNEL = "6.8.0-45-generic"
+_PRECOMPILED_VERSIONS = ["535.183.01", "550.163.01", "580.95.05", "590.48.01", "595.91.07"]
+_UBUNTUS = [
+    {**UBUNTU_2204, "kernel": "5.15.0-119-generic"},
+    {**UBUNTU_2404, "kernel": _UBUNTU_KERNEL},
+]
+
+
+def _precompiled_scope(
+    facts: Mapping[str, str], version: str, opt_in: bool | None = True, **variables: Any
+) -> dict[str, Any]:
+    """The driver's scope as tasks/main.yml builds it, with gpu_preflight's fact ``opt_in``
+    (None: gpu_preflight never set it): vars/Ubuntu-precompiled.yml goes over the
+    distribution's map when nvidia_driver_precompiled renders true."""
+    branch = version.split(".", maxsplit=1)[0]
+    pins = {"gpuready_driver_version": version, "gpuready_driver_branch": branch}
+    preflight = {} if opt_in is None else {"gpu_preflight_precompiled_modules": opt_in}
+    scope = _scope("nvidia_driver", facts, **pins, **preflight, **variables)
+    if _template(scope["nvidia_driver_precompiled"], scope):
+        scope.update(_trusted(_load(_PRECOMPILED_VARS)))
+        scope.update(_trusted(variables))
+    return scope
+
+
+def _requested(scope: Mapping[str, Any]) -> list[str]:
+    """Every package name the role asks apt for on this scope (specs stripped of versions)."""
+    names = list(_template(scope["nvidia_driver_packages"], scope))
+    names += _template(scope["nvidia_driver_optional_packages"], scope)
+    names += _template(scope["nvidia_driver_unversioned_packages"], scope)
+    pinning = _template(scope["nvidia_driver_os_pinning_package"], scope)
+    return names + ([pinning] if pinning else [])
+
+
+def _is_canonical(name: str) -> bool:
+    """§2b: Canonical's archive names carry -server (user space) or are its modules packages."""
+    return name.endswith("-server") or name.startswith("linux-modules-nvidia-")
+
+
+def test_main_loads_the_precompiled_map_over_the_distributions() -> None:
+    """The helper above mirrors the role: the precompiled map comes right after the other."""
+    tasks = _load(ROLES_DIR / "nvidia_driver" / "tasks" / "main.yml")
+    names = [task["name"] for task in tasks]
+    load = names.index("Load the package map of this distribution")
+    task = tasks[load + 1]
+    assert task["ansible.builtin.include_vars"]["file"] == (
+        "{{ role_path }}/vars/Ubuntu-precompiled.yml"
+    )
+    assert task["when"] == "nvidia_driver_precompiled | bool"
+    scope = _scope("nvidia_driver", UBUNTU_2404, gpu_preflight_precompiled_modules=True)
+    assert _template(scope["nvidia_driver_precompiled"], scope) is True
+    # gpu_preflight refuses the opt-in elsewhere; a stray fact changes nothing on Debian.
+    scope = _scope("nvidia_driver", DEBIAN_12, gpu_preflight_precompiled_modules=True)
+    assert _template(scope["nvidia_driver_precompiled"], scope) is False
+
+
+@pytest.mark.parametrize("version", _PRECOMPILED_VERSIONS)
+@pytest.mark.parametrize("facts", _UBUNTUS, ids=["22.04", "24.04"])
+@pytest.mark.parametrize("flavour", ["open", "proprietary"])
+def test_precompiled_opt_in_installs_signed_modules_and_server_user_space(
+    version: str, facts: Mapping[str, str], flavour: str
+) -> None:
+    """§2b: the signed modules meta gpu_preflight named plus nvidia-utils-<br>-server at
+    Canonical's <ver>-0ubuntu0*, and nothing of the CUDA repo's DKMS set."""
+    branch = version.split(".", maxsplit=1)[0]
+    kernel_flavour = facts["kernel"].rsplit("-", maxsplit=1)[1]
+    scope = _precompiled_scope(facts, version, nvidia_driver_flavour=flavour)
+    open_suffix = "-open" if flavour == "open" else ""
+    modules = f"linux-modules-nvidia-{branch}-server{open_suffix}-{kernel_flavour}"
+    # The name is gpu_preflight's own fact, not a second derivation of it.
+    assert _template(scope["gpu_preflight_precompiled_modules_package"], scope).strip() == modules
+    assert _template(scope["nvidia_driver_unversioned_packages"], scope) == [modules]
+    assert _template(scope["nvidia_driver_packages"], scope) == [f"nvidia-utils-{branch}-server"]
+    assert _template(scope["nvidia_driver_optional_packages"], scope) == [
+        f"libnvidia-compute-{branch}-server",
+        f"nvidia-compute-utils-{branch}-server",
+    ]
+    requested = _requested(scope)
+    assert [name for name in requested if "dkms" in name] == []
+    cuda_repo = set(_requested(_precompiled_scope(facts, version, opt_in=False)))
+    for flavour_set in _FLAVOURS_SETS:
+        variables = dict(zip(("nvidia_driver_flavour", "nvidia_driver_package_set"), flavour_set))
+        cuda_repo |= set(_requested(_precompiled_scope(facts, version, False, **variables)))
+    assert cuda_repo.isdisjoint(requested), cuda_repo & set(requested)
+    # Canonical's revision, matched by the upstream version; never the CUDA repo's -0ubuntu1.
+    specs = _template(scope["nvidia_driver_package_specs"], scope)
+    assert specs == [f"nvidia-utils-{branch}-server={version}-0ubuntu0*"]
+    assert _template(scope["nvidia_driver_apt_pin_version"], scope) == f"{version}-0ubuntu0*"
+    assert _template(scope["nvidia_driver_pinning_spec"], scope) == ""
+    assert _template(scope["nvidia_driver_os_apt_preferences"], scope) is True
+    assert _template(scope["nvidia_driver_os_build_packages"], scope) == []
+    full = _precompiled_scope(
+        facts, version, nvidia_driver_flavour=flavour, nvidia_driver_package_set="full"
+    )
+    assert _template(full["nvidia_driver_packages"], full) == [
+        f"{name}-{branch}-server"
+        for name in (
+            "nvidia-utils",
+            "libnvidia-decode",
+            "libnvidia-extra",
+            "libnvidia-encode",
+            "libnvidia-gl",
+            "libnvidia-fbc1",
+        )
+    ]
+
+
+@pytest.mark.parametrize("version", _PRECOMPILED_VERSIONS)
+@pytest.mark.parametrize("opt_in", [False, None], ids=["declined", "no-preflight"])
+def test_without_the_opt_in_the_cuda_repo_set_is_unchanged(
+    version: str, opt_in: bool | None
+) -> None:
+    for flavour, package_set in _FLAVOURS_SETS:
+        variables = {"nvidia_driver_flavour": flavour, "nvidia_driver_package_set": package_set}
+        scope = _precompiled_scope(UBUNTU_2404, version, opt_in, **variables)
+        for name in (
+            "nvidia_driver_packages",
+            "nvidia_driver_optional_packages",
+            "nvidia_driver_package_specs",
+            "nvidia_driver_pinning_spec",
+            "nvidia_driver_os_apt_preferences",
+            "nvidia_driver_os_build_packages",
+        ):
+            assert _template(scope[name], scope) == _driver(UBUNTU_2404, name, version, **variables)
+        assert _template(scope["nvidia_driver_unversioned_packages"], scope) == []
+        assert _template(scope["nvidia_driver_apt_pin_version"], scope) == f"{version}-*"
+        assert not any(_is_canonical(name) for name in _requested(scope))
+
+
+@pytest.mark.parametrize("version", _PRECOMPILED_VERSIONS)
+@pytest.mark.parametrize("opt_in", [True, False])
+def test_canonical_and_cuda_repo_driver_sets_are_never_requested_together(
+    version: str, opt_in: bool
+) -> None:
+    """§2b: "Do not mix the Canonical and CUDA-repo names on one host"."""
+    for facts in _UBUNTUS:
+        for flavour, package_set in _FLAVOURS_SETS:
+            variables = {"nvidia_driver_flavour": flavour, "nvidia_driver_package_set": package_set}
+            requested = _requested(_precompiled_scope(facts, version, opt_in, **variables))
+            kinds = {_is_canonical(name) for name in requested}
+            assert kinds == {opt_in}, (flavour, package_set, requested)
+
+
+def _debian_task(name: str) -> dict[str, Any]:
+    """The task of nvidia_driver's tasks/debian.yml named ``name``."""
+    tasks: list[dict[str, Any]] = _load(ROLES_DIR / "nvidia_driver" / "tasks" / "debian.yml")
+    return next(task for task in tasks if task["name"] == name)
+
+
+def _with_task_vars(scope: dict[str, Any], task: Mapping[str, Any], **state: Any) -> dict[str, Any]:
+    """``scope`` with the task's own vars and the registered results in ``state``."""
+    return {**scope, **_trusted(task.get("vars", {})), **state}
+
+
+def test_precompiled_path_installs_no_headers_or_dkms_and_resolves_the_install_list() -> None:
+    installed = {"linux-image-generic": [{"version": "6.8.0-45.45"}], "bash": [{"version": "5.2"}]}
+    state = {
+        "ansible_facts": {**_UBUNTUS[1], "packages": installed},
+        "nvidia_driver_boot_kernel": _UBUNTU_KERNEL,
+        "nvidia_driver_optional_found": ["libnvidia-compute-580-server"],
+    }
+    needs = _debian_task("Work out what the driver pin needs")
+    scope = _with_task_vars(_precompiled_scope(_UBUNTUS[1], "580.95.05"), needs, **state)
+    facts = needs["ansible.builtin.set_fact"]
+    assert _template(facts["nvidia_driver_build_wanted"], scope) == []
+    assert "linux-modules-nvidia-580-server-open-generic" in _template(
+        facts["nvidia_driver_kernel_candidates"], scope
+    )
+    scope["nvidia_driver_at_pin"] = []
+    missing = _debian_task("Record which driver packages are missing")["ansible.builtin.set_fact"]
+    assert _template(missing["nvidia_driver_missing"], scope) == [
+        "nvidia-utils-580-server",
+        "linux-modules-nvidia-580-server-open-generic",
+    ]
+    install = _debian_task("Install the NVIDIA driver at the pinned version")
+    assert _template(install["ansible.builtin.apt"]["name"], scope) == [
+        "nvidia-utils-580-server=580.95.05-0ubuntu0*",
+        "libnvidia-compute-580-server=580.95.05-0ubuntu0*",
+        "linux-modules-nvidia-580-server-open-generic",
+    ]
+    # The default path still builds with DKMS and the headers (unchanged).
+    default = _with_task_vars(_precompiled_scope(_UBUNTUS[1], "580.95.05", False), needs, **state)
+    assert _template(facts["nvidia_driver_build_wanted"], default)[0] == "dkms"
+    assert _template(install["ansible.builtin.apt"]["name"], default) == [
+        "libnvidia-compute-580=580.95.05-0ubuntu1",
+        "nvidia-dkms-580-open=580.95.05-0ubuntu1",
+        "nvidia-utils-580=580.95.05-0ubuntu1",
+        "nvidia-compute-utils-580=580.95.05-0ubuntu1",
+        "libnvidia-compute-580-server=580.95.05-0ubuntu1",
+    ]
+
+
+def test_precompiled_apt_preferences_pin_canonicals_revision() -> None:
+    content = _debian_task("Pin the driver packages to the exact version")["ansible.builtin.copy"][
+        "content"
+    ]
+    scope = _precompiled_scope(_UBUNTUS[1], "580.95.05")
+    assert "Pin: version 580.95.05-0ubuntu0*\n" in _template(content, scope)
+    default = _precompiled_scope(_UBUNTUS[1], "580.95.05", None)
+    assert "Pin: version 580.95.05-*\n" in _template(content, default)
+
+
+_MADISON = [
+    " nvidia-utils-580-server | 580.95.05-0ubuntu0.24.04.2 | http://archive.ubuntu.com/ubuntu "
+    "noble-updates/restricted amd64 Packages",
+    " nvidia-utils-580-server | 580.65.06-0ubuntu0.24.04.1 | http://archive.ubuntu.com/ubuntu "
+    "noble/restricted amd64 Packages",
+    "libnvidia-compute-580-server | 580.95.05-0ubuntu0.24.04.2 | http://archive.ubuntu.com/ubuntu "
+    "noble-updates/restricted amd64 Packages",
+]
+
+
+@pytest.mark.parametrize(
+    ("version", "unbuilt", "found"),
+    [
+        ("580.95.05", [], ["libnvidia-compute-580-server"]),
+        ("580.65.06", [], []),
+        ("580.105.08", ["nvidia-utils-580-server"], []),
+    ],
+)
+def test_precompiled_pin_must_have_a_build_in_canonicals_archive(
+    version: str, unbuilt: list[str], found: list[str]
+) -> None:
+    record = _debian_task("Record which driver packages the archive has at the pinned version")
+    state = {"nvidia_driver_madison": {"stdout_lines": _MADISON}, "nvidia_driver_at_pin": []}
+    scope = _with_task_vars(_precompiled_scope(_UBUNTUS[1], version), record, **state)
+    facts = record["ansible.builtin.set_fact"]
+    assert _template(facts["nvidia_driver_precompiled_unbuilt"], scope) == unbuilt
+    assert _template(facts["nvidia_driver_optional_found"], scope) == found
+    check = _debian_task("Assert the archive has the pinned driver version")[
+        "ansible.builtin.assert"
+    ]
+    scope["nvidia_driver_madison_builds"] = _template(facts["nvidia_driver_madison_builds"], scope)
+    scope["nvidia_driver_precompiled_unbuilt"] = unbuilt
+    message = _template(check["fail_msg"], scope)
+    assert "nvidia-utils-580-server=580.95.05-0ubuntu0.24.04.2" in message
+    assert "gpuready_driver_version" in message
+    assert "mokutil --import" in message
+
+
+def test_precompiled_path_refuses_installed_dkms_packages() -> None:
+    task = _debian_task("Refuse DKMS driver packages on the signed precompiled path")
+    assert task["when"] == "nvidia_driver_precompiled | bool"
+    installed = {"nvidia-dkms-580-open": [{"version": "580.95.05-0ubuntu1"}], "bash": [{}]}
+    scope = _with_task_vars(
+        _precompiled_scope(_UBUNTUS[1], "580.95.05"),
+        task,
+        ansible_facts={**_UBUNTUS[1], "packages": installed},
+    )
+    assert _template(task["vars"]["nvidia_driver_dkms_installed"], scope) == [
+        "nvidia-dkms-580-open"
+    ]
+    assert "apt-get purge nvidia-dkms-580-open" in _template(
+        task["ansible.builtin.assert"]["fail_msg"], scope
+    )
+
+
 @pytest.mark.parametrize("version", ["550.90.07", "580.105.08", "590.48.01", "595.91.07"])
 def test_debian_map_never_names_a_branch_suffixed_package(version: str) -> None:
     """§0 key fact 3: Debian's CUDA repo has never used branch-suffixed driver names."""
