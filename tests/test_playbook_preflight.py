@@ -15,8 +15,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.localhost_playbook import run_localhost_playbook
 
 ROLES_DIR = Path(os.environ.get("GPUREADY_TEST_ROLES_DIR", REPO_ROOT / "playbooks" / "roles"))
 PLUGIN = ROLES_DIR / "gpu_preflight" / "filter_plugins" / "gpu_preflight_probes.py"
@@ -225,21 +224,7 @@ def _run(tmp_path: Path, cases: dict[str, dict[str, Any]]) -> dict[str, dict[str
     }
     playbook = tmp_path / "preflight.yml"
     playbook.write_text(yaml.safe_dump([play]), encoding="utf-8")
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-    }
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_localhost_playbook(playbook, timeout_s=600)
     result: dict[str, dict[str, Any]] = json.loads(out.read_text(encoding="utf-8"))
     return result
 

@@ -507,26 +507,6 @@ def test_site_includes_the_new_roles_after_fabric_manager_and_verify_last() -> N
     assert all("when" not in entry for entry in play["roles"])
 
 
-def test_each_included_role_keeps_its_tag() -> None:
-    """The tag on the include selects it; `apply` hands the same tag to the role's tasks."""
-    expected = {
-        "cuda_repository": ["repository"],
-        "nvidia_driver": ["driver"],
-        "cuda_toolkit": ["toolkit", "cuda"],
-        "cudnn": ["cudnn"],
-        "fabric_manager": ["fabric_manager"],
-        "dcgm": ["dcgm"],
-        "nccl": ["nccl"],
-        "peermem": ["peermem"],
-        "container_toolkit": ["container_toolkit"],
-        "gpu_verify": ["verify"],
-    }
-    for task in _site_play()["tasks"]:
-        include = task["ansible.builtin.include_role"]
-        assert task["tags"] == expected[include["name"]], include["name"]
-        assert include["apply"]["tags"] == task["tags"], include["name"]
-
-
 @pytest.mark.parametrize("role", sorted(OPTIONAL))
 def test_optional_switch_default_in_site_matches_the_role(role: str) -> None:
     switch, default = OPTIONAL[role]

@@ -326,12 +326,13 @@ def _release_file(repo: Path, names: Sequence[str], origin: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _make_key(gnupg: Path) -> str:
+def make_key(gnupg: Path, user_id: str = "gpuready stub CUDA repository") -> str:
+    """A throwaway ed25519 signing key in ``gnupg``; its fingerprint (the rpm stubs' too)."""
     env = {"GNUPGHOME": str(gnupg)}
     _run(
         [
             "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "",
-            "--quick-generate-key", "gpuready stub CUDA repository <stub@gpuready.invalid>",
+            "--quick-generate-key", f"{user_id} <stub@gpuready.invalid>",
             "ed25519", "sign", "never",
         ],
         env=env,
@@ -361,7 +362,7 @@ def _build_into(target: Path, packages: Sequence[StubPackage], origin: str) -> S
     gnupg = Path(tempfile.mkdtemp(prefix="grt-gpg-"))
     try:
         gnupg.chmod(0o700)
-        fingerprint = _make_key(gnupg)
+        fingerprint = make_key(gnupg)
         keyring_bytes = subprocess.run(
             ["gpg", "--batch", "--export", fingerprint],
             env={**_ENV, "GNUPGHOME": str(gnupg)},

@@ -45,6 +45,7 @@ from tests.provision.stubrepo import (
     TOOLKIT_VERSION,
     StubFile,
     cudnn_header,
+    make_key,
 )
 
 if TYPE_CHECKING:
@@ -930,23 +931,6 @@ def _groups(packages: Sequence[StubRpm]) -> list[list[StubRpm]]:
     return [sorted(g, key=lambda p: p.arch == "noarch") for g in groups.values()]
 
 
-def _make_key(gnupg: Path) -> str:
-    env = {"GNUPGHOME": str(gnupg)}
-    _run(
-        [
-            "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "",
-            "--quick-generate-key", "gpuready stub CUDA rpm repository <stub@gpuready.invalid>",
-            "ed25519", "sign", "never",
-        ],
-        env=env,
-    )  # fmt: skip
-    listing = _run(["gpg", "--batch", "--with-colons", "--list-secret-keys"], env=env)
-    fingerprints = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
-    if not fingerprints:
-        raise StubRpmError("gpg made no key")
-    return fingerprints[0]
-
-
 def _build_into(target: Path, packages: Sequence[StubRpm]) -> StubRpmRepo:
     www = target / "www"
     repo = www / CUDA_DIR
@@ -957,7 +941,7 @@ def _build_into(target: Path, packages: Sequence[StubRpm]) -> StubRpmRepo:
     gnupg = Path(tempfile.mkdtemp(prefix="grt-rpmgpg-"))
     try:
         gnupg.chmod(0o700)
-        fingerprint = _make_key(gnupg)
+        fingerprint = make_key(gnupg, "gpuready stub CUDA rpm repository")
         keyring = repo / GPGKEY_NAME
         keyring.write_text(
             _run(
