@@ -16,6 +16,7 @@ class ExitCode(enum.IntEnum):
     NOT_CERTIFIED = 1  # judged and found wanting / drift found
     BAD_INPUT = 2  # bad usage, flags, policy, inventory, capture, scenario
     COULD_NOT_RUN = 3  # nothing could be judged: no driver, unreachable, missing tool
+    BUG = 70  # our own bug (sysexits' EX_SOFTWARE): never the input's fault; please report
     INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 

@@ -338,6 +338,21 @@ class BurnResult:
 
 
 @dataclass(frozen=True)
+class SourceConflict:
+    """Two of a node's sources disagree about one thing, or one source is cut short.
+
+    A captured bundle holds several views of the same GPUs (``nvidia-smi -q``,
+    ``-q -x``, the banner, ``lspci``); facts read from views that contradict each
+    other are not facts. The judge makes each conflict a required finding.
+    """
+
+    what: str  # driver_version | gpu_count | gpu_name | pci_bus_id | truncated | ...
+    detail: str  # one sentence: which files say what
+    sources: Tuple[str, ...] = ()  # the files (or sources) involved
+    proves_fault: bool = False  # the files prove a fault (FAIL), not just disagree (UNKNOWN)
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     """Everything measured about one node, from one source."""
 
@@ -361,6 +376,8 @@ class NodeFacts:
         default_factory=lambda: KernelLogFacts(source="none", window_hours=None)
     )
     burn: Optional[BurnResult] = None  # None: no burn-in was asked for
+    # Where the node's sources contradict each other (a captured bundle's files).
+    source_conflicts: Tuple[SourceConflict, ...] = ()
 
 
 class Severity(str, enum.Enum):

@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return pe
         return int(ExitCode.BAD_INPUT)
     except click.exceptions.Abort:
         click.echo("gpuready: interrupted", err=True)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         click.echo("gpuready: interrupted", err=True)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the edge: one line instead of a traceback
         if os.environ.get("GPUREADY_DEBUG") or "--debug" in args:
             traceback.print_exc()
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return pe
             "(re-run with --debug for the traceback, and please report it)",
             err=True,
         )
-        return int(ExitCode.COULD_NOT_RUN)
+        return int(ExitCode.BUG)
     return int(code) if isinstance(code, int) else 0
 
 
