@@ -135,7 +135,8 @@ def test_bad_input_is_one_line_exit_2(
     assert code == ExitCode.BAD_INPUT
     assert needle in err
     assert "Traceback" not in err + out
-    assert len([line for line in err.splitlines() if line.strip()]) <= 3
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]
+    assert err.startswith("gpuready: error: ")
 
 
 @pytest.mark.parametrize(

@@ -126,12 +126,69 @@ def test_absolute_margin_message() -> None:
     )
 
 
-def test_unmeasured_margin_does_not_block_but_unreadable_throttle_does() -> None:
+def test_unknown_margin_blocks_like_unreadable_throttle() -> None:
+    # Fail closed: a GPU whose thermal headroom cannot be read is not certified on its word.
     margin = judge(with_gpu(healthy_node(), 2, tlimit_margin_c=NOT_SUPPORTED))
-    assert margin.verdict is Verdict.CERTIFIED
+    assert margin.verdict is Verdict.NOT_CERTIFIED
+    assert "could not be judged: thermal.margin (GPU 2)" in margin.summary
     throttle = judge(with_gpu(healthy_node(), 2, clock_event_reasons=NOT_SUPPORTED))
     assert throttle.verdict is Verdict.NOT_CERTIFIED
     assert "could not be judged: thermal.throttle (GPU 2)" in throttle.summary
+
+
+# What the collector's plausibility pass makes of `GPU Current Temp : -273 C`.
+IMPLAUSIBLE_TEMP = Unavailable(
+    Reason.ERROR, "implausible value -273.0 for temperature_gpu_c, outside -40..150 C"
+)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [{}, ABSOLUTE],
+    ids=["T.Limit form", "absolute form"],
+)
+@pytest.mark.parametrize(
+    "temperature",
+    [IMPLAUSIBLE_TEMP, Unavailable(Reason.NOT_MEASURED), NOT_SUPPORTED],
+    ids=["implausible", "not measured", "not supported"],
+)
+def test_unreadable_temperature_is_a_required_unknown(
+    form: dict[str, object], temperature: Unavailable
+) -> None:
+    result = judge(with_gpu(healthy_node(), 3, temperature_gpu_c=temperature, **form))
+    (finding,) = [f for f in only(result, "thermal.margin") if f.gpu_index == 3]
+    assert finding.severity is UNKNOWN
+    assert finding.required
+    assert finding.message.startswith(
+        "GPU 3's temperature could not be read, so its thermal headroom is unknown"
+    )
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert "could not be judged: thermal.margin (GPU 3)" in result.summary
+
+
+def test_implausible_temperature_names_the_value() -> None:
+    facts = with_gpu(healthy_node(), 3, temperature_gpu_c=IMPLAUSIBLE_TEMP, **ABSOLUTE)
+    (finding,) = [f for f in only(judge(facts), "thermal.margin") if f.gpu_index == 3]
+    assert "implausible value -273.0 for temperature_gpu_c" in finding.message
+
+
+def test_no_threshold_message_says_what_is_missing() -> None:
+    facts = with_gpu(healthy_node(), 2, tlimit_margin_c=NOT_SUPPORTED)
+    (finding,) = [f for f in only(judge(facts), "thermal.margin") if f.gpu_index == 2]
+    assert finding.required
+    assert finding.message == (
+        "GPU 2 reported neither a slowdown temperature nor a T.Limit margin and offset, so "
+        "its thermal headroom is unknown: slowdown temperature not supported; T.Limit "
+        "margin not supported"
+    )
+
+
+def test_absolute_form_still_judged_without_tlimit() -> None:
+    # An A10 / A100 reports N/A for T.Limit: its absolute slowdown point is a sound basis.
+    facts = with_gpu(healthy_node(), 2, temperature_gpu_c=33.0, **ABSOLUTE)
+    (finding,) = [f for f in only(judge(facts), "thermal.margin") if f.gpu_index == 2]
+    assert finding.severity is Severity.PASS
+    assert finding.observed == "54 C (33 C now, slowdown at 87 C)"
 
 
 def test_throttle_message_names_the_reason() -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from validator.model import to_dict
-from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
+from validator.node.parsers.kernel_log import (
+    UPTIME_SLACK_S,
+    XidLog,
+    log_is_empty,
+    parse_xid_events,
+    read_xid_log,
+)
 from validator.node.parsers.xid_catalog import HARDWARE_XIDS, XID_DESCRIPTIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
@@ -150,3 +156,55 @@ def test_catalog() -> None:
 )
 def test_log_is_empty(text: str, empty: bool) -> None:
     assert log_is_empty(text) is empty
+
+
+# ---------------------------------------------------------------- an uptime that cannot be right
+
+XID79_LOG = "xid/gpud-xid79-sxid20034-nvswitch.log"  # raw stamps, the Xid 79 at 6781741 s
+TWO_DAYS_LATER = 6781741.0 + 2 * 86400  # a right uptime that puts every event out of a day
+
+
+@pytest.mark.parametrize(
+    "uptime",
+    [float("nan"), float("inf"), -1.0, 1e12, 21 * 365.25 * 86400],
+    ids=["nan", "inf", "negative", "1e12", "21 years"],
+)
+def test_implausible_uptime_windows_nothing_out(captures_dir: Path, uptime: float) -> None:
+    text = (captures_dir / XID79_LOG).read_text()
+    now = datetime.datetime(2025, 1, 1, tzinfo=UTC)
+    assert parse_xid_events(text, now=now, window_hours=24, uptime_s=TWO_DAYS_LATER) == ()
+    # Fail closed: as without an uptime, every raw-stamped event counts.
+    kept = parse_xid_events(text, now=now, window_hours=24, uptime_s=uptime)
+    assert kept == parse_xid_events(text)
+    assert 79 in {event.xid for event in kept}
+    log = read_xid_log(text, now=now, window_hours=24, uptime_s=uptime)
+    assert log.events == kept
+    assert log.uptime_doubt is not None
+    assert log.uptime_doubt.startswith(f"implausible value {uptime!r} for uptime_s")
+
+
+def test_a_line_stamped_after_the_uptime_discredits_it(captures_dir: Path) -> None:
+    # A later line proves the uptime is not this log's: its old Xid counts after all.
+    text = (captures_dir / XID79_LOG).read_text() + "[9000000.000000] eth0: link up\n"
+    now = datetime.datetime(2025, 1, 1, tzinfo=UTC)
+    log = read_xid_log(text, now=now, window_hours=24, uptime_s=TWO_DAYS_LATER)
+    assert 79 in {event.xid for event in log.events}
+    assert log.uptime_doubt == (
+        "uptime 6954541 s is earlier than a log line stamped 9000000 s after boot"
+    )
+
+
+def test_a_line_just_after_the_uptime_is_clock_skew_not_doubt(captures_dir: Path) -> None:
+    # The printk clock may run a moment ahead of /proc/uptime: within the slack, trusted.
+    later = TWO_DAYS_LATER + UPTIME_SLACK_S / 2
+    text = (captures_dir / XID79_LOG).read_text() + f"[{later:.6f}] eth0: link up\n"
+    now = datetime.datetime(2025, 1, 1, tzinfo=UTC)
+    log = read_xid_log(text, now=now, window_hours=24, uptime_s=TWO_DAYS_LATER)
+    assert log == XidLog(events=(), uptime_doubt=None)
+
+
+def test_no_window_asks_nothing_of_the_uptime(captures_dir: Path) -> None:
+    text = (captures_dir / XID79_LOG).read_text()
+    log = read_xid_log(text, window_hours=None, uptime_s=float("nan"))
+    assert log.uptime_doubt is None
+    assert log.events == parse_xid_events(text)

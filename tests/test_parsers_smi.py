@@ -112,6 +112,29 @@ def test_query_cut_in_half_keeps_the_gpus_it_has(captures_dir: Path) -> None:
         assert missing.reason == Reason.NOT_MEASURED
 
 
+def test_query_cut_says_which_gpu_section_it_ends_in(captures_dir: Path) -> None:
+    text = (captures_dir / "nvidia-smi-q/gls-H100SXMx8-565.57.01.txt").read_text()
+    assert parse_smi_query(text).cut == ""
+    second = text.index("GPU 00000000:2A:00.0")
+    cut = text.index("    Temperature\n", second)
+    assert parse_smi_query(text[:cut]).cut == (
+        "GPU 00000000:2A:00.0 ends before its Processes section"
+    )
+    # Cut right after the last "Capabilities" header (R555+ ends each GPU with it).
+    header = text.rindex("    Capabilities\n") + len("    Capabilities\n")
+    assert parse_smi_query(text[:header]).cut == (
+        "GPU 00000000:DB:00.0 ends on the bare section header 'Capabilities'"
+    )
+
+
+def test_xml_closed_again_without_processes_is_cut(captures_dir: Path) -> None:
+    # Trimmed by the fixture's author (SOURCES.md): well-formed, but not a whole <gpu>.
+    trimmed = (captures_dir / "nvidia-smi-xml/telegraf-gtx-1070-ti.xml").read_text()
+    assert parse_smi_xml(trimmed).cut == '<gpu id="00000000:01:00.0"> has no <processes> element'
+    whole = (captures_dir / "nvidia-smi-xml/telegraf-tesla-t4.xml").read_text()
+    assert parse_smi_xml(whole).cut == ""
+
+
 def test_query_cut_before_first_gpu_is_an_error(captures_dir: Path) -> None:
     text = (captures_dir / "nvidia-smi-q/gls-H100SXMx8-565.57.01.txt").read_text()
     head = text[: text.index("GPU 00000000:18:00.0")]

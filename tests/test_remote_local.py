@@ -63,3 +63,13 @@ def test_the_burn_travels_to_the_agent_and_back_unchanged() -> None:
     assert BurnConfig.from_argv([]) is None
     assert AgentRequest().arguments(host) == ["--xid-window-hours", "24"]
     assert BurnConfig().memory_fraction == 0.9
+
+
+def test_the_deadline_travels_to_the_agent_and_is_read_back() -> None:
+    from validator.node.agent import _parser
+
+    host = HostSpec(name="here", address="here", simulate="healthy-8x-h100-sxm")
+    argv = AgentRequest(burn=BurnConfig(duration_s=30)).arguments(host, 12.5)
+    assert argv[-2:] == ["--deadline", "12.500"]
+    assert _parser().parse_args(argv).deadline == 12.5
+    assert "--deadline" not in AgentRequest().arguments(host)

@@ -538,9 +538,9 @@ def test_writer_killed_mid_run_leaves_a_consistent_database(tmp_path: Path) -> N
         rows = store.history()
         killed = [row for row in rows if row.run_id != earlier]
         assert [(row.hostname, row.status, row.finished_at) for row in killed] == [
-            ("kept-0", "incomplete", None),
-            ("kept-1", "incomplete", None),
-            ("kept-2", "incomplete", None),
+            ("kept-0", "interrupted", None),
+            ("kept-1", "interrupted", None),
+            ("kept-2", "interrupted", None),
         ]
         assert [(row.hostname, row.status) for row in rows if row.run_id == earlier] == [
             ("before", "complete")

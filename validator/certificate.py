@@ -30,6 +30,7 @@ from validator import __version__, fields
 from validator.errors import BadInputError
 from validator.fields import Document, Field
 from validator.model import GpuFacts, Measured, NodeResult, Unavailable, Verdict
+from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
 CERTIFICATE_SCHEMA_VERSION = 1
@@ -86,8 +87,9 @@ class Certificate:
 
     @property
     def label(self) -> str:
-        """How messages name this certificate: host and time of issue."""
-        return f"certificate of {self.hostname} issued {self.issued_at}"
+        """How messages name this certificate: host and time of issue, on one line."""
+        # An edited certificate can hold any text: a line break here would split an error.
+        return f"certificate of {one_line(self.hostname, 80)} issued {one_line(self.issued_at, 40)}"
 
 
 # Fields the digest and signature cover: everything but themselves.
@@ -189,6 +191,15 @@ def _digest(cert: Certificate) -> str:
 
 def _hmac(cert: Certificate, key: bytes) -> str:
     return hmac.new(key, canonical_bytes(cert), hashlib.sha256).hexdigest()
+
+
+def _same(seal: str, computed: str) -> bool:
+    """Constant-time equality of a seal as read with the one computed (hex).
+
+    ``hmac.compare_digest`` refuses ``str`` with non-ASCII characters (TypeError), and an
+    edited file can put anything there, a lone surrogate included: compare bytes.
+    """
+    return hmac.compare_digest(seal.encode("utf-8", "surrogatepass"), computed.encode("ascii"))
 
 
 def sign(cert: Certificate, key: bytes) -> Certificate:
@@ -355,10 +366,7 @@ def verify_certificate(cert: Certificate, key: bytes | None) -> None:
             (edited after issue), the signature does not match the key, a signed certificate
             checked without a key, or an unsigned one checked with a key.
     """
-    if not hmac.compare_digest(cert.digest, _digest(cert)):
-        raise CertificateError(
-            f"{cert.label} was edited after issue: its sha256 digest does not match its content"
-        )
+    verify_digest(cert)
     if cert.signature is None:
         if key is not None:
             raise CertificateError(
@@ -368,8 +376,53 @@ def verify_certificate(cert: Certificate, key: bytes | None) -> None:
         return
     if key is None:
         raise CertificateError(f"{cert.label} is signed: give the key file with --sign-key")
-    if not hmac.compare_digest(cert.signature, _hmac(cert, key)):
+    if not _same(cert.signature, _hmac(cert, key)):
         raise CertificateError(
             f"{cert.label} has a signature that does not match the key: "
             "a different key, or the certificate was edited and re-digested"
         )
+
+
+def verify_digest(cert: Certificate) -> None:
+    """Check that the certificate's content is what its digest was computed over.
+
+    Raises:
+        CertificateError: the digest does not match: the certificate was edited after issue.
+    """
+    if not _same(cert.digest, _digest(cert)):
+        raise CertificateError(
+            f"{cert.label} was edited after issue: its sha256 digest does not match its content"
+        )
+
+
+def verify_baseline(cert: Certificate, key: bytes | None, hostname: str) -> None:
+    """Check a stored certificate before drift compares ``hostname`` with it.
+
+    The digest always; the signature when a key is given, and then an unsigned
+    certificate fails. A signed certificate checked without a key has its digest
+    checked only: the signature cannot be checked without the key, and whoever can
+    edit the store can recompute a digest, which is what ``--sign-key`` is for. The
+    certificate must also be ``hostname``'s own: another node's intact certificate
+    copied into this node's row is no baseline for it.
+
+    Raises:
+        CertificateError: one line naming the certificate and what failed.
+    """
+    if cert.hostname != hostname:
+        raise CertificateError(
+            f"{cert.label} is taken as the certificate of {one_line(hostname, 80)}: "
+            "another node's certificate is no baseline for it"
+        )
+    verify_seal(cert, key)
+
+
+def verify_seal(cert: Certificate, key: bytes | None) -> None:
+    """The digest always; with a key, the signature too (an unsigned certificate fails).
+
+    Raises:
+        CertificateError: one line naming the certificate and what failed.
+    """
+    if key is None:
+        verify_digest(cert)
+    else:
+        verify_certificate(cert, key)

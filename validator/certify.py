@@ -2,6 +2,13 @@
 
 The certify command's whole job (history, certificates, reports, exit code) is
 validator.operations.certify; this module is what it runs to get the report.
+
+A deadline binds every path alike: one node (this host or a scenario) and each
+host of a fleet, whatever its transport. The burn-in is cut to end within it
+(validator.node.agent.burn_within), and a node whose run was cut is judged on
+what it measured, then made UNKNOWN as timed out (validator.remote.deadline).
+A fleet's hosts each go through the transport their ``gpuready_transport``
+names, the request's for the rest (validator.remote.per_host).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import dataclasses
 import datetime
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +29,9 @@ from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
+from validator.remote.deadline import cut_short, timed_out
 from validator.remote.fanout import run_fanout
+from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentRequest, Progress, Transport
 
 if TYPE_CHECKING:
@@ -36,22 +46,30 @@ class NodeRequest:
     capture: str | os.PathLike[str] | None = None
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in
+    deadline_s: float | None = None  # None: none (the burn carries its own limits)
 
 
 def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
     """Judge each node's facts into one report."""
+    return _report(tuple(judge_node(facts, policy) for facts in results))
+
+
+def _report(nodes: tuple[NodeResult, ...]) -> Report:
     return Report(
         generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
-        nodes=tuple(judge_node(facts, policy) for facts in results),
+        nodes=nodes,
     )
 
 
 def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) -> Report:
     """Collect and judge one node as the request says.
 
+    With a deadline, the burn-in is cut to end within it, and a node whose run was
+    cut (or took longer) is UNKNOWN, judged as timed out, its measurements kept.
+
     Args:
-        request: the source of facts, the policy and the burn-in.
+        request: the source of facts, the policy, the burn-in and the deadline.
         progress: called about once a second while the burn-in runs.
 
     Raises:
@@ -59,15 +77,34 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
         KeyboardInterrupt: Ctrl-C before the burn-in (one during it ends the burn, which is
             then judged as interrupted).
     """
+    from validator.node.agent import collect_facts
+
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
-    facts = collect_from(
-        simulate=request.simulate,
-        capture=request.capture,
-        window_hours=policy.xid_window_hours,
-        burn=request.burn,
-        progress=progress,
-    )
-    return make_report((facts,), policy)
+    started = time.monotonic()
+    if request.capture is not None or request.deadline_s is None:
+        facts = collect_from(
+            simulate=request.simulate,
+            capture=request.capture,
+            window_hours=policy.xid_window_hours,
+            burn=request.burn,
+            progress=progress,
+        )
+    else:
+        # In this thread, as without a deadline: Ctrl-C still ends the burn, judged.
+        facts = collect_facts(
+            simulate=request.simulate,
+            window_hours=policy.xid_window_hours,
+            burn=request.burn,
+            until=started + request.deadline_s,
+            progress=progress,
+        )
+    result = judge_node(facts, policy)
+    if request.deadline_s is not None:
+        asked = request.burn if request.capture is None else None  # a capture holds no burn
+        cut = cut_short(asked, facts, request.deadline_s, time.monotonic() - started)
+        if cut is not None:
+            result = timed_out(result, request.deadline_s, cut)
+    return _report((result,))
 
 
 @dataclass(frozen=True)
@@ -103,13 +140,21 @@ def fleet_of(request: object) -> FleetRequest:
 DEADLINE_MARGIN_S = 300.0
 
 
-def make_transport(request: FleetRequest) -> Transport:
-    """The transport the request names, configured from its options."""
-    if request.transport is TransportName.LOCAL:
+def make_transport(request: FleetRequest) -> PerHostTransport:
+    """Each host's transport: the one its ``gpuready_transport`` names, else the request's.
+
+    Each is configured from the request's options, and made when a host first needs it.
+    """
+    return PerHostTransport(request.transport, lambda name: transport_named(name, request))
+
+
+def transport_named(name: TransportName, request: FleetRequest) -> Transport:
+    """The transport of that name, configured from the request's options."""
+    if name is TransportName.LOCAL:
         from validator.remote.local import LocalTransport
 
         return LocalTransport()
-    if request.transport is TransportName.ANSIBLE:
+    if name is TransportName.ANSIBLE:
         from validator.remote.ansible_transport import AnsibleTransport
 
         return AnsibleTransport(request.inventories)
@@ -121,6 +166,13 @@ def make_transport(request: FleetRequest) -> Transport:
         accept_new_host_keys=request.accept_new_host_keys,
         connect_timeout_s=request.connect_timeout_s,
     )
+
+
+def host_deadline(deadline_s: float | None, burn: BurnConfig | None) -> float:
+    """Each host's deadline: the one given, else the burn plus :data:`DEADLINE_MARGIN_S`."""
+    if deadline_s is not None:
+        return deadline_s
+    return (burn.duration_s if burn else 0.0) + DEADLINE_MARGIN_S
 
 
 def agent_request(burn: BurnConfig | None, policy: Policy) -> AgentRequest:
@@ -153,18 +205,18 @@ def certify_fleet(
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         return judge_node(facts, policies[host.name])
 
-    burn_s = request.burn.duration_s if request.burn else 0.0
-    outcome = run_fanout(
-        hosts,
-        make_transport(request),
-        agent_request(request.burn, base),
-        judge,
-        parallel=request.parallel,
-        deadline_s=request.deadline_s or burn_s + DEADLINE_MARGIN_S,
-        progress=progress,
-        on_result=on_result,
-        stop=stop,
-    )
+    with make_transport(request) as transport:
+        outcome = run_fanout(
+            hosts,
+            transport,
+            agent_request(request.burn, base),
+            judge,
+            parallel=request.parallel,
+            deadline_s=host_deadline(request.deadline_s, request.burn),
+            progress=progress,
+            on_result=on_result,
+            stop=stop,
+        )
     results, fleet = judge_fleet(
         outcome.results, lambda name: policies.get(name, base), interrupted=outcome.interrupted
     )

@@ -31,6 +31,11 @@ Decisions:
 * Every ``gpuready_*`` variable must be a policy field or a known agent variable
   (:data:`AGENT_VARS`): a misspelt override would otherwise silently leave a check at
   its default.
+* A dynamic inventory script gets :data:`DEFAULT_SCRIPT_TIMEOUT_S` (``--inventory-timeout``)
+  per run, and is then killed with every process it started: a script that hangs must not
+  hang the command (:func:`_bounded_scripts`). Ansible's script plugin runs it through
+  ``subprocess.Popen(...).communicate()`` with no timeout; a deadline around the whole
+  load would leave the script running, so the plugin's own processes are bounded.
 """
 
 from __future__ import annotations
@@ -39,10 +44,14 @@ import contextlib
 import dataclasses
 import os
 import re
+import signal
+import subprocess
+import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ansible.constants as ansible_constants
+import ansible.plugins.inventory.script as ansible_script_plugin
 from ansible.errors import AnsibleError
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
@@ -107,6 +116,97 @@ def _captured_display() -> Iterator[list[str]]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+# ------------------------------------------------------------ a script that hangs
+
+DEFAULT_SCRIPT_TIMEOUT_S = 60.0
+_script_timeout_s = DEFAULT_SCRIPT_TIMEOUT_S
+
+
+def set_script_timeout(seconds: float) -> float:
+    """How long each run of a dynamic inventory script may take from now on; the old value.
+
+    The CLI's ``--inventory-timeout`` sets it for one command (and puts it back after).
+    """
+    global _script_timeout_s  # one process-wide setting: see the CLI's --inventory-timeout
+    previous, _script_timeout_s = _script_timeout_s, seconds
+    return previous
+
+
+class ScriptTimedOut(Exception):
+    """An inventory script ran past its time and was killed (raised inside Ansible's plugin)."""
+
+    def __init__(self, script: str, seconds: float) -> None:
+        super().__init__(f"inventory script {script} did not finish within {seconds:g} s")
+        self.script = script
+        self.seconds = seconds
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the script and every process it started (its own session, see _bounded_popen)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+
+
+def _bounded_popen(
+    seconds: float, timed_out: list[ScriptTimedOut]
+) -> type[subprocess.Popen[bytes]]:
+    """A Popen whose ``communicate`` gives up after ``seconds``, killing the script's group.
+
+    The script starts in a session of its own, so that a ``sleep`` it started (which
+    holds the output pipe open) dies with it and reading the pipes ends.
+    """
+
+    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg] # as the plugin calls it
+        def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - Popen's
+            kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+        def communicate(
+            self,
+            input: bytes | None = None,
+            timeout: float | None = None,
+        ) -> tuple[Any, Any]:
+            try:
+                return super().communicate(input, timeout if timeout is not None else seconds)
+            except subprocess.TimeoutExpired:
+                _kill_group(self)
+                super().communicate()  # reap it; the killed group closed the pipes
+                script = self.args[0] if isinstance(self.args, (list, tuple)) else self.args
+                error = ScriptTimedOut(str(script), seconds)
+                timed_out.append(error)
+                raise error from None
+
+    return BoundedPopen
+
+
+@contextlib.contextmanager
+def _bounded_scripts(seconds: float) -> Iterator[list[ScriptTimedOut]]:
+    """Bound each run of an inventory script by Ansible's script plugin, for this block.
+
+    Only the plugin module's own ``subprocess`` is replaced (by this module with a
+    bounded Popen), never the process-wide one. The scripts that timed out are
+    collected: Ansible turns the plugin's exception into a parse warning.
+    """
+    timed_out: list[ScriptTimedOut] = []
+    bounded = types.ModuleType(subprocess.__name__)
+    bounded.__dict__.update(vars(subprocess))  # everything the plugin may use, as it was
+    bounded.Popen = _bounded_popen(seconds, timed_out)  # type: ignore[attr-defined]
+    saved = ansible_script_plugin.subprocess
+    ansible_script_plugin.subprocess = bounded
+    try:
+        yield timed_out
+    finally:
+        ansible_script_plugin.subprocess = saved
+
+
+def _timeout_error(timed_out: Sequence[ScriptTimedOut]) -> BadInputError | None:
+    if not timed_out:
+        return None
+    return BadInputError(f"{timed_out[0]}: fix the script or raise --inventory-timeout")
 
 
 # ------------------------------------------------------------ a key given twice
@@ -470,17 +570,24 @@ def load_inventory(sources: Sequence[str], limit: str | None = None) -> Inventor
         The hosts in inventory order, and Ansible's warnings as one-line notes.
 
     Raises:
-        BadInputError: a missing or unparsable source, a key given twice in one YAML
+        BadInputError: a missing or unparsable source, an inventory script that ran past
+            its time (:func:`set_script_timeout`), a key given twice in one YAML
             mapping, an inventory with no hosts, a limit that matches none, or a bad host
             variable; one line naming the file, host or pattern and what to do.
     """
     _check_sources(sources)
     hint = _graph_hint(sources)
-    with _captured_display() as messages, _duplicate_keys_fail():
+    with contextlib.ExitStack() as stack:
+        messages = stack.enter_context(_captured_display())
+        stack.enter_context(_duplicate_keys_fail())
+        timed_out = stack.enter_context(_bounded_scripts(_script_timeout_s))
         loader = DataLoader()
         try:
             inventory = InventoryManager(loader=loader, sources=list(sources))
         except AnsibleError as exc:
+            timeout = _timeout_error(timed_out)
+            if timeout is not None:
+                raise timeout from None
             # The operator's ansible.cfg may make an unparsed source fatal (unparsed_is_failed).
             errors = _chain(exc)
             texts = [*messages, *(str(error) for error in errors)]
@@ -491,6 +598,10 @@ def load_inventory(sources: Sequence[str], limit: str | None = None) -> Inventor
                 f"{', '.join(sources)}: ansible could not read the inventory: "
                 f"{_one_line(str(exc))}; fix it (ansible-inventory {hint} --graph)"
             ) from None
+        # A script that hung fails the load, even inside a directory whose other files parsed.
+        timeout = _timeout_error(timed_out)
+        if timeout is not None:
+            raise timeout
         # A file that failed on a key given twice fails the load, even inside a directory
         # whose other files parsed: its hosts must not just go missing.
         duplicate = _duplicate(messages, (), ", ".join(sources))

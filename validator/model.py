@@ -52,6 +52,18 @@ class Unavailable:
 
 
 NOT_MEASURED = Unavailable(Reason.NOT_MEASURED)
+# How every implausible reading's detail begins (``Reason.ERROR``): a value no GPU or
+# host can have, so it was not measured, and the judge knows it from a mere error.
+IMPLAUSIBLE = "implausible value"
+
+
+def implausible_reading(value: object) -> bool:
+    """True for the fact the plausibility pass put where a reading could not be."""
+    return (
+        isinstance(value, Unavailable)
+        and value.reason is Reason.ERROR
+        and value.detail.startswith(IMPLAUSIBLE)
+    )
 NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED)
 
 # ``Measured[int]`` is an int or the reason it is missing. Written with
@@ -511,7 +523,8 @@ class Report:
 class DriftCheck(str, enum.Enum):
     """One drift check (a finding's ``check``), in report order."""
 
-    BASELINE = "drift.baseline"
+    BASELINE = "drift.baseline"  # no certificate: never certified (UNKNOWN, not drift)
+    CERTIFICATE = "drift.certificate"  # a certificate that failed its check: not trusted (FAIL)
     DRIVER = "drift.driver"
     CUDA = "drift.cuda"
     KERNEL_MODULE = "drift.kernel_module"
@@ -543,7 +556,7 @@ class DriftState(str, enum.Enum):
     """A node's drift state, as the Prometheus file and the terminal name it."""
 
     OK = "ok"  # as certified
-    DRIFT = "drift"
+    DRIFT = "drift"  # something moved, or the certificate is not trusted (drift.certificate)
     UNKNOWN = "unknown"  # could not be shown unchanged
     NEVER_CERTIFIED = "never_certified"  # no certificate to compare with
 

@@ -404,7 +404,8 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
         BadInputError: an item without ``=``, a key that is not a variable name, a
             value that is not valid YAML, or a file that is missing or not a mapping.
     """
-    import yaml
+    from validator.fields import LoadError
+    from validator.judge.yamlfile import load_located
 
     variables: dict[str, object] = {}
     for item in items:
@@ -412,15 +413,20 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
         if item.startswith("@"):
             path = Path(item[1:]).expanduser()
             try:
-                loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+                # The one YAML reader of every document: a key given twice is refused.
+                loaded, _ = load_located(path.read_text(encoding="utf-8"))
             except OSError as exc:
                 raise BadInputError(
                     f"{origin}: cannot read {path}: {exc.strerror or exc}: check the path"
                 ) from None
-            except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            except UnicodeDecodeError as exc:
                 raise BadInputError(
                     f"{origin}: {path} is not valid YAML: {one_line(exc, 200)}"
                 ) from None
+            except LoadError as exc:
+                line = f", line {exc.line}" if exc.line is not None else ""
+                problem = f"not valid YAML: {exc.detail}" if exc.syntax else exc.problem
+                raise BadInputError(f"{origin}: {path}{line}: {one_line(problem, 200)}") from None
             if not isinstance(loaded, Mapping):
                 raise BadInputError(f"{origin}: {path} must hold a mapping of variables")
             pairs = [(str(key), value) for key, value in loaded.items()]

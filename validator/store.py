@@ -2,13 +2,22 @@
 
 One database file (``--db``, default under the user's state directory) in WAL
 mode, so readers never block the writer and several gpuready processes may
-write at once: each write is one short ``BEGIN IMMEDIATE`` transaction and a
-busy timeout makes the others wait their turn instead of failing.
+write at once: each write is one short ``BEGIN IMMEDIATE`` transaction and
+SQLite's busy handler makes the others wait their turn, retrying with backoff
+for a bounded time (:data:`DEFAULT_RETRY_S`, ``$GPUREADY_DB_RETRY_S``).
+
+Nothing measured is lost to the database. A run whose writes still fail (the
+database stays locked by another program, or is full or damaged) is spooled:
+the run and every result it records are written, atomically, to a pending
+file beside the database (``<db>.pending/<time>-<pid>-<n>.json``), and the
+next process that opens the database for writing imports it (the file is
+deleted only once its import has committed; importing twice changes nothing).
 
 Each host's result is committed on its own as it arrives. A run is created
-``running`` and only :meth:`Store.finish_run` closes it, so a run whose process
-died (killed, power lost) stays in the database with the results it committed
-and shows as ``incomplete``.
+``running`` and only :meth:`Store.finish_run` closes it. Its process holds an
+OS lock (``flock``) on ``<db>.run-<id>.lock`` for the run's life, so a reader
+tells a live run (``incomplete``) from one whose process died (killed, power
+lost): that one reads ``interrupted``, and is marked so by the next writer.
 
 The schema is versioned with ``PRAGMA user_version`` and upgraded by ordered
 migrations; ``PRAGMA application_id`` marks the file as ours. A file that is not
@@ -22,28 +31,42 @@ import contextlib
 import dataclasses
 import datetime
 import enum
+import fcntl
 import json
+import math
 import os
+import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from validator import __version__
+from validator import fields as doc
 from validator.certificate import Certificate, certificate_from_json, certificate_to_json
-from validator.errors import BadInputError
-from validator.model import NodeResult, Severity, to_dict
+from validator.errors import BadInputError, CouldNotRunError
+from validator.files import STALE_AFTER_S, write_atomic
+from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
 from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.
 APPLICATION_ID = 0x67707572
 
-# How long a writer waits for another process's transaction before giving up.
-BUSY_TIMEOUT_S = 60.0
+# How long a write waits for another process's transaction before the run is
+# spooled to a pending file; $GPUREADY_DB_RETRY_S overrides it (tests use a short one).
+DEFAULT_RETRY_S = 30.0
+RETRY_ENV = "GPUREADY_DB_RETRY_S"
+MAX_RETRY_S = 3600.0
+# Importing pending runs and marking dead ones is housekeeping: never worth a long wait.
+HOUSEKEEPING_WAIT_S = 1.0
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_MAX_SQL_INT = 2**63 - 1
+
 
 class RunKind(str, enum.Enum):
     """What a run in the history was."""
@@ -56,6 +79,7 @@ class RunKind(str, enum.Enum):
 
 
 RUN_KINDS = tuple(kind.value for kind in RunKind)
+RUN_STATUSES = ("running", "complete", "interrupted")
 
 
 class StoreError(BadInputError):
@@ -64,6 +88,10 @@ class StoreError(BadInputError):
 
 class NoHistoryError(StoreError):
     """There is no history database yet at the path asked to be read."""
+
+
+class NotStoredError(CouldNotRunError):
+    """A run was measured but could be stored neither in the database nor in a pending file."""
 
 
 # ---------------------------------------------------------------- schema
@@ -126,6 +154,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX certificates_by_host ON certificates(hostname, issued_at, id)",
     ),
 )
+# Run ownership (the lock files) and pending runs live beside the database, not
+# in it: no schema change, so an older gpuready still reads a newer one's history.
 
 
 def schema_version() -> int:
@@ -141,6 +171,39 @@ def default_db_path() -> Path:
     return base / "gpuready" / "history.db"
 
 
+def pending_dir(db_path: Path) -> Path:
+    """Where runs that could not be written to ``db_path`` wait: ``<db>.pending/``."""
+    return db_path.with_name(db_path.name + ".pending")
+
+
+def run_lock_path(db_path: Path, run_id: int) -> Path:
+    """The file whose lock the process of run ``run_id`` holds: ``<db>.run-<id>.lock``."""
+    return db_path.with_name(f"{db_path.name}.run-{run_id:d}.lock")
+
+
+def retry_budget(seconds: float | None = None) -> float:
+    """How long a write waits for the database: ``seconds``, else ``$GPUREADY_DB_RETRY_S``.
+
+    Raises:
+        StoreError: the variable is not a number of seconds from 0 to an hour.
+    """
+    if seconds is not None:
+        return min(max(0.0, float(seconds)), MAX_RETRY_S)
+    text = os.environ.get(RETRY_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRY_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= MAX_RETRY_S:  # NaN fails too
+        raise StoreError(
+            f"{RETRY_ENV}={doc.excerpt(text)} is not a number of seconds from 0 to "
+            f"{MAX_RETRY_S:g}; set it to e.g. 30, or unset it"
+        )
+    return value
+
+
 # ---------------------------------------------------------------- rows
 
 
@@ -152,7 +215,7 @@ class HistoryRow:
     kind: str  # certify | drift
     started_at: str
     finished_at: str | None
-    status: str  # complete | incomplete | interrupted
+    status: str  # complete | incomplete (its process still runs) | interrupted
     hostname: str | None
     verdict: str | None  # CERTIFIED | NOT_CERTIFIED | UNKNOWN
     summary: str
@@ -165,28 +228,265 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+# ---------------------------------------------------------------- run ownership
+
+# The locks this process holds, by lock file: held until the run is finished or
+# the process ends (a closed Store does not end a run its process may still finish).
+_HELD: dict[str, int] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def _hold_lock(path: Path, owner: dict[str, object]) -> bool:
+    """Create ``path`` and hold an exclusive flock on it; False when that cannot be done."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    with contextlib.suppress(OSError):  # for people reading the folder; the lock is the fact
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(owner, sort_keys=True) + "\n").encode())
+    with _HELD_GUARD:
+        _HELD[str(path)] = fd
+    return True
+
+
+def _release_lock(path: Path) -> None:
+    with _HELD_GUARD:
+        fd = _HELD.pop(str(path), None)
+    if fd is None:
+        return
+    # Removed before it is let go: a reader never finds it unheld while the run is ours.
+    with contextlib.suppress(OSError):
+        path.unlink()
+    os.close(fd)
+
+
+def _lock_held(path: Path) -> bool | None:
+    """Whether some live process holds ``path``'s lock; None when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True  # cannot tell: never call a run dead on a guess
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _process_alive(pid: int | None, hostname: str | None = None) -> bool:
+    """Whether process ``pid`` (of ``hostname``, when known) may still run."""
+    if pid is None or (hostname is not None and hostname != socket.gethostname()):
+        return True  # cannot tell from here
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, someone else's
+        return True
+    return True
+
+
+# ---------------------------------------------------------------- pending runs
+
+PENDING_FORMAT = "gpuready-pending-run"
+PENDING_VERSION = 1
+
+_PENDING_RUN = doc.Document(
+    (
+        doc.Field("db_run_id", int, minimum=1, nullable=True, required=True),
+        doc.Field("kind", str, choices=RUN_KINDS, required=True),
+        doc.Field("started_at", str, non_empty=True, required=True),
+        doc.Field("finished_at", str, nullable=True),
+        doc.Field("status", str, choices=RUN_STATUSES, required=True),
+        doc.Field("hosts", int, minimum=0, required=True),
+        doc.Field("policy_digest", str, required=True),
+        doc.Field("argv", list, item=doc.Field("arg", str), required=True),
+        doc.Field("tool_version", str, required=True),
+        doc.Field("pid", int, minimum=0, nullable=True),
+        doc.Field("hostname", str, nullable=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+_PENDING_RESULT = doc.Document(
+    (
+        doc.Field("result", dict, required=True),
+        doc.Field("certificate", str, nullable=True, required=True),
+        doc.Field("recorded_at", str, non_empty=True, required=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+PENDING_FIELDS = doc.Document(
+    (
+        doc.Field("format", str, choices=(PENDING_FORMAT,), required=True),
+        doc.Field("version", int, minimum=1, maximum=PENDING_VERSION, required=True),
+        doc.Field("database", str),
+        doc.Field("reason", str),
+        doc.Field("run", dict, document=_PENDING_RUN, required=True),
+        doc.Field(
+            "results",
+            list,
+            required=True,
+            item=doc.Field("result", dict, document=_PENDING_RESULT),
+        ),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+
+class _PendingError(ValueError):
+    """A pending file that cannot be imported; the message is one line."""
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """One host's result as a run records it."""
+
+    result: NodeResult
+    certificate: Certificate | None
+    recorded_at: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "result": to_dict(self.result),
+            "certificate": certificate_to_json(self.certificate) if self.certificate else None,
+            "recorded_at": self.recorded_at,
+        }
+
+
+@dataclass
+class _Spool:
+    """A run whose writes go to a pending file, kept whole in memory and on disk."""
+
+    path: Path
+    run: dict[str, Any]
+    reason: str
+    results: dict[str, _Recorded] = field(default_factory=dict)
+    announced: bool = False
+    error: str | None = None  # why the file could not be written, the last time it was tried
+
+    def document(self, database: Path) -> dict[str, object]:
+        return {
+            "format": PENDING_FORMAT,
+            "version": PENDING_VERSION,
+            "database": str(database),
+            "reason": self.reason,
+            "run": self.run,
+            "results": [recorded.to_json() for recorded in self.results.values()],
+        }
+
+
+def read_pending(path: Path) -> tuple[dict[str, Any], list[_Recorded]]:
+    """A pending file's run and results, every field checked.
+
+    Raises:
+        _PendingError: not readable, not JSON, or not a pending run.
+    """
+    source = doc.Source(str(path), error=_PendingError)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _PendingError(f"{path}: cannot be read ({one_line(exc)})") from None
+    try:
+        data = doc.load_json(text)
+    except doc.LoadError as exc:
+        if exc.syntax:
+            raise _PendingError(f"{path}: not JSON ({exc.problem})") from None
+        raise source.loaded(exc) from None
+    checked = PENDING_FIELDS.check(data, source)
+    recorded = []
+    for index, entry in enumerate(checked["results"]):
+        try:
+            result = from_dict(NodeResult, entry["result"])
+            text = entry["certificate"]
+            certificate = certificate_from_json(text) if text is not None else None
+        except (SchemaError, BadInputError) as exc:
+            raise _PendingError(f"{path}: results[{index}]: {one_line(exc)}") from None
+        recorded.append(_Recorded(result, certificate, entry["recorded_at"]))
+    return dict(checked["run"]), recorded
+
+
+class _Unwritable(Exception):
+    """The database refused a write (locked, full, damaged): the run goes to a pending file."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 # ---------------------------------------------------------------- the store
 
 
 class Store:
-    """The history database. Open with :meth:`Store.open`; use as a context manager."""
+    """The history database. Open with :meth:`Store.open`; use as a context manager.
 
-    def __init__(self, connection: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
+    ``notices`` collects what the caller should tell the user (a run spooled to a
+    pending file, pending runs imported); :meth:`take_notices` hands them over.
+    """
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection | None,
+        path: Path,
+        *,
+        readonly: bool,
+        retry_s: float | None = None,
+    ) -> None:
         self._db = connection
         self.path = path
         self.readonly = readonly
+        self.retry_s = retry_budget(retry_s)
+        self.notices: list[str] = []
         # One connection may be shared by the threads of one process.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._started: dict[int, dict[str, Any]] = {}  # the runs this store began
+        self._spools: dict[int, _Spool] = {}
+        self._provisional = 0
 
     # ------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, readonly: bool = False) -> Store:
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        readonly: bool = False,
+        retry_s: float | None = None,
+        defer_create: bool = False,
+    ) -> Store:
         """Open (creating and upgrading where needed) the history database.
+
+        Opened for writing, it first imports the runs that wait in pending files
+        and marks the runs whose process died as interrupted (each only when the
+        database can be written at once; otherwise a later run does it).
 
         Args:
             path: the database file; None for :func:`default_db_path`.
             readonly: only read: nothing is created, migrated or written.
+            retry_s: how long a write waits for another process's transaction
+                before the run is spooled; None for :func:`retry_budget`'s default.
+            defer_create: a database that does not exist yet is created by the
+                first write, not now (its folder is checked now): a command that
+                stops on bad input before recording anything leaves no file behind.
 
         Raises:
             NoHistoryError: ``readonly`` and no database exists at the path.
@@ -194,6 +494,7 @@ class Store:
                 the file is left untouched.
         """
         where = Path(path).expanduser() if path is not None else default_db_path()
+        budget = retry_budget(retry_s)
         if where.is_dir():
             raise StoreError(f"history database {where} is a directory: give a file with --db")
         exists = where.exists() and where.stat().st_size > 0
@@ -215,26 +516,38 @@ class Store:
                         f"history database {where} has schema {version}, older than this "
                         f"gpuready's {schema_version()}: any certify or drift run upgrades it"
                     )
-                return cls(probe, where, readonly=True)
+                return cls(probe, where, readonly=True, retry_s=budget)
             probe.close()
+        elif defer_create:
+            _check_folder(where)
+            return cls(None, where, readonly=False, retry_s=budget)
+        store = cls(_open_writable(where, budget), where, readonly=False, retry_s=budget)
         try:
-            where.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the folder of history database {where}: {exc.strerror}"
-            ) from None
-        connection = _connect(where, "rwc")
-        try:
-            _prepare(connection, where)
+            store.import_pending()
+            store.mark_dead_runs()
         except BaseException:
-            connection.close()
+            store.close()
             raise
-        return cls(connection, where, readonly=False)
+        return store
+
+    def _connection(self, *, create: bool) -> sqlite3.Connection | None:
+        """The open database; a deferred one is opened (``create``: created) now.
+
+        Raises:
+            StoreError: it cannot be created, or what is there now is not ours.
+        """
+        with self._lock:
+            if self._db is None and (create or _has_database(self.path)):
+                self._db = _open_writable(self.path, self.retry_s)
+                self.import_pending()
+                self.mark_dead_runs()
+            return self._db
 
     def close(self) -> None:
-        """Close the database; committed results stay."""
+        """Close the database; committed results stay (and a spooled run's pending file)."""
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -247,50 +560,139 @@ class Store:
     ) -> None:
         self.close()
 
+    def take_notices(self) -> list[str]:
+        """The notices collected so far (each one line), cleared."""
+        with self._lock:
+            taken, self.notices = self.notices, []
+        return taken
+
     # ------------------------------------------------------------ writing
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, wait_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction.
+
+        Raises:
+            StoreError: the store was opened read-only (or the body raised it).
+            _Unwritable: SQLite refused (still locked after the wait, full, damaged).
+        """
+        self._refuse_readonly()
+        with self._lock:
+            try:
+                db = self._connection(create=True)
+            except StoreError as exc:  # a deferred database that cannot be made now
+                raise _Unwritable(str(exc)) from None
+            assert db is not None  # noqa: S101 - create=True opens or raises
+            try:
+                with self._busy_wait(db, wait_s):
+                    # IMMEDIATE takes the write lock up front, so two writers queue on
+                    # the busy handler instead of deadlocking on a lock upgrade.
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield db
+                    except BaseException:
+                        db.rollback()
+                        raise
+                    db.commit()
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    if db.in_transaction:
+                        db.rollback()
+                raise _Unwritable(self._reason(exc, wait_s)) from None
+
+    def _reason(self, exc: sqlite3.Error, wait_s: float | None) -> str:
+        text = one_line(exc)
+        if "locked" in text or "busy" in text:
+            waited = self.retry_s if wait_s is None else wait_s
+            return f"{text}, still after {waited:g} s"
+        return text
+
+    @contextlib.contextmanager
+    def _busy_wait(self, db: sqlite3.Connection, seconds: float | None) -> Iterator[None]:
+        if seconds is None:
+            yield
+            return
+        db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000):d}")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute(f"PRAGMA busy_timeout = {int(self.retry_s * 1000):d}")
+
+    def _refuse_readonly(self) -> None:
         if self.readonly:
             raise StoreError(f"history database {self.path} was opened read-only")
-        with self._lock, _errors(self.path):
-            # IMMEDIATE takes the write lock up front, so two writers queue on
-            # the busy timeout instead of deadlocking on a lock upgrade.
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.rollback()
-                raise
-            self._db.commit()
+
+    def _lock_path(self, run_id: int) -> Path:
+        return run_lock_path(self.path, run_id)
 
     def start_run(
         self, kind: RunKind | str, hosts: int, policy_digest: str, argv: Sequence[str] = ()
     ) -> int:
         """Record the start of a run and return its id; the run is incomplete until finished.
 
+        When the database cannot be written (still locked after the retry budget,
+        full, damaged), the run is spooled to a pending file instead and gets a
+        provisional id below 0 (its real one comes with the import).
+
         Raises:
             ValueError: ``kind`` is neither certify nor drift.
+            StoreError: the store was opened read-only.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"run kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
-        with self._write() as db:
-            cursor = db.execute(
-                "INSERT INTO runs (kind, started_at, hosts, policy_digest, argv, tool_version, pid)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    kind,
-                    _now(),
-                    hosts,
-                    policy_digest,
-                    json.dumps(list(argv)),
-                    __version__,
-                    os.getpid(),
-                ),
-            )
-            run_id = cursor.lastrowid
-        if run_id is None:  # pragma: no cover - an INSERT into a rowid table always sets it
-            raise StoreError(f"history database {self.path} did not number the new run")
+        self._refuse_readonly()
+        row: dict[str, Any] = {
+            "kind": str(kind),
+            "started_at": _now(),
+            "hosts": hosts,
+            "policy_digest": policy_digest,
+            "argv": list(argv),
+            "tool_version": __version__,
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+        }
+        try:
+            run_id = self._insert_run(row)
+        except _Unwritable as exc:
+            with self._lock:
+                self._provisional -= 1
+                run_id = self._provisional
+                spool = self._spool(run_id, {**row, "db_run_id": None}, exc.reason)
+                self._save(spool)
+            return run_id
+        self._started[run_id] = row
+        return run_id
+
+    def _insert_run(self, row: dict[str, Any]) -> int:
+        held: Path | None = None
+        try:
+            with self._write() as db:
+                cursor = db.execute(
+                    "INSERT INTO runs"
+                    " (kind, started_at, hosts, policy_digest, argv, tool_version, pid)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row["kind"],
+                        row["started_at"],
+                        row["hosts"],
+                        row["policy_digest"],
+                        json.dumps(row["argv"]),
+                        row["tool_version"],
+                        row["pid"],
+                    ),
+                )
+                run_id = cursor.lastrowid
+                if run_id is None:  # pragma: no cover - an INSERT into a rowid table sets it
+                    raise StoreError(f"history database {self.path} did not number the new run")
+                # Held before the row is committed: no reader ever sees the run unowned.
+                lock = self._lock_path(run_id)
+                if _hold_lock(lock, {"pid": row["pid"], "hostname": row["hostname"]}):
+                    held = lock
+        except BaseException:
+            if held is not None:
+                _release_lock(held)
+            raise
         return run_id
 
     def record_result(
@@ -301,79 +703,218 @@ class Store:
         Recording a host again in the same run replaces its earlier result: a
         fleet run commits each host as it arrives, then its final judgement
         (after the fleet comparison) with the certificate, if it earned one.
+        A run whose write fails from then on goes to its pending file.
 
         Raises:
             ValueError: the certificate is for another host.
-            StoreError: no run has that id, or the database failed.
+            StoreError: no run has that id, or the store was opened read-only.
         """
         if certificate is not None and certificate.hostname != result.hostname:
             raise ValueError(
                 f"certificate of {certificate.hostname} cannot be recorded "
                 f"with the result of {result.hostname}"
             )
+        recorded = _Recorded(result, certificate, _now())
+        with self._lock:
+            spool = self._spools.get(run_id)
+            if spool is None:
+                try:
+                    self._record_in_db(run_id, recorded)
+                except _Unwritable as exc:
+                    spool = self._spool_existing(run_id, exc.reason)
+                else:
+                    return
+            spool.results.pop(result.hostname, None)  # the latest judgement, in arrival order
+            spool.results[result.hostname] = recorded
+            self._save(spool)
+
+    def _record_in_db(self, run_id: int, recorded: _Recorded) -> None:
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"history database {self.path} has no run {run_id}")
-            earlier = [
-                row[0]
-                for row in db.execute(
-                    "SELECT id FROM results WHERE run_id = ? AND hostname = ?",
-                    (run_id, result.hostname),
-                )
-            ]
-            for table in ("certificates", "findings"):
-                db.executemany(f"DELETE FROM {table} WHERE result_id = ?", [(i,) for i in earlier])  # noqa: S608 - table names are constants
-            db.executemany("DELETE FROM results WHERE id = ?", [(i,) for i in earlier])
-            now = _now()
-            cursor = db.execute(
-                "INSERT INTO results"
-                " (run_id, hostname, recorded_at, verdict, sku, summary, result_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    result.hostname,
-                    now,
-                    result.verdict.value,
-                    result.sku,
-                    result.summary,
-                    json.dumps(to_dict(result), sort_keys=True),
-                ),
-            )
-            result_id = cursor.lastrowid
-            db.executemany(
-                'INSERT INTO findings (result_id, "check", severity, gpu_index, message)'
-                " VALUES (?, ?, ?, ?, ?)",
-                [
-                    (result_id, f.check, f.severity.value, f.gpu_index, f.message)
-                    for f in result.findings
-                ],
-            )
-            if certificate is not None:
-                db.execute(
-                    "INSERT INTO certificates (result_id, hostname, issued_at, digest, json)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (
-                        result_id,
-                        certificate.hostname,
-                        certificate.issued_at,
-                        certificate.digest,
-                        certificate_to_json(certificate),
-                    ),
-                )
+            _insert_result(db, run_id, recorded)
 
     def finish_run(self, run_id: int, interrupted: bool = False) -> None:
         """Close a run as complete, or as interrupted when it was stopped before every host.
 
         Raises:
-            StoreError: no run has that id.
+            StoreError: no run has that id, or the store was opened read-only.
+            NotStoredError: the run was spooled, and its pending file cannot be written either.
         """
-        with self._write() as db:
-            cursor = db.execute(
-                "UPDATE runs SET finished_at = ?, status = ? WHERE id = ?",
-                (_now(), "interrupted" if interrupted else "complete", run_id),
+        status = "interrupted" if interrupted else "complete"
+        finished = _now()
+        with self._lock:
+            spool = self._spools.get(run_id)
+            if spool is None:
+                try:
+                    with self._write() as db:
+                        cursor = db.execute(
+                            "UPDATE runs SET finished_at = ?, status = ? WHERE id = ?",
+                            (finished, status, run_id),
+                        )
+                        if cursor.rowcount == 0:
+                            raise StoreError(f"history database {self.path} has no run {run_id}")
+                except _Unwritable as exc:
+                    spool = self._spool_existing(run_id, exc.reason)
+            if spool is not None:
+                spool.run.update(status=status, finished_at=finished)
+                self._save(spool, final=True)
+        if run_id > 0:
+            _release_lock(self._lock_path(run_id))
+
+    # ------------------------------------------------------------ spooling
+
+    def _spool(self, key: int, run: dict[str, Any], reason: str) -> _Spool:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        name = f"{stamp}-{os.getpid()}-{len(self._spools) + 1}.json"
+        spool = _Spool(
+            path=pending_dir(self.path) / name,
+            run={**run, "status": "running", "finished_at": None},
+            reason=reason,
+        )
+        self._spools[key] = spool
+        return spool
+
+    def _spool_existing(self, run_id: int, reason: str) -> _Spool:
+        """Spool a run that is in the database (its row committed, results perhaps too)."""
+        row = self._started.get(run_id) or self._read_run(run_id)
+        return self._spool(run_id, {**row, "db_run_id": run_id}, reason)
+
+    def _read_run(self, run_id: int) -> dict[str, Any]:
+        """A run's row as a pending file records it (a locked database still reads)."""
+        try:
+            with self._lock:
+                db = self._connection(create=False)
+                found = None
+                if db is not None:
+                    found = db.execute(
+                        "SELECT kind, started_at, hosts, policy_digest, argv, tool_version, pid"
+                        " FROM runs WHERE id = ?",
+                        (run_id,),
+                    ).fetchone()
+        except (sqlite3.Error, StoreError):
+            found = None
+        if found is None:
+            raise StoreError(f"history database {self.path} has no run {run_id}")
+        kind, started_at, hosts, digest, argv, version, pid = found
+        return {
+            "kind": kind if kind in RUN_KINDS else RunKind.CERTIFY.value,
+            "started_at": started_at,
+            "hosts": hosts,
+            "policy_digest": digest,
+            "argv": _argv(argv),
+            "tool_version": version,
+            "pid": pid,
+            "hostname": socket.gethostname(),
+        }
+
+    def _save(self, spool: _Spool, *, final: bool = False) -> None:
+        """Write the spooled run's pending file; a final save that fails raises."""
+        text = json.dumps(spool.document(self.path), indent=1, sort_keys=True) + "\n"
+        try:
+            spool.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(spool.path, text, mode=0o600)
+        except OSError as exc:
+            spool.error = f"{spool.path}: {exc.strerror or one_line(exc)}"
+            if final:
+                raise NotStoredError(
+                    f"the run was not stored: history database {self.path} could not be "
+                    f"written ({spool.reason}) and neither could {spool.error}; free space or "
+                    "fix the database, then run again"
+                ) from None
+            return
+        spool.error = None
+        if not spool.announced:
+            spool.announced = True
+            self.notices.append(
+                f"warning: history database {self.path} could not be written ({spool.reason}): "
+                f"the run is saved in {spool.path}; the next certify or drift run imports it"
             )
-            if cursor.rowcount == 0:
-                raise StoreError(f"history database {self.path} has no run {run_id}")
+
+    # ------------------------------------------------------------ housekeeping
+
+    def pending_files(self) -> list[Path]:
+        """The pending files waiting to be imported, oldest first."""
+        directory = pending_dir(self.path)
+        try:
+            return sorted(p for p in directory.iterdir() if p.suffix == ".json" and p.is_file())
+        except OSError:
+            return []
+
+    def import_pending(self) -> list[Path]:
+        """Import every pending run whose process is done; each file goes once committed.
+
+        A file still being written by a live process waits; a file that is not a
+        pending run is left in place with a notice; a database still locked leaves
+        the rest for the next run.
+
+        Returns:
+            The files imported (and removed).
+        """
+        imported: list[Path] = []
+        for path in self.pending_files():
+            if any(spool.path == path for spool in self._spools.values()):
+                continue  # our own, still being written
+            try:
+                run, results = read_pending(path)
+            except _PendingError as exc:
+                self.notices.append(f"warning: cannot import {exc}; fix or remove the file")
+                continue
+            if run["status"] == "running" and not _writer_gone(path, run):
+                continue
+            try:
+                with self._write(HOUSEKEEPING_WAIT_S) as db:
+                    _import_run(db, run, results)
+            except _Unwritable:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+            imported.append(path)
+        if imported:
+            with contextlib.suppress(OSError):
+                pending_dir(self.path).rmdir()  # only when empty
+            runs = "run" if len(imported) == 1 else "runs"
+            self.notices.append(
+                f"imported {len(imported)} pending {runs} into history database {self.path} "
+                f"from {pending_dir(self.path)}"
+            )
+        return imported
+
+    def mark_dead_runs(self) -> list[int]:
+        """Mark ``interrupted`` the running runs whose process is gone.
+
+        Returns:
+            The runs marked (none when the database cannot be written at once).
+        """
+        try:
+            with self._lock:  # a read first: most opens need no write lock at all
+                db = self._db
+                if db is None or not self._dead_runs(db):
+                    return []
+        except sqlite3.Error:
+            return []
+        try:
+            with self._write(HOUSEKEEPING_WAIT_S) as db:
+                dead = self._dead_runs(db)  # again, under the lock
+                db.executemany(
+                    "UPDATE runs SET status = 'interrupted' WHERE id = ?", [(i,) for i in dead]
+                )
+        except _Unwritable:
+            return []
+        for run_id in dead:
+            with contextlib.suppress(OSError):
+                self._lock_path(run_id).unlink()
+        return dead
+
+    def _dead_runs(self, db: sqlite3.Connection) -> list[int]:
+        running = db.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
+        return [run_id for run_id, pid in running if not self._owner_alive(run_id, pid)]
+
+    def _owner_alive(self, run_id: int, pid: int | None) -> bool:
+        held = _lock_held(self._lock_path(run_id))
+        if held is None:  # no lock file: a run of an older gpuready, or its lock failed
+            return _process_alive(pid)
+        return held
 
     # ------------------------------------------------------------ reading
 
@@ -384,11 +925,14 @@ class Store:
             StoreError: the stored certificate cannot be read back.
         """
         with self._lock, _errors(self.path):
-            row = self._db.execute(
-                "SELECT json FROM certificates WHERE hostname = ?"
-                " ORDER BY issued_at DESC, id DESC LIMIT 1",
-                (hostname,),
-            ).fetchone()
+            db = self._connection(create=False)
+            row = None
+            if db is not None:
+                row = db.execute(
+                    "SELECT json FROM certificates WHERE hostname = ?"
+                    " ORDER BY issued_at DESC, id DESC LIMIT 1",
+                    (hostname,),
+                ).fetchone()
         if row is None:
             return None
         try:
@@ -400,6 +944,9 @@ class Store:
 
     def history(self, hostname: str | None = None, limit: int = 50) -> list[HistoryRow]:
         """Past results, newest run first; runs with no result yet are listed when no host is asked.
+
+        A run still ``running`` in the database reads ``incomplete`` while its
+        process lives and ``interrupted`` once it is gone.
 
         Args:
             hostname: only this host's results.
@@ -413,7 +960,8 @@ class Store:
                    (SELECT COUNT(*) FROM findings f
                      WHERE f.result_id = r.id AND f.severity = ?),
                    (SELECT COUNT(*) FROM findings f
-                     WHERE f.result_id = r.id AND f.severity = ?)
+                     WHERE f.result_id = r.id AND f.severity = ?),
+                   u.pid
             FROM runs u {join} results r ON r.run_id = u.id
             {where}
             ORDER BY u.id DESC, r.id ASC
@@ -422,16 +970,21 @@ class Store:
         params: list[object] = [Severity.FAIL.value, Severity.UNKNOWN.value]
         if hostname is not None:
             params.append(hostname)
-        params.append(max(0, limit))
+        params.append(min(max(0, limit), _MAX_SQL_INT))
         with self._lock, _errors(self.path):
-            rows = self._db.execute(query, params).fetchall()
+            db = self._connection(create=False)
+            rows = db.execute(query, params).fetchall() if db is not None else []
+        alive: dict[int, bool] = {}
+        for row in rows:
+            if row[4] == "running" and row[0] not in alive:
+                alive[row[0]] = self._owner_alive(row[0], row[11])
         return [
             HistoryRow(
                 run_id=row[0],
                 kind=row[1],
                 started_at=row[2],
                 finished_at=row[3],
-                status="incomplete" if row[4] == "running" else row[4],
+                status=_shown_status(row[4], alive.get(row[0], True)),
                 hostname=row[5],
                 verdict=row[6],
                 summary=row[7] or "",
@@ -445,8 +998,130 @@ class Store:
     def integrity_check(self) -> str:
         """SQLite's own integrity check: ``ok`` or the first problem it found."""
         with self._lock, _errors(self.path):
-            row = self._db.execute("PRAGMA integrity_check").fetchone()
+            db = self._connection(create=False)
+            row = db.execute("PRAGMA integrity_check").fetchone() if db is not None else ("ok",)
         return str(row[0])
+
+
+def _writer_gone(path: Path, run: dict[str, Any]) -> bool:
+    """Whether the process spooling a running run to ``path`` is gone.
+
+    Its process is asked where it can be (this host); a file of another host,
+    or of a process id now reused, counts as abandoned once untouched for an
+    hour. Importing one too early is harmless: a writer that lives on rewrites
+    the file, and the import of the newer file updates the same run.
+    """
+    if not _process_alive(run.get("pid"), run.get("hostname")):
+        return True
+    try:
+        return time.time() - path.stat().st_mtime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
+def _shown_status(stored: str, owner_alive: bool) -> str:
+    if stored != "running":
+        return stored
+    return "incomplete" if owner_alive else "interrupted"
+
+
+def _argv(text: object) -> list[str]:
+    try:
+        value = json.loads(str(text))
+    except ValueError:
+        return []
+    return [str(arg) for arg in value] if isinstance(value, list) else []
+
+
+def _insert_result(db: sqlite3.Connection, run_id: int, recorded: _Recorded) -> None:
+    """Replace a host's result in a run with ``recorded``, its findings and certificate."""
+    result, certificate = recorded.result, recorded.certificate
+    earlier = [
+        row[0]
+        for row in db.execute(
+            "SELECT id FROM results WHERE run_id = ? AND hostname = ?", (run_id, result.hostname)
+        )
+    ]
+    for table in ("certificates", "findings"):
+        db.executemany(f"DELETE FROM {table} WHERE result_id = ?", [(i,) for i in earlier])  # noqa: S608 - table names are constants
+    db.executemany("DELETE FROM results WHERE id = ?", [(i,) for i in earlier])
+    cursor = db.execute(
+        "INSERT INTO results"
+        " (run_id, hostname, recorded_at, verdict, sku, summary, result_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            result.hostname,
+            recorded.recorded_at,
+            result.verdict.value,
+            result.sku,
+            result.summary,
+            json.dumps(to_dict(result), sort_keys=True),
+        ),
+    )
+    result_id = cursor.lastrowid
+    db.executemany(
+        'INSERT INTO findings (result_id, "check", severity, gpu_index, message)'
+        " VALUES (?, ?, ?, ?, ?)",
+        [(result_id, f.check, f.severity.value, f.gpu_index, f.message) for f in result.findings],
+    )
+    if certificate is not None:
+        db.execute(
+            "INSERT INTO certificates (result_id, hostname, issued_at, digest, json)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                result_id,
+                certificate.hostname,
+                certificate.issued_at,
+                certificate.digest,
+                certificate_to_json(certificate),
+            ),
+        )
+
+
+def _import_run(db: sqlite3.Connection, run: dict[str, Any], results: list[_Recorded]) -> int:
+    """Write a pending run into the database (inside the caller's transaction).
+
+    Idempotent: the run is found again by its database id, or by what it was
+    (kind, start, process, command line), so a file imported twice adds nothing.
+    """
+    argv = json.dumps(run["argv"])
+    target: int | None = None
+    if run["db_run_id"] is not None:
+        found = db.execute("SELECT id FROM runs WHERE id = ?", (run["db_run_id"],)).fetchone()
+        target = found[0] if found else None
+    if target is None:
+        found = db.execute(
+            "SELECT id FROM runs WHERE kind = ? AND started_at = ? AND pid IS ? AND argv = ?"
+            " AND tool_version = ? ORDER BY id LIMIT 1",
+            (run["kind"], run["started_at"], run.get("pid"), argv, run["tool_version"]),
+        ).fetchone()
+        target = found[0] if found else None
+    if target is None:
+        cursor = db.execute(
+            "INSERT INTO runs (kind, started_at, hosts, policy_digest, argv, tool_version, pid)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                run["kind"],
+                run["started_at"],
+                run["hosts"],
+                run["policy_digest"],
+                argv,
+                run["tool_version"],
+                run.get("pid"),
+            ),
+        )
+        target = cursor.lastrowid
+    assert target is not None  # noqa: S101 - an INSERT into a rowid table sets it
+    for recorded in results:
+        _insert_result(db, target, recorded)
+    # A run still "running" in its file is one whose process died (live ones wait).
+    status = "interrupted" if run["status"] == "running" else run["status"]
+    db.execute(
+        "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
+        (status, run.get("finished_at"), target),
+    )
+    return target
 
 
 def history_row_to_dict(row: HistoryRow) -> dict[str, object]:
@@ -471,13 +1146,55 @@ def _errors(path: Path) -> Iterator[None]:
         ) from None
 
 
+def _has_database(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _check_folder(path: Path) -> None:
+    """Refuse a database path whose folder could never be made (a file in the way)."""
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise StoreError(
+                    f"cannot create the folder of history database {path}: {folder} is not "
+                    "a directory; give another --db"
+                )
+            return
+
+
+def _open_writable(where: Path, budget: float) -> sqlite3.Connection:
+    """A read-write connection, the database created or upgraded as needed.
+
+    Raises:
+        StoreError: its folder cannot be made, or the file is not usable.
+    """
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder of history database {where}: {exc.strerror}"
+        ) from None
+    connection = _connect(where, "rwc")
+    try:
+        # Creating or upgrading waits for the write lock as long as any write does.
+        with _errors(where):
+            connection.execute(f"PRAGMA busy_timeout = {int(budget * 1000):d}")
+        _prepare(connection, where)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 def _connect(path: Path, mode: str) -> sqlite3.Connection:
     uri = f"{path.resolve().as_uri()}?mode={mode}"
     with _errors(path):
         connection = sqlite3.connect(
             uri,
             uri=True,
-            timeout=BUSY_TIMEOUT_S,
+            # SQLite's busy handler retries a locked write with growing pauses, this
+            # long; a writable Store sets its own budget (Store.retry_s).
+            timeout=DEFAULT_RETRY_S,
             # Transactions are begun explicitly (BEGIN IMMEDIATE).
             isolation_level=None,
             check_same_thread=False,
@@ -486,16 +1203,63 @@ def _connect(path: Path, mode: str) -> sqlite3.Connection:
 
 
 def _check_header(path: Path) -> None:
+    """Refuse a file that is not SQLite, or (by its header) foreign, newer or cut short.
+
+    SQLite is not asked until then: opening a WAL database creates its ``-wal`` and
+    ``-shm`` files, even to read, and a file we refuse is left exactly as it was.
+    The header is the whole truth only while no ``-wal`` file holds newer pages;
+    otherwise (and for an empty stamp) SQLite's own reading decides.
+    """
     try:
         with path.open("rb") as handle:
-            head = handle.read(len(_SQLITE_MAGIC))
+            head = handle.read(_HEADER_SIZE)
+        size = path.stat().st_size
     except OSError as exc:
         raise StoreError(f"cannot read history database {path}: {exc.strerror}") from None
-    if head != _SQLITE_MAGIC:
+    if head[: len(_SQLITE_MAGIC)] != _SQLITE_MAGIC:
         raise StoreError(
             f"{path} is not a gpuready history database (not SQLite): "
             "give another file with --db, or move it away"
         )
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return
+    problem = _header_damage(head, size)
+    if problem is not None:
+        raise StoreError(
+            f"history database {path} is damaged ({problem}): "
+            "move it away and start a new one with --db"
+        )
+    app_id, version = (int.from_bytes(head[at : at + 4], "big") for at in (68, 60))
+    if app_id not in (0, APPLICATION_ID):
+        raise StoreError(
+            f"{path} is an SQLite database of another program, not gpuready history: "
+            "give another file with --db"
+        )
+    if app_id == APPLICATION_ID and version > schema_version():
+        raise StoreError(
+            f"history database {path} was written by a newer gpuready (schema {version}, "
+            f"this one knows up to {schema_version()}): upgrade gpuready"
+        )
+
+
+# The database header: https://www.sqlite.org/fileformat.html#the_database_header
+_HEADER_SIZE = 100
+
+
+def _header_damage(head: bytes, size: int) -> str | None:
+    """What the header says is wrong with the file, or None."""
+    if len(head) < _HEADER_SIZE:
+        return f"{size} bytes, shorter than its header"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+        return f"page size {page_size} in its header"
+    pages = int.from_bytes(head[28:32], "big")
+    # The page count is valid only when stamped by the last writer (offset 92 == 24).
+    if pages and head[92:96] == head[24:28] and size < pages * page_size:
+        return f"{size} bytes where its header counts {pages * page_size}"
+    return None
 
 
 def _check_identity(db: sqlite3.Connection, path: Path, *, allow_empty: bool) -> int:
@@ -530,9 +1294,13 @@ def _check_identity(db: sqlite3.Connection, path: Path, *, allow_empty: bool) ->
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
     """WAL mode, foreign keys, and the schema brought up to date."""
     with _errors(path):
-        # Persistent in the file; a no-op once set.
+        # Persistent in the file; a no-op once set (and then it takes no lock).
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
+        # Up to date already (one statement, one snapshot): no write lock is needed,
+        # so a database another process keeps locked still opens, and its runs spool.
+        if _check_identity(db, path, allow_empty=True) == schema_version():
+            return
         # Checked again under the write lock: another process may have created
         # or upgraded the database since this one looked.
         db.execute("BEGIN IMMEDIATE")

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import click
 
+from validator.cli.options import TEXT, NonEmptyPath
 from validator.node.capture import write_capture
 from validator.node.scenario import load_scenario
 from validator.node.system import LiveSystem, System
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, writable=True))
+@click.argument("directory", type=NonEmptyPath(file_okay=False, writable=True))
 @click.option(
     "--simulate",
+    type=TEXT,
     metavar="NAME|FILE",
     help="Capture a simulated node instead (see `gpuready scenarios`): a sample bundle.",
 )

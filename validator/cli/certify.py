@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from validator.cli.options import (
+    TEXT,
     BurnOptions,
+    NonEmptyPath,
     burn_options,
     command_line,
     db_option,
@@ -31,13 +34,16 @@ SIMULATED_BURN_DEFAULT = "10s"
 
 @click.command()
 @click.option(
-    "--simulate", metavar="NAME|FILE", help="Certify a simulated node (see `gpuready scenarios`)."
+    "--simulate",
+    type=TEXT,
+    metavar="NAME|FILE",
+    help="Certify a simulated node (see `gpuready scenarios`).",
 )
 @click.option(
     "--capture",
     "capture_dir",
     metavar="DIR",
-    type=click.Path(),
+    type=NonEmptyPath(),
     help="Certify from a captured support bundle (see `gpuready capture`).",
 )
 @policy_option
@@ -45,7 +51,7 @@ SIMULATED_BURN_DEFAULT = "10s"
 @click.option(
     "--report-dir",
     metavar="DIR",
-    type=click.Path(file_okay=False),
+    type=NonEmptyPath(file_okay=False),
     help="Write report.json, report.html and junit.xml here.",
 )
 @click.option(
@@ -70,7 +76,7 @@ SIMULATED_BURN_DEFAULT = "10s"
 @db_option
 @click.option(
     "--sign-key",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="Sign certificates with HMAC-SHA256 using this key file.",
 )
 @fanout_options
@@ -78,10 +84,21 @@ SIMULATED_BURN_DEFAULT = "10s"
 def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     request, note = _request(ctx, options)
-    with Store.open(options["db_path"]) as store:
+    # Created by the first record: bad input found before anything is measured leaves no file.
+    with Store.open(options["db_path"], defer_create=True) as store:
+        tell(store.take_notices())  # pending runs imported: said before the run starts
         outcome = _run(request, store, note)
     _render(outcome, as_json=options["as_json"], color=options["color"])
+    tell(outcome.notices)
+    for problem in outcome.problems:  # measured, but not stored: exit 3
+        click.echo(f"gpuready: error: {problem}", err=True)
     ctx.exit(int(outcome.exit_code))
+
+
+def tell(notices: Iterable[str]) -> None:
+    """The store's notices (a run spooled, pending runs imported), one stderr line each."""
+    for notice in notices:
+        click.echo(f"gpuready: {notice}", err=True)
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyRequest, str | None]:

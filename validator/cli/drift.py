@@ -7,7 +7,11 @@ from typing import Any
 import click
 
 from validator.certificate import Certificate
+from validator.cli.certify import tell
 from validator.cli.options import (
+    BURN_DURATION,
+    TEXT,
+    NonEmptyPath,
     command_line,
     db_option,
     fanout_options,
@@ -33,6 +37,7 @@ from validator.store import Store
 @click.option(
     "--burn",
     "burn_duration",
+    type=BURN_DURATION,
     default="0",
     show_default=True,
     metavar="DURATION",
@@ -44,7 +49,7 @@ from validator.store import Store
 @click.option(
     "--prom-file",
     metavar="PATH",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="Write a Prometheus textfile (node_exporter textfile collector), atomically.",
 )
 @click.option(
@@ -58,38 +63,50 @@ from validator.store import Store
     help="Drain drifted nodes (reason 'gpuready: ...'); resume only nodes gpuready drained.",
 )
 @click.option(
-    "--simulate", metavar="NAME|FILE", help="Check a simulated node (see `gpuready scenarios`)."
+    "--simulate",
+    type=TEXT,
+    metavar="NAME|FILE",
+    help="Check a simulated node (see `gpuready scenarios`).",
 )
 @click.option(
     "--certificate",
     "certificate_path",
+    type=NonEmptyPath(),
     metavar="FILE",
     help="Compare this machine with this certificate file instead of the store's latest.",
 )
 @click.option(
     "--sign-key",
     "key_path",
+    type=NonEmptyPath(),
     metavar="KEYFILE",
-    help="Key the --certificate file was signed with (required for a signed one).",
+    help="Key the certificates were signed with: every baseline must carry its signature "
+    "(required for a signed --certificate file).",
 )
 @fanout_options
 @click.pass_context
 def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked."""
     request = _request(ctx, options)
-    with Store.open(options["db_path"]) as store:
+    with Store.open(options["db_path"], defer_create=True) as store:
+        tell(store.take_notices())  # pending runs imported: said before the run starts
         outcome = _run(request, store, quiet=options["nhc"])
+        tell(store.take_notices())  # the run spooled to a pending file, if it was
     ctx.exit(_render(outcome, as_json=options["as_json"], nhc=options["nhc"]))
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     """The request the options make; a --certificate file is read and verified first."""
+    from validator.certificate import load_key
+
     _check_usage(options)
     duration = parse_duration(options["burn_duration"])
-    path = options["certificate_path"]
+    path, key_path = options["certificate_path"], options["key_path"]
+    key = load_key(key_path) if key_path is not None else None
     return DriftRequest(
         simulate=options["simulate"],
-        certificate=_read_certificate(path, options["key_path"]) if path is not None else None,
+        certificate=_read_certificate(path, key) if path is not None else None,
+        sign_key=key,
         policy_path=options["policy_path"],
         burn=BurnConfig(duration_s=duration) if duration > 0 else None,
         inventories=options["inventories"],
@@ -113,29 +130,33 @@ def _check_usage(options: dict[str, Any]) -> None:
         )
     if inventories and options["certificate_path"] is not None:
         raise click.UsageError("--certificate is for one machine: each host's comes from --db")
-    if options["key_path"] is not None and options["certificate_path"] is None:
-        raise click.UsageError("--sign-key checks a --certificate file: give one")
     if not inventories and options["limit"] is not None:
         raise click.UsageError("--limit needs an inventory (-i)")
     if not inventories and transport in ("ssh", "ansible"):
         raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
+    if options["prom_file"] is not None:
+        _check_prom_file(options["prom_file"])
 
 
-def _read_certificate(path: str, key_path: str | None) -> Certificate:
+def _check_prom_file(path: str) -> None:
+    """Refuse a textfile path that cannot be written before anything is measured."""
+    from validator.errors import BadInputError
+    from validator.report.prometheus import textfile_problem
+
+    problem = textfile_problem(path)
+    if problem is not None:
+        raise BadInputError(f"--prom-file {problem}")
+
+
+def _read_certificate(path: str, key: bytes | None) -> Certificate:
     """A certificate file, verified: an edited file (or a bad signature) is refused.
 
     Raises:
         CertificateError: unreadable, not a certificate, edited, or signed and no key given.
     """
-    from validator.certificate import (
-        CertificateError,
-        certificate_from_json,
-        load_key,
-        verify_certificate,
-    )
+    from validator.certificate import CertificateError, certificate_from_json, verify_certificate
     from validator.cli.verify_cert import read_certificate_text
 
-    key = load_key(key_path) if key_path is not None else None
     try:
         cert = certificate_from_json(read_certificate_text(path))
     except CertificateError as exc:

@@ -17,6 +17,7 @@ from validator.cli.provision import provision
 from validator.cli.scenarios import scenarios
 from validator.cli.verify_cert import verify_cert
 from validator.errors import ExitCode, GpureadyError
+from validator.text import one_line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +40,14 @@ cli.add_command(drift)
 cli.add_command(verify_cert)
 
 
+def _click_problem(exc: click.ClickException) -> str:
+    """click's message on one line, with where the usage is explained."""
+    problem = one_line(exc.format_message())
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        return f"{problem} (see '{exc.ctx.command_path} --help')"
+    return problem
+
+
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return per error kind
     """Run the CLI; every error ends as one line on stderr and an exit code.
 
@@ -55,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return pe
         return int(exc.exit_code)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a bare group or command: its help, as the user asked for nothing
+        return int(ExitCode.BAD_INPUT)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"gpuready: error: {_click_problem(exc)}", err=True)
         return int(ExitCode.BAD_INPUT)
     except click.exceptions.Abort:
         click.echo("gpuready: interrupted", err=True)

@@ -1,26 +1,250 @@
-"""Options several commands share, declared once."""
+"""Options several commands share, declared once, and the types that bound every option.
+
+Every option's value is checked as click parses it, so bad input is one line
+(``gpuready: error: ...``, exit 2) before anything runs:
+
+* :class:`FiniteFloat`: a number in a range; NaN and infinity are refused (click's own
+  ``FloatRange`` lets ``nan`` through: every comparison with NaN is false, so its range
+  checks never trip).
+* :class:`NonEmpty` / :class:`NonEmptyPath`: a name or a path that is not empty or blank
+  (``--policy ""`` would otherwise become the current directory, or be ignored).
+* :class:`BurnDuration` / :class:`Deadline`: durations with the burn's and the deadline's
+  bounds (validator.node.burnin.config).
+
+The errors are :class:`~validator.errors.BadInputError`, not click's usage errors: the
+message names the option and the fix on one line.
+"""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
+from validator.errors import BadInputError
+from validator.fields import excerpt
 from validator.node.burnin.config import (
     BACKENDS,
     DEFAULT_DTYPE,
     DEFAULT_MATRIX_SIZE,
     DEFAULT_MEMORY_FRACTION,
     DTYPES,
+    MATRIX_SIZE_MAX,
+    MEMORY_FRACTION_MAX,
     BurnConfig,
     Dtype,
     Injection,
+    parse_burn_duration,
+    parse_deadline,
 )
 
 F = TypeVar("F", bound=Callable[..., object])
+
+
+# ------------------------------------------------------------------ types
+
+
+def param_label(param: click.Parameter | None, ctx: click.Context | None = None) -> str:
+    """How a message names the option (``--policy``, ``DIRECTORY``) and an environment value."""
+    if param is None:
+        return "the value"
+    if isinstance(param, click.Option):
+        label = max(param.opts, key=len)
+    else:
+        label = param.human_readable_name
+    name = param.name
+    if ctx is not None and name and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        envvar = param.envvar if isinstance(param.envvar, str) else None
+        label += f" (from ${envvar})" if envvar else " (from the environment)"
+    return label
+
+
+def refuse_blank(value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+    """``value`` itself; an empty or blank one is refused, naming the option.
+
+    Raises:
+        BadInputError: the value is empty or only white space.
+    """
+    if value.strip():
+        return value
+    label = param_label(param, ctx)
+    metavar = param.metavar if param is not None and param.metavar else None
+    if metavar is None:
+        is_path = param is not None and isinstance(param.type, click.Path)
+        metavar = "a path" if is_path else "a value"
+    optional = isinstance(param, click.Option) and not param.required
+    leave_out = f", or leave {label} out" if optional else ""
+    raise BadInputError(f"{label} is empty: give {metavar}{leave_out}")
+
+
+class NonEmpty(click.types.StringParamType):
+    """A name, pattern or URL: any text but an empty or blank one."""
+
+    name = "text"
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str:
+        """The text, as given."""
+        return refuse_blank(str(value), param, ctx)
+
+
+class NonEmptyPath(click.Path):
+    """A path (click's checks, as declared), never an empty or blank one.
+
+    An empty path is the current directory to the operating system: a report
+    directory would be written there, a policy ``""`` read as a directory.
+    """
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> Any:  # noqa: ANN401 - str, bytes or a Path, as click.Path has it
+        """The path, as click.Path converts it."""
+        if isinstance(value, str):
+            refuse_blank(value, param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class FiniteFloat(click.types.FloatParamType):
+    """A finite number from ``minimum`` to ``maximum`` (above ``minimum`` when ``above``)."""
+
+    name = "float"
+
+    def __init__(
+        self, minimum: float, maximum: float, *, above: bool = False, unit: str = ""
+    ) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+        self.above = above
+        self.unit = unit
+
+    def _wanted(self) -> str:
+        low = f"above {self.minimum:g}" if self.above else f"from {self.minimum:g}"
+        unit = f" {self.unit}" if self.unit else ""
+        return f"a finite number {low} up to {self.maximum:g}{unit}"
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> float:
+        """The number.
+
+        Raises:
+            BadInputError: not a number, NaN, infinite or out of the range.
+        """
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        low_ok = number > self.minimum if self.above else number >= self.minimum
+        if not (math.isfinite(number) and low_ok and number <= self.maximum):
+            raise BadInputError(
+                f"{param_label(param, ctx)} must be {self._wanted()}, got {excerpt(str(value))}"
+            )
+        return number
+
+
+class BoundedInt(click.types.IntParamType):
+    """A whole number from ``minimum`` to ``maximum``, with a one-line error naming the option."""
+
+    name = "integer"
+
+    def __init__(self, minimum: int, maximum: int) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> int:
+        """The number.
+
+        Raises:
+            BadInputError: not a whole number, or out of the range.
+        """
+        text = str(value).strip()
+        if isinstance(value, int) and not isinstance(value, bool):
+            number: int | None = value
+        else:
+            number = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+        if number is None or not self.minimum <= number <= self.maximum:
+            raise BadInputError(
+                f"{param_label(param, ctx)} must be a whole number from {self.minimum} up to "
+                f"{self.maximum}, got {excerpt(str(value))}"
+            )
+        return number
+
+
+class BurnDuration(click.types.StringParamType):
+    """A burn length: 0 (none), or from the shortest burn up to a week (see parse_burn_duration).
+
+    The text itself is what the commands read (a simulated node's default depends on
+    whether ``--burn`` was given), so it is checked here and handed on as given.
+    """
+
+    name = "duration"
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str:
+        """The duration's text, checked."""
+        parse_burn_duration(str(value), param_label(param))
+        return str(value)
+
+
+class Deadline(click.types.FloatParamType):
+    """How long a host may take, in seconds: above 0, at most a week."""
+
+    name = "duration"
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> float:
+        """Seconds."""
+        if isinstance(value, float):
+            return value
+        return parse_deadline(str(value), param_label(param))
+
+
+class InjectionText(click.types.StringParamType):
+    """``KIND:GPU:ITERATION`` (the fault-injection test hook), checked and handed on as text."""
+
+    name = "injection"
+
+    def convert(
+        self,
+        value: Any,  # noqa: ANN401 - click hands over what it parsed
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str:
+        """The injection's text, checked."""
+        Injection.parse(str(value))
+        return str(value)
+
+
+TEXT = NonEmpty()
+BURN_DURATION = BurnDuration()
 
 
 def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
@@ -28,6 +252,10 @@ def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
         command = option(command)
     return command
 
+
+CONNECT_TIMEOUT_MAX_S = 3600.0
+INVENTORY_TIMEOUT_MAX_S = 86400.0
+INVENTORY_TIMEOUT_ENV = "GPUREADY_INVENTORY_TIMEOUT"
 
 _FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
     click.option(
@@ -39,8 +267,9 @@ _FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
     ),
     click.option(
         "--deadline",
+        type=Deadline(),
         metavar="DURATION",
-        help="How long one host may take (default: the burn plus 5 minutes).",
+        help="How long one host may take, at most 168h (default: the burn plus 5 minutes).",
     ),
     click.option(
         "--accept-new-host-keys",
@@ -49,19 +278,21 @@ _FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
     ),
     click.option(
         "--connect-timeout",
-        type=click.FloatRange(min=0.1),
+        type=FiniteFloat(0.1, CONNECT_TIMEOUT_MAX_S, unit="seconds"),
         default=10.0,
         show_default=True,
         help="Seconds to wait for an SSH connection.",
     ),
     click.option(
         "--ssh-config",
-        type=click.Path(dir_okay=False),
+        type=NonEmptyPath(dir_okay=False),
+        metavar="FILE",
         help="SSH client config (default ~/.ssh/config).",
     ),
     click.option(
         "--known-hosts",
-        type=click.Path(dir_okay=False),
+        type=NonEmptyPath(dir_okay=False),
+        metavar="FILE",
         help="known_hosts file (default ~/.ssh/known_hosts).",
     ),
 )
@@ -74,12 +305,9 @@ def fanout_options(command: F) -> F:
 
 def fanout_settings(options: dict[str, Any]) -> dict[str, Any]:
     """The fan-out options a command was given, as its request's field names (taken out)."""
-    from validator.node.burnin.config import parse_duration
-
-    deadline = options.pop("deadline")
     return {
         "parallel": options.pop("parallel"),
-        "deadline_s": parse_duration(deadline) if deadline else None,
+        "deadline_s": options.pop("deadline"),  # seconds (Deadline), None when not given
         "accept_new_host_keys": options.pop("accept_new_host_keys"),
         "connect_timeout_s": options.pop("connect_timeout"),
         "ssh_config": options.pop("ssh_config"),
@@ -88,33 +316,65 @@ def fanout_settings(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def inventory_option(help_text: str, *, required: bool = False) -> Callable[[F], F]:
-    """``-i/--inventory``, repeatable; the sentence says what the command does with it."""
-    return click.option(
+    """``-i/--inventory`` (repeatable) and ``--inventory-timeout``.
+
+    ``help_text`` says what the command does with the inventory.
+    """
+    inventory = click.option(
         "-i",
         "--inventory",
         "inventories",
         multiple=True,
         required=required,
+        type=TEXT,
         metavar="INVENTORY",
         help=help_text,
     )
+    return lambda command: inventory(inventory_timeout_option(command))
+
+
+def _set_inventory_timeout(
+    ctx: click.Context, _param: click.Parameter, seconds: float | None
+) -> None:
+    """Bound every inventory script this command runs; put back when the command ends.
+
+    The command's inventory is read deep in its service, which takes no such setting:
+    ansible-core's script plugin is bounded process-wide, for this command only.
+    """
+    if seconds is None:
+        return  # nothing to import: ansible loads only when -i is given
+    from validator import inventory
+
+    previous = inventory.set_script_timeout(seconds)
+    ctx.call_on_close(lambda: inventory.set_script_timeout(previous))
+
+
+inventory_timeout_option = click.option(
+    "--inventory-timeout",
+    type=FiniteFloat(0.0, INVENTORY_TIMEOUT_MAX_S, above=True, unit="seconds"),
+    metavar="SECONDS",
+    envvar=INVENTORY_TIMEOUT_ENV,
+    expose_value=False,
+    callback=_set_inventory_timeout,
+    help=f"How long a dynamic inventory script may run (default 60; ${INVENTORY_TIMEOUT_ENV}).",
+)
 
 
 limit_option = click.option(
-    "--limit", metavar="PATTERN", help="Only these hosts, as ansible --limit has it."
+    "--limit", type=TEXT, metavar="PATTERN", help="Only these hosts, as ansible --limit has it."
 )
 policy_option = click.option(
     "--policy",
     "policy_path",
     metavar="FILE",
-    type=click.Path(),
+    type=NonEmptyPath(),
     help="Policy YAML overriding the defaults.",
 )
 db_option = click.option(
     "--db",
     "db_path",
     metavar="PATH",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="History database (default: $XDG_STATE_HOME/gpuready/history.db).",
 )
 
@@ -142,17 +402,23 @@ _BURN_SETTING_OPTIONS: tuple[Callable[[F], F], ...] = (
     ),
     click.option(
         "--burn-matrix-size",
-        type=click.IntRange(min=16),
-        help=f"Matrix size (default {DEFAULT_MATRIX_SIZE}).",
+        type=BoundedInt(16, MATRIX_SIZE_MAX),
+        help=f"Matrix size, 16-{MATRIX_SIZE_MAX} (default {DEFAULT_MATRIX_SIZE}; it must fit "
+        "the GPU's memory).",
     ),
     click.option(
         "--burn-memory-fraction",
-        type=click.FloatRange(0.01, 0.98),
+        type=FiniteFloat(0.01, MEMORY_FRACTION_MAX),
         default=DEFAULT_MEMORY_FRACTION,
         show_default=True,
         help="Share of free GPU memory the result buffers fill.",
     ),
-    click.option("--burn-inject", hidden=True, help="Test hook: KIND:GPU:ITERATION (flip or nan)."),
+    click.option(
+        "--burn-inject",
+        type=InjectionText(),
+        hidden=True,
+        help="Test hook: KIND:GPU:ITERATION (flip or nan).",
+    ),
 )
 
 
@@ -165,6 +431,7 @@ def burn_options(default: str, help_text: str) -> Callable[[F], F]:
     duration = click.option(
         "--burn",
         "burn_duration",
+        type=BURN_DURATION,
         default=default,
         show_default=True,
         metavar="DURATION",
@@ -200,6 +467,10 @@ class BurnOptions:
             BadInputError: a setting no burn could honour.
         """
         if duration_s <= 0:
+            if self.burn_inject:
+                raise BadInputError(
+                    "--burn-inject needs a burn to spoil: give --burn too (it is 0 here)"
+                )
             return None
         return BurnConfig(
             duration_s=duration_s,

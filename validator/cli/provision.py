@@ -26,8 +26,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from validator.cli.certify import tell
 from validator.cli.options import (
+    TEXT,
     BurnOptions,
+    NonEmptyPath,
     burn_options,
     command_line,
     db_option,
@@ -218,8 +221,14 @@ def _certify(
         transport=TransportName(transport),
         argv=argv,
     )
-    with Store.open(db_path) as store, FleetProgress() as progress:
-        return run_certify(request, store, fleet_display=progress)
+    with Store.open(db_path, defer_create=True) as store:
+        tell(store.take_notices())  # pending runs imported: said before the run starts
+        with FleetProgress() as progress:
+            certified = run_certify(request, store, fleet_display=progress)
+    tell(certified.notices)
+    for problem in certified.problems:  # measured, but not stored: exit 3
+        click.echo(f"gpuready: error: {problem}", err=True)
+    return certified
 
 
 def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
@@ -242,13 +251,16 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
 @limit_option
 @rolling_options
-@click.option("--tags", metavar="TAGS", help="Only the tasks with these tags (comma-separated).")
-@click.option("--skip-tags", metavar="TAGS", help="Skip the tasks with these tags.")
+@click.option(
+    "--tags", type=TEXT, metavar="TAGS", help="Only the tasks with these tags (comma-separated)."
+)
+@click.option("--skip-tags", type=TEXT, metavar="TAGS", help="Skip the tasks with these tags.")
 @click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
 @force_option
 @click.option("--diff", is_flag=True, help="Show the changes made to files.")
 @click.option(
     "--mirror",
+    type=TEXT,
     metavar="URL",
     help="CUDA repository URL to use instead of NVIDIA's (a local mirror).",
 )
@@ -263,12 +275,13 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     "--extra-vars",
     "extra_vars",
     multiple=True,
+    type=TEXT,
     metavar="KEY=VALUE",
     help="Extra variable (YAML-typed value; dotted numbers stay text), or @FILE.yml; repeatable.",
 )
 @click.option(
     "--playbook",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="Playbook to run (default: the bundled playbooks/site.yml).",
 )
 @click.option(

@@ -12,6 +12,7 @@ from validator.certificate import (
     load_key,
     verify_certificate,
 )
+from validator.cli.options import NonEmptyPath
 
 
 def read_certificate_text(path: str) -> str:
@@ -34,10 +35,11 @@ def read_certificate_text(path: str) -> str:
 
 
 @click.command("verify-cert")
-@click.argument("file", metavar="FILE")
+@click.argument("file", metavar="FILE", type=NonEmptyPath())
 @click.option(
     "--sign-key",
     "key_path",
+    type=NonEmptyPath(),
     metavar="KEYFILE",
     help="Key file the certificate was signed with (required for a signed certificate).",
 )

@@ -1,11 +1,12 @@
 """Drift: what moved on a node since it was certified. Pure: no I/O.
 
 :func:`compare` (:mod:`.compare`, :mod:`.gpus`) holds a node's facts of now
-against its latest certificate and says, check by check, what changed: versions,
-GPU identity, power caps, PCIe links, error counters, new hardware Xids,
-persistence mode and, when a burn-in was run, its speed. :func:`drift_node`
-(:mod:`.verdict`) turns that into a :class:`NodeResult`, so the JSON report, the
-store and the exit code work as for ``certify``. :mod:`.nhc` gives the line for
+against its latest certificate (verified first by the caller: a certificate that
+failed its check is an :class:`UntrustedBaseline`, never compared with) and says,
+check by check, what changed: versions, GPU identity, power caps, PCIe links, error
+counters, new hardware Xids, persistence mode and, when a burn-in was run, its speed.
+:func:`drift_node` (:mod:`.verdict`) turns that into a :class:`NodeResult`, so the
+JSON report, the store and the exit code work as for ``certify``. :mod:`.nhc` gives the line for
 Slurm's HealthCheckProgram and a drained node's reason.
 
 The checks are built with the judge's own constructors and helpers
@@ -23,11 +24,19 @@ from __future__ import annotations
 
 from validator.drift.compare import compare
 from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
-from validator.drift.verdict import NEVER_CERTIFIED, drift_by_check, drift_node
+from validator.drift.verdict import (
+    NEVER_CERTIFIED,
+    NOT_TRUSTED,
+    UntrustedBaseline,
+    drift_by_check,
+    drift_node,
+)
 
 __all__ = [
     "NEVER_CERTIFIED",
     "NHC_MAX_CHARS",
+    "NOT_TRUSTED",
+    "UntrustedBaseline",
     "compare",
     "drift_by_check",
     "drift_node",

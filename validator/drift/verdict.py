@@ -6,11 +6,18 @@ Any FAIL is drift (NOT_CERTIFIED); else a required UNKNOWN leaves the node UNKNO
 (it could not be shown unchanged); else CERTIFIED (no drift). A node never
 certified has no baseline: UNKNOWN, never drift. Where there is nothing to judge
 at all, by the judge's own rule (:func:`nothing_to_judge`), the summary says so.
+
+A baseline that failed its check (:class:`UntrustedBaseline`: edited after issue, a
+bad or missing signature, unreadable, another node's) is not compared with at all:
+one FAIL ``drift.certificate``, so the node reads as drift (NOT_CERTIFIED, exit 1).
+It is not UNKNOWN: a node whose certificate was tampered with is exactly what drift
+is there to catch, and UNKNOWN alone would exit 3 ("nothing could be judged").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from validator.certificate import Certificate
 from validator.drift.compare import compare
@@ -27,6 +34,18 @@ from validator.model import (
 )
 
 NEVER_CERTIFIED = "never certified: run gpuready certify first"
+NOT_TRUSTED = "baseline not trusted"
+
+
+@dataclass(frozen=True)
+class UntrustedBaseline:
+    """A node's certificate that failed its check, and so is no baseline.
+
+    ``problem`` is one line naming the certificate (its label, or the host when it could
+    not even be read) and what failed.
+    """
+
+    problem: str
 
 
 def _gpu_run(indexes: Iterable[int]) -> str:
@@ -57,6 +76,25 @@ def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
     )
 
 
+def _untrusted(facts: NodeFacts, baseline: UntrustedBaseline, digest: str) -> NodeResult:
+    finding = node_finding(
+        DriftCheck.CERTIFICATE,
+        Severity.FAIL,
+        f"{baseline.problem}; it is not used as the drift baseline: find out why, "
+        "then certify the node again",
+        observed="failed its check",
+        expected="a certificate that verifies",
+    )
+    return NodeResult(
+        hostname=facts.hostname,
+        verdict=Verdict.NOT_CERTIFIED,
+        facts=facts,
+        findings=(finding,),
+        policy_digest=digest,
+        summary=f"{NOT_TRUSTED}: {baseline.problem}",
+    )
+
+
 def decide_drift(
     facts: NodeFacts, findings: Sequence[Finding], issued_at: str
 ) -> tuple[Verdict, str]:
@@ -76,21 +114,27 @@ def decide_drift(
     return Verdict.CERTIFIED, f"no drift {since}"
 
 
-def drift_node(facts: NodeFacts, cert: Certificate | None, policy: Policy) -> NodeResult:
+def drift_node(
+    facts: NodeFacts, cert: Certificate | UntrustedBaseline | None, policy: Policy
+) -> NodeResult:
     """Judge one node's drift from its latest certificate.
 
     Args:
         facts: the node's facts now.
-        cert: its latest certificate; None when it was never certified.
+        cert: its latest certificate, verified; an :class:`UntrustedBaseline` when it
+            failed its check; None when the node was never certified.
         policy: the rules now.
 
     Returns:
-        CERTIFIED when nothing drifted, NOT_CERTIFIED when something did, UNKNOWN when
-        the node was never certified or could not be shown unchanged.
+        CERTIFIED when nothing drifted, NOT_CERTIFIED when something did or the
+        certificate is not trusted, UNKNOWN when the node was never certified or could
+        not be shown unchanged.
     """
     digest = policy_digest(policy)
     if cert is None:
         return _never_certified(facts, digest)
+    if isinstance(cert, UntrustedBaseline):
+        return _untrusted(facts, cert, digest)
     findings = compare(cert, facts, policy)
     verdict, summary = decide_drift(facts, findings, cert.issued_at)
     return NodeResult(
@@ -104,4 +148,11 @@ def drift_node(facts: NodeFacts, cert: Certificate | None, policy: Policy) -> No
     )
 
 
-__all__ = ["NEVER_CERTIFIED", "decide_drift", "drift_by_check", "drift_node"]
+__all__ = [
+    "NEVER_CERTIFIED",
+    "NOT_TRUSTED",
+    "UntrustedBaseline",
+    "decide_drift",
+    "drift_by_check",
+    "drift_node",
+]

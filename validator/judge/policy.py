@@ -110,6 +110,7 @@ _HOURS_MAX = 8760.0  # a year
 _TEMPERATURE_MAX = 150.0  # degrees C; margins are 0 up to this
 _XID_RANGE = re.compile(r"(\d{1,5})\s*-\s*(\d{1,5})")
 _XIDS_WANTED = "a list of Xid numbers or ranges like '144-150'"
+_XID_ITEMS_MAX = _XID_MAX + 1  # more items than Xids must repeat some: a generated typo
 
 
 def _unquoted_number(value: object) -> object:
@@ -167,7 +168,14 @@ def _flag(name: str, *, nullable: bool = False) -> Field:
 
 
 def _xid_list(name: str, *, nullable: bool = False) -> Field:
-    return Field(name, list, wanted=_XIDS_WANTED, nullable=nullable, convert=_xids)
+    return Field(
+        name,
+        list,
+        wanted=_XIDS_WANTED,
+        nullable=nullable,
+        max_items=_XID_ITEMS_MAX,
+        convert=_xids,
+    )
 
 
 THRESHOLD_FIELDS = Document(

@@ -5,24 +5,57 @@ zipapp (see validator.remote.bundle). Its whole interface:
 
     python3 gpuready-agent.pyz [--simulate NAME|FILE] [--burn SECONDS]
         [--burn-backend cublas|torch|numpy] [--burn-dtype DTYPE] [--burn-matrix-size N]
-        [--burn-memory-fraction F] [--xid-window-hours H]
+        [--burn-memory-fraction F] [--xid-window-hours H] [--deadline SECONDS]
 
 Exit 0 with NodeFacts JSON on stdout whenever facts were collected, whatever
 they say (judging happens on the controller); 2 with one line on stderr for
-bad arguments or a bad scenario; 3 when the agent itself could not run.
+bad arguments or a bad scenario; 3 when the agent itself could not run, or
+gave no facts within its deadline.
+
+With ``--deadline`` the agent ends in time: its burn-in is cut to fit what is
+left once the other facts are in (:func:`burn_within`; the controller sees the
+shorter burn and judges the host as cut at its deadline), and should the
+collector still not return (a wedged GPU, a hung command), the agent says so
+and exits, leaving nothing of itself running on the host.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
+import queue
 import sys
+import threading
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
 
-from validator.errors import ExitCode, GpureadyError
-from validator.model import DEFAULT_XID_WINDOW_HOURS, to_dict
+from validator.errors import BadInputError, ExitCode, GpureadyError
+from validator.model import DEFAULT_XID_WINDOW_HOURS, BurnResult, NodeFacts, to_dict
 from validator.node.burnin.config import BurnConfig
-from validator.node.sources import collect_live, collect_simulated
+from validator.node.scenario import load_scenario
+from validator.node.sources import burn_live, burn_simulated, collect_live, collect_simulated
+from validator.node.system import LiveSystem
+
+if TYPE_CHECKING:
+    from validator.node.burnin.run import ProgressSink
+
+# Of the time left when the burn-in would start, this share is kept back for what
+# follows the products: the reads after the burn, the JSON, the trip home.
+DEADLINE_KEEP_SHARE = 0.3
+DEADLINE_KEEP_MIN_S = 0.75
+DEADLINE_KEEP_MAX_S = 60.0
+# A cut burn shorter than this measures nothing worth its setup: it is not run.
+SHORTEST_CUT_BURN_S = 0.5
+# A cut burn's workers may take this long past its end before they count as wedged
+# (at most the burn's own grace): a real GPU's last batch can take a second.
+CUT_GRACE_MIN_S = 2.0
+# How long past its deadline the agent waits for a collector that has not returned.
+OVERRUN_SHARE = 0.1
+OVERRUN_MIN_S = 1.0
+OVERRUN_MAX_S = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,7 +65,156 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--simulate", metavar="NAME|FILE", help="a scenario instead of this host")
     BurnConfig.add_arguments(parser)
     parser.add_argument("--xid-window-hours", type=float, default=DEFAULT_XID_WINDOW_HOURS)
+    parser.add_argument(
+        "--deadline", type=float, metavar="SECONDS", help="end within this long, burn cut to fit"
+    )
     return parser
+
+
+def _kept_back(seconds_left: float) -> float:
+    return min(DEADLINE_KEEP_MAX_S, max(DEADLINE_KEEP_MIN_S, DEADLINE_KEEP_SHARE * seconds_left))
+
+
+def burn_within(burn: BurnConfig, seconds_left: float) -> BurnConfig | None:
+    """The burn-in that ends in the time left: as asked when it fits, else cut shorter.
+
+    Args:
+        burn: the burn-in asked for.
+        seconds_left: from now to the deadline.
+
+    Returns:
+        ``burn`` itself when it fits with room to spare; a shorter one (and a grace
+        that ends near the deadline) when not; None when too little is left for any.
+    """
+    kept = _kept_back(seconds_left)
+    if burn.duration_s + kept <= seconds_left:
+        return burn
+    duration = seconds_left - kept
+    if duration < SHORTEST_CUT_BURN_S:
+        return None
+    grace = min(burn.grace_s, max(kept, CUT_GRACE_MIN_S))
+    return dataclasses.replace(burn, duration_s=round(duration, 3), grace_s=grace)
+
+
+def _no_time(burn: BurnConfig, seconds_left: float) -> BurnResult:
+    """The burn that could not start: the deadline left no time for it."""
+    return BurnResult(
+        backend=burn.backend or "auto",
+        dtype=burn.dtype,
+        matrix_size=burn.matrix_size or 0,
+        duration_s=0.0,
+        elapsed_s=0.0,
+        memory_fraction=burn.memory_fraction,
+        started_at="",
+        sampler="none",
+        error=(
+            f"the deadline left {max(0.0, seconds_left):.1f} s once the other facts were "
+            f"in: no time for the {burn.duration_s:g} s burn-in"
+        ),
+    )
+
+
+def collect_facts(
+    *,
+    simulate: str | None = None,
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
+    burn: BurnConfig | None = None,
+    until: float | None = None,
+    progress: ProgressSink | None = None,
+) -> NodeFacts:
+    """This host's facts (or a scenario's), the burn-in cut to end by ``until``.
+
+    Args:
+        simulate: a scenario name or file instead of this host.
+        window_hours: how far back the kernel log's Xids count.
+        burn: the burn-in asked for; None for none.
+        until: the deadline, on ``time.monotonic()``'s clock; None for none.
+        progress: told about the burn about once a second.
+
+    Raises:
+        GpureadyError: a bad scenario or burn setting (as the collectors raise).
+    """
+    if until is None or burn is None:
+        if simulate:
+            return collect_simulated(simulate, window_hours, burn, progress)
+        return collect_live(window_hours, burn=burn, progress=progress)
+    # The other facts first: what is left then is what the burn may take.
+    system = None if simulate else LiveSystem()
+    if system is None:
+        facts = collect_simulated(str(simulate), window_hours)
+    else:
+        facts = collect_live(window_hours, system=system)
+    seconds_left = until - time.monotonic()
+    fitted = burn_within(burn, seconds_left)
+    if fitted is None:
+        return dataclasses.replace(facts, burn=_no_time(burn, seconds_left))
+    if system is None:
+        result = burn_simulated(facts, load_scenario(str(simulate)), fitted, progress)
+    else:
+        result = burn_live(facts, system, fitted, progress)
+    return dataclasses.replace(facts, burn=result)
+
+
+Collected = Union[NodeFacts, BaseException]
+
+
+def collect_in_background(
+    *,
+    simulate: str | None,
+    window_hours: float | None,
+    burn: BurnConfig | None,
+    until: float,
+) -> queue.Queue[Collected]:
+    """Start :func:`collect_facts` on a daemon thread; its facts (or error) arrive on the queue.
+
+    A daemon, so that a collector stuck past the deadline (a wedged GPU's driver call)
+    never keeps its process alive; the caller stops waiting at the deadline.
+    """
+    arrived: queue.Queue[Collected] = queue.Queue(maxsize=1)
+
+    def collect() -> None:
+        try:
+            arrived.put(
+                collect_facts(simulate=simulate, window_hours=window_hours, burn=burn, until=until)
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
+            arrived.put(exc)
+
+    threading.Thread(target=collect, name="gpuready-collect", daemon=True).start()
+    return arrived
+
+
+def _overrun(deadline_s: float) -> float:
+    return min(OVERRUN_MAX_S, max(OVERRUN_MIN_S, OVERRUN_SHARE * deadline_s))
+
+
+def _print(facts: NodeFacts) -> None:
+    sys.stdout.write(json.dumps(to_dict(facts), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _run_within(args: argparse.Namespace, burn: BurnConfig | None) -> int:
+    """Collect under ``--deadline``; give up, and exit at once, when it passes."""
+    deadline_s = float(args.deadline)
+    until = time.monotonic() + deadline_s
+    arrived = collect_in_background(
+        simulate=args.simulate, window_hours=args.xid_window_hours, burn=burn, until=until
+    )
+    try:
+        got = arrived.get(timeout=max(0.0, until + _overrun(deadline_s) - time.monotonic()))
+    except queue.Empty:
+        sys.stderr.write(
+            f"gpuready-agent: error: no facts within the {deadline_s:g} s deadline: the "
+            "collector did not return (a wedged GPU or a hung command); check the host\n"
+        )
+        sys.stderr.flush()
+        # The collector is stuck in a call that never returns: leave without the
+        # interpreter's shutdown, which could wait on it.
+        os._exit(int(ExitCode.COULD_NOT_RUN))
+    if isinstance(got, BaseException):
+        raise got
+    _print(got)
+    return int(ExitCode.OK)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -40,15 +222,15 @@ def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         burn = BurnConfig.from_arguments(args)
-        if args.simulate:
-            facts = collect_simulated(args.simulate, args.xid_window_hours, burn)
-        else:
-            facts = collect_live(args.xid_window_hours, burn=burn)
+        if args.deadline is not None:
+            if args.deadline <= 0:
+                raise BadInputError(f"--deadline must be above 0 s, got {args.deadline:g}")
+            return _run_within(args, burn)
+        facts = collect_facts(simulate=args.simulate, window_hours=args.xid_window_hours, burn=burn)
     except GpureadyError as exc:
         sys.stderr.write(f"gpuready-agent: error: {exc}\n")
         return int(exc.exit_code)
-    sys.stdout.write(json.dumps(to_dict(facts), separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    _print(facts)
     return int(ExitCode.OK)
 
 

@@ -33,7 +33,10 @@ Any of the files may be present; a file missing from the bundle is a fact
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
-else the banner (:attr:`CaptureSystem.reading`). Without ``meta.json`` the
+else the banner (:attr:`CaptureSystem.reading`). The files not chosen are not
+ignored: :meth:`CaptureSystem.conflicts` compares every view the bundle holds
+(driver version, GPU count, names, bus ids, a query cut short; see
+:mod:`validator.node.bundle_consistency`). Without ``meta.json`` the
 capture time is unknown, so every Xid in the kernel log counts, whatever its
 age (fail closed). A file that is there but does not parse is bad input.
 """
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fnmatch
 import json
 import os
@@ -52,15 +56,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
 
-from validator.errors import CaptureError
-from validator.files import write_atomic
-from validator.model import GpuFacts, NvmlStatus, Reason, Unavailable
+from validator.errors import CaptureError, ReportError
+from validator.fields import LoadError, load_json
+from validator.files import remove_stale_temporaries, write_atomic
+from validator.model import GpuFacts, NvmlStatus, Reason, SourceConflict, Unavailable
 from validator.node import collect, host
+from validator.node.bundle_consistency import (
+    BundleView,
+    banner_view,
+    bundle_conflicts,
+    pci_view,
+    query_view,
+)
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
-from validator.node.parsers.smi_banner import BannerGpu, parse_banner
+from validator.node.parsers.smi_banner import BannerGpu, SmiBanner, parse_banner
+from validator.node.parsers.smi_common import SmiQuery
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.system import CommandResult, NotRecordedError, System
@@ -163,7 +176,8 @@ class CaptureSystem:
 
     Attributes:
         directory: the bundle's folder.
-        reading: NVML's stand-in, from the bundle's nvidia-smi query or banner.
+        reading: NVML's stand-in, from the bundle's nvidia-smi query or banner
+            (the files it is not taken from are compared with it: :meth:`conflicts`).
         captured_at: when the bundle was captured (meta.json), or None.
 
     Raises:
@@ -186,6 +200,7 @@ class CaptureSystem:
             )
         self._meta = self._load_meta()
         self.captured_at = _captured_at(self._meta)
+        self._queries = self._parse_queries()
         self.reading = self._driver_reading()
         for entry in BUNDLE:
             if entry.check is not None:
@@ -223,10 +238,12 @@ class CaptureSystem:
         if text is None:
             return {}
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = load_json(text)  # a key given twice is no fact either
+        except LoadError as exc:
+            where = f" (line {exc.line})" if exc.line is not None else ""
+            problem = "not valid JSON" if exc.syntax else exc.problem
             raise CaptureError(
-                f"{self.directory / META}: not valid JSON (line {exc.lineno}); remove it or "
+                f"{self.directory / META}: {problem}{where}; remove it or "
                 "capture again with `gpuready capture`"
             ) from None
         if not isinstance(data, dict):
@@ -286,17 +303,25 @@ class CaptureSystem:
             devices.append((fields[0], f"0x{vendor}", f"0x{fields[1].rstrip(':')}00"))
         return devices
 
-    def _driver_reading(self) -> collect.DriverReading:
+    def _parse_queries(self) -> dict[str, SmiQuery]:
+        """Both nvidia-smi queries the bundle holds, parsed, XML first."""
+        queries = {}
         for name, parse in ((SMI_XML, parse_smi_xml), (SMI_QUERY, parse_smi_query)):
             query = self._parse_present(name, parse)
             if query is not None:
-                return collect.DriverReading(
-                    status=query.status,
-                    detail=query.detail,
-                    driver_version=query.driver_version,
-                    cuda_driver_version=query.cuda_version,
-                    gpus=query.gpus,
-                )
+                queries[name] = query
+        return queries
+
+    def _driver_reading(self) -> collect.DriverReading:
+        query = next(iter(self._queries.values()), None)  # XML first
+        if query is not None:
+            return collect.DriverReading(
+                status=query.status,
+                detail=query.detail,
+                driver_version=query.driver_version,
+                cuda_driver_version=query.cuda_version,
+                gpus=query.gpus,
+            )
         banner = self._parse_present(SMI_BANNER, parse_banner)
         if banner is not None:
             return collect.DriverReading(
@@ -314,6 +339,39 @@ class CaptureSystem:
             cuda_driver_version=missing,
             gpus=(),
         )
+
+    # ------------------------------------------------------------ consistency
+
+    def views(self) -> tuple[BundleView, ...]:
+        """What each nvidia-smi file and the PCI listing say about the GPUs, XML first.
+
+        A file holding an nvidia-smi error lists no GPU and is no view; neither is
+        a banner that does not parse next to a query (the collector reports it).
+        """
+        found = [
+            query_view(name, query, self._texts[name]) for name, query in self._queries.items()
+        ]
+        banner = self._banner()
+        if banner is not None:
+            found.append(banner_view(SMI_BANNER, banner))
+        if self._has_pci():
+            found.append(
+                pci_view(PCI_DEVICES if PCI_DEVICES in self._texts else LSPCI, self._pci())
+            )
+        return tuple(view for view in found if view is not None)
+
+    def _banner(self) -> SmiBanner | None:
+        text = self._texts.get(SMI_BANNER)
+        if text is None:
+            return None
+        try:
+            return parse_banner(text)
+        except ParseError:
+            return None
+
+    def conflicts(self) -> tuple[SourceConflict, ...]:
+        """Where the bundle's files disagree about the GPUs, or one is cut short."""
+        return bundle_conflicts(self.views())
 
     # ------------------------------------------------------------ the System
 
@@ -498,13 +556,20 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
         For each bundle file, "written" or why it was left out.
 
     Raises:
-        CaptureError: the directory cannot be created or written.
+        CaptureError: the directory cannot be created (a file in the way, no
+            permission: bad input, nothing was recorded yet).
+        ReportError: a file could not be written (full disk, read-only, I/O
+            error): the host was recorded but the bundle could not be stored;
+            no temporary file is left.
     """
     path = Path(directory)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in _OUT_OF_ROOM:
+            raise _not_stored(path, path, exc) from None
         raise CaptureError(f"cannot create {path}: {exc.strerror}; choose another folder") from None
+    remove_stale_temporaries(path)  # those of a capture killed mid-write
     outcome: dict[str, str] = {}
     contents: dict[str, str] = {}
     locations: dict[str, str] = {}
@@ -534,6 +599,17 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
         try:
             write_atomic(target, text)
         except OSError as exc:
-            raise CaptureError(f"cannot write {target}: {exc.strerror}; check the folder") from None
+            raise _not_stored(target, path, exc) from None
         outcome[name] = "written"
     return outcome
+
+
+# A full disk is no bad input, even before anything is written.
+_OUT_OF_ROOM = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _not_stored(target: Path, folder: Path, exc: OSError) -> ReportError:
+    return ReportError(
+        f"cannot write {target}: {exc.strerror or exc}; free space or choose another folder "
+        f"(the capture in {folder} is incomplete)"
+    )

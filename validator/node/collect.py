@@ -3,6 +3,10 @@
 The one collector: a live host, a simulated scenario and a captured bundle are
 each a :class:`~validator.node.system.System` read by the same code here.
 
+Every source's facts leave :func:`collect` through one plausibility pass
+(:func:`validator.node.plausibility.plausible_facts`): a reading no GPU can
+give is "not measured", whichever System it came from.
+
 The collector never raises on what it finds: a tool that is missing, a file
 that cannot be read or an output that does not parse becomes an
 :class:`~validator.model.Unavailable` fact with the reason; what a recorded
@@ -29,10 +33,11 @@ from validator.model import (
 from validator.node import host
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
-from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events
+from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events, read_xid_log
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
+from validator.node.plausibility import plausible_facts
 from validator.node.system import CommandResult, NotRecordedError, System
 
 T = TypeVar("T")
@@ -314,21 +319,21 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
     """Xid events within the window, from dmesg or, failing that, the journal.
 
     A log that shows no line at all (cleared, or hidden from this user) is not a clean
-    log: the events are then unknown, never an empty list.
+    log: the events are then unknown, never an empty list. dmesg's raw stamps are
+    placed by /proc/uptime; an uptime that cannot be right places nothing (every Xid
+    counts), and the source says why.
     """
     result = attempt(system, DMESG)
     if isinstance(result, CommandResult) and result.ok and not log_is_empty(result.stdout):
-        uptime_text = read_file(system, PROC_UPTIME)
-        uptime = None
-        if not isinstance(uptime_text, Unavailable):
-            try:
-                uptime = float(uptime_text.split()[0])
-            except (ValueError, IndexError):
-                uptime = None
-        events = parse_xid_events(
-            result.stdout, now=system.now(), window_hours=window_hours, uptime_s=uptime
+        log = read_xid_log(
+            result.stdout,
+            now=system.now(),
+            window_hours=window_hours,
+            uptime_s=_uptime(system),
         )
-        return KernelLogFacts(source="dmesg", window_hours=window_hours, events=events)
+        return KernelLogFacts(
+            source=_dmesg_source(log.uptime_doubt), window_hours=window_hours, events=log.events
+        )
     journal = attempt(system, JOURNAL_KERNEL)
     if isinstance(journal, CommandResult) and journal.ok and not log_is_empty(journal.stdout):
         events = parse_xid_events(journal.stdout, now=system.now(), window_hours=window_hours)
@@ -336,6 +341,24 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
     return KernelLogFacts(
         source="dmesg", window_hours=window_hours, events=_no_kernel_log(result, journal)
     )
+
+
+def _uptime(system: System) -> float | None:
+    """Seconds since boot from /proc/uptime; None where it cannot be read."""
+    text = read_file(system, PROC_UPTIME)
+    if isinstance(text, Unavailable):
+        return None
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _dmesg_source(uptime_doubt: str | None) -> str:
+    """The dmesg source name, saying so where the uptime could not place its stamps."""
+    if uptime_doubt is None:
+        return "dmesg"
+    return f"dmesg; {uptime_doubt}, so every Xid counts, whatever its age"
 
 
 def _no_kernel_log(
@@ -386,7 +409,7 @@ def collect(
     cudnn_version, cudnn_source, cudnn_major = cudnn_facts(system)
     pci_gpus, pci_switches = pci_counts(system)
     driver, cuda = driver_versions(reading, smi_driver, smi_cuda)
-    return NodeFacts(
+    facts = NodeFacts(
         hostname=system.hostname(),
         source=source,
         source_detail=source_detail,
@@ -413,3 +436,4 @@ def collect(
         ),
         kernel_log=kernel_log_facts(system, window_hours),
     )
+    return plausible_facts(facts)

@@ -242,7 +242,8 @@ def error_for(value: object) -> int | None:
 
 def default_bus_id(index: int) -> str:
     """A plausible bus id for GPU ``index`` when the scenario names none."""
-    return f"00000000:{0x18 + 0x11 * index:02X}:00.0"
+    bus = 0x18 + 0x11 * index  # past bus 0xFF the next PCI domain, as on big hosts
+    return f"{bus >> 8:08X}:{bus & 0xFF:02X}:00.0"
 
 
 def default_serial(index: int) -> str:

@@ -54,7 +54,7 @@ import importlib.resources
 import os
 import posixpath
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,9 @@ _HOST_PCI_DEVICES = (("0000:00:00.0", "0x8086", "0x060000"), ("0000:00:1f.0", "0
 
 
 # ---------------------------------------------------------------- loading
+
+MAX_FILE_BYTES = 16 << 20  # a scenario file (built-ins are a few KiB)
+MAX_DEPTH = 32  # nesting of objects and lists (the built-ins need 6)
 
 
 def builtin_names() -> list[str]:
@@ -204,31 +207,74 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _read_json(path: Path | Traversable) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = _parse_json(_read_text(path), path)
+    depth = _depth_beyond(data, MAX_DEPTH)
+    if depth is not None:
         raise ScenarioError(
-            f"scenario file {path} does not exist: check the path, or run `gpuready scenarios` "
-            "for the built-in names"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(
-            f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
-        ) from None
-    try:
-        data = load_json(text)
-    except LoadError as exc:
-        if not exc.syntax:
-            raise _source(f"scenario file {path}").loaded(exc) from None
-        where = f", line {exc.line} column {exc.column}" if exc.line is not None else ""
-        raise ScenarioError(
-            f"scenario file {path}{where}: invalid JSON ({exc.detail}); fix the file"
-        ) from None
+            f"scenario file {path}: {quoted(depth)} is nested deeper than {MAX_DEPTH} levels; "
+            "fix the file (a scenario needs a handful)"
+        )
     if not isinstance(data, dict):
         raise ScenarioError(
             f"scenario file {path}: the top level must be a JSON object, not {type(data).__name__}"
         )
     return data
+
+
+def _read_text(path: Path | Traversable) -> str:
+    """The file's text, read up to :data:`MAX_FILE_BYTES` (so /dev/zero ends too)."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(
+            f"scenario file {path} does not exist: check the path, or run `gpuready scenarios` "
+            "for the built-in names"
+        ) from None
+    except OSError as exc:
+        raise ScenarioError(
+            f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
+        ) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(
+            f"scenario file {path} is larger than {MAX_FILE_BYTES >> 20} MiB: a scenario "
+            "describes one node; cut it down (large logs belong in burn.telemetry_csv)"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
+        ) from None
+
+
+def _parse_json(text: str, path: Path | Traversable) -> object:
+    try:
+        return load_json(text)
+    except LoadError as exc:
+        if not exc.syntax:
+            raise _source(f"scenario file {path}").loaded(exc) from None
+        where = f", line {exc.line} column {exc.column}" if exc.line is not None else ""
+        # The problem already says "invalid JSON (...)": the parser's words, or "nested too deep".
+        raise ScenarioError(f"scenario file {path}{where}: {exc.problem}; fix the file") from None
+
+
+def _depth_beyond(data: object, limit: int) -> tuple[str | int, ...] | None:
+    """The key path of the first value nested deeper than ``limit``; None when none is.
+
+    Iterative, so that depth is refused before anything recursive (merging, checking)
+    walks the document.
+    """
+    stack: list[tuple[tuple[str | int, ...], object]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if len(path) > limit:
+            return path
+        if isinstance(value, dict):
+            stack.extend(((*path, key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+    return None
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -282,6 +328,11 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
 
 _FIX = "fix the scenario"
 _MAX_GPUS = 64  # per node, NVML and PCI counts alike: more is a typo, and slow to simulate
+_MAX_FILES = 10_000  # files and commands a scenario may give; a real host needs dozens
+_MAX_LINES = 10_000  # kernel-log lines a burn may add
+_MAX_NAMES = 64  # reasons, passthrough paths and programs
+_NUMBER_LIMIT = 1e15  # any per-GPU figure: beyond it no reading is real, and floats overflow
+_UPTIME_MAX_S = 100 * 365 * 86400.0
 _ISO_EXAMPLE = "an ISO 8601 time like '2026-01-01T12:00:00+00:00'"
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _PERMISSION_DENIED = {"error": "permission_denied"}
@@ -331,13 +382,32 @@ def _nvlinks(value: object) -> object:
     raise Invalid()
 
 
+def _within(low: float, high: float, wanted: str) -> Callable[[Any], Any]:
+    """A ``convert`` hook refusing a number outside ``low``-``high``.
+
+    After the kind's own check, so a value of the wrong kind still reads
+    "must be an integer"; only a number out of bounds reads ``wanted``.
+    """
+
+    def bounded(value: Any) -> Any:  # noqa: ANN401 - a number, as the field declared it
+        if not low <= value <= high:
+            raise Invalid(wanted=wanted)
+        return value
+
+    return bounded
+
+
 def _count_field(name: str, high: int = _MAX_GPUS) -> Field:
     return Field(name, int, minimum=0, maximum=high, wanted=f"a count 0-{high}")
 
 
 def _reasons(name: str) -> Field:
     return Field(
-        name, list, wanted="a list of reason names", item=Field("reason", str, convert=_reason)
+        name,
+        list,
+        wanted=f"a list of at most {_MAX_NAMES} reason names",
+        max_items=_MAX_NAMES,
+        item=Field("reason", str, convert=_reason),
     )
 
 
@@ -362,6 +432,10 @@ def _gpu_field(name: str) -> Field:
         if name in fields_of_kind:
             kind = candidate
             break
+    if kind in (int, float):
+        what = "an integer" if kind is int else "a number"
+        bound = _within(-_NUMBER_LIMIT, _NUMBER_LIMIT, f"{what} from -1e15 to 1e15")
+        return Field(name, kind, nullable=True, accept=_is_marker, convert=bound)
     return Field(name, kind, nullable=True, accept=_is_marker)
 
 
@@ -372,26 +446,38 @@ _HOST_FIELDS = Document(
         Field("hostname", str),
         Field("os_name", str),
         Field("kernel", str),
-        Field("uptime_s", float, minimum=0.0),
+        Field(
+            "uptime_s",
+            float,
+            minimum=0.0,
+            convert=_within(0.0, _UPTIME_MAX_S, "a number of seconds from 0 to 100 years"),
+        ),
     ),
     wanted="an object",
 )
 _PCI_FIELDS = Document((_count_field("gpus"), _count_field("nvswitches")), wanted="an object")
 _COMMAND_FIELDS = Document(
-    (Field("rc", int), Field("stdout", str), Field("stderr", str)), wanted="an object"
+    (
+        Field("rc", int, convert=_within(-255, 255, "an exit status from -255 to 255")),
+        Field("stdout", str),
+        Field("stderr", str),
+    ),
+    wanted="an object",
 )
 _PASSTHROUGH_FIELDS = Document(
     (
         Field(
             "paths",
             list,
-            wanted="a list of absolute path prefixes",
+            wanted=f"a list of at most {_MAX_NAMES} absolute path prefixes",
+            max_items=_MAX_NAMES,
             item=Field("path", str, pattern=r"/[^\n]*", wanted="an absolute path prefix"),
         ),
         Field(
             "commands",
             list,
-            wanted="a list of program names",
+            wanted=f"a list of at most {_MAX_NAMES} program names",
+            max_items=_MAX_NAMES,
             item=Field("program", str, pattern=r"[^/\n]+", wanted="a program name without /"),
         ),
     ),
@@ -411,6 +497,7 @@ NVML_FIELDS = Document(
             "cuda_driver_version",
             int,
             wanted="an integer like 12040",
+            convert=_within(0, 999_999, "an integer like 12040"),
             nullable=True,
             accept=_is_marker,
         ),
@@ -418,7 +505,7 @@ NVML_FIELDS = Document(
         Field(
             "pci_bus_ids",
             list,
-            wanted="a list of bus ids",
+            wanted=f"a list of at most {_MAX_GPUS} bus ids",
             max_items=_MAX_GPUS,
             item=Field("bus id", str, pattern=_BUS_ID, wanted="a bus id like '00000000:19:00.0'"),
         ),
@@ -438,7 +525,8 @@ SCENARIO_FIELDS = Document(
         Field(
             "files",
             dict,
-            wanted="an object of path: text",
+            wanted=f"an object of path: text, at most {_MAX_FILES} of them",
+            max_items=_MAX_FILES,
             values=Field(
                 "file", wanted='text or {"error": "permission_denied"}', convert=_file_text
             ),
@@ -446,7 +534,8 @@ SCENARIO_FIELDS = Document(
         Field(
             "commands",
             dict,
-            wanted="an object of command line: result",
+            wanted=f"an object of command line: result, at most {_MAX_FILES} of them",
+            max_items=_MAX_FILES,
             values=Field("command", dict, document=_COMMAND_FIELDS),
         ),
         Field("pci", dict, document=_PCI_FIELDS),
@@ -493,7 +582,13 @@ _BURN_GPU_FIELDS = Document(_burn_gpu_fields(), closed=False)
 _BURN_FIELDS = Document(
     (
         *_BURN_GPU_FIELDS.fields,
-        Field("xids", list, wanted="a list of kernel-log lines", item=Field("line", str)),
+        Field(
+            "xids",
+            list,
+            wanted=f"a list of at most {_MAX_LINES} kernel-log lines",
+            max_items=_MAX_LINES,
+            item=Field("line", str),
+        ),
         Field(
             "gpu_overrides",
             dict,

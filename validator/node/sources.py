@@ -24,6 +24,13 @@ from validator.node.system import LiveSystem, System
 if TYPE_CHECKING:
     # The burn-in and the capture System load only when used: the agent starts
     # on every host of a fleet run, and most runs need neither.
+    from validator.node.burnin.backend import (
+        Backend,
+        BatchTiming,
+        CheckResult,
+        GpuWorker,
+        SetupResult,
+    )
     from validator.node.burnin.config import BurnConfig
     from validator.node.burnin.devices import Target
     from validator.node.burnin.run import ProgressSink
@@ -81,7 +88,12 @@ def _live_sampler(facts: NodeFacts, config: BurnConfig) -> Sampler:
 def burn_live(
     facts: NodeFacts, system: System, config: BurnConfig, progress: ProgressSink | None = None
 ) -> BurnResult:
-    """Burn this host's GPUs on a real backend, sampling them through NVML."""
+    """Burn this host's GPUs on a real backend, sampling them through NVML.
+
+    Raises:
+        BadInputError: a ``--burn-inject`` on a GPU the node lacks, or a
+            ``--burn-matrix-size`` that cannot fit (checked before anything runs).
+    """
     from validator.node.burnin.backend import BackendUnavailable, select_backend
     from validator.node.burnin.devices import prepare_cuda_environment
     from validator.node.burnin.run import run_burn
@@ -91,6 +103,8 @@ def burn_live(
         return _not_started(
             config, config.backend or "auto", "no GPU answered NVML: nothing to burn"
         )
+    on_cpu = config.backend == "numpy"
+    _check_request(facts, config, gpu_memory=not on_cpu, host_memory=on_cpu)
     # Before cudart or torch initialise CUDA: they read the order once.
     environment = prepare_cuda_environment()
     try:
@@ -101,15 +115,17 @@ def burn_live(
     def xid_probe() -> Measured[tuple[XidEvent, ...]]:
         return collect.kernel_log_facts(system, None).events
 
-    return run_burn(
+    watched = _InjectionWatch(backend)
+    result = run_burn(
         config,
-        backend,
+        watched if config.inject else backend,
         gpus,
         _live_sampler(facts, config),
         xid_probe,
         environment=environment,
         progress=progress,
     )
+    return _injection_missed(result, config, watched)
 
 
 def burn_simulated(
@@ -118,7 +134,12 @@ def burn_simulated(
     config: BurnConfig,
     progress: ProgressSink | None = None,
 ) -> BurnResult:
-    """Burn a simulated node: real products on the CPU, the scenario's speed and telemetry."""
+    """Burn a simulated node: real products on the CPU, the scenario's speed and telemetry.
+
+    Raises:
+        BadInputError: as :func:`burn_live`; the matrices must fit both the simulated
+            GPUs' memory and this host's, where the products really run.
+    """
     from validator.node.burnin.backend import BackendUnavailable, select_backend
     from validator.node.burnin.run import run_burn
     from validator.node.burnin.simulated import simulated_burn
@@ -126,6 +147,7 @@ def burn_simulated(
     gpus = _burnable(facts)
     if not gpus:
         return _not_started(config, "numpy", "no GPU answered NVML: nothing to burn")
+    _check_request(facts, config, gpu_memory=True, host_memory=True)
     plan = simulated_burn(
         facts,
         scenario.data.get("burn", {}),
@@ -140,15 +162,144 @@ def burn_simulated(
     kernel_log = _ScenarioKernelLog(
         facts.kernel_log.events, parse_xid_events("\n".join(plan.xid_lines), window_hours=None)
     )
-    return run_burn(
+    watched = _InjectionWatch(backend)
+    result = run_burn(
         config,
-        backend,
+        watched if config.inject else backend,
         gpus,
         plan.sampler,
         kernel_log,
         simulated=True,
         environment=plan.environment,
         progress=progress,
+    )
+    return _injection_missed(result, config, watched)
+
+
+def _check_request(
+    facts: NodeFacts, config: BurnConfig, *, gpu_memory: bool, host_memory: bool
+) -> None:
+    """Refuse, before the burn, what it could never honour on this node.
+
+    ``gpu_memory``: the matrices must fit each GPU's memory; ``host_memory``: one set
+    per GPU must fit this host's memory (the numpy stand-in multiplies on the CPU).
+    """
+    from validator.node.burnin.config import check_injection_target, check_matrix_fits
+
+    check_injection_target(config.inject, [gpu.index for gpu in facts.gpus])
+    if gpu_memory:
+        for gpu in facts.gpus:
+            total = gpu.memory_total_mib
+            if gpu.status is GpuStatus.OK and isinstance(total, int):
+                check_matrix_fits(config, total * 2**20, f"GPU {gpu.index}'s {total} MiB")
+    host = _host_memory_bytes() if host_memory else None
+    if host is not None:
+        from validator.node.burnin.numpy_backend import CPU_RESULT_BUFFERS
+
+        check_matrix_fits(
+            config,
+            host,
+            f"this host's {host / 2**30:.0f} GiB, where the products run on the CPU",
+            matrices=3 + CPU_RESULT_BUFFERS,  # A, B, the first product and the results
+            element_bytes=4,  # the stand-in multiplies in float32 whatever the dtype
+            sharers=len(_burnable(facts)),
+        )
+
+
+def _host_memory_bytes() -> float | None:
+    """This host's physical memory; None where the system does not say."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+class _InjectionWatch:
+    """A backend whose workers note whether the fault injection was applied.
+
+    It also counts each device's batches, to say how far a burn that missed it got.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.name = backend.name
+        self.dtypes = backend.dtypes
+        self.applied = False
+        self.batches: dict[int, int] = {}  # backend device -> batches run
+
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - the backend's own attributes
+        return getattr(self._backend, name)  # stand_in, and whatever a backend adds
+
+    def device_count(self) -> int:
+        """As the backend says."""
+        return self._backend.device_count()
+
+    def device_bus_ids(self) -> list[str]:
+        """As the backend says."""
+        return self._backend.device_bus_ids()
+
+    def worker(self, device: int, config: BurnConfig) -> GpuWorker:
+        """The backend's worker, watched."""
+        return _WatchedWorker(self._backend.worker(device, config), self, device)
+
+
+class _WatchedWorker:
+    """One worker of an :class:`_InjectionWatch`: counts batches, notes the injection."""
+
+    def __init__(self, worker: GpuWorker, watch: _InjectionWatch, device: int) -> None:
+        self._worker = worker
+        self._watch = watch
+        self._device = device
+
+    def setup(self) -> SetupResult:
+        """As the worker does."""
+        return self._worker.setup()
+
+    def run_batch(self) -> BatchTiming:
+        """As the worker does, counted."""
+        timing = self._worker.run_batch()
+        self._watch.batches[self._device] = self._watch.batches.get(self._device, 0) + 1
+        return timing
+
+    def check_batch(self) -> CheckResult:
+        """As the worker does."""
+        return self._worker.check_batch()
+
+    def inject(self, kind: str) -> None:
+        """As the worker does, noted."""
+        self._worker.inject(kind)
+        self._watch.applied = True
+
+    def close(self) -> None:
+        """As the worker does."""
+        self._worker.close()
+
+
+def _injection_missed(result: BurnResult, config: BurnConfig, watch: _InjectionWatch) -> BurnResult:
+    """The burn, marked not to be trusted when a requested injection was never applied.
+
+    The hook exists to prove that a spoiled result is found; a burn that ended before
+    the requested batch (or never burned that GPU) proves nothing, so the burn is
+    judged UNKNOWN (its ``error``) rather than passed.
+    """
+    injection = config.inject
+    if injection is None or watch.applied or result.error or result.interrupted:
+        return result
+    burned = next((gpu for gpu in result.gpus if gpu.index == injection.gpu), None)
+    device = burned.cuda_device if burned is not None else None
+    ran = watch.batches.get(device, 0) if isinstance(device, int) else 0
+    why = (
+        f"GPU {injection.gpu} ran {ran} batch{'es' if ran != 1 else ''} in the "
+        f"{config.duration_s:g} s burn"
+        if ran
+        else f"GPU {injection.gpu} ran no batch"
+    )
+    return dataclasses.replace(
+        result,
+        error=(
+            f"--burn-inject {injection} was never applied ({why}), so the burn proved "
+            "nothing about detection; give an iteration the burn reaches, or a longer --burn"
+        ),
     )
 
 
@@ -213,7 +364,9 @@ def collect_capture(
     """Facts of a captured support bundle: the real collector over the bundle's System.
 
     NVML's part comes from the bundle's nvidia-smi query (XML, else text, else
-    the banner); everything else is collected as on a live host. Without a
+    the banner); everything else is collected as on a live host. Where the
+    bundle's files disagree (driver, GPU count, names, bus ids) or a query is
+    cut short, the facts carry the conflicts for the judge. Without a
     capture time the window cannot be placed: every Xid counts.
 
     Raises:
@@ -231,6 +384,7 @@ def collect_capture(
         source_detail=str(system.directory),
         window_hours=window_hours if dated else None,
     )
+    facts = dataclasses.replace(facts, source_conflicts=system.conflicts())
     return facts if dated else dataclasses.replace(facts, collected_at="")
 
 

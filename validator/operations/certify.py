@@ -1,20 +1,30 @@
 """``gpuready certify`` (and ``provision --certify``) as one typed function.
 
-A request in; the report written, certificates issued for the certified nodes,
+A request in; the reports written, certificates issued for the certified nodes,
 and the run recorded in history; an outcome out. In that order, because
-nothing measured may be lost: the reports first, then the certificates, then
-history (and history even when the reports could not be written).
+nothing measured may be lost: the reports first (atomically), then the
+certificates, then history, which records the measured results even when the
+reports or certificates could not be written. Such a failure does not end the
+run: the outcome carries it as a problem (one line naming the file and why),
+and the run's exit code is then 3, "measured, but not stored".
+
+The history database itself never loses a run either: one it cannot write is
+spooled to a pending file (see validator.store), and the outcome carries the
+store's notices (where the run went, what was imported) for the CLI to show.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node, fleet_of
-from validator.errors import ExitCode
+from validator.errors import BadInputError, ExitCode, GpureadyError, ReportError
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
@@ -24,7 +34,7 @@ from validator.store import RunKind
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
-    from validator.node.burnin.run import ProgressSink
+    from validator.node.burnin.run import BurnProgress, ProgressSink
     from validator.store import Store
 
 
@@ -79,13 +89,19 @@ class CertifyOutcome:
     """What a certify run came to."""
 
     report: Report
-    run_id: int
-    certificates: dict[str, Certificate] = field(default_factory=dict)
+    run_id: int  # below 0: the run waits in a pending file (see validator.store)
+    certificates: dict[str, Certificate] = field(default_factory=dict)  # as stored
     written: dict[str, Path] = field(default_factory=dict)  # report files by format
+    # What could not be stored (a report or certificate file, the history): one line each.
+    problems: tuple[str, ...] = ()
+    # What the user should know: the run spooled to a pending file, pending runs imported.
+    notices: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> ExitCode:
-        """By the one rule of validator.operations.outcome."""
+        """By the one rule of validator.operations.outcome; 3 when something was not stored."""
+        if self.problems:
+            return ExitCode.COULD_NOT_RUN
         return report_exit_code(self.report)
 
 
@@ -105,8 +121,9 @@ def run_certify(
         fleet_display: told about a fleet's hosts, phases and results.
 
     Raises:
-        BadInputError: a bad policy, inventory, scenario, capture or key file.
-        ReportError: the reports could not be written (history is recorded first).
+        BadInputError: a bad policy, inventory, scenario, capture or key file, or a
+            --report-dir that cannot be written: found before anything is measured,
+            and nothing is recorded (the run starts in history with the measuring).
         KeyboardInterrupt: Ctrl-C before a single node's burn; the run is closed as
             interrupted. (Ctrl-C during the burn ends the burn, which is judged.)
     """
@@ -116,35 +133,133 @@ def run_certify(
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
+    problems: list[str] = []
     if request.inventories:
-        report, run_id = _certify_fleet(request, store, policy, fleet_display)
+        report, run_id = _certify_fleet(request, store, policy, fleet_display, problems)
     else:
-        run_id = store.start_run(RunKind.CERTIFY, 1, policy_digest(policy), request.argv)
-        node = NodeRequest(
-            simulate=request.simulate,
-            capture=request.capture,
-            policy_path=request.policy_path,
-            burn=request.burn,
-        )
-        try:
-            report = certify_node(node, progress=burn_progress)
-        except BaseException:
-            store.finish_run(run_id, interrupted=True)
-            raise
-    certificates = certificates_for(report, key)
+        report, run_id = _certify_one(request, store, policy, burn_progress)
+    issued = certificates_for(report, key)
     written: dict[str, Path] = {}
+    stored = issued
+    if request.report_dir is not None:
+        written, stored, problem = _write_outputs(report, issued, request.report_dir)
+        if problem is not None and not problems:  # the first failure names the file
+            problems.append(problem)
     try:
-        if request.report_dir is not None:
-            written = _write_reports(report, certificates, request.report_dir)
-    finally:
-        record_report(store, run_id, report, certificates)
-    return CertifyOutcome(report=report, run_id=run_id, certificates=certificates, written=written)
+        record_report(store, run_id, report, stored)
+    except GpureadyError as exc:
+        problems.append(str(exc))
+    else:
+        problems = [f"{problem} (the results are kept in history)" for problem in problems]
+    return CertifyOutcome(
+        report=report,
+        run_id=run_id,
+        certificates=stored,
+        written=written,
+        problems=tuple(problems),
+        notices=tuple(store.take_notices()),
+    )
+
+
+def _certify_one(
+    request: CertifyRequest, store: Store, policy: Policy, burn_progress: ProgressSink | None
+) -> tuple[Report, int]:
+    """One node, its run started in history once measuring has begun (see _RunStart)."""
+    run = _RunStart(store, policy_digest(policy), request.argv)
+
+    def progress(update: BurnProgress) -> None:
+        run.soon()
+        if burn_progress is not None:
+            burn_progress(update)
+
+    node = NodeRequest(
+        simulate=request.simulate,
+        capture=request.capture,
+        policy_path=request.policy_path,
+        burn=request.burn,
+        deadline_s=request.deadline_s,
+    )
+    try:
+        report = certify_node(node, progress=progress)
+    except BadInputError:
+        if run.started:  # found during the burn: the run is cut short
+            _close_cut_short(store, run.run_id())
+        raise  # found before it: nothing was measured, nothing is recorded
+    except BaseException:
+        _close_cut_short(store, run.run_id())  # Ctrl-C is a run cut short
+        raise
+    return report, run.run_id()
+
+
+class _RunStart:
+    """A single node's run, started in history once its measuring has begun.
+
+    Bad input found before the burn (a scenario, a capture, an injection target)
+    so records nothing. The burn's first progress tick starts the run in a
+    helper thread, because a locked database must never hold up the burn (it
+    waits out its retry budget, then spools); it is started at the latest when
+    the node has been judged or the run is cut short.
+    """
+
+    def __init__(self, store: Store, digest: str, argv: Sequence[str]) -> None:
+        self._store = store
+        self._digest = digest
+        self._argv = argv
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._id: int | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the run was started (or is being started)."""
+        with self._guard:
+            return self._thread is not None or self._id is not None
+
+    def soon(self) -> None:
+        """Start the run in the background, once."""
+        with self._guard:
+            if self._thread is None and self._id is None:
+                self._thread = threading.Thread(
+                    target=self._start_quietly, name="history-start", daemon=True
+                )
+                self._thread.start()
+
+    def _start_quietly(self) -> None:
+        # run_id() starts it again, and raises, if this failed.
+        with contextlib.suppress(Exception):
+            self._id = self._store.start_run(RunKind.CERTIFY, 1, self._digest, self._argv)
+
+    def run_id(self) -> int:
+        """The run's id, started now if it was not yet."""
+        with self._guard:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._guard:
+            if self._id is None:
+                self._id = self._store.start_run(RunKind.CERTIFY, 1, self._digest, self._argv)
+            return self._id
+
+
+def _close_cut_short(store: Store, run_id: int) -> None:
+    """Close a run that an exception is ending; that exception is the one to tell."""
+    with contextlib.suppress(GpureadyError):
+        store.finish_run(run_id, interrupted=True)
 
 
 def _certify_fleet(
-    request: CertifyRequest, store: Store, policy: Policy, display: FleetDisplay | None
+    request: CertifyRequest,
+    store: Store,
+    policy: Policy,
+    display: FleetDisplay | None,
+    problems: list[str],
 ) -> tuple[Report, int]:
-    """The fan-out; each host's result is recorded (and written) as it arrives."""
+    """The fan-out; each host's result is recorded (and written) as it arrives.
+
+    A host file that cannot be written does not stop the fleet: the first such
+    failure goes to ``problems`` and no more host files are tried (history still
+    records every host).
+    """
     from validator.remote.ssh import quiet_paramiko
 
     quiet_paramiko()
@@ -158,15 +273,19 @@ def _certify_fleet(
         )
 
     def arrived(result: NodeResult) -> None:
-        if display is not None:
-            display.result(result)
         # Committed as it arrives; the final judgement (after the fleet
         # comparison) replaces it, with its certificate.
         store.record_result(run[0], result)
-        if request.report_dir is not None:
+        if request.report_dir is not None and not problems:
             from validator.report.partial import write_host_result
 
-            write_host_result(result, request.report_dir)
+            try:
+                write_host_result(result, request.report_dir)
+            except ReportError as exc:
+                problems.append(str(exc))
+        # Only then shown: a result the user saw arrive is already stored.
+        if display is not None:
+            display.result(result)
 
     try:
         report = certify_fleet(
@@ -174,7 +293,7 @@ def _certify_fleet(
         )
     except BaseException:
         if run:  # the results recorded so far stay; the run says it was cut short
-            store.finish_run(run[0], interrupted=True)
+            _close_cut_short(store, run[0])
         raise
     return report, run[0]
 
@@ -182,16 +301,21 @@ def _certify_fleet(
 def _check_writable(directory: str) -> None:
     """Refuse a report directory that cannot be written, naming it and the fix.
 
+    Nothing is created: the folder itself (or the nearest one of its parents that
+    exists, where it would be made) must take a file. Bad input found later then
+    leaves no empty folder behind.
+
     Raises:
-        BadInputError: it cannot be created, or a file cannot be written in it.
+        BadInputError: a file is in the way, or no file can be written there.
     """
     import tempfile
 
-    from validator.errors import BadInputError
-
+    target = Path(directory)
+    existing = next((folder for folder in (target, *target.parents) if folder.exists()), None)
     try:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
+        if existing is None or not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{existing} is not a directory")
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
         raise BadInputError(
@@ -212,30 +336,55 @@ def certificates_for(report: Report, key: bytes | None) -> dict[str, Certificate
     return issued
 
 
-def _write_reports(
+def _remove_stale_temporaries(directory: str) -> None:
+    """Remove the temporary files that killed runs left in the report folders."""
+    from validator.files import remove_stale_temporaries
+    from validator.report.partial import CERTIFICATES_DIR, HOSTS_DIR
+
+    root = Path(directory)
+    for folder in (root, root / HOSTS_DIR, root / CERTIFICATES_DIR):
+        remove_stale_temporaries(folder)
+
+
+def _write_outputs(
     report: Report, certificates: dict[str, Certificate], directory: str
-) -> dict[str, Path]:
-    """The reports, then each certificate beside them (``certificates/<host>.json``)."""
+) -> tuple[dict[str, Path], dict[str, Certificate], str | None]:
+    """The reports, then each certificate beside them (``certificates/<host>.json``).
+
+    No certificate is written unless the reports were; a certificate is stored
+    in history only when its file was written.
+
+    Returns:
+        The report files by format, the certificates written, and the first
+        failure (one line naming the file and why), or None.
+    """
     from validator.certificate import certificate_to_json
     from validator.files import write_atomic
-    from validator.report.partial import host_result_path
+    from validator.report.partial import certificate_path
     from validator.report.writer import write_reports
 
-    written = write_reports(report, directory)
+    _remove_stale_temporaries(directory)  # those a killed run left in these folders
+    try:
+        written = write_reports(report, directory)
+    except ReportError as exc:
+        return {}, {}, str(exc)
+    stored: dict[str, Certificate] = {}
     for hostname, certificate in certificates.items():
-        path = host_result_path(directory, hostname)
-        target = path.parent.parent / "certificates" / path.name
+        target = certificate_path(directory, hostname)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(target, certificate_to_json(certificate))
         except OSError as exc:
-            from validator.errors import ReportError
-
-            raise ReportError(
-                f"cannot write the certificate {target} ({exc.strerror or exc}); make the "
-                "report directory writable"
-            ) from None
-    return written
+            return (
+                written,
+                stored,
+                (
+                    f"cannot write the certificate {target}: {exc.strerror or exc}; free space "
+                    "or choose a writable --report-dir and certify again"
+                ),
+            )
+        stored[hostname] = certificate
+    return written, stored, None
 
 
 def record_report(

@@ -6,25 +6,32 @@ judged, the Prometheus textfile written, and Slurm nodes drained or resumed as
 asked; an outcome out. The textfile is written before the run is closed, and the
 run is closed even when the file could not be written: nothing measured is lost.
 Slurm is told last, about what was recorded.
+
+No certificate is used unchecked. A stored one must be the node's own and match
+its digest (and, with a key, carry that key's signature); one that does not, or
+that cannot be read at all, is an :class:`UntrustedBaseline`: the node is reported
+as drift on ``drift.certificate``, never compared with it, and never with an older
+certificate in its place (that would let a tampered row roll the baseline back).
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator import __version__
+from validator.certificate import CertificateError, verify_baseline, verify_seal
 from validator.certify import FleetRequest, fleet_of
-from validator.drift import drift_node, slurm_reason
-from validator.errors import ExitCode, GpureadyError
+from validator.drift import UntrustedBaseline, drift_node, slurm_reason
+from validator.errors import ExitCode, GpureadyError, ReportError
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import exit_code, report_interrupted
-from validator.store import RunKind
+from validator.store import RunKind, StoreError
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
@@ -41,11 +48,13 @@ class DriftRequest:
     Without inventories: this machine (or ``simulate``), against ``certificate``
     when given, else the store's latest for its hostname; with them: every host of
     the inventories, reached through ``transport``, each against the store's latest
-    certificate under its inventory name.
+    certificate under its inventory name. Every certificate is verified before use,
+    its signature too when ``sign_key`` is given (then an unsigned one fails).
     """
 
     simulate: str | None = None
-    certificate: Certificate | None = None  # verified already; this machine only
+    certificate: Certificate | None = None  # this machine only; verified again here
+    sign_key: bytes | None = field(default=None, repr=False)  # secrets stay out of logs
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in, so no speed to compare
     inventories: tuple[str, ...] = ()
@@ -135,13 +144,62 @@ def run_drift(
     written = None
     try:
         if request.prom_file is not None:
-            from validator.report.prometheus import write_prometheus
-
-            written = write_prometheus(request.prom_file, results, now=now)
+            written = _write_textfile(request.prom_file, results, now, run_id)
     finally:
         store.finish_run(run_id, interrupted=interrupted)
     slurm = tell_slurm(results, slurm_runner) if request.slurm_drain else ()
     return DriftOutcome(report, run_id, interrupted, written, slurm)
+
+
+def _write_textfile(
+    path: str, results: Sequence[NodeResult], now: datetime.datetime, run_id: int
+) -> Path:
+    """The Prometheus textfile; a failure says the results are kept all the same."""
+    from validator.report.prometheus import write_prometheus
+
+    try:
+        return write_prometheus(path, results, now=now)
+    except ReportError as exc:
+        raise ReportError(
+            f"{exc}; the drift results are recorded in history (run {run_id}): "
+            "fix the path, and the next drift run writes the file"
+        ) from None
+
+
+def _checked(
+    cert: Certificate, key: bytes | None, hostname: str | None
+) -> Certificate | UntrustedBaseline:
+    """``cert`` when it verifies (as ``hostname``'s own, when given), else why it does not."""
+    try:
+        if hostname is None:
+            verify_seal(cert, key)
+        else:
+            verify_baseline(cert, key, hostname)
+    except CertificateError as exc:
+        return UntrustedBaseline(str(exc))
+    return cert
+
+
+def stored_baseline(
+    store: Store, hostname: str, key: bytes | None
+) -> Certificate | UntrustedBaseline | None:
+    """The host's newest stored certificate, verified; None when it was never certified.
+
+    Never an older certificate in place of one that fails: the newest is the baseline.
+
+    Raises:
+        StoreError: the database itself failed (a row that is not a certificate does not).
+    """
+    try:
+        cert = store.latest_certificate(hostname)
+    except CertificateError as exc:
+        return UntrustedBaseline(f"the stored certificate of {hostname} cannot be read: {exc}")
+    except StoreError as exc:
+        # Today's store wraps the certificate's own parse error (its context).
+        if not isinstance(exc.__context__, CertificateError):
+            raise
+        return UntrustedBaseline(str(exc))
+    return None if cert is None else _checked(cert, key, hostname)
 
 
 def _drift_here(
@@ -154,7 +212,14 @@ def _drift_here(
         simulate=request.simulate, window_hours=policy.xid_window_hours, burn=request.burn
     )
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
-    baseline = request.certificate or store.latest_certificate(facts.hostname)
+    key = request.sign_key
+    # A file given for this machine is checked as a stored one is, its name included:
+    # another node's certificate would only tell how two nodes differ.
+    baseline = (
+        _checked(request.certificate, key, facts.hostname)
+        if request.certificate is not None
+        else stored_baseline(store, facts.hostname, key)
+    )
     result = drift_node(facts, baseline, policy)
     store.record_result(run_id, result)
     return (result,), run_id, False
@@ -179,7 +244,8 @@ def _drift_fleet(
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         # Certificates are keyed by inventory name, as certify records them.
-        return drift_node(facts, store.latest_certificate(host.name), policies[host.name])
+        baseline = stored_baseline(store, host.name, request.sign_key)
+        return drift_node(facts, baseline, policies[host.name])
 
     def arrived(result: NodeResult) -> None:
         store.record_result(run_id, result)
@@ -231,4 +297,11 @@ def tell_slurm(
     return tuple(steps)
 
 
-__all__ = ["DriftOutcome", "DriftRequest", "SlurmStep", "run_drift", "tell_slurm"]
+__all__ = [
+    "DriftOutcome",
+    "DriftRequest",
+    "SlurmStep",
+    "run_drift",
+    "stored_baseline",
+    "tell_slurm",
+]

@@ -8,7 +8,10 @@ against the user's inventory, one host per run (``--limit``), and
    (``ansible.builtin.copy`` compares checksums, so a host that has it is not
    sent it again);
 2. runs ``<python> <agent> <arguments>`` with ``ansible.builtin.command`` in
-   argv form (no shell, so nothing needs quoting) under the per-host timeout.
+   argv form (no shell, so nothing needs quoting) under the per-host timeout;
+   the agent's ``--deadline`` is what is left of that timeout as the task starts
+   (Ansible renders it then, see :func:`agent_arguments`), less the trip, so the
+   agent cuts its burn-in to be back in time.
 
 The facts are read from the events ansible-runner hands to its event handler,
 as they happen: the ``runner_on_ok`` event of the task named
@@ -39,7 +42,14 @@ from validator.errors import GpureadyError
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress
+from validator.remote.transport import (
+    SHORTEST_AGENT_DEADLINE_S,
+    AgentOutcome,
+    AgentRequest,
+    Phase,
+    Progress,
+    agent_deadline,
+)
 from validator.text import ansible_error, one_line
 
 RUN_TASK = "Run the gpuready agent"
@@ -56,6 +66,10 @@ _ENVVARS: Mapping[str, str] = {
 }
 STDERR_KEEP = 64 * 1024
 _BACKSTOP_S = 10
+# Kept back from the agent's deadline for the command module's start and the way
+# back through Ansible: at least this long, and this share more of the host's time.
+ANSIBLE_TRIP_MIN_S = 3.0
+ANSIBLE_TRIP_SHARE = 0.1
 
 
 def default_playbook() -> Path:
@@ -190,7 +204,7 @@ class AnsibleTransport:
                 limit=host.name,
                 extravars={
                     "gpuready_agent_path": str(agent),
-                    "gpuready_agent_args": request.arguments(host),
+                    "gpuready_agent_args": agent_arguments(request, host, timeout_s),
                     "gpuready_cache_dir": self.cache_dir,
                     "gpuready_python": host.python,
                     "gpuready_agent_timeout": seconds,
@@ -218,6 +232,25 @@ class AnsibleTransport:
             phase=outcome.phase,
             elapsed_s=time.monotonic() - started,
         )
+
+
+def agent_arguments(request: AgentRequest, host: HostSpec, timeout_s: float) -> list[str]:
+    """The agent's arguments, its ``--deadline`` left for Ansible to work out.
+
+    Ansible's start and the tasks before the agent's take seconds no one knows in
+    advance, so the deadline is a template Ansible renders on the controller as the
+    run task starts: what is left then of the host's deadline, less the trip
+    (:func:`validator.remote.transport.agent_deadline`). Only numbers go into it.
+    """
+    ends_at = time.time() + timeout_s  # the controller's clock, as Ansible's now() reads it
+    # Beside the agent's own trip, the command module's start and Ansible's results.
+    agents_trip = timeout_s - agent_deadline(timeout_s)
+    trip = max(ANSIBLE_TRIP_MIN_S, agents_trip + ANSIBLE_TRIP_SHARE * timeout_s)
+    left = (
+        f"{{{{ '%.3f' | format([{SHORTEST_AGENT_DEADLINE_S!r}, "
+        f"{ends_at!r} - now().timestamp() - {trip!r}] | max) }}}}"
+    )
+    return [*request.arguments(host), "--deadline", left]
 
 
 def _read(runner: Any) -> str:  # noqa: ANN401 - ansible_runner.Runner is untyped
@@ -279,4 +312,4 @@ def _failed(name: str, error: str, phase: str, stderr: str = "") -> AgentOutcome
     return AgentOutcome(host=name, facts=None, error=error, stderr=stderr, phase=phase)
 
 
-__all__ = ["RUN_TASK", "TASK_PHASES", "AnsibleTransport", "default_playbook"]
+__all__ = ["RUN_TASK", "TASK_PHASES", "AnsibleTransport", "agent_arguments", "default_playbook"]

@@ -4,6 +4,12 @@ Workers are daemon threads pulling hosts from a queue, so a host that hangs
 (a dead network path, a wedged GPU) holds one worker at most, and never keeps
 the process alive at exit. The caller's thread only waits, so Ctrl-C lands
 there: the run stops, and every unfinished host is reported UNKNOWN.
+
+Each host's deadline binds in its transport (which has the agent cut its
+burn-in to end in time, and stops waiting soon after it passes); a host whose run
+was cut is judged on what it measured, then made UNKNOWN as timed out
+(validator.remote.deadline). Each host goes through its own transport where the
+inventory names one (validator.remote.per_host).
 """
 
 from __future__ import annotations
@@ -15,7 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from validator.model import Finding, HostSpec, NodeFacts, NodeResult, Severity, Verdict
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, Transport
+from validator.remote.deadline import cut_short, timed_out
+from validator.remote.transport import (
+    AgentOutcome,
+    AgentRequest,
+    Phase,
+    Progress,
+    Transport,
+    overrun_s,
+    transport_for,
+    transport_name,
+)
 
 Judge = Callable[[HostSpec, NodeFacts], NodeResult]
 
@@ -58,11 +74,21 @@ def unreachable(
     )
 
 
-def _result(host: HostSpec, transport: str, outcome: AgentOutcome, judge: Judge) -> NodeResult:
+def _result(
+    host: HostSpec,
+    transport: str,
+    outcome: AgentOutcome,
+    judge: Judge,
+    request: AgentRequest,
+    deadline_s: float,
+) -> NodeResult:
     if outcome.facts is None:
         why = outcome.error or "the agent gave no facts"
         return unreachable(host, transport, why, outcome.phase, outcome.elapsed_s, outcome.stderr)
     judged = judge(host, outcome.facts)
+    cut = cut_short(request.burn, outcome.facts, deadline_s, outcome.elapsed_s)
+    if cut is not None:
+        judged = timed_out(replace(judged, hostname=host.name), deadline_s, cut)
     return replace(
         judged,
         hostname=host.name,
@@ -111,9 +137,8 @@ def run_fanout(
         why = "the run was interrupted before this host finished"
         for position, host in enumerate(hosts):
             if position not in run.results:
-                run.record(
-                    position, unreachable(host, transport.name, why, "interrupted", 0.0), on_result
-                )
+                name = transport_name(transport, host)
+                run.record(position, unreachable(host, name, why, "interrupted", 0.0), on_result)
     return FanoutResult(
         results=tuple(run.results[i] for i in range(len(hosts))), interrupted=interrupted
     )
@@ -160,14 +185,16 @@ class _Run:
             host = self.hosts[position]
             with self.lock:
                 self.started[position] = time.monotonic()
+            name = transport_name(self.transport, host)
             try:
-                outcome = self.transport.run_agent(
-                    host, self.request, self.deadline_s, self.progress
+                chosen = transport_for(self.transport, host)
+                outcome = chosen.run_agent(host, self.request, self.deadline_s, self.progress)
+                result = _result(
+                    host, chosen.name, outcome, self.judge, self.request, self.deadline_s
                 )
-                result = _result(host, self.transport.name, outcome, self.judge)
             except Exception as exc:  # noqa: BLE001 - one host's bug must not end the run
                 why = f"{type(exc).__name__}: {exc}"
-                result = unreachable(host, self.transport.name, why, "", 0.0)
+                result = unreachable(host, name, why, "", 0.0)
             self.done.put((position, result))
 
     def collect(self, on_result: Callable[[NodeResult], None] | None) -> None:
@@ -190,10 +217,11 @@ class _Run:
             on_result(result)
 
     def _expire(self, on_result: Callable[[NodeResult], None] | None) -> None:
-        # The transport enforces the deadline itself; this is the backstop for one
-        # that does not (a hung DNS lookup, a blocked library call).
+        # Every transport enforces the deadline itself; this is the backstop for one
+        # that cannot (a hung DNS lookup, a blocked library call).
         now = time.monotonic()
-        margin = min(30.0, 0.1 * self.deadline_s)
+        # Later than any transport's own limit, so that its words are the ones shown.
+        margin = overrun_s(self.deadline_s) + min(30.0, 0.1 * self.deadline_s)
         with self.lock:
             overdue = [
                 p
@@ -201,9 +229,9 @@ class _Run:
                 if p not in self.results and now - t > self.deadline_s + margin
             ]
         for position in overdue:
-            why = f"no answer within the {self.deadline_s:.0f} s deadline"
+            why = f"no answer within the {self.deadline_s:g} s deadline"
             elapsed = now - self.started[position]
-            result = unreachable(
-                self.hosts[position], self.transport.name, why, "deadline", elapsed
-            )
+            host = self.hosts[position]
+            name = transport_name(self.transport, host)
+            result = unreachable(host, name, why, "deadline", elapsed)
             self.record(position, result, on_result)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import queue
 import time
 
 from validator.errors import GpureadyError
 from validator.model import HostSpec
-from validator.node.sources import collect_live, collect_simulated
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress
+from validator.node.agent import collect_in_background
+from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, overrun_s
 
 
 class LocalTransport:
     """Runs the collector for the machine this process runs on (or the host's scenario).
 
-    ``timeout_s`` is not enforced: the collector runs in this thread, and its own
-    commands and the burn-in carry their own limits.
+    The deadline binds as on a remote host: the collector cuts its burn-in to end
+    within ``timeout_s`` (validator.node.agent.burn_within), and runs on a daemon
+    thread this transport stops waiting for soon after the deadline (``overrun_s``),
+    so a wedged collector holds neither the fan-out nor the process.
     """
 
     name = "local"
@@ -22,28 +25,47 @@ class LocalTransport:
     def run_agent(
         self, host: HostSpec, request: AgentRequest, timeout_s: float, progress: Progress
     ) -> AgentOutcome:
-        """Collect in-process; a GpureadyError becomes the outcome's error, never an exception."""
-        del timeout_s  # see the class docstring
+        """Collect in-process; a GpureadyError becomes the outcome's error, never an exception.
+
+        Raises:
+            Exception: the collector's own bug, as it raised it (the fan-out reports it).
+        """
         started = time.monotonic()
+        until = started + timeout_s
         progress.phase(host.name, Phase.RUN)
+        arrived = collect_in_background(
+            simulate=host.simulate,
+            window_hours=request.xid_window_hours,
+            burn=request.burn,
+            until=until,
+        )
         try:
-            burn = request.burn
-            if host.simulate:
-                facts = collect_simulated(host.simulate, request.xid_window_hours, burn)
-            else:
-                facts = collect_live(request.xid_window_hours, burn=burn)
-        except GpureadyError as exc:
-            progress.phase(host.name, Phase.FAILED)
-            return AgentOutcome(
-                host=host.name,
-                facts=None,
-                error=" ".join(str(exc).split()),
-                phase=Phase.RUN,
-                elapsed_s=time.monotonic() - started,
+            got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))
+        except queue.Empty:
+            return self._failed(
+                host,
+                f"no facts within the {timeout_s:g} s deadline (the collector did not return)",
+                started,
+                progress,
             )
+        if isinstance(got, GpureadyError):
+            return self._failed(host, " ".join(str(got).split()), started, progress)
+        if isinstance(got, BaseException):
+            raise got
         progress.phase(host.name, Phase.DONE)
         return AgentOutcome(
-            host=host.name, facts=facts, phase=Phase.DONE, elapsed_s=time.monotonic() - started
+            host=host.name, facts=got, phase=Phase.DONE, elapsed_s=time.monotonic() - started
+        )
+
+    @staticmethod
+    def _failed(host: HostSpec, error: str, started: float, progress: Progress) -> AgentOutcome:
+        progress.phase(host.name, Phase.FAILED)
+        return AgentOutcome(
+            host=host.name,
+            facts=None,
+            error=error,
+            phase=Phase.RUN,
+            elapsed_s=time.monotonic() - started,
         )
 
 

@@ -6,8 +6,9 @@ One connection per host (through any ProxyJump hops), then three steps on it:
    Python version and whether ``<cache>/<bundle.filename>`` is already there;
 2. when it is not, the zipapp goes over SFTP to a temporary name and is renamed
    into place, so a half-written agent is never run;
-3. ``<python> <cache>/<agent> <arguments>`` runs, every part quoted, under the
-   per-host deadline; its stdout is the NodeFacts JSON.
+3. ``<python> <cache>/<agent> <arguments> --deadline <seconds>`` runs, every part
+   quoted, under the per-host deadline: the agent is given what is left of it, less
+   the trip, and cuts its burn-in to end in time; its stdout is the NodeFacts JSON.
 
 Host keys are checked as OpenSSH does with ``StrictHostKeyChecking=yes`` (or
 ``accept-new`` when asked): an unknown key is refused unless new keys are
@@ -53,7 +54,15 @@ from validator.errors import GpureadyError
 from validator.files import write_atomic
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
 from validator.remote.bundle import AgentBundle, build_agent
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, quoted
+from validator.remote.transport import (
+    AgentOutcome,
+    AgentRequest,
+    Phase,
+    Progress,
+    agent_deadline,
+    overrun_s,
+    quoted,
+)
 from validator.text import one_line
 
 MIN_PYTHON = (3, 9)
@@ -399,8 +408,10 @@ class SshTransport:
                 self._upload(clients[-1], host, bundle, cache, path)
             phase = Phase.RUN
             progress.phase(host.name, Phase.RUN)
-            argv = [host.python, path, *request.arguments(host)]
-            run = _execute(clients[-1], quoted(argv), deadline)
+            # The agent cuts its burn-in to end within what is left, less the trip.
+            left = agent_deadline(deadline - time.monotonic())
+            argv = [host.python, path, *request.arguments(host, left)]
+            run = _execute(clients[-1], quoted(argv), deadline + overrun_s(timeout_s))
             facts = self._facts(host, run, timeout_s)
         except _Failed as failure:
             progress.phase(host.name, Phase.FAILED)

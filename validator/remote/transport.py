@@ -10,7 +10,7 @@ import enum
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts
 from validator.node.burnin.config import BurnConfig
@@ -43,14 +43,52 @@ class AgentRequest:
         """The burn's length; 0 for none."""
         return self.burn.duration_s if self.burn is not None else 0.0
 
-    def arguments(self, host: HostSpec) -> list[str]:
-        """The agent's command-line arguments for this host."""
+    def arguments(self, host: HostSpec, deadline_s: float | None = None) -> list[str]:
+        """The agent's command-line arguments for this host.
+
+        Args:
+            host: the host (its scenario, when simulated).
+            deadline_s: how long the agent may take, from its start (see
+                :func:`agent_deadline`); None: no limit of its own.
+        """
         args = ["--xid-window-hours", f"{self.xid_window_hours:g}"]
         if host.simulate:
             args += ["--simulate", host.simulate]
         if self.burn is not None and self.burn.duration_s > 0:
             args += self.burn.to_argv()
+        if deadline_s is not None:
+            args += ["--deadline", f"{deadline_s:.3f}"]
         return args
+
+
+# Of the time a host has left when its agent starts, this share (within bounds) is
+# kept for the trip: the host's Python starting the agent, the facts coming home.
+TRIP_SHARE = 0.1
+TRIP_MIN_S = 0.5
+TRIP_MAX_S = 30.0
+SHORTEST_AGENT_DEADLINE_S = 0.1
+
+
+# How long past a host's deadline its facts are still taken, judged as timed out
+# (validator.remote.deadline): a run cut to end in time can still come in late.
+OVERRUN_SHARE = 0.1
+OVERRUN_MIN_S = 1.0
+OVERRUN_MAX_S = 30.0
+
+
+def overrun_s(deadline_s: float) -> float:
+    """How long past ``deadline_s`` a transport still waits for the facts."""
+    return min(OVERRUN_MAX_S, max(OVERRUN_MIN_S, OVERRUN_SHARE * deadline_s))
+
+
+def agent_deadline(seconds_left: float) -> float:
+    """The deadline the agent gets: the host's time left, less the trip there and back.
+
+    The agent cuts its own burn-in to end within it (validator.node.agent), so its
+    facts are home before the transport stops waiting.
+    """
+    trip = min(TRIP_MAX_S, max(TRIP_MIN_S, TRIP_SHARE * seconds_left))
+    return max(SHORTEST_AGENT_DEADLINE_S, seconds_left - trip)
 
 
 def quoted(argv: Sequence[str]) -> str:
@@ -79,7 +117,12 @@ class Progress(Protocol):
 
 
 class Transport(Protocol):
-    """Runs the node agent on one host and brings its facts back."""
+    """Runs the node agent on one host and brings its facts back.
+
+    ``timeout_s`` is the host's deadline, from the call to its facts: every
+    transport has the agent cut its burn-in to end before it, and stops waiting
+    :func:`overrun_s` after it.
+    """
 
     name: str
 
@@ -88,3 +131,15 @@ class Transport(Protocol):
     ) -> AgentOutcome:
         """Never raises for anything the host does: failures are outcomes."""
         ...
+
+
+def transport_for(transport: Transport, host: HostSpec) -> Transport:
+    """The transport that reaches ``host``: a per-host choice (PerHostTransport) resolved."""
+    pick = getattr(transport, "pick", None)
+    return cast(Transport, pick(host)) if callable(pick) else transport
+
+
+def transport_name(transport: Transport, host: HostSpec) -> str:
+    """The name of the transport that reaches ``host`` (without making it)."""
+    name_for = getattr(transport, "name_for", None)
+    return str(name_for(host)) if callable(name_for) else transport.name

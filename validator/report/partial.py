@@ -1,30 +1,61 @@
-"""Each host's result on disk as soon as it arrives, so a run cut short loses nothing."""
+"""Each host's result on disk as soon as it arrives, so a run cut short loses nothing.
+
+A host's name becomes a file name one to one: every byte outside
+``[A-Za-z0-9.-]`` (and ``_`` itself, and a leading dot) is written ``_XX`` in
+hex, so ``gpu-01`` stays ``gpu-01.json`` while ``gpu@01`` (``gpu_4001.json``)
+and ``gpu_01`` (``gpu_5F01.json``) never share a file.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 from validator.errors import ReportError
 from validator.files import write_atomic
 from validator.model import NodeResult, to_dict
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+HOSTS_DIR = "hosts"
+CERTIFICATES_DIR = "certificates"
+
+_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+# A file name is at most 255 bytes: a longer escaped name keeps its start and a
+# digest of the whole name ("~" is never produced by the escaping).
+_LONGEST = 200
+
+
+def host_file_stem(hostname: str) -> str:
+    """The file name (without ``.json``) of a host: readable for plain names, one to one."""
+    raw = hostname.encode("utf-8", "surrogatepass")
+    stem = "".join(
+        chr(byte) if byte in _PLAIN and not (position == 0 and byte == ord(".")) else f"_{byte:02X}"
+        for position, byte in enumerate(raw)
+    )
+    if not stem:
+        return "_"  # never produced otherwise: every "_" is followed by two hex digits
+    if len(stem) > _LONGEST:
+        digest = hashlib.sha256(raw).hexdigest()[:32]
+        stem = f"{stem[: _LONGEST - 33]}~{digest}"
+    return stem
 
 
 def host_result_path(directory: str | os.PathLike[str], hostname: str) -> Path:
-    """``DIR/hosts/<name>.json``, the name reduced to characters safe in a file name."""
-    safe = _UNSAFE.sub("_", hostname).lstrip(".") or "_"
-    return Path(directory) / "hosts" / f"{safe}.json"
+    """``DIR/hosts/<name>.json``, the name escaped by :func:`host_file_stem`."""
+    return Path(directory) / HOSTS_DIR / f"{host_file_stem(hostname)}.json"
+
+
+def certificate_path(directory: str | os.PathLike[str], hostname: str) -> Path:
+    """``DIR/certificates/<name>.json``, the name escaped by :func:`host_file_stem`."""
+    return Path(directory) / CERTIFICATES_DIR / f"{host_file_stem(hostname)}.json"
 
 
 def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> Path:
     """Write one host's result atomically (temp file, fsync, rename).
 
     Raises:
-        ReportError: the directory cannot be written.
+        ReportError: the directory cannot be written; no temporary file is left.
     """
     target = host_result_path(directory, result.hostname)
     text = json.dumps(to_dict(result), indent=2, allow_nan=False) + "\n"
@@ -34,6 +65,7 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
         write_atomic(target, text, mode=0o600)
     except OSError as exc:
         raise ReportError(
-            f"cannot write {target}: {exc.strerror or exc}; choose a writable --report-dir"
+            f"cannot write {target}: {exc.strerror or exc}; free space or choose a writable "
+            "--report-dir"
         ) from None
     return target

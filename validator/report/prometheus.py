@@ -9,22 +9,29 @@ Metrics, every one a gauge:
   listed, 0 when clean;
 * ``gpuready_last_check_timestamp_seconds{host}``: when the node was checked.
 
-:func:`write_prometheus` writes through ``write_to_textfile``: a temporary file
-beside the target (named so that the collector, which reads ``*.prom``, skips it),
-renamed over it, so node_exporter never reads half a file.
+:func:`write_prometheus` writes through the one atomic writer
+(:func:`validator.files.write_atomic`): a temporary file beside the target, named
+``.<name>.<random>.tmp`` so that the collector, which reads ``*.prom``, skips it,
+fsynced and renamed over the target, so node_exporter never reads half a file; a
+failed or interrupted write removes it. A target that exists and is not a regular
+file (a device, a pipe, a folder) is refused: the rename would replace it, and
+``gpuready drift`` often runs as root. :func:`textfile_problem` says what is wrong
+with a path before anything is measured.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from validator.errors import ReportError
+from validator.files import write_atomic
 from validator.model import (
     DRIFT_CHECKS,
     DriftState,
@@ -86,25 +93,61 @@ def render_prometheus(results: Sequence[NodeResult], *, now: datetime.datetime) 
     return generate_latest(drift_registry(results, now=now)).decode("utf-8")
 
 
+def _not_a_file(target: Path) -> bool:
+    """True when ``target`` exists (through a link, too) and is not a regular file."""
+    try:
+        return not stat.S_ISREG(target.stat().st_mode)
+    except FileNotFoundError:
+        return False  # absent, or a dangling link: the rename puts a file there
+    except NotADirectoryError:
+        return False  # the folder is not one: the write says so
+    except OSError:
+        return False  # cannot tell (no permission): the write says what is wrong
+
+
+def textfile_problem(path: str) -> str | None:
+    """What keeps ``path`` from being written as the textfile, before anything is measured.
+
+    Returns:
+        The problem and its fix as one phrase, or None when the path looks writable (the
+        write itself can still fail: a full disk, a folder without write permission).
+    """
+    if not path:
+        return "is empty; give the path of a .prom file"
+    target = Path(path)
+    folder = target.parent
+    if not folder.exists():
+        return f"{path}: the folder {folder} does not exist; create it or give another path"
+    if not folder.is_dir():
+        return f"{path}: {folder} is not a folder; give another path"
+    if _not_a_file(target):
+        return f"{path}: it exists and is not a regular file; give a file path"
+    return None
+
+
 def write_prometheus(
     path: str | os.PathLike[str], results: Sequence[NodeResult], *, now: datetime.datetime
 ) -> Path:
-    """Write the textfile atomically, readable by node_exporter's own user.
+    """Write the textfile atomically, readable by node_exporter's own user (0644).
 
     Raises:
-        ReportError: the directory is missing or not writable.
+        ReportError: the folder is missing or not writable, the disk is full, or the
+            target is not a regular file; no temporary file is left behind.
     """
     target = Path(path)
-    try:
-        write_to_textfile(os.fspath(target), drift_registry(results, now=now))
-        # The temporary file was created under the umask; node_exporter often runs
-        # as its own user and must be able to read it.
-        os.chmod(target, 0o644)
-    except OSError as exc:
+    if _not_a_file(target):
         raise ReportError(
-            f"cannot write the Prometheus file {target}: {exc.strerror or exc}"
+            f"cannot write the Prometheus file {target}: it exists and is not a regular file"
+        )
+    text = render_prometheus(results, now=now)
+    try:
+        # node_exporter often runs as its own user and must be able to read it.
+        write_atomic(target, text, mode=0o644)
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        raise ReportError(
+            f"cannot write the Prometheus file {target}: {getattr(exc, 'strerror', None) or exc}"
         ) from None
     return target
 
 
-__all__ = ["drift_registry", "render_prometheus", "write_prometheus"]
+__all__ = ["drift_registry", "render_prometheus", "textfile_problem", "write_prometheus"]

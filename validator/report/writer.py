@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from validator.errors import ReportError
-from validator.files import fsync_directory
+from validator.files import BACKUP_SUFFIX, fsync_directory, temporary_path, write_temporary
 from validator.model import Report
 from validator.report.html import render_html
 from validator.report.json_report import render_json
@@ -28,48 +27,33 @@ JUNIT_NAME = "junit.xml"
 
 
 def _write_temp(directory: Path, name: str, text: str) -> Path:
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, kept on success
-        mode="w",
-        encoding="utf-8",
-        newline="\n",
-        dir=directory,
-        prefix=f".{name}.",
-        suffix=".tmp",
-        delete=False,
-    )
-    path = Path(handle.name)
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # NamedTemporaryFile creates 0600; reports are for sharing.
-        os.chmod(path, 0o644)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return path
+    # Reports are for sharing: 0644 (a temporary file starts as 0600).
+    return write_temporary(directory / name, text.encode("utf-8"), 0o644)
 
 
 def _backup(target: Path) -> Path | None:
     """Keep the current ``target`` reachable under a temporary name (None: there is none)."""
     if not target.exists():
         return None
-    backup = target.with_name(f".{target.name}.{os.getpid()}.bak")
-    backup.unlink(missing_ok=True)
+    # Named as a temporary file of this process, so the next run removes it if we die.
+    backup = temporary_path(target, BACKUP_SUFFIX)
     try:
         os.link(target, backup)
     except OSError:
         # Filesystems without hard links: a copy does the same job.
-        shutil.copy2(target, backup)
+        try:
+            shutil.copy2(target, backup)
+        except BaseException:
+            backup.unlink(missing_ok=True)
+            raise
     return backup
 
 
-def _unwritable(directory: Path, exc: OSError) -> ReportError:
+def _unwritable(path: Path, exc: OSError) -> ReportError:
     reason = exc.strerror or type(exc).__name__
     return ReportError(
-        f"cannot write reports to {directory}: {reason}; "
-        "choose a writable output directory or fix its permissions"
+        f"cannot write {path}: {reason}; "
+        "choose a writable output directory (or free space) and run again"
     )
 
 
@@ -102,18 +86,20 @@ def write_reports(report: Report, directory: str | os.PathLike[str]) -> dict[str
     temps: dict[str, Path] = {}
     backups: dict[Path, Path | None] = {}
     replaced: list[Path] = []
+    current = target_dir  # the file being written, for the message
     try:
         for key, (name, text) in texts.items():
+            current = target_dir / name
             temps[key] = _write_temp(target_dir, name, text)
         for key, (name, _) in texts.items():
-            target = target_dir / name
+            current = target = target_dir / name
             backups[target] = _backup(target)
             os.replace(temps[key], target)
             replaced.append(target)
     except BaseException as exc:
         _roll_back(replaced, backups)
         if isinstance(exc, OSError):
-            raise _unwritable(target_dir, exc) from exc
+            raise _unwritable(current, exc) from exc
         raise
     finally:
         for temp in temps.values():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from validator.judge.checks import (
     burn,
+    consistency,
     errors,
     inventory,
     memory,
     pcie,
+    plausibility,
     power,
     state,
     thermal,
@@ -19,6 +21,8 @@ from validator.model import CheckFamily
 # In report order: what is there, then what it is running, then how healthy it is.
 FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.INVENTORY, inventory.check),
+    (CheckFamily.INVENTORY, consistency.check),
+    (CheckFamily.INVENTORY, plausibility.check),
     (CheckFamily.VERSIONS, versions.check),
     (CheckFamily.STATE, state.check),
     (CheckFamily.MEMORY, memory.check),

@@ -2,8 +2,12 @@
 
 Older GPUs report absolute thresholds (slowdown at 87 C); Hopper and newer report offsets
 to T.Limit (slowdown at -2 C, current margin 57 C), so the margin is computed either way.
-An idle margin can only WARN, so when neither form was reported its UNKNOWN is not
-required; throttle reasons can FAIL, so theirs is.
+Every catalogued GPU in the shared captures reports one form or the other (only a GTX 680
+and a GTX 1070 Ti report neither). A GPU whose temperature could not be read (or was
+implausible: the collector makes such a reading "not measured"), or that reported
+neither form, has an unknown headroom, and that UNKNOWN is required: fail closed. The
+catalog holds no slowdown temperatures, so there is no other basis to judge it by.
+Throttle reasons can FAIL, so their UNKNOWN is required too.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from validator.judge.checks.common import (
     gpu_finding,
     readable_gpus,
     unknown_gpu,
+    why_not,
 )
 from validator.judge.policy import Policy
 from validator.model import Finding, GpuFacts, NodeFacts, Unavailable
@@ -72,19 +77,43 @@ def _margin_of(gpu: GpuFacts) -> tuple[float, str] | None:
     return None
 
 
+def _no_thresholds(gpu: GpuFacts) -> str:
+    """Why neither threshold form could be used: each missing value and its reason."""
+    parts = []
+    for name, value in (
+        ("slowdown temperature", gpu.temp_slowdown_c),
+        ("T.Limit margin", gpu.tlimit_margin_c),
+        ("T.Limit slowdown offset", gpu.tlimit_slowdown_c),
+    ):
+        if isinstance(value, Unavailable):
+            parts.append(f"{name} {why_not(value)}")
+    return "; ".join(parts)
+
+
 def _margin(gpu: GpuFacts, policy: Policy) -> Finding:
     check_id = "thermal.margin"
     minimum = policy.thresholds.thermal_margin_min_c
+    expected = f">= {minimum:g} C"
+    current = gpu.temperature_gpu_c
+    if isinstance(current, Unavailable):
+        return gpu_finding(
+            check_id,
+            UNKNOWN,
+            gpu,
+            f"GPU {gpu.index}'s temperature could not be read, so its thermal headroom is "
+            f"unknown: {why_not(current)}",
+            observed=current,
+            expected=expected,
+        )
     found = _margin_of(gpu)
     if found is None:
         return gpu_finding(
             check_id,
             UNKNOWN,
             gpu,
-            f"GPU {gpu.index} reported neither its temperature and slowdown point nor a "
-            "T.Limit margin, so its thermal headroom is unknown",
-            expected=f">= {minimum:g} C",
-            required=False,
+            f"GPU {gpu.index} reported neither a slowdown temperature nor a T.Limit margin "
+            f"and offset, so its thermal headroom is unknown: {_no_thresholds(gpu)}",
+            expected=expected,
         )
     margin, how = found
     observed = f"{margin:g} C ({how})"
@@ -95,7 +124,7 @@ def _margin(gpu: GpuFacts, policy: Policy) -> Finding:
             gpu,
             f"GPU {gpu.index} is {margin:g} C below its slowdown point at idle",
             observed=observed,
-            expected=f">= {minimum:g} C",
+            expected=expected,
         )
     return gpu_finding(
         check_id,
@@ -104,7 +133,7 @@ def _margin(gpu: GpuFacts, policy: Policy) -> Finding:
         f"GPU {gpu.index} is only {margin:g} C below its slowdown point at idle ({how}); "
         "check airflow, fans and coolant",
         observed=observed,
-        expected=f">= {minimum:g} C",
+        expected=expected,
     )
 
 

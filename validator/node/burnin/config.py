@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import enum
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validator.errors import BadInputError
+from validator.fields import excerpt
 
 
 class Dtype(str, enum.Enum):
@@ -29,24 +31,126 @@ BACKENDS = ("cublas", "torch", "numpy")
 DEFAULT_DTYPE = Dtype.BF16
 DEFAULT_MATRIX_SIZE = 8192
 DEFAULT_MEMORY_FRACTION = 0.9
+MEMORY_FRACTION_MAX = 0.98
+MATRIX_SIZE_MAX = 65536  # 3 bf16 matrices of it take 24 GiB: beyond is a typo, not a GPU
 DEFAULT_DURATION_S = 300.0
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_NEGATIVE = re.compile(r"^\s*-")
+
+WEEK_S = 7 * 24 * 3600.0  # the longest burn or deadline: longer is a typo (99999h), not a plan
+# Short burns scale their timing (see BurnConfig.window and .warmup): a tenth of the burn warms
+# up and the rest is cut into windows of a twentieth of it, until a window reaches its floor.
+# Below MIN_DURATION_S the windows would stop shrinking and the plan no longer fits the burn.
+WINDOW_FLOOR_S = 0.05
+WINDOWS_PER_SHORT_BURN = 20
+WARMUP_SHARE = 0.1
+WARMUP_MAX_S = 10.0
+MIN_DURATION_S = WINDOW_FLOOR_S * WINDOWS_PER_SHORT_BURN
+INJECTION_ITERATION_MAX = 10**9  # a batch no burn reaches: a typo, refused up front
+_INJECTION = re.compile(r"(flip|nan):([0-9]{1,100}):([0-9]{1,100})")
+_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4, "fp8": 1}
+MATRICES_KEPT = 3  # at the least A, B and one product stay on the device
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``.
+def parse_duration(text: str, flag: str = "--burn") -> float:
+    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``, ``250ms``.
+
+    Args:
+        text: the duration as given.
+        flag: the option it was given to, named in the error.
 
     Raises:
-        BadInputError: the text is not a duration.
+        BadInputError: the text is not a duration (negative ones included).
     """
     match = _DURATION.match(text)
     if not match:
+        zero = " or 0 to skip the burn" if flag == "--burn" else ""
+        sign = " (it must not be negative)" if _is_negative(text) else ""
         raise BadInputError(
-            f"burn duration {text!r} is not a duration: write e.g. 300s, 5m or 0 to skip the burn"
+            f"{flag} {excerpt(text)} is not a duration{sign}: write e.g. 300s, 5m, 1.5h{zero}"
         )
     return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def _is_negative(text: str) -> bool:
+    """``-5s``: a duration with a minus sign (refused with its own words)."""
+    return _NEGATIVE.match(text) is not None and _DURATION.match(text.strip()[1:]) is not None
+
+
+def parse_burn_duration(text: str, flag: str = "--burn") -> float:
+    """A burn's length in seconds: 0 (no burn), or from the shortest burn up to a week.
+
+    Raises:
+        BadInputError: not a duration, longer than a week, or too short to time
+            (warm-up plus throughput windows, see :data:`MIN_DURATION_S`).
+    """
+    seconds = parse_duration(text, flag)
+    if seconds > WEEK_S:
+        raise BadInputError(f"{flag} {excerpt(text)} is longer than a week: give at most 168h")
+    if 0 < seconds < MIN_DURATION_S:
+        plan = BurnConfig(duration_s=MIN_DURATION_S)
+        windows = round((MIN_DURATION_S - plan.warmup) / plan.window)
+        raise BadInputError(
+            f"{flag} {excerpt(text)} is too short to time: the shortest burn is "
+            f"{MIN_DURATION_S:g}s (a {plan.warmup:g} s warm-up, then {windows} throughput "
+            f"windows of {plan.window * 1000:.0f} ms); give {MIN_DURATION_S:g}s or more, "
+            "or 0 to skip the burn"
+        )
+    return seconds
+
+
+def parse_deadline(text: str, flag: str = "--deadline") -> float:
+    """A deadline in seconds: above 0 and at most a week (0 is refused, never "the default").
+
+    Raises:
+        BadInputError: not a duration, zero, or longer than a week.
+    """
+    seconds = -1.0 if _is_negative(text) else parse_duration(text, flag)
+    if seconds <= 0:
+        raise BadInputError(
+            f"{flag} must be longer than 0s, got {excerpt(text)}: give e.g. 30m, "
+            f"or leave {flag} out for the default"
+        )
+    if seconds > WEEK_S:
+        raise BadInputError(f"{flag} {excerpt(text)} is longer than a week: give at most 168h")
+    return seconds
+
+
+def check_matrix_fits(
+    config: BurnConfig,
+    memory_bytes: float,
+    where: str,
+    *,
+    matrices: int = MATRICES_KEPT,
+    element_bytes: int | None = None,
+    sharers: int = 1,
+) -> None:
+    """Refuse a ``--burn-matrix-size`` whose matrices cannot fit the memory they go to.
+
+    A size that cannot fit would fail every GPU's setup and read as broken hardware.
+    The rule is a floor: ``matrices`` n x n matrices of the dtype (or ``element_bytes``)
+    in ``memory_fraction`` of ``memory_bytes``, shared by ``sharers`` workers.
+
+    Raises:
+        BadInputError: the size does not fit, naming the largest that does.
+    """
+    n = config.matrix_size
+    if n is None:
+        return  # the backend's default for the device
+    size = element_bytes or _DTYPE_BYTES[str(config.dtype)]
+    usable = config.memory_fraction * memory_bytes / max(1, sharers)
+    largest = math.isqrt(int(max(0.0, usable) // (matrices * size)))
+    if n <= largest:
+        return
+    need = matrices * size * n * n
+    raise BadInputError(
+        f"--burn-matrix-size {n} does not fit {where}: {matrices} matrices of {n}x{n} "
+        f"({size}-byte elements) need {need / 2**30:.1f} GiB of the {usable / 2**30:.1f} GiB "
+        f"the burn may use there (--burn-memory-fraction {config.memory_fraction:g}); "
+        f"give --burn-matrix-size {largest} or less, or leave it out for the default"
+    )
 
 
 @dataclass(frozen=True)
@@ -59,18 +163,44 @@ class Injection:
 
     @classmethod
     def parse(cls, text: str) -> Injection:
-        """From ``KIND:GPU:ITERATION``, e.g. ``flip:3:2``.
+        """From ``KIND:GPU:ITERATION``, e.g. ``flip:3:2`` (iterations count batches from 1).
 
         Raises:
-            BadInputError: the text does not have that shape.
+            BadInputError: the text does not have that shape, or names an iteration no
+                burn reaches (0, or beyond :data:`INJECTION_ITERATION_MAX`).
         """
-        kind, _, rest = text.partition(":")
-        gpu, _, iteration = rest.partition(":")
-        if kind not in ("flip", "nan") or not gpu.isdigit() or not iteration.isdigit():
+        match = _INJECTION.fullmatch(text.strip())
+        if not match:
             raise BadInputError(
-                f"fault injection {text!r} is not KIND:GPU:ITERATION with KIND flip or nan"
+                f"--burn-inject {excerpt(text)} is not KIND:GPU:ITERATION with KIND flip or nan: "
+                "write e.g. flip:0:2"
             )
-        return cls(gpu=int(gpu), iteration=int(iteration), kind=kind)
+        kind, gpu, iteration = match.group(1), int(match.group(2)), int(match.group(3))
+        if not 1 <= iteration <= INJECTION_ITERATION_MAX:
+            raise BadInputError(
+                f"--burn-inject {excerpt(text)}: iteration {excerpt(iteration)} is never "
+                f"reached: give a batch from 1 to {INJECTION_ITERATION_MAX:,}"
+            )
+        return cls(gpu=gpu, iteration=iteration, kind=kind)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.gpu}:{self.iteration}"
+
+
+def check_injection_target(injection: Injection | None, gpu_indexes: Sequence[int]) -> None:
+    """Refuse a ``--burn-inject`` on a GPU the node does not have (it would never apply).
+
+    Raises:
+        BadInputError: the injection names a GPU index the node lacks.
+    """
+    if injection is None or not gpu_indexes or injection.gpu in gpu_indexes:
+        return
+    count = len(gpu_indexes)
+    raise BadInputError(
+        f"--burn-inject {injection} names GPU {injection.gpu}, but this node has {count} "
+        f"GPU{'s' if count != 1 else ''} (indexes {min(gpu_indexes)}-{max(gpu_indexes)}): "
+        "give one of its GPU indexes"
+    )
 
 
 @dataclass(frozen=True)
@@ -97,15 +227,19 @@ class BurnConfig:
             )
         # Given as text by click, argparse and tests: one type from here on.
         object.__setattr__(self, "dtype", Dtype(self.dtype))
-        if not 0.0 < self.memory_fraction <= 0.98:
+        if not 0.0 < self.memory_fraction <= MEMORY_FRACTION_MAX:
             raise BadInputError(
                 f"burn memory fraction {self.memory_fraction} is out of range: "
-                "give a share in (0, 0.98]"
+                f"give a share in (0, {MEMORY_FRACTION_MAX}]"
             )
-        if self.matrix_size is not None and self.matrix_size < 16:
-            raise BadInputError(f"burn matrix size {self.matrix_size} is too small: use 16 or more")
-        if self.duration_s < 0:
-            raise BadInputError("burn duration must not be negative")
+        if self.matrix_size is not None and not 16 <= self.matrix_size <= MATRIX_SIZE_MAX:
+            raise BadInputError(
+                f"burn matrix size {self.matrix_size} is out of range: use 16 to {MATRIX_SIZE_MAX}"
+            )
+        if not math.isfinite(self.duration_s) or not 0 <= self.duration_s <= WEEK_S:
+            raise BadInputError(
+                f"burn duration {self.duration_s} s is out of range: give 0 to {WEEK_S:.0f} s"
+            )
 
     def to_argv(self) -> list[str]:
         """The node agent's arguments for this burn (:meth:`from_argv` reads them back).
@@ -159,7 +293,7 @@ class BurnConfig:
         """Seconds per throughput window: 1 s, or a twentieth of a short burn."""
         if self.window_s is not None:
             return self.window_s
-        return min(1.0, max(0.05, self.duration_s / 20.0))
+        return min(1.0, max(WINDOW_FLOOR_S, self.duration_s / WINDOWS_PER_SHORT_BURN))
 
     @property
     def sample_interval(self) -> float:
@@ -175,4 +309,4 @@ class BurnConfig:
         """Seconds at the start whose throughput does not count."""
         if self.warmup_s is not None:
             return self.warmup_s
-        return min(10.0, 0.1 * self.duration_s)
+        return min(WARMUP_MAX_S, WARMUP_SHARE * self.duration_s)

@@ -38,6 +38,7 @@ from validator.node.burnin.backend import Backend, GpuWorker, SetupResult, flops
 from validator.node.burnin.config import BurnConfig
 from validator.node.burnin.devices import CudaEnvironment, Matching, Target, match_devices
 from validator.node.burnin.sampler import Sampler
+from validator.node.plausibility import plausible_burn
 
 T = TypeVar("T")
 XidProbe = Callable[[], Measured[tuple[XidEvent, ...]]]
@@ -486,7 +487,7 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
             )
         )
     _bounded({0: sampler.close}, max(tail, time.monotonic() + 0.2))
-    return BurnResult(
+    result = BurnResult(
         backend=backend.name,
         dtype=config.dtype,
         matrix_size=matrix_size,
@@ -505,6 +506,7 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
         cuda_device_order=environment.device_order,
         device_mapping=matching.method,
     )
+    return plausible_burn(result)  # a NaN sample is not measured, never a cool GPU
 
 
 _NO_DEVICE = Unavailable(Reason.NOT_MEASURED, "no backend device burned this GPU")

@@ -13,7 +13,12 @@ Handled line forms (all seen in captures/xid/):
 * an Xid message wrapped onto continuation lines ``NVRM:`` + deeper indentation,
   which are appended to the message.
 
-Windowing fails closed: an event whose time cannot be placed is kept.
+Windowing fails closed: an event whose time cannot be placed is kept. Raw
+``[seconds]`` stamps are placed by the host's uptime; an uptime that cannot be
+(NaN, negative, more than about twenty years: see
+:mod:`validator.node.plausibility`) or that a log line is stamped well after is
+not used: every raw-stamped event is then kept, as in a log without an uptime,
+and :attr:`XidLog.uptime_doubt` says why.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+from dataclasses import dataclass
 
-from validator.model import XidEvent
+from validator.model import Unavailable, XidEvent
+from validator.node.plausibility import plausible_uptime
 
 _XID = re.compile(
     r"(?:(nvidia-nvswitch\d*):\s*)?(S?Xid)\s*\(PCI:([0-9A-Fa-f:.]+)\):\s*(\d+)\s*,?\s*(.*)$"
@@ -37,6 +44,10 @@ _ISO = re.compile(
 )
 _JOURNAL = re.compile(r"^(\w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2})\s+\S+\s+kernel:\s*")
 _CONTINUATION = re.compile(r"NVRM:\s{2,}(\S.*)$")
+
+# How far a raw stamp may run ahead of the uptime read after it before the uptime is
+# doubted: the printk clock and /proc/uptime's start a moment apart at boot.
+UPTIME_SLACK_S = 60.0
 
 
 # What journalctl prints around (or instead of) log lines: "-- No entries --",
@@ -165,6 +176,15 @@ def _event(match: re.Match[str], stamp: _Stamp) -> XidEvent:
     )
 
 
+@dataclass(frozen=True)
+class XidLog:
+    """The Xid events of a kernel log, and why the uptime given was not used, if it was not."""
+
+    events: tuple[XidEvent, ...]
+    # None: the uptime placed the raw stamps (or none was given, or no window asked).
+    uptime_doubt: str | None = None
+
+
 def parse_xid_events(
     text: str,
     *,
@@ -180,16 +200,66 @@ def parse_xid_events(
             Naive values and log stamps without a zone are local time.
         window_hours: keep events no older than this; None keeps all.
         uptime_s: seconds since boot, to place raw ``[seconds]`` stamps in the
-            window; without it such events are kept.
+            window; without it (or with one that cannot be right) such events are kept.
 
     Returns:
         The events in log order. Events whose time cannot be placed are kept.
     """
+    return read_xid_log(text, now=now, window_hours=window_hours, uptime_s=uptime_s).events
+
+
+def read_xid_log(
+    text: str,
+    *,
+    now: datetime.datetime | None = None,
+    window_hours: float | None = None,
+    uptime_s: float | None = None,
+) -> XidLog:
+    """The events :func:`parse_xid_events` keeps, and why the uptime was not used if not.
+
+    The uptime is not used (every raw-stamped event is kept, fail closed) when it is
+    physically implausible, or when a log line is stamped more than
+    :data:`UPTIME_SLACK_S` after it: that log was not written by a host up that long.
+    """
     reference = now if now is not None else datetime.datetime.now(datetime.timezone.utc)
+    events, latest_raw = _events(text, reference)
+    if window_hours is None:
+        return XidLog(tuple(events))
+    doubt = _uptime_doubt(uptime_s, latest_raw) if uptime_s is not None else None
+    trusted = uptime_s if doubt is None else None
+    kept = []
+    for event in events:
+        stamp = _Stamp(
+            wall=datetime.datetime.fromisoformat(event.timestamp) if event.timestamp else None,
+            uptime=event.uptime_s,
+        )
+        if _within(stamp, reference, window_hours, trusted):
+            kept.append(event)
+    return XidLog(tuple(kept), doubt)
+
+
+def _uptime_doubt(uptime_s: float, latest_raw: float | None) -> str | None:
+    """Why ``uptime_s`` cannot place this log's raw stamps; None when it can."""
+    checked = plausible_uptime(uptime_s)
+    if isinstance(checked, Unavailable):
+        return checked.detail
+    if latest_raw is not None and latest_raw > uptime_s + UPTIME_SLACK_S:
+        return (
+            f"uptime {uptime_s:.0f} s is earlier than a log line stamped {latest_raw:.0f} s "
+            "after boot"
+        )
+    return None
+
+
+def _events(text: str, reference: datetime.datetime) -> tuple[list[XidEvent], float | None]:
+    """Every Xid event in log order, and the latest raw ``[seconds]`` stamp of any line."""
     events: list[XidEvent] = []
+    latest_raw: float | None = None
     last: tuple[XidEvent, _Stamp] | None = None
     for raw_line in text.splitlines():
         stamp, body = _stamp(raw_line.rstrip(), reference)
+        if stamp.uptime is not None:
+            latest_raw = stamp.uptime if latest_raw is None else max(latest_raw, stamp.uptime)
         match = _XID.search(body)
         if match:
             last = (_event(match, stamp), stamp)
@@ -203,14 +273,4 @@ def parse_xid_events(
             last = (updated, last[1])
             continue
         last = None
-    if window_hours is None:
-        return tuple(events)
-    kept = []
-    for event in events:
-        stamp = _Stamp(
-            wall=datetime.datetime.fromisoformat(event.timestamp) if event.timestamp else None,
-            uptime=event.uptime_s,
-        )
-        if _within(stamp, reference, window_hours, uptime_s):
-            kept.append(event)
-    return tuple(kept)
+    return events, latest_raw

@@ -30,7 +30,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class SmiQuery:
-    """What ``nvidia-smi -q`` (text or XML) says about the node and each GPU."""
+    """What ``nvidia-smi -q`` (text or XML) says about the node and each GPU.
+
+    ``cut`` says where the output ends in the middle of a GPU ("" when every GPU
+    section it holds is whole); a shortfall against ``attached_gpus`` is the
+    consumer's to see.
+    """
 
     status: NvmlStatus
     detail: str
@@ -38,6 +43,7 @@ class SmiQuery:
     cuda_version: Measured[str]
     attached_gpus: Measured[int]
     gpus: tuple[GpuFacts, ...]
+    cut: str = ""
 
     @classmethod
     def from_error(cls, error: SmiError) -> SmiQuery:

@@ -8,9 +8,17 @@ listed as alternatives.
 Choices:
 
 * A truncated file (cut mid-GPU) is not an error: the GPUs present are parsed,
-  fields after the cut are NOT_MEASURED, and ``attached_gpus`` still says how
-  many GPUs the driver reported, so a consumer can see the shortfall. A text
-  without the ``NVSMI LOG`` banner or without any GPU section raises ParseError.
+  fields after the cut are NOT_MEASURED, ``cut`` says which GPU section the
+  text ends in, and ``attached_gpus`` still says how many GPUs the driver
+  reported, so a consumer can see the shortfall. A text without the
+  ``NVSMI LOG`` banner or without any GPU section raises ParseError.
+* A whole GPU section ends with its ``Processes`` entry (``: None``, or one
+  ``Process ID`` block per process, each ending with ``Used GPU Memory``),
+  followed on R555 and newer by ``Capabilities``. Every real -q in the corpus
+  (drivers 470..610, Linux and Windows, MIG) has that shape; a section without
+  ``Processes``, a process block without its memory line, a text ending on a
+  bare section header or inside the word after ``Processes :`` ("No") is cut.
+  A cut inside any other last value ("disa" for "disabled") cannot be told.
 * Power comes from "GPU Power Readings" (R535+) or "Power Readings" (older).
   "Module Power Readings" (whole board or superchip) is ignored, except on
   GH200, where the GPU readings can be N/A and the module values are the only
@@ -268,6 +276,53 @@ def _gpu_facts(index: int, gpu: _Node, header_bus_id: str) -> GpuFacts:
     return GpuFacts(index=index, **fields)
 
 
+def _last_line(node: _Node) -> _Node:
+    while node.children:
+        node = node.children[-1]
+    return node
+
+
+def _cut_inside(bus_id: str, gpu: _Node, last: bool) -> str:
+    """Where this GPU section is cut short; "" when it is whole (see the module notes)."""
+    processes = gpu.child("Processes")
+    if processes is None:
+        return f"GPU {bus_id} ends before its Processes section"
+    blocks = processes.children
+    whole_blocks = all(
+        block.child("Used GPU Memory") is not None
+        for block in blocks
+        if block.key.lower() == "process id"
+    )
+    if not whole_blocks or (blocks and blocks[-1].key.lower() != "process id"):
+        return f"GPU {bus_id} ends inside its process list"
+    if not last:
+        return ""
+    end = _last_line(gpu)
+    if end is not gpu and end.value is None:
+        return f"GPU {bus_id} ends on the bare section header {end.key!r}"
+    if end is processes and _cut_word(end.value or ""):
+        return f"GPU {bus_id} ends inside its Processes line ({end.value!r})"
+    return ""
+
+
+# What "Processes : ..." says when there is no process to list.
+_NO_PROCESS = ("none", "n/a", "not supported")
+
+
+def _cut_word(value: str) -> bool:
+    """An empty value, or the start of a placeholder without its end ("No" for "None")."""
+    word = value.strip().lower()
+    return not word or any(full.startswith(word) and full != word for full in _NO_PROCESS)
+
+
+def _cut(sections: list[tuple[str, _Node]]) -> str:
+    for number, (bus_id, gpu) in enumerate(sections):
+        where = _cut_inside(bus_id, gpu, last=number == len(sections) - 1)
+        if where:
+            return where
+    return ""
+
+
 def _version(root: _Node, *keys: str) -> Measured[str]:
     return first_known(read_text(root.get(key)) for key in keys)
 
@@ -290,11 +345,12 @@ def parse_smi_query(text: str) -> SmiQuery:
     if "NVSMI LOG" not in text:
         return SmiQuery.from_error(smi_error(text, "nvidia-smi -q output", "no NVSMI LOG banner"))
     root = _build_tree(text)
-    gpus: list[GpuFacts] = []
-    for node in root.children:
-        match = _GPU_HEADER.match(node.key)
-        if match and node.value is None:
-            gpus.append(_gpu_facts(len(gpus), node, match.group(1)))
+    sections = [
+        (match.group(1), node)
+        for node in root.children
+        if node.value is None and (match := _GPU_HEADER.match(node.key))
+    ]
+    gpus = [_gpu_facts(index, node, bus_id) for index, (bus_id, node) in enumerate(sections)]
     if not gpus:
         raise ParseError("nvidia-smi -q output has no GPU section (cut before the first GPU?)")
     return SmiQuery(
@@ -304,4 +360,5 @@ def parse_smi_query(text: str) -> SmiQuery:
         cuda_version=_version(root, "CUDA UMD Version", "CUDA Version"),
         attached_gpus=read_int(root.get("Attached GPUs")),
         gpus=tuple(gpus),
+        cut=_cut(sections),
     )

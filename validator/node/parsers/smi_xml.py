@@ -4,7 +4,10 @@ Covers the nvsmi_device v10..v13 DTDs (drivers 418..595 in the corpus): the
 tags renamed across them are listed as alternatives, in the same order of
 preference as the text parser (see smi_query for the choices on power,
 T.Limit offsets and R610 versions). XML is all or nothing: a truncated or
-invalid document raises ParseError naming the line.
+invalid document raises ParseError naming the line. A well-formed document
+whose ``<gpu>`` lacks ``<processes>`` (which every whole ``<gpu>`` of the
+corpus carries, v10..v13, Linux and Windows, MIG) was cut or trimmed before it
+was closed again: ``cut`` says which.
 """
 
 from __future__ import annotations
@@ -196,6 +199,13 @@ def _gpu_facts(index: int, gpu: ET.Element) -> GpuFacts:
     return GpuFacts(index=index, **fields)
 
 
+def _cut(gpus: list[ET.Element]) -> str:
+    for gpu in gpus:
+        if gpu.find("processes") is None:
+            return f'<gpu id="{gpu.get("id", "?")}"> has no <processes> element'
+    return ""
+
+
 def _document(text: str) -> ET.Element:
     # nvidia-smi never declares entities; refusing them closes the entity-expansion
     # attacks defusedxml guards against (it is not in the standard library the node runs on).
@@ -231,7 +241,8 @@ def parse_smi_xml(text: str) -> SmiQuery:
     root = _document(text)
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"XML root is <{root.tag}>, expected <nvidia_smi_log>")
-    gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(root.findall("gpu")))
+    elements = root.findall("gpu")
+    gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(elements))
     if not gpus:
         raise ParseError("nvidia-smi XML has no <gpu> element")
     return SmiQuery(
@@ -245,4 +256,5 @@ def parse_smi_xml(text: str) -> SmiQuery:
         ),
         attached_gpus=read_int(_get(root, "attached_gpus")),
         gpus=gpus,
+        cut=_cut(elements),
     )

@@ -1,0 +1,1 @@
+"""Hostile inputs and faults: every command, every documented bad input."""

@@ -1,0 +1,537 @@
+"""``certify --capture DIR`` on bundles of real captures with one thing changed; ``capture DIR``.
+
+The base bundle (data_files.bundle) is a whole, healthy A10 capture that certifies
+under the no-burn policy (exit 0). Every change below makes it contradictory,
+truncated or implausible, and a wrong verdict is worse than an error: 1 or 2, never 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.hostile.cases import Case, Outcome, case
+from tests.hostile.data_files import (
+    H200_BANNER,
+    T4_XML,
+    bundle,
+    combine,
+    corpus,
+    cut_at,
+    drop_last_gpu_section,
+    meta,
+    mkdir,
+    once,
+    scenario,
+    symlink,
+    write,
+    xid79_dmesg,
+)
+
+CERTIFY = (
+    "certify",
+    "--capture",
+    "{tmp}/bundle",
+    "--policy",
+    "{tmp}/policy.yml",
+    "--db",
+    "{tmp}/history.db",
+)
+NEVER_CERTIFIED = frozenset({1, 2})
+QUERY = "nvidia-smi-q.txt"
+BANNER = "nvidia-smi.txt"
+XML = "nvidia-smi-q.xml"
+
+
+def _value(
+    label: str, pattern: str, replacement: str, *, exits: int | frozenset[int] = NEVER_CERTIFIED
+) -> Case:
+    """One implausible value in the -q: never certified on it (a parser may refuse it: 2)."""
+    return case(
+        f"capture-implausible-{label}",
+        *CERTIFY,
+        exit=exits,
+        setup=bundle({QUERY: once(pattern, replacement)}),
+    )
+
+
+def _nothing_escaped(tmp: Path, _outcome: Outcome) -> None:
+    strays = sorted(p.name for p in tmp.parent.iterdir() if p.name.startswith("escape"))
+    assert not strays, f"a host name wrote outside the report dir: {strays}"
+    assert not list(tmp.glob("escape*")), "a host name wrote outside the report dir"
+
+
+XXE_XML = (
+    '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log [<!ENTITY leak SYSTEM "file:///etc/passwd">]>\n'
+    "<nvidia_smi_log><driver_version>&leak;</driver_version><attached_gpus>1</attached_gpus>"
+    "</nvidia_smi_log>\n"
+)
+
+
+def _xml_laughs() -> str:
+    entities = ['<!ENTITY lol0 "lol">']
+    for level in range(1, 10):
+        entities.append(f'<!ENTITY lol{level} "{("&lol" + str(level - 1) + ";") * 10}">')
+    doctype = "<!DOCTYPE nvidia_smi_log [" + "".join(entities) + "]>"
+    body = "<nvidia_smi_log><driver_version>&lol9;</driver_version></nvidia_smi_log>"
+    return f'<?xml version="1.0"?>\n{doctype}\n{body}\n'
+
+
+_DMESG_WITH_XID = xid79_dmesg  # called at setup time: the corpus is read then
+
+CASES: tuple[Case, ...] = (
+    # Controls: the whole capture certifies, and a recent Xid 79 is caught.
+    case("capture-base-certifies", *CERTIFY, exit=0, setup=bundle()),
+    case(
+        "capture-base-report-dir",
+        *CERTIFY,
+        "--report-dir",
+        "{tmp}/rep",
+        exit=0,
+        setup=bundle(),
+        exists=("rep/report.json", "rep/certificates/*.json"),
+    ),
+    case("capture-a40x10-whole-certifies", *CERTIFY, exit=0, setup=bundle(base="a40x10")),
+    case(
+        "capture-xid79-in-window",
+        *CERTIFY,
+        exit=1,
+        setup=bundle({"dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0)}),
+    ),
+    # Contradictory files: the report names the files that disagree.
+    case(
+        "capture-a10-query-next-to-h200-banner",
+        *CERTIFY,
+        exit=1,
+        out=(QUERY, BANNER),
+        setup=bundle({BANNER: lambda _t: corpus(H200_BANNER)}),
+    ),
+    case(
+        "capture-t4-xml-next-to-a10-query",
+        *CERTIFY,
+        exit=1,
+        out=(XML, QUERY),
+        setup=bundle({XML: lambda _t: corpus(T4_XML)}),
+    ),
+    case(
+        "capture-banner-driver-differs",
+        *CERTIFY,
+        exit=1,
+        out=(QUERY, BANNER),
+        setup=bundle({BANNER: once(r"Driver Version: 550\.90\.12", "Driver Version: 550.90.07")}),
+    ),
+    case(
+        "capture-banner-bus-id-differs",
+        *CERTIFY,
+        exit=1,
+        out=(QUERY, BANNER),
+        setup=bundle({BANNER: once(r"00000000:08:00\.0", "00000000:09:00.0")}),
+    ),
+    case(
+        "capture-lspci-shows-two-gpus",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {
+                "lspci-n.txt": (
+                    "0000:08:00.0 0302: 10de:2236 (rev a1)\n0000:09:00.0 0302: 10de:2236 (rev a1)\n"
+                )
+            }
+        ),
+    ),
+    case(
+        "capture-lspci-agrees",
+        *CERTIFY,
+        exit=0,
+        setup=bundle(
+            {"lspci-n.txt": "0000:00:00.0 0600: 8086:1237\n0000:08:00.0 0302: 10de:2236 (rev a1)\n"}
+        ),
+    ),
+    # Truncated outputs: never certified from a part of a file.
+    case(
+        "capture-query-declares-more-gpus",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle({QUERY: once(r"^(Attached GPUs\s+): 1$", r"\1: 2"), BANNER: None}),
+    ),
+    case(
+        "capture-a40x10-query-nine-of-ten-sections",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle({QUERY: drop_last_gpu_section}, base="a40x10"),
+    ),
+    case(
+        "capture-a40x10-query-cut-mid-gpu",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle(
+            {QUERY: cut_at(r"^GPU 00000000:CE:00\.0\n(?:.*\n){40}", keep_match=True)}, base="a40x10"
+        ),
+    ),
+    case(
+        "capture-query-cut-mid-gpu",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle({QUERY: cut_at(r"^    ECC Errors$"), BANNER: None}),
+    ),
+    case(
+        "capture-query-cut-after-header",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle({QUERY: cut_at(r"^GPU 00000000:08:00\.0$"), BANNER: None}),
+    ),
+    case(
+        "capture-query-cut-mid-value",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle(
+            {QUERY: cut_at(r"^        GPU Current Temp\s+: 3", keep_match=True), BANNER: None}
+        ),
+    ),
+    case(
+        "capture-query-cut-mid-gpu-banner-present",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=QUERY,
+        setup=bundle({QUERY: cut_at(r"^    Temperature$")}),
+    ),
+    case(
+        "capture-xml-cut-mid-gpu",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        out=XML,
+        setup=bundle(
+            {XML: lambda _t: corpus(T4_XML)[: len(corpus(T4_XML)) // 2], QUERY: None, BANNER: None}
+        ),
+    ),
+    case(
+        "capture-query-binary",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle({QUERY: lambda _t: bytes(range(256)).decode("latin-1") * 8, BANNER: None}),
+    ),
+    case(
+        "capture-query-empty",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle({QUERY: "", BANNER: None}),
+    ),
+    case(
+        "capture-query-is-nvcc-output",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle(
+            {QUERY: lambda _t: corpus("nvcc/repo-ngc-test-nvcc-11.6.55.txt"), BANNER: None}
+        ),
+    ),
+    case(
+        "capture-query-is-a-directory",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=combine(bundle({QUERY: None}), mkdir("bundle/nvidia-smi-q.txt")),
+    ),
+    case(
+        "capture-query-links-to-dev-zero",
+        *CERTIFY,
+        exit={1, 2, 3},  # not a file: missing (nothing judged) or bad input, never a hang
+        setup=combine(
+            bundle({QUERY: None, BANNER: None}), symlink("bundle/nvidia-smi-q.txt", "/dev/zero")
+        ),
+        child=True,
+        timeout_s=30,
+    ),
+    case(
+        "capture-xml-external-entity",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        forbid="root:x:0:0",
+        setup=bundle({XML: XXE_XML, QUERY: None, BANNER: None}),
+    ),
+    case(
+        "capture-xml-billion-laughs",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle({XML: _xml_laughs(), QUERY: None, BANNER: None}),
+        child=True,
+        timeout_s=30,
+    ),
+    # Physically implausible values: "not measured", which never certifies.
+    # The issue's own two: the thermal margin is then unknown, and it is required.
+    _value("temperature-minus-273", r"(GPU Current Temp\s+): 33 C", r"\1: -273 C", exits=1),
+    _value("temperature-nan", r"(GPU Current Temp\s+): 33 C", r"\1: nan C", exits=1),
+    _value("temperature-99999", r"(GPU Current Temp\s+): 33 C", r"\1: 99999 C"),
+    _value("shutdown-temperature-minus-1000", r"(GPU Shutdown Temp\s+): 101 C", r"\1: -1000 C"),
+    _value(
+        "power-draw-1e9",
+        r"(GPU Power Readings\n\s+Power Draw\s+): 15\.65 W",
+        r"\1: 1000000000.00 W",
+    ),
+    _value("power-limit-negative", r"(Current Power Limit\s+): 150\.00 W", r"\1: -150.00 W"),
+    _value("memory-total-zero", r"(FB Memory Usage\n\s+Total\s+): 23028 MiB", r"\1: 0 MiB"),
+    _value(
+        "memory-used-over-total",
+        r"(FB Memory Usage\n(?:.*\n){2}\s+Used\s+): 1 MiB",
+        r"\1: 99999 MiB",
+    ),
+    _value(
+        "ecc-volatile-negative",
+        r"(        Volatile\n(?:            .*\n){4}            DRAM Uncorrectable\s+): 0",
+        r"\1: -5",
+    ),
+    _value(
+        "remapped-rows-negative",
+        r"(Remapped Rows\n(?:.*\n)\s+Uncorrectable Error\s+): 0",
+        r"\1: -1",
+    ),
+    _value("pcie-gen-99", r"(PCIe Generation\n\s+Max\s+): 4", r"\1: 99"),
+    _value("pcie-width-999", r"(Link Width\n\s+Max\s+): 16x", r"\1: 999x"),
+    _value("max-sm-clock-huge", r"(Max Clocks\n(?:.*\n)\s+SM\s+): 1695 MHz", r"\1: 99999999 MHz"),
+    # The kernel log's window: an uptime that hides an Xid never certifies.
+    case(
+        "capture-uptime-1e12-hides-xid79",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {"dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0), "meta.json": meta(uptime_s=1e12)}
+        ),
+    ),
+    case(
+        "capture-uptime-nan-with-xid79",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle(
+            {
+                "dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0),
+                "meta.json": meta(uptime_s=float("nan")),
+            }
+        ),
+    ),
+    case(
+        "capture-uptime-infinite-with-xid79",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle(
+            {
+                "dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0),
+                "meta.json": meta(uptime_s=float("inf")),
+            }
+        ),
+    ),
+    case(
+        "capture-uptime-negative-with-xid79",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {"dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0), "meta.json": meta(uptime_s=-5.0)}
+        ),
+    ),
+    case(
+        "capture-uptime-text-with-xid79",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {
+                "dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0),
+                "meta.json": meta(uptime_s="a while"),
+            }
+        ),
+    ),
+    case(
+        "capture-xid-stamped-after-uptime",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {"dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0), "meta.json": meta(uptime_s=100.0)}
+        ),
+    ),
+    case(
+        "capture-meta-duplicate-uptime-with-xid79",
+        *CERTIFY,
+        exit=NEVER_CERTIFIED,
+        setup=bundle(
+            {
+                "dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0),
+                "meta.json": '{"hostname": "a10-node", "uptime_s": 90000.0, "uptime_s": 1e12}\n',
+            }
+        ),
+    ),
+    case(
+        "capture-no-meta-xid-counts",
+        *CERTIFY,
+        exit=1,
+        setup=bundle({"dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0), "meta.json": None}),
+    ),
+    case(
+        "capture-captured-at-garbage-with-xid79",
+        *CERTIFY,
+        exit=1,
+        setup=bundle(
+            {
+                "dmesg.txt": lambda _t: _DMESG_WITH_XID(89000.0),
+                "meta.json": meta(captured_at="yesterday"),
+            }
+        ),
+    ),
+    case("capture-empty-dmesg", *CERTIFY, exit=1, setup=bundle({"dmesg.txt": ""})),
+    case(
+        "capture-meta-not-json",
+        *CERTIFY,
+        exit=2,
+        err="meta.json",
+        setup=bundle({"meta.json": "{uptime: 5\n"}),
+    ),
+    case(
+        "capture-meta-is-a-list",
+        *CERTIFY,
+        exit=2,
+        err="meta.json",
+        setup=bundle({"meta.json": "[90000]\n"}),
+    ),
+    case(
+        "capture-nvcc-garbage",
+        *CERTIFY,
+        exit=2,
+        err="nvcc.txt",
+        setup=bundle({"nvcc.txt": "command not found\n"}),
+    ),
+    case(
+        "capture-cudnn-header-garbage",
+        *CERTIFY,
+        exit=2,
+        err="cudnn_version.h",
+        setup=bundle({"cudnn_version.h": "#pragma once\n"}),
+    ),
+    case(
+        "capture-proc-version-garbage",
+        *CERTIFY,
+        exit=2,
+        err="proc-driver-version.txt",
+        setup=bundle({"proc-driver-version.txt": "no such file\n"}),
+    ),
+    # A host name that is a path must not write outside the report dir.
+    case(
+        "capture-hostname-is-a-path",
+        *CERTIFY,
+        "--report-dir",
+        "{tmp}/rep",
+        exit={0, 2},
+        setup=bundle({"meta.json": meta(hostname="../../escape")}),
+        check=_nothing_escaped,
+    ),
+    case(
+        "capture-directory-missing",
+        "certify",
+        "--capture",
+        "{tmp}/nobundle",
+        "--db",
+        "{tmp}/history.db",
+        exit=2,
+        err="nobundle",
+    ),
+    case(
+        "capture-directory-empty",
+        "certify",
+        "--capture",
+        "{tmp}/emptybundle",
+        "--db",
+        "{tmp}/history.db",
+        exit=2,
+        err="emptybundle",
+        setup=mkdir("emptybundle"),
+    ),
+    case(
+        "capture-directory-is-a-file",
+        "certify",
+        "--capture",
+        "{tmp}/afile",
+        "--db",
+        "{tmp}/history.db",
+        exit=2,
+        err="afile",
+        setup=write("afile", "not a bundle\n"),
+    ),
+    # `gpuready capture DIR`
+    case(
+        "capture-cmd-simulated",
+        "capture",
+        "--simulate",
+        "healthy-8x-h100-sxm",
+        "{tmp}/c",
+        exit=0,
+        exists=("c/meta.json", "c/nvidia-smi.txt", "c/dmesg.txt"),
+    ),
+    case(
+        "capture-cmd-this-machine",
+        "capture",
+        "{tmp}/c",
+        exit=0,
+        exists=("c/meta.json", "c/hostname.txt"),
+    ),
+    case(
+        "capture-cmd-over-an-old-bundle",
+        "capture",
+        "--simulate",
+        "healthy-8x-h100-sxm",
+        "{tmp}/bundle",
+        exit=0,
+        setup=bundle(),
+        exists="bundle/meta.json",
+    ),
+    case("capture-cmd-empty-directory", "capture", "", exit=2, err="directory"),
+    case(
+        "capture-cmd-into-a-file",
+        "capture",
+        "{tmp}/afile",
+        exit=2,
+        err="afile",
+        setup=write("afile", "x\n"),
+    ),
+    case(
+        "capture-cmd-under-a-file",
+        "capture",
+        "{tmp}/afile/sub",
+        exit={2, 3},
+        err="afile",
+        setup=write("afile", "x\n"),
+    ),
+    case(
+        "capture-cmd-unknown-scenario",
+        "capture",
+        "--simulate",
+        "nope",
+        "{tmp}/c",
+        exit=2,
+        err="nope",
+        absent="c",
+    ),
+    case(
+        "capture-cmd-empty-scenario",
+        "capture",
+        "--simulate",
+        "",
+        "{tmp}/c",
+        exit=2,
+        err="--simulate",
+        absent="c",
+    ),
+    case(
+        "capture-cmd-broken-scenario-file",
+        "capture",
+        "--simulate",
+        "{tmp}/scenario.json",
+        "{tmp}/c",
+        exit=2,
+        err="scenario.json",
+        setup=scenario(raw="{not json"),
+        absent="c",
+    ),
+    case("capture-cmd-no-directory", "capture", exit=2, err="DIRECTORY"),
+    case(
+        "capture-cmd-two-directories", "capture", "{tmp}/a", "{tmp}/b", exit=2, err="extra argument"
+    ),
+)

@@ -1,0 +1,30 @@
+"""``gpuready`` itself: --help, --version, and commands or options that do not exist."""
+
+from __future__ import annotations
+
+from tests.hostile.cases import Case, case
+
+COMMANDS = ("certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios")
+
+CASES: tuple[Case, ...] = (
+    case("global-help", "--help", exit=0, out="Usage: gpuready"),
+    case("global-help-short", "-h", exit=0, out="Usage: gpuready"),
+    case("global-version", "--version", exit=0, out="gpuready"),
+    *(case(f"global-{name}-help", name, "--help", exit=0, out="Usage:") for name in COMMANDS),
+    # Bare `gpuready` prints its help (not one line), as click groups do.
+    case("global-no-arguments", exit=2, out="Commands:", one_line=False),
+    case("global-unknown-command", "certfy", exit=2, err="certfy"),
+    case("global-unknown-option", "--frobnicate", exit=2, err="--frobnicate"),
+    case("global-version-with-junk", "--version=3", exit=2, err="--version"),
+    # `gpuready scenarios` takes nothing.
+    case(
+        "scenarios-lists-the-built-ins",
+        "scenarios",
+        exit=0,
+        out=("healthy-8x-h100-sxm", "no-gpu-driver"),
+    ),
+    case(
+        "scenarios-extra-argument", "scenarios", "healthy-8x-h100-sxm", exit=2, err="extra argument"
+    ),
+    case("scenarios-unknown-option", "scenarios", "--json", exit=2, err="--json"),
+)
