@@ -105,17 +105,17 @@ def test_cut_short_names_how_the_run_was_cut() -> None:
     assert cut_short(LONG_BURN, bare, 60.0, 1.0) == "no time was left for the 30 s burn-in"
 
 
-def test_timed_out_is_unknown_and_keeps_every_finding() -> None:
+def test_timed_out_keeps_a_proven_fault_and_every_finding() -> None:
     facts = collect_simulated("one-gpu-power-capped", burn=BurnConfig(duration_s=2))
     judged = judge_node(facts, Policy())
     assert judged.verdict is Verdict.NOT_CERTIFIED
 
     result = timed_out(judged, 3.0, "the 30 s burn-in was cut to 2.0 s")
 
-    assert result.verdict is Verdict.UNKNOWN
-    assert result.summary == (
-        "could not be judged: cut at the 3 s deadline: the 30 s burn-in was cut to 2.0 s"
-    )
+    # The FAIL was measured before the cut: not certified, never "could not be judged".
+    assert result.verdict is Verdict.NOT_CERTIFIED
+    assert result.summary.startswith("not certified: ")
+    assert result.summary.endswith("cut at the 3 s deadline: the 30 s burn-in was cut to 2.0 s")
     assert set(judged.findings) < set(result.findings)
     severities = [finding.severity.value for finding in result.findings]
     assert severities == sorted(severities, key=["FAIL", "UNKNOWN", "WARN", "PASS"].index)

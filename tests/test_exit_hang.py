@@ -100,15 +100,23 @@ def run_once(inventory: Path, workdir: Path, index: int) -> Run:
     return Run(code, b"".join(out).decode(), b"".join(err).decode(), after)
 
 
-def check_report(stdout: str) -> None:
-    """Every host is in the report, UNKNOWN: cut at its 3 s deadline (its figures kept) or,
-    on a machine too loaded to collect in time, given up at it."""
+def check_report(stdout: str) -> int:
+    """Every host is in the report, cut at its 3 s deadline (its figures kept) or, on a
+    machine too loaded to collect in time, given up at it: UNKNOWN, but for the power-capped
+    host whose FAIL was measured before the cut (NOT_CERTIFIED: a proven fault stays one).
+
+    Returns:
+        The exit code the report calls for.
+    """
     report = json.loads(stdout)
     nodes = {node["hostname"]: node for node in report["nodes"]}
     assert sorted(nodes) == sorted(SCENARIOS)
     for name, node in nodes.items():
-        assert node["verdict"] == "UNKNOWN", (name, node["summary"])
+        allowed = {"UNKNOWN", "NOT_CERTIFIED"} if name == "gpu04" else {"UNKNOWN"}
+        assert node["verdict"] in allowed, (name, node["summary"])
         assert "3 s deadline" in node["summary"], node["summary"]
+    verdicts = {node["verdict"] for node in nodes.values()}
+    return ExitCode.NOT_CERTIFIED if "NOT_CERTIFIED" in verdicts else ExitCode.COULD_NOT_RUN
 
 
 def test_fleet_run_past_its_deadline_always_exits_promptly(tmp_path: Path) -> None:
@@ -118,8 +126,7 @@ def test_fleet_run_past_its_deadline_always_exits_promptly(tmp_path: Path) -> No
     hung = [i for i, run in enumerate(runs) if run.code is None]
     assert not hung, f"{len(hung)} of {RUNS} runs did not exit within {HARD_LIMIT_S:g} s: {hung}"
     for run in runs:
-        assert run.code == ExitCode.COULD_NOT_RUN, run.stderr
-        check_report(run.stdout)
+        assert run.code == check_report(run.stdout), run.stderr
         assert run.exit_after_report_s < EXIT_AFTER_REPORT_S, (
             f"a run took {run.exit_after_report_s:.1f} s to exit after its report"
         )

@@ -275,3 +275,15 @@ def test_burn_result_fixture_is_consistent() -> None:
     burn = healthy_burn()
     assert [g.index for g in burn.gpus] == list(range(8))
     assert [g.uuid for g in burn.gpus] == [g.uuid for g in H.gpus]
+
+
+def test_a_burn_that_ran_but_cannot_be_used_is_not_called_unstarted() -> None:
+    # An injection never applied: the GPUs burned, so "could not start" would mislead.
+    facts = with_burn(
+        H, error="--burn-inject flip:1:99999 was never applied (GPU 1 ran 12 batches)"
+    )
+    (finding,) = [f for f in judge(facts).findings if f.check == "burn.run"]
+    assert finding.severity is UNKNOWN
+    assert finding.required
+    assert finding.message.startswith("The burn-in result cannot be used: --burn-inject")
+    assert finding.observed == "not usable"

@@ -186,10 +186,13 @@ def test_the_next_writer_removes_temporaries_of_dead_writers_only(tmp_path: Path
     foreign = tmp_path / ".report.html.0123abcd-1-00000000.tmp"  # another host's writer
     foreign.write_text("in flight elsewhere")
     # tempfile's name, from before writers named themselves
-    old_style = tmp_path / ".report.json.k2j4h5.tmp"
-    old_style.write_text("x")
+    old_style = tmp_path / ".report.json.k2j4h5_q.tmp"
+    # The user's own hidden files, in a directory --report-dir (or capture) was pointed at.
+    users = [tmp_path / name for name in (".bashrc.bak", ".config.tmp", ".notes.2024.tmp")]
     stale_after = time.time() - files.STALE_AFTER_S - 60
-    os.utime(old_style, (stale_after, stale_after))
+    for path in (old_style, *users):
+        path.write_text("x")
+        os.utime(path, (stale_after, stale_after))
     report = tmp_path / "report.json"
     report.write_text("{}")
 
@@ -198,6 +201,7 @@ def test_the_next_writer_removes_temporaries_of_dead_writers_only(tmp_path: Path
     assert sorted(removed) == sorted([dead, old_style])
     assert mine.exists()
     assert foreign.exists()
+    assert all(path.exists() for path in users)
     assert report.read_text() == "{}"
 
 

@@ -29,7 +29,11 @@ BACKUP_SUFFIX = ".bak"
 STALE_AFTER_S = 3600.0
 
 _OURS = re.compile(r"^\..+\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[0-9a-f]{8}\.(?:tmp|bak)$")
-_ANY_TEMPORARY = re.compile(r"^\..+\.(?:tmp|bak)$")
+# Ours, or what tempfile named before writers named themselves (".<target>.<8 chars>.tmp"):
+# never any hidden .tmp or .bak of the user's in a directory we were pointed at.
+_ANY_TEMPORARY = re.compile(
+    r"^\..+\.(?:[0-9a-f]{8}-[0-9]+-[0-9a-f]{8}\.(?:tmp|bak)|[a-z0-9_]{8}\.tmp)$"
+)
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:

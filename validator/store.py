@@ -35,6 +35,7 @@ import fcntl
 import json
 import math
 import os
+import secrets
 import socket
 import sqlite3
 import threading
@@ -766,7 +767,8 @@ class Store:
 
     def _spool(self, key: int, run: dict[str, Any], reason: str) -> _Spool:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        name = f"{stamp}-{os.getpid()}-{len(self._spools) + 1}.json"
+        # A random part too: two stores of one process may spool in the same second.
+        name = f"{stamp}-{os.getpid()}-{len(self._spools) + 1}-{secrets.token_hex(4)}.json"
         spool = _Spool(
             path=pending_dir(self.path) / name,
             run={**run, "status": "running", "finished_at": None},
@@ -912,8 +914,11 @@ class Store:
 
     def _owner_alive(self, run_id: int, pid: int | None) -> bool:
         held = _lock_held(self._lock_path(run_id))
-        if held is None:  # no lock file: a run of an older gpuready, or its lock failed
-            return _process_alive(pid)
+        if held is None:
+            # No lock file: a run of an older gpuready, or its lock failed. A pid alone
+            # says nothing of a run on another host sharing this database: never call a
+            # run dead on a guess.
+            return True
         return held
 
     # ------------------------------------------------------------ reading

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return pe
         return int(exc.exit_code)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except getattr(click.exceptions, "NoArgsIsHelpError", ()) as exc:  # click 8.2 and newer
         exc.show()  # a bare group or command: its help, as the user asked for nothing
         return int(ExitCode.BAD_INPUT)
     except click.ClickException as exc:

@@ -213,10 +213,11 @@ def _drift_here(
     )
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     key = request.sign_key
-    # A file given for this machine is checked as a stored one is, its name included:
-    # another node's certificate would only tell how two nodes differ.
+    # A file given for this machine is the operator's pick: its seal is checked, not its
+    # name (an inventory name is rarely the name the machine gives itself); its GPUs'
+    # UUIDs and serials still tell another node's certificate apart.
     baseline = (
-        _checked(request.certificate, key, facts.hostname)
+        _checked(request.certificate, key, None)
         if request.certificate is not None
         else stored_baseline(store, facts.hostname, key)
     )

@@ -71,11 +71,18 @@ def timed_out(result: NodeResult, deadline_s: float, why: str) -> NodeResult:
     )
     failed = [f for f in result.findings if f.severity is Severity.FAIL]
     rest = [f for f in result.findings if f.severity is not Severity.FAIL]
+    # A fault measured before the cut is proven: the node is not certified, not unknown.
+    verdict = Verdict.NOT_CERTIFIED if failed else Verdict.UNKNOWN
+    summary = (
+        f"not certified: {len(failed)} check(s) failed before the run was {reason}"
+        if failed
+        else f"could not be judged: {reason}"
+    )
     return dataclasses.replace(
         result,
-        verdict=Verdict.UNKNOWN,
+        verdict=verdict,
         findings=(*failed, finding, *rest),  # still FAIL, UNKNOWN, WARN, PASS
-        summary=f"could not be judged: {reason}",
+        summary=summary,
     )
 
 

@@ -99,12 +99,16 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
             )
         ]
     if burn.error:
+        # A burn that ran GPUs and still carries an error (an injection never applied)
+        # did run: it is its result that cannot be used.
+        burned = bool(burn.gpus)
         return [
             node_finding(
                 "burn.run",
                 UNKNOWN,
-                f"The burn-in could not start: {burn.error}",
-                observed="could not start",
+                f"The burn-in {'result cannot be used' if burned else 'could not start'}: "
+                f"{burn.error}",
+                observed="not usable" if burned else "could not start",
                 expected="run",
                 required=policy.require_burn,
             )

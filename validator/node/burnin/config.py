@@ -247,7 +247,8 @@ class BurnConfig:
         Only what a host needs to run the burn travels: the fault-injection hook
         and the timing internals stay with the controller's defaults.
         """
-        argv = ["--burn", f"{self.duration_s:g}", "--burn-dtype", self.dtype]
+        # repr: every digit, so the agent burns exactly as long as the controller expects.
+        argv = ["--burn", repr(self.duration_s), "--burn-dtype", self.dtype]
         if self.backend:
             argv += ["--burn-backend", self.backend]
         if self.matrix_size:
