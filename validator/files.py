@@ -153,16 +153,17 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int =
     return target
 
 
-def _process_gone(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host may still run (anyone's: EPERM is alive)."""
     if pid == os.getpid():
-        return False
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except OSError:  # EPERM: it exists, someone else's
         return False
-    return False
+    except OSError:  # EPERM: it exists, someone else's
+        return True
+    return True
 
 
 def is_stale_temporary(path: Path, now: float | None = None) -> bool:
@@ -175,7 +176,7 @@ def is_stale_temporary(path: Path, now: float | None = None) -> bool:
         return False
     ours = _OURS.match(path.name)
     if ours is not None and ours.group("host") == host_tag():
-        return _process_gone(int(ours.group("pid")))
+        return not process_alive(int(ours.group("pid")))
     try:
         age = (time.time() if now is None else now) - path.stat().st_mtime
     except OSError:
@@ -211,6 +212,7 @@ __all__ = [
     "fsync_directory",
     "host_tag",
     "is_stale_temporary",
+    "process_alive",
     "remove_stale_temporaries",
     "temporary_path",
     "write_atomic",

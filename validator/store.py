@@ -50,7 +50,7 @@ from validator import __version__
 from validator import fields as doc
 from validator.certificate import Certificate, certificate_from_json, certificate_to_json
 from validator.errors import BadInputError, CouldNotRunError
-from validator.files import STALE_AFTER_S, write_atomic
+from validator.files import STALE_AFTER_S, process_alive, write_atomic
 from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
 from validator.text import one_line
 
@@ -293,15 +293,7 @@ def _process_alive(pid: int | None, hostname: str | None = None) -> bool:
     """Whether process ``pid`` (of ``hostname``, when known) may still run."""
     if pid is None or (hostname is not None and hostname != socket.gethostname()):
         return True  # cannot tell from here
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, someone else's
-        return True
-    return True
+    return process_alive(pid)
 
 
 # ---------------------------------------------------------------- pending runs

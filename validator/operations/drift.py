@@ -230,7 +230,7 @@ def _drift_fleet(
     request: DriftRequest, store: Store, base: Policy, display: FleetDisplay | None
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
     """Quick facts from every inventory host, each compared and recorded as it arrives."""
-    from validator.certify import DEADLINE_MARGIN_S, agent_request, make_transport
+    from validator.certify import agent_request, host_deadline, make_transport
     from validator.inventory import load_hosts, policy_for
     from validator.remote.fanout import run_fanout
     from validator.remote.ssh import quiet_paramiko
@@ -253,7 +253,6 @@ def _drift_fleet(
         if display is not None:
             display.result(result)
 
-    burn_s = request.burn.duration_s if request.burn else 0.0
     try:
         outcome = run_fanout(
             hosts,
@@ -261,7 +260,7 @@ def _drift_fleet(
             agent_request(request.burn, base),
             judge,
             parallel=request.parallel,
-            deadline_s=request.deadline_s or burn_s + DEADLINE_MARGIN_S,
+            deadline_s=host_deadline(request.deadline_s, request.burn),
             progress=display,
             on_result=arrived,
         )
