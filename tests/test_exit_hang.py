@@ -114,7 +114,11 @@ def check_report(stdout: str) -> int:
     for name, node in nodes.items():
         allowed = {"UNKNOWN", "NOT_CERTIFIED"} if name == "gpu04" else {"UNKNOWN"}
         assert node["verdict"] in allowed, (name, node["summary"])
-        assert "3 s deadline" in node["summary"], node["summary"]
+        # A cut host's summary says so; one the fleet comparison judged again names the
+        # deadline's finding among the checks that could not be judged.
+        assert any(said in node["summary"] for said in ("3 s deadline", "transport.deadline")), (
+            node["summary"]
+        )
     verdicts = {node["verdict"] for node in nodes.values()}
     return ExitCode.NOT_CERTIFIED if "NOT_CERTIFIED" in verdicts else ExitCode.COULD_NOT_RUN
 
