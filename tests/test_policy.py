@@ -97,7 +97,8 @@ def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
         "thermal_margin_min_c, ecc_corrected_volatile_warn, retired_pages_max, "
         "remapped_rows_uncorrectable_max, burn_speed_ratio, burn_relative_min, "
         "burn_power_min_ratio, burn_thermal_margin_c, burn_clock_sag_max, fleet_speed_min, "
-        "drift_burn_drop"
+        "drift_burn_drop, pcie_replay_growth_max, nvlink_crc_growth_max, "
+        "nvlink_replay_growth_max, nvlink_recovery_growth_max"
     )
     assert "\n" not in str(info.value)
     assert info.value.exit_code is ExitCode.BAD_INPUT

@@ -64,6 +64,8 @@ def implausible_reading(value: object) -> bool:
         and value.reason is Reason.ERROR
         and value.detail.startswith(IMPLAUSIBLE)
     )
+
+
 NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED)
 
 # ``Measured[int]`` is an int or the reason it is missing. Written with
@@ -100,10 +102,37 @@ class GpuStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class NvLinkState:
-    """One NVLink of one GPU."""
+    """One NVLink of one GPU: up or not, and its speed where the source gives it."""
 
     link: int
     active: bool
+    speed_gb_s: Measured[float] = NOT_MEASURED  # per direction, as nvidia-smi nvlink -s
+
+
+@dataclass(frozen=True)
+class NvLinkErrorCounts:
+    """One NVLink's error counters (NVML nvmlDeviceGetNvLinkErrorCounter; ``nvlink -e``).
+
+    Counted since the driver loaded (or the counters were reset): compare two readings,
+    never judge one total on its own.
+    """
+
+    link: int
+    crc_flit: Measured[int] = NOT_MEASURED  # NVML_NVLINK_ERROR_DL_CRC_FLIT
+    crc_data: Measured[int] = NOT_MEASURED  # NVML_NVLINK_ERROR_DL_CRC_DATA
+    replay: Measured[int] = NOT_MEASURED  # NVML_NVLINK_ERROR_DL_REPLAY
+    recovery: Measured[int] = NOT_MEASURED  # NVML_NVLINK_ERROR_DL_RECOVERY
+
+
+# The GPU recovery actions NVML reports (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R575+)
+# and ``<gpu_recovery_action>`` in ``nvidia-smi -q -x``, by our names.
+RECOVERY_ACTIONS: Tuple[str, ...] = (
+    "none",
+    "gpu_reset",
+    "node_reboot",
+    "drain_p2p",
+    "drain_and_reset",
+)
 
 
 @dataclass(frozen=True)
@@ -174,6 +203,10 @@ class GpuFacts:
     mig_mode_current: Measured[bool] = NOT_MEASURED
     mig_mode_pending: Measured[bool] = NOT_MEASURED
     nvlinks: Measured[Tuple[NvLinkState, ...]] = NOT_MEASURED
+    nvlink_errors: Measured[Tuple[NvLinkErrorCounts, ...]] = NOT_MEASURED
+    pcie_replay_count: Measured[int] = NOT_MEASURED  # nvmlDeviceGetPcieReplayCounter
+    # What the driver says the GPU needs before it can be trusted again (RECOVERY_ACTIONS).
+    recovery_action: Measured[str] = NOT_MEASURED
     # Fabric manager registration (NVSwitch systems): not_started | in_progress | completed.
     fabric_state: Measured[str] = NOT_MEASURED
     fabric_status: Measured[str] = NOT_MEASURED  # "success" or the error the driver gave
@@ -223,13 +256,35 @@ class XidEvent:
 DEFAULT_XID_WINDOW_HOURS = 24.0
 
 
+# Kernel-log faults other than Xid lines, by kind (KernelFault.kind).
+KERNEL_FAULT_KINDS: Tuple[str, ...] = (
+    "rm_init_adapter_failed",  # NVRM: RmInitAdapter failed: the GPU did not initialise
+    "fallen_off_bus",  # NVRM: GPU ... has fallen off the bus (with or without an Xid 79)
+    "gsp_timeout",  # GSP firmware did not answer an RPC in time
+    "gsp_error",  # GSP firmware failed to boot or reported an error
+    "ecc",  # NVRM: ... ECC error lines outside an Xid
+)
+
+
+@dataclass(frozen=True)
+class KernelFault:
+    """One kernel-log line that shows a GPU fault without being an Xid line."""
+
+    kind: str  # one of KERNEL_FAULT_KINDS
+    pci_bus_id: str  # as the line gives it ("0000:9b:00"); "" when the line names none
+    message: str
+    timestamp: Optional[str] = None  # ISO 8601 where the log gave a wall-clock time
+    uptime_s: Optional[float] = None  # where the log gave seconds since boot
+
+
 @dataclass(frozen=True)
 class KernelLogFacts:
-    """Xid events found in the kernel log within a time window."""
+    """Xid (and SXid) events and other GPU faults in the kernel log within a time window."""
 
     source: str  # "dmesg", "journalctl", a capture file name, or "scenario"
     window_hours: Optional[float]  # None: the whole log given
     events: Measured[Tuple[XidEvent, ...]] = NOT_MEASURED
+    faults: Measured[Tuple[KernelFault, ...]] = NOT_MEASURED
 
 
 @dataclass(frozen=True)
@@ -270,6 +325,8 @@ class ErrorCounters:
     remapped_rows_uncorrectable: Measured[int] = NOT_MEASURED
     remap_pending: Measured[bool] = NOT_MEASURED
     retired_pages_pending: Measured[bool] = NOT_MEASURED
+    pcie_replay_count: Measured[int] = NOT_MEASURED
+    nvlink_errors: Measured[Tuple[NvLinkErrorCounts, ...]] = NOT_MEASURED
 
 
 def counters_of(gpu: GpuFacts) -> ErrorCounters:
@@ -281,6 +338,8 @@ def counters_of(gpu: GpuFacts) -> ErrorCounters:
         remapped_rows_uncorrectable=gpu.remapped_rows_uncorrectable,
         remap_pending=gpu.remap_pending,
         retired_pages_pending=gpu.retired_pages_pending,
+        pcie_replay_count=gpu.pcie_replay_count,
+        nvlink_errors=gpu.nvlink_errors,
     )
 
 
@@ -364,6 +423,39 @@ class SourceConflict:
     proves_fault: bool = False  # the files prove a fault (FAIL), not just disagree (UNKNOWN)
 
 
+class DcgmOutcome(str, enum.Enum):
+    """How one DCGM diagnostic test came out for one GPU (or for the node)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"  # DCGM skipped it: never a pass
+    NOT_RUN = "not_run"  # listed, but DCGM did not run it (an earlier failure, a timeout)
+
+
+@dataclass(frozen=True)
+class DcgmTestResult:
+    """One test's result, for one GPU or (``gpu_index`` None) for the whole node."""
+
+    test: str  # lower snake case, as DCGM 4 names plugins: memory, pcie, sm_stress, ...
+    outcome: DcgmOutcome
+    category: str = ""  # deployment | integration | hardware | stress (as DCGM groups them)
+    gpu_index: Optional[int] = None
+    message: str = ""  # DCGM's own words (warning, error or info), one line
+    error_id: Optional[int] = None  # DCGM_FR_* number, where the output gives it
+
+
+@dataclass(frozen=True)
+class DcgmDiag:
+    """A DCGM diagnostic run (``dcgmi diag -r LEVEL -j``), or why there is none."""
+
+    level: Optional[int]  # as run; None: a recorded output that does not say
+    source: str  # the command line, a capture file name, or "scenario"
+    version: Measured[str] = NOT_MEASURED  # DCGM's version, where the output says
+    results: Measured[Tuple[DcgmTestResult, ...]] = NOT_MEASURED  # why not, when not run
+    elapsed_s: Optional[float] = None  # how long dcgmi ran, where it ran here
+
+
 @dataclass(frozen=True)
 class NodeFacts:
     """Everything measured about one node, from one source."""
@@ -388,6 +480,7 @@ class NodeFacts:
         default_factory=lambda: KernelLogFacts(source="none", window_hours=None)
     )
     burn: Optional[BurnResult] = None  # None: no burn-in was asked for
+    dcgm: Optional[DcgmDiag] = None  # None: no DCGM diagnostic asked for or recorded
     # Where the node's sources contradict each other (a captured bundle's files).
     source_conflicts: Tuple[SourceConflict, ...] = ()
 
@@ -435,8 +528,10 @@ class CheckFamily(str, enum.Enum):
     POWER = "power"
     THERMAL = "thermal"
     PCIE = "pcie"
+    NVLINK = "nvlink"
     ERRORS = "errors"
     BURN = "burn"
+    DCGM = "dcgm"
     FLEET = "fleet"
     DRIFT = "drift"
 
@@ -453,6 +548,36 @@ class CheckFamily(str, enum.Enum):
             return None
 
 
+class Action(str, enum.Enum):
+    """What the operator should do about a finding, from the least disruptive to the most.
+
+    Each non-PASS finding carries one (``validator.judge.actions`` fills it in where a
+    check does not choose); PASS findings carry NONE.
+    """
+
+    NONE = "none"
+    RERUN = "rerun"  # the check could not tell: run it again (after fixing what blocked it)
+    FIX_SOFTWARE = "fix_software_stack"  # driver, CUDA, cuDNN, DCGM, settings: reprovision
+    REBOOT = "reboot"
+    RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
+    CHECK_COOLING_POWER = "check_cooling_or_power"
+    RESEAT_CABLE_RISER = "reseat_or_replace_cable_or_riser"
+    DRAIN_RMA = "drain_and_rma"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The actions that send a technician to the hardware (or its vendor): a GPU failing
+# with one of these gets an RMA evidence file (validator.report.rma).
+HARDWARE_ACTIONS: Tuple[Action, ...] = (
+    Action.RESET_GPU,
+    Action.CHECK_COOLING_POWER,
+    Action.RESEAT_CABLE_RISER,
+    Action.DRAIN_RMA,
+)
+
+
 @dataclass(frozen=True)
 class Finding:
     """What one check concluded, for the node or for one GPU."""
@@ -465,6 +590,8 @@ class Finding:
     gpu_index: Optional[int] = None
     gpu_uuid: Optional[str] = None
     required: bool = True  # an UNKNOWN on a required check blocks certification
+    action: Action = Action.NONE  # what to do about it (NONE on a PASS)
+    action_source: str = ""  # where the action comes from, e.g. NVIDIA's Xid catalog
 
 
 @dataclass(frozen=True)
@@ -542,6 +669,11 @@ class DriftCheck(str, enum.Enum):
     RETIRED_PAGES = "drift.retired_pages"
     PERSISTENCE = "drift.persistence"
     XID = "drift.xid"
+    NVLINK = "drift.nvlink"  # a link down or slower than certified
+    NVLINK_ERRORS = "drift.nvlink_errors"  # link error counters grew since certification
+    PCIE_REPLAY = "drift.pcie_replay"  # PCIe replays grew since certification
+    RECOVERY_ACTION = "drift.recovery_action"  # the driver now asks for a reset or reboot
+    DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     BURN = "drift.burn"
 
     def __str__(self) -> str:

@@ -27,6 +27,13 @@ Decisions, in one place:
 * ``ecc_corrected_volatile_warn`` 10000: Azure's SRAM-correctable limit; corrected errors
   alone never fail (GCM sets CRITICAL only at 50,000,000).
 * ``retired_pages_max`` 10 (Meta GCM), ``remapped_rows_uncorrectable_max`` 512 (Azure).
+* Error counters' growth during the burn-in: ``pcie_replay_growth_max`` 80 and
+  ``nvlink_crc_growth_max`` 100 are DCGM's pcie plugin limits (``max_pcie_replays``, its CRC
+  threshold); ``nvlink_recovery_growth_max`` 0 is DCGM's ``max_nvlink_recovery_errors``;
+  ``nvlink_replay_growth_max`` 0 follows Meta GCM, whose NVLink CRC, replay and recovery
+  thresholds are all 0. Totals since boot are never judged alone, only their growth.
+* ``dcgm_level`` 0: no DCGM diagnostic, so nothing changes for a node without DCGM; 1-4 run
+  ``dcgmi diag -r LEVEL -j`` after the burn-in, each test a finding (``dcgm.<test>``).
 """
 
 from __future__ import annotations
@@ -70,6 +77,11 @@ class Thresholds:
     burn_clock_sag_max: float = 0.30
     fleet_speed_min: float = 0.93  # share of the SKU's fleet median TFLOPS (judge/fleet.py)
     drift_burn_drop: float = 0.10  # burn TFLOPS may fall this share below the certificate
+    # Error counters' growth during the burn-in, per GPU (PCIe) or per link (NVLink).
+    pcie_replay_growth_max: int = 80
+    nvlink_crc_growth_max: int = 100  # flit and data CRC errors, each
+    nvlink_replay_growth_max: int = 0
+    nvlink_recovery_growth_max: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,8 @@ class Policy:
     require_nvcc: bool = True
     require_cudnn: bool = True
     require_burn: bool = True  # a node is certified only after a burn-in
+    dcgm_level: int = 0  # dcgmi diag -r LEVEL on the node; 0: none
+    dcgm_timeout_s: float | None = None  # None: the level's own allowance
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -110,6 +124,7 @@ _HOURS_MAX = 8760.0  # a year
 _TEMPERATURE_MAX = 150.0  # degrees C; margins are 0 up to this
 _XID_RANGE = re.compile(r"(\d{1,5})\s*-\s*(\d{1,5})")
 _XIDS_WANTED = "a list of Xid numbers or ranges like '144-150'"
+_DCGM_TIMEOUT_MAX_S = 86_400.0  # a day: level 4 runs for hours, never for days
 _XID_ITEMS_MAX = _XID_MAX + 1  # more items than Xids must repeat some: a generated typo
 
 
@@ -193,6 +208,10 @@ THRESHOLD_FIELDS = Document(
         _ratio("burn_clock_sag_max", zero=True),
         _ratio("fleet_speed_min"),
         _ratio("drift_burn_drop"),
+        _count("pcie_replay_growth_max"),
+        _count("nvlink_crc_growth_max"),
+        _count("nvlink_replay_growth_max"),
+        _count("nvlink_recovery_growth_max"),
     ),
     wanted="a mapping of threshold keys",
 )
@@ -220,6 +239,16 @@ POLICY_FIELDS = Document(
         _flag("require_nvcc"),
         _flag("require_cudnn"),
         _flag("require_burn"),
+        _count("dcgm_level", high=4),
+        Field(
+            "dcgm_timeout_s",
+            float,
+            minimum=0.0,
+            maximum=_DCGM_TIMEOUT_MAX_S,
+            above=True,
+            convert=float,
+            nullable=True,
+        ),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
     ),
     wanted="a mapping of keys to values",
