@@ -64,11 +64,11 @@ LOW_PERCENTILE = 5.0
 
 # Checks whose non-PASS findings are not counted against a machine with exactly one
 # GPU, and why. state.fabric is not here: the single-GPU policy below settles it with
-# a policy key. state.nvlink has no policy key: the SKU row fixes the NVLinks an
+# a policy key. nvlink.links has no policy key: the SKU row fixes the NVLinks an
 # H100/H200 SXM GPU must have up (18), and a lone GPU (a VM given one GPU of an HGX
 # board) has no peer at the other end of them.
 SINGLE_GPU_NOT_COUNTED = {
-    "state.nvlink": "one GPU: no peer GPU to link to (no policy key relaxes the SKU's "
+    "nvlink.links": "one GPU: no peer GPU to link to (no policy key relaxes the SKU's "
     "NVLink count)",
 }
 

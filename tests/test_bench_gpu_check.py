@@ -308,10 +308,10 @@ def test_a_fail_finding_is_listed_and_counted(tmp_path: Path, template: dict[str
 
 def test_single_gpu_nvlink_finding_is_not_counted(tmp_path: Path, template: dict[str, Any]) -> None:
     report = single_gpu(measured(template))
-    node(report)["findings"].append(finding("state.nvlink", "FAIL", 0, "0 of 18 NVLinks"))
+    node(report)["findings"].append(finding("nvlink.links", "FAIL", 0, "0 of 18 NVLinks"))
     document, text, code = machine(tmp_path, report, name=H200).run()
     listed = document["burn"]["cublas"]["findings_not_pass"]
-    assert listed[-1]["check"] == "state.nvlink"
+    assert listed[-1]["check"] == "nvlink.links"
     assert listed[-1]["counted"] is False
     assert "no peer GPU" in listed[-1]["not_counted_because"]
     assert checks(document, "findings")[0]["status"] == "pass"
@@ -331,7 +331,7 @@ def test_single_gpu_fabric_finding_still_counts(tmp_path: Path, template: dict[s
 
 def test_nvlink_finding_counts_on_eight_gpus(tmp_path: Path, template: dict[str, Any]) -> None:
     report = measured(template)
-    node(report)["findings"].append(finding("state.nvlink", "FAIL", 4, "12 of 18 NVLinks"))
+    node(report)["findings"].append(finding("nvlink.links", "FAIL", 4, "12 of 18 NVLinks"))
     document, _, code = machine(tmp_path, report).run()
     assert code == 1
     assert document["burn"]["cublas"]["findings_not_pass"][0]["counted"] is True

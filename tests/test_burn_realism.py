@@ -139,7 +139,12 @@ def test_the_h100_built_in_replays_a_recorded_gemm_at_the_power_cap() -> None:
 
 FAULTS = {
     "cudnn-missing": {("versions.cudnn", None, "FAIL")},
-    "gpu-fallen-off-bus": {("errors.xid", None, "FAIL"), ("inventory.gpu_status", 6, "FAIL")},
+    "gpu-fallen-off-bus": {
+        ("errors.kernel_faults", None, "FAIL"),
+        ("errors.xid", None, "FAIL"),
+        ("inventory.gpu_status", 6, "FAIL"),
+    },
+    "gpu-needs-reset": {("state.recovery_action", 5, "FAIL")},
     "mixed-hbm-40gb-in-80gb-node": {
         ("inventory.model", None, "FAIL"),
         ("memory.capacity", 5, "FAIL"),
@@ -160,11 +165,38 @@ FAULTS = {
             "thermal.throttle",
         )
     },
+    "nvlink-crc-errors-growing": {("nvlink.errors", 4, "FAIL")},
+    "nvswitch-sxid-fatal": {("errors.sxid", None, "FAIL")},
+    "pcie-riser-replays": {("pcie.replays", 2, "FAIL"), ("pcie.width", 2, "FAIL")},
+    "rm-init-adapter-failed": {
+        ("errors.kernel_faults", None, "FAIL"),
+        ("inventory.gpu_count", None, "FAIL"),
+    },
     "row-remap-pending": {
         ("errors.ecc_uncorrected_volatile", 2, "FAIL"),
         ("errors.row_remap", 2, "FAIL"),
         ("errors.xid", 2, "FAIL"),
     },
+}
+# Built-ins whose fault shows only when the policy asks for it, with that policy.
+POLICY_FAULTS = {
+    "dcgm-memtest-failure": (
+        Policy(dcgm_level=3),
+        {("dcgm.memory", 3, "FAIL"), ("dcgm.memtest", 3, "FAIL")},
+    ),
+}
+# What the operator is told to do about each fault of the issue-13 built-ins.
+FAULT_ACTIONS = {
+    "dcgm-memtest-failure": {"dcgm.memory": "drain_and_rma", "dcgm.memtest": "drain_and_rma"},
+    "gpu-fallen-off-bus": {"errors.kernel_faults": "reboot", "errors.xid": "reboot"},
+    "gpu-needs-reset": {"state.recovery_action": "reset_gpu"},
+    "nvlink-crc-errors-growing": {"nvlink.errors": "drain_and_rma"},  # SXM: no cable to reseat
+    "nvswitch-sxid-fatal": {"errors.sxid": "reset_gpu"},
+    "pcie-riser-replays": {
+        "pcie.replays": "reseat_or_replace_cable_or_riser",
+        "pcie.width": "reseat_or_replace_cable_or_riser",
+    },
+    "rm-init-adapter-failed": {"errors.kernel_faults": "reboot"},
 }
 
 
@@ -173,8 +205,30 @@ def test_fault_built_ins_fail_for_their_fault_only(name: str) -> None:
     assert failing(judged(name)) == FAULTS[name]
 
 
+@pytest.mark.parametrize("name", sorted(POLICY_FAULTS))
+def test_policy_fault_built_ins_fail_for_their_fault_only(name: str) -> None:
+    policy, expected = POLICY_FAULTS[name]
+    facts = collect_simulated(name, burn=BurnConfig(duration_s=2.0), dcgm_level=policy.dcgm_level)
+    assert failing(judge_node(facts, policy)) == expected
+    # without the policy asking, the same node certifies: DCGM is not run
+    assert failing(judged(name)) == set()
+
+
+@pytest.mark.parametrize("name", sorted(FAULT_ACTIONS))
+def test_each_fault_says_what_to_do(name: str) -> None:
+    policy = POLICY_FAULTS[name][0] if name in POLICY_FAULTS else Policy()
+    facts = collect_simulated(name, burn=BurnConfig(duration_s=2.0), dcgm_level=policy.dcgm_level)
+    result = judge_node(facts, policy)
+    told = {
+        f.check: f.action.value
+        for f in result.findings
+        if f.severity is FAIL and f.check in FAULT_ACTIONS[name]
+    }
+    assert told == FAULT_ACTIONS[name]
+
+
 def test_every_built_in_with_gpus_is_covered() -> None:
-    covered = {*FAULTS, "healthy-8x-h100-sxm", "healthy-8x-a100-80gb"}
+    covered = {*FAULTS, *POLICY_FAULTS, "healthy-8x-h100-sxm", "healthy-8x-a100-80gb"}
     # driver-mismatch, no-gpu-driver, nvcc-off-pin are judged by tests of their own
     assert set(builtin_names()) - covered == {"driver-mismatch", "no-gpu-driver", "nvcc-off-pin"}
 

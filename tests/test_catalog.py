@@ -35,6 +35,7 @@ EXPECTED_IDS = {
     "h200-nvl",
     "gh200",
     "b200",
+    "gb200",
 }
 
 
@@ -106,7 +107,7 @@ def test_invalid_row_names_the_row(tmp_path: Path) -> None:
     ) as caught:
         load_catalog(str(bad))
     assert str(caught.value) == (
-        "skus.yaml, line 346 column 15: row 'h100-pcie': 'memory_mib' must be a whole number "
+        "skus.yaml, line 382 column 15: row 'h100-pcie': 'memory_mib' must be a whole number "
         ">= 0, got '80GB' (str)"
     )
 
@@ -193,37 +194,39 @@ H100_PCIE = "- id: h100-pcie\n  label: H100 PCIe\n"
         (
             H100_PCIE,
             H100_PCIE + "  memroy_mib: 81559\n",
-            "skus.yaml, line 343 column 3: row 'h100-pcie': unknown key 'memroy_mib' "
+            "skus.yaml, line 379 column 3: row 'h100-pcie': unknown key 'memroy_mib' "
             "(did you mean 'memory_mib'?); valid keys: id, label, names, ",
         ),
         (
             "  tdp_w: 350\n  peak_tflops: {fp16: 756,",
             "  tdp_w: .nan\n  peak_tflops: {fp16: 756,",
-            "skus.yaml, line 354 column 10: row 'h100-pcie': 'tdp_w' must be a positive number, "
+            "skus.yaml, line 390 column 10: row 'h100-pcie': 'tdp_w' must be a positive number, "
             "got nan (float)",
         ),
         (
             "peak_tflops: {fp16: 756, bf16: 756, tf32: 378, fp8: 1513, fp32: 51}",
             "peak_tflops: {fp16: 756, bf16: .inf, tf32: 378, fp8: 1513, fp32: 51}",
-            "skus.yaml, line 355 column 34: row 'h100-pcie': 'peak_tflops.bf16' must be a "
+            "skus.yaml, line 391 column 34: row 'h100-pcie': 'peak_tflops.bf16' must be a "
             "positive number or null, got inf (float)",
         ),
         (
-            '  pcie_gen: 5\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n  source: "not',
-            '  pcie_gen: 9\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n  source: "not',
-            "skus.yaml, line 356 column 13: row 'h100-pcie': 'pcie_gen' must be a whole number "
+            "  pcie_gen: 5\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n"
+            '  nvlink_speed_gbs: null\n  nvlink_source: "optional NVLink bridges',
+            "  pcie_gen: 9\n  pcie_width: 16\n  nvswitch: false\n  nvlinks: null\n"
+            '  nvlink_speed_gbs: null\n  nvlink_source: "optional NVLink bridges',
+            "skus.yaml, line 392 column 13: row 'h100-pcie': 'pcie_gen' must be a whole number "
             "1-6 or null, got 9 (int)",
         ),
         (
             "  form_factor: pcie\n  memory_mib: 81559\n",
             "  form_factor: pci\n  memory_mib: 81559\n",
-            "skus.yaml, line 345 column 16: row 'h100-pcie': 'form_factor' must be one of sxm, "
+            "skus.yaml, line 381 column 16: row 'h100-pcie': 'form_factor' must be one of sxm, "
             "pcie, nvl, superchip, got 'pci' (str)",
         ),
         (
             H100_PCIE,
             H100_PCIE + "  label: again\n",
-            "skus.yaml, line 343 column 3: duplicate key '[15].label' (first at line 342); "
+            "skus.yaml, line 379 column 3: duplicate key '[15].label' (first at line 378); "
             "keep one of them",
         ),
         (
@@ -231,7 +234,7 @@ H100_PCIE = "- id: h100-pcie\n  label: H100 PCIe\n"
             "  power_verified: false\n  tdp_w: 350",
             "  default_power_w: 300\n  power_limits_w: [350]\n"
             "  power_verified: false\n  tdp_w: 350",
-            "skus.yaml, line 351 column 20: row 'h100-pcie': 'default_power_w' must be one of "
+            "skus.yaml, line 387 column 20: row 'h100-pcie': 'default_power_w' must be one of "
             "power_limits_w, got 300 (int)",
         ),
     ],
@@ -248,7 +251,7 @@ def test_a_long_bad_value_is_shown_as_an_excerpt(tmp_path: Path) -> None:
         f"  architecture: [{long_name}]\n  form_factor: pcie\n  memory_mib: 81559",
     )
     assert message.startswith(
-        "skus.yaml, line 344 column 17: row 'h100-pcie': 'architecture' must be a non-empty "
+        "skus.yaml, line 380 column 17: row 'h100-pcie': 'architecture' must be a non-empty "
         "string, got ['xxx"
     )
     assert len(message) < 160
@@ -260,3 +263,60 @@ def test_the_declarations_cover_every_sku_field() -> None:
     from validator.judge.catalog import ROW_FIELDS, Sku
 
     assert ROW_FIELDS.names == tuple(f.name for f in dataclasses.fields(Sku))
+
+
+# ---------------------------------------------- NVLink: links per GPU and each link's speed
+
+
+@pytest.mark.parametrize(
+    ("sku_id", "nvlinks", "speed_gbs", "total_gbs"),
+    [
+        # Per link, per direction as nvidia-smi nvlink -s prints it (real outputs: A100 in
+        # the Azure capture, GB200 in the k8s-test-infra one, H100 in stas00/ml-engineering,
+        # V100 in Azure/azhpc-diagnostics#73); totals from NVIDIA's datasheets (both
+        # directions, nominal 25 / 50 GB/s a link a direction below the printed rate).
+        ("v100-sxm2-16gb", 6, 25.781, 300),
+        ("a100-sxm4-40gb", 12, 25.0, 600),
+        ("a100-sxm4-80gb", 12, 25.0, 600),
+        ("h100-sxm", 18, 26.562, 900),
+        ("h200-sxm", 18, 26.562, 900),
+        ("b200", 18, 53.125, 1800),
+        ("gb200", 18, 53.125, 1800),
+    ],
+)
+def test_nvlink_figures_match_their_sources(
+    sku_id: str, nvlinks: int, speed_gbs: float, total_gbs: int
+) -> None:
+    sku = load_catalog().get(sku_id)
+    assert (sku.nvlinks, sku.nvlink_speed_gbs) == (nvlinks, speed_gbs)
+    # The printed rate is the signalling rate, a little above the datasheet's nominal share.
+    nominal = total_gbs / nvlinks / 2
+    assert nominal <= speed_gbs <= nominal * 1.07, sku_id
+    assert "nvlink -s" in sku.nvlink_source or "NVLink" in sku.nvlink_source
+
+
+def test_cards_with_optional_bridges_have_no_fixed_link_count() -> None:
+    catalog = load_catalog()
+    for sku_id in ("h100-nvl", "h200-nvl", "h100-pcie", "a100-pcie-40gb", "a100-pcie-80gb"):
+        sku = catalog.get(sku_id)
+        assert (sku.nvlinks, sku.nvlink_speed_gbs) == (None, None), sku_id
+        assert "no fixed count" in sku.nvlink_source, sku_id
+
+
+def test_every_row_says_where_its_link_figures_come_from() -> None:
+    for sku in load_catalog().all():
+        assert sku.nvlink_source, sku.id
+        if sku.nvlink_speed_gbs is not None:
+            assert sku.nvlinks is not None, sku.id
+        if sku.form_factor == "sxm":
+            assert sku.nvlinks is not None, sku.id
+            assert sku.nvlink_speed_gbs is not None, sku.id
+
+
+def test_a_speed_without_a_link_count_is_refused(tmp_path: Path) -> None:
+    message = _catalog_error(
+        tmp_path,
+        '  nvlinks: null\n  nvlink_speed_gbs: null\n  nvlink_source: "optional NVLink bridges',
+        '  nvlinks: null\n  nvlink_speed_gbs: 26.562\n  nvlink_source: "optional NVLink bridges',
+    )
+    assert "row 'a100-pcie-40gb': 'nvlink_speed_gbs' must be null where nvlinks is null" in message

@@ -24,9 +24,17 @@ from validator.certificate import (
     sign,
     verify_certificate,
 )
+from validator.drift import compare
 from validator.errors import BadInputError
 from validator.judge import Policy, judge_node
-from validator.model import NodeResult, Verdict
+from validator.model import (
+    BurnStatus,
+    ErrorCounters,
+    NodeResult,
+    NvLinkErrorCounts,
+    Severity,
+    Verdict,
+)
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_simulated
 
@@ -335,8 +343,8 @@ def test_unknown_field_names_the_closest() -> None:
     assert _cert_error(json.dumps(data)) == (
         "certificate: unknown field 'hostnme' (did you mean 'hostname'?); valid fields: "
         "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
-        "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, digest, "
-        "signature"
+        "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, dcgm, "
+        "digest, signature"
     )
 
 
@@ -414,4 +422,93 @@ def test_the_declarations_cover_every_certificate_field() -> None:
     assert CERTIFIED_GPU_FIELDS.names == tuple(f.name for f in dataclasses.fields(CertifiedGpu))
     required = {f.name for f in dataclasses.fields(Certificate) if f.default is dataclasses.MISSING}
     assert {f.name for f in CERTIFICATE_FIELDS.fields if f.required} == required
-    assert all(f.required for f in CERTIFIED_GPU_FIELDS.fields)
+    # Schema 2's fields have defaults: a schema-1 certificate lacks them and still reads.
+    gpu_required = {
+        f.name for f in dataclasses.fields(CertifiedGpu) if f.default is dataclasses.MISSING
+    }
+    assert {f.name for f in CERTIFIED_GPU_FIELDS.fields if f.required} == gpu_required
+    assert {"nvlinks", "nvlink_errors", "pcie_replay_count", "recovery_action"}.isdisjoint(
+        gpu_required
+    )
+
+
+# ---------------------------------------------------------------- counters after the burn
+
+
+def burn_counted(*, index: int = 2, **after: object) -> NodeResult:
+    """The healthy node judged, GPU ``index``'s burn reading ``after`` once it ended.
+
+    Before the burn every counter is 0 (as the facts read them); the burn's own errors
+    are within the limits, so the node is certified.
+    """
+    base = healthy_node()
+    assert base.burn is not None
+    ran = base.burn.gpus[index]
+    counters = dataclasses.replace(ran.counters_after, **after)  # type: ignore[arg-type]
+    result = judge(with_gpu_burn(base, index, counters_after=counters))
+    assert result.verdict is Verdict.CERTIFIED, result.summary
+    return result
+
+
+def crc_on_link_0(count: int) -> tuple[NvLinkErrorCounts, ...]:
+    return tuple(
+        NvLinkErrorCounts(link=i, crc_flit=count if i == 0 else 0, crc_data=0, replay=0, recovery=0)
+        for i in range(18)
+    )
+
+
+def test_the_certificate_holds_the_counters_as_the_burn_left_them() -> None:
+    # 70 replays and 60 CRC flit errors during the burn: within 80 and 100, certified.
+    result = burn_counted(pcie_replay_count=70, nvlink_errors=crc_on_link_0(60))
+    assert result.facts.gpus[2].pcie_replay_count == 0  # read before the burn
+    cert = issue_certificate(result, now=ISSUED)
+    gpu = cert.gpus[2]
+    assert gpu.pcie_replay_count == 70
+    assert gpu.nvlink_errors is not None
+    assert gpu.nvlink_errors[0].crc_flit == 60
+    assert {g.pcie_replay_count for g in cert.gpus if g.index != 2} == {0}
+    verify_certificate(certificate_from_json(certificate_to_json(cert)), None)
+
+
+def test_drift_counts_only_what_came_after_the_certification_burn() -> None:
+    cert = issue_certificate(
+        burn_counted(pcie_replay_count=70, nvlink_errors=crc_on_link_0(60)), now=ISSUED
+    )
+    quiet = healthy_node(burn=None)
+
+    def failed(replays: int, crc: int) -> set[str]:
+        now = with_gpu(quiet, 2, pcie_replay_count=replays, nvlink_errors=crc_on_link_0(crc))
+        return {f.check for f in compare(cert, now, Policy()) if f.severity is Severity.FAIL}
+
+    # 11 replays and 11 CRC errors since: the burn's own 70 and 60 are not drift.
+    assert failed(70 + 11, 60 + 11) == set()
+    assert failed(70 + 81, 60 + 101) == {"drift.pcie_replay", "drift.nvlink_errors"}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"status": BurnStatus.ERROR}, "the burn did not complete"),
+        ({"uuid": "GPU-99999999-aaaa-bbbb-cccc-000000000000"}, "another board's burn"),
+        (
+            {"counters_after": ErrorCounters()},
+            "not read after the burn",
+        ),
+    ],
+)
+def test_without_a_reading_after_the_burn_the_facts_own_counters_are_certified(
+    change: dict[str, object], why: str
+) -> None:
+    facts = with_gpu(healthy_node(), 2, pcie_replay_count=5, nvlink_errors=crc_on_link_0(4))
+    facts = with_gpu_burn(facts, 2, **change)
+    result = dataclasses.replace(certified(), facts=facts)  # judged or not: what is recorded
+    gpu = issue_certificate(result, now=ISSUED).gpus[2]
+    assert gpu.pcie_replay_count == 5, why
+    assert gpu.nvlink_errors is not None, why
+    assert gpu.nvlink_errors[0].crc_flit == 4, why
+
+
+def test_without_a_burn_the_facts_own_counters_are_certified() -> None:
+    facts = with_gpu(healthy_node(burn=None), 2, pcie_replay_count=5)
+    result = judge(facts, Policy(require_burn=False))
+    assert issue_certificate(result, now=ISSUED).gpus[2].pcie_replay_count == 5

@@ -236,6 +236,11 @@ def test_terminal_text() -> None:
         "to",
         "500",
         "W",
+        "->",
+        "fix",
+        "the",
+        "software",
+        "stack",
     ]
     assert "gpu03  NEVER CERTIFIED  never certified: run gpuready certify first" in lines
     assert lines[-1] == "3 hosts: 1 no drift, 1 drifted, 0 unknown, 1 never certified"

@@ -26,6 +26,7 @@ from tests.test_cli_drift import write_inventory
 from tests.test_drift import ISSUED, POLICY, baseline, certified_facts, quick_facts
 from validator import fields
 from validator.certificate import (
+    CERTIFICATE_SCHEMA_VERSION,
     Certificate,
     CertificateError,
     certificate_to_json,
@@ -224,7 +225,12 @@ def test_another_hosts_certificate_copied_in_is_not_a_baseline(
             lambda text: text.replace('"index": 2,', '"index": 2,\n      "index": 7,', 1),
             "duplicate key 'gpus[2].index'",
         ),
-        (lambda text: text.replace('"schema_version": 1', '"schema_version": NaN'), "finite"),
+        (
+            lambda text: text.replace(
+                f'"schema_version": {CERTIFICATE_SCHEMA_VERSION}', '"schema_version": NaN'
+            ),
+            "finite",
+        ),
         (lambda text: text.replace('"hostname"', '"host_name"', 1), "host_name"),
     ],
     ids=["not-json", "empty", "array", "duplicate-key", "nested-duplicate", "nan", "unknown-key"],

@@ -82,6 +82,10 @@ def test_dom_after_rendering(tmp_path: Path, report_file: Path) -> None:
     assert dom.count("<script>") == 1
     # The page's own script did run (the CSP hash matches): it wrapped headers in buttons.
     assert '<th><button type="button" class="sort">Severity</button></th>' in dom
+    # What to do comes first for the failing node, and the findings table says it too.
+    assert 'id="node-2-todo"' in dom
+    assert '<strong class="todo-action">reset the GPU</strong>' in dom
+    assert '<th><button type="button" class="sort">What to do</button></th>' in dom
 
 
 def test_screenshot_is_a_png(tmp_path: Path, report_file: Path) -> None:

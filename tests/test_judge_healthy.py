@@ -15,6 +15,7 @@ from validator.model import (
     KernelLogFacts,
     NodeFacts,
     NodeResult,
+    NvLinkErrorCounts,
     NvLinkState,
     NvmlStatus,
     Reason,
@@ -29,6 +30,12 @@ H100 = "NVIDIA H100 80GB HBM3"
 # Bus ids of a real 8x H100 HGX box (captures/nvidia-smi-q/gls-H100SXMx8-565.57.01.txt layout).
 BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED)
+
+
+# H100 SXM: 18 links, no error counted on any (as the healthy scenario's counters).
+HEALTHY_LINK_ERRORS = tuple(
+    NvLinkErrorCounts(link=i, crc_flit=0, crc_data=0, replay=0, recovery=0) for i in range(18)
+)
 
 
 def healthy_gpu(index: int) -> GpuFacts:
@@ -77,7 +84,10 @@ def healthy_gpu(index: int) -> GpuFacts:
         compute_mode="default",
         mig_mode_current=False,
         mig_mode_pending=False,
-        nvlinks=tuple(NvLinkState(link=i, active=True) for i in range(18)),
+        nvlinks=tuple(NvLinkState(link=i, active=True, speed_gb_s=26.562) for i in range(18)),
+        nvlink_errors=HEALTHY_LINK_ERRORS,
+        pcie_replay_count=0,
+        recovery_action="none",
         fabric_state="completed",
         fabric_status="success",
     )
@@ -91,6 +101,8 @@ def healthy_gpu_burn(index: int, **changes: Any) -> GpuBurn:
         remapped_rows_uncorrectable=0,
         remap_pending=False,
         retired_pages_pending=NOT_SUPPORTED,
+        pcie_replay_count=0,
+        nvlink_errors=HEALTHY_LINK_ERRORS,
     )
     # As a real trace runs: the sampler's first sample is an idle GPU (345 MHz, a tenth of
     # the power), then the load, then an idle tail after the last batch.
@@ -187,7 +199,7 @@ def healthy_node(**changes: Any) -> NodeFacts:
             cudnn_source="/usr/include/cudnn_version.h",
             cudnn_cuda_major=12,
         ),
-        kernel_log=KernelLogFacts(source="dmesg", window_hours=24.0, events=()),
+        kernel_log=KernelLogFacts(source="dmesg", window_hours=24.0, events=(), faults=()),
         burn=healthy_burn(),
     )
     return dataclasses.replace(facts, **changes)
@@ -243,6 +255,7 @@ def test_healthy_node_covers_every_family_and_gpu() -> None:
         "power",
         "thermal",
         "pcie",
+        "nvlink",
         "errors",
         "burn",
     }

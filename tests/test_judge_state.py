@@ -1,16 +1,36 @@
-"""State checks: persistence, MIG, Fabric Manager, NVLinks."""
+"""State checks: persistence, MIG, Fabric Manager, NVLinks, the GPU recovery action."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
-from tests.test_judge_healthy import NOT_SUPPORTED, healthy_node, judge, not_passed, only, with_gpu
+from tests.test_judge_healthy import NOT_SUPPORTED, judge, not_passed, only, with_gpu
+from tests.test_judge_healthy import healthy_node as shared_healthy_node
 from validator.judge import Policy
-from validator.model import NOT_MEASURED, NodeFacts, NvLinkState, Reason, Severity, Unavailable
+from validator.judge.checks.state import check as state_check
+from validator.model import (
+    NOT_MEASURED,
+    Action,
+    Finding,
+    NodeFacts,
+    Reason,
+    Severity,
+    Unavailable,
+)
+
+
+def healthy_node(**changes: Any) -> NodeFacts:
+    """The shared healthy node, its driver (R575+) asking no recovery action of any GPU."""
+    facts = shared_healthy_node(**changes)
+    gpus = tuple(dataclasses.replace(g, recovery_action="none") for g in facts.gpus)
+    return dataclasses.replace(facts, gpus=gpus)
+
 
 FAIL, UNKNOWN, WARN = Severity.FAIL, Severity.UNKNOWN, Severity.WARN
 
-SIXTEEN_UP = tuple(NvLinkState(link=i, active=i not in (4, 9)) for i in range(18))
 
 CASES = [
     (
@@ -104,16 +124,16 @@ CASES = [
         {("state.fabric", UNKNOWN, 1)},
     ),
     (
-        "two NVLinks down",
-        with_gpu(healthy_node(), 6, nvlinks=SIXTEEN_UP),
+        "GPU 3 needs a reset",
+        with_gpu(healthy_node(), 3, recovery_action="gpu_reset"),
         Policy(),
-        {("state.nvlink", FAIL, 6)},
+        {("state.recovery_action", FAIL, 3)},
     ),
     (
-        "NVLinks unreadable",
-        with_gpu(healthy_node(), 6, nvlinks=NOT_SUPPORTED),
+        "recovery action not reported (driver before R575)",
+        with_gpu(healthy_node(), 3, recovery_action=NOT_SUPPORTED),
         Policy(),
-        {("state.nvlink", UNKNOWN, 6)},
+        {("state.recovery_action", UNKNOWN, 3)},
     ),
 ]
 
@@ -159,10 +179,78 @@ def test_pre_hopper_fabric_unknown_is_not_required_but_unreadable_is() -> None:
     assert (old[0].required, err[0].required) == (False, True)
 
 
-def test_nvlink_message_names_down_links() -> None:
-    (finding,) = [
+# ---------------------------------------------------------------- recovery action
+
+
+def recovery_findings(facts: NodeFacts, index: int | None = None) -> list[Finding]:
+    """The state check's recovery-action findings, all or one GPU's."""
+    return [
         f
-        for f in only(judge(with_gpu(healthy_node(), 6, nvlinks=SIXTEEN_UP)), "state.nvlink")
-        if f.gpu_index == 6
+        for f in state_check(facts, Policy(), None)
+        if f.check == "state.recovery_action" and index in (None, f.gpu_index)
     ]
-    assert finding.message.startswith("GPU 6 has 16 of 18 NVLinks active (down: 4, 9)")
+
+
+RECOVERY = [
+    ("gpu_reset", Action.RESET_GPU, "stop every process on it and reset it (nvidia-smi -r -i 3)"),
+    ("node_reboot", Action.REBOOT, "reboot the node"),
+    ("drain_p2p", Action.RESET_GPU, "stop the processes doing peer-to-peer traffic with it"),
+    ("drain_and_reset", Action.RESET_GPU, "then reset it (nvidia-smi -r -i 3)"),
+    ("bus_reset", Action.RESET_GPU, "reset its PCIe bus"),
+]
+
+
+@pytest.mark.parametrize(("value", "action", "words"), RECOVERY, ids=[r[0] for r in RECOVERY])
+def test_a_recovery_action_fails_the_gpu_saying_what_to_do(
+    value: str, action: Action, words: str
+) -> None:
+    (finding,) = recovery_findings(with_gpu(healthy_node(), 3, recovery_action=value), 3)
+    assert finding.severity is FAIL
+    assert finding.message.startswith(f"GPU 3: the driver asks for recovery action {value}; ")
+    assert words in finding.message
+    assert finding.action is action
+    assert finding.action_source == f"NVML GPU recovery action: {value}"
+    assert finding.gpu_uuid == "GPU-00000003-aaaa-bbbb-cccc-000000000000"
+
+
+def test_no_recovery_action_passes_with_no_action() -> None:
+    findings = recovery_findings(healthy_node())
+    assert len(findings) == 8
+    assert {(f.severity, f.action) for f in findings} == {(Severity.PASS, Action.NONE)}
+
+
+@pytest.mark.parametrize(
+    ("value", "required"),
+    [
+        (NOT_SUPPORTED, False),  # drivers before R575 do not report it: not blocking
+        (NOT_MEASURED, False),  # a capture without it
+        (Unavailable(Reason.ERROR, "NVML error 999"), True),  # the driver failed to answer
+        (Unavailable(Reason.NO_PERMISSION), True),
+    ],
+    ids=["not supported", "not measured", "error", "no permission"],
+)
+def test_an_unread_recovery_action_is_unknown_blocking_only_when_it_could_be_read(
+    value: Unavailable, required: bool
+) -> None:
+    (finding,) = recovery_findings(with_gpu(healthy_node(), 5, recovery_action=value), 5)
+    assert finding.severity is UNKNOWN
+    assert finding.required is required
+    assert finding.message.startswith("GPU 5 recovery action (NVML's, R575 and newer) could not")
+
+
+def test_every_recovery_action_but_none_has_one_step_for_certify_and_drift() -> None:
+    from validator.judge.recovery import RECOVERY_STEPS
+    from validator.model import RECOVERY_ACTIONS
+
+    assert set(RECOVERY_STEPS) == set(RECOVERY_ACTIONS) - {"none"}
+
+
+@pytest.mark.parametrize(
+    ("value", "action"),
+    [("bus_reset", "reset_gpu"), ("system_reboot", "reboot"), ("recover_imex_domain",
+     "fix_software_stack"), ("drain_p2p", "reset_gpu")],
+)  # fmt: skip
+def test_the_later_recovery_actions_are_named_and_acted_on(value: str, action: str) -> None:
+    (finding,) = recovery_findings(with_gpu(healthy_node(), 3, recovery_action=value), 3)
+    assert (finding.severity, finding.action.value) == (FAIL, action)
+    assert f"recovery action {value}" in finding.message

@@ -10,8 +10,10 @@ from typing import Any, Callable
 import pytest
 
 from validator.model import (
+    NOT_MEASURED,
     GpuFacts,
     GpuStatus,
+    NvLinkErrorCounts,
     NvLinkState,
     NvmlStatus,
     Reason,
@@ -38,8 +40,9 @@ def _expected(gpu: dict[str, Any], key: str) -> Any:
     if value == "not_supported":
         return Reason.NOT_SUPPORTED
     if key == "nvlinks":
-        states = [True] * value if isinstance(value, int) else value
-        return tuple(NvLinkState(link=i, active=s) for i, s in enumerate(states))
+        return _expected_links(value)
+    if key == "nvlink_errors":
+        return _expected_link_errors(value, len(_expected_links(gpu["nvlinks"])))
     converters: dict[str, Callable[[Any], Any]] = {
         "clock_event_reasons": tuple,
         "pci_bus_id": str.upper,
@@ -49,6 +52,38 @@ def _expected(gpu: dict[str, Any], key: str) -> Any:
     if key.endswith(("_c", "_w")) and not isinstance(value, (bool, str)):
         return float(value)
     return value
+
+
+def _expected_links(value: Any) -> tuple[NvLinkState, ...]:
+    """The links a scenario's ``nvlinks`` gives: up or down, each active one at its speed."""
+    spec = value if isinstance(value, dict) else {"links": value}
+    links = spec["links"]
+    states = [True] * links if isinstance(links, int) else links
+    speeds = spec.get("speed_gb_s", "not_supported")
+    out = []
+    for link, up in enumerate(states):
+        speed = speeds[link] if isinstance(speeds, list) else speeds
+        if not up:
+            speed = NOT_MEASURED  # a link that is down is not asked its speed
+        elif speed == "not_supported":
+            speed = Unavailable(Reason.NOT_SUPPORTED, "NVLINK_SPEED_MBPS_COMMON")
+        else:
+            speed = float(speed)
+        out.append(NvLinkState(link=link, active=up, speed_gb_s=speed))
+    return tuple(out)
+
+
+def _expected_link_errors(value: Any, links: int) -> tuple[NvLinkErrorCounts, ...]:
+    """The counters a scenario's ``nvlink_errors`` gives every link."""
+    names = ("crc_flit", "crc_data", "replay", "recovery")
+    if isinstance(value, dict):
+        counts = {name: value[name] for name in names}
+        return tuple(NvLinkErrorCounts(link=link, **counts) for link in range(links))
+    by_link = {entry["link"]: entry for entry in value}
+    return tuple(
+        NvLinkErrorCounts(link=link, **{n: by_link.get(link, {}).get(n, 0) for n in names})
+        for link in range(links)
+    )
 
 
 def _scenario_gpus(nvml: dict[str, Any]) -> list[dict[str, Any]]:
@@ -90,6 +125,7 @@ def test_every_scenario_field_reads_back_in_model_units(name: str) -> None:
 
 
 def test_healthy_h100_fills_every_fact_but_the_tlimit_offsets() -> None:
+    # The new facts of issue 13 (link speeds and errors, PCIe replays, recovery action) too.
     reading = read_nvml(load_scenario("healthy-8x-h100-sxm").nvml())
     unmeasured = {
         f.name
@@ -109,6 +145,10 @@ def test_healthy_h100_fills_every_fact_but_the_tlimit_offsets() -> None:
     assert gpu.fabric_state == "completed"
     assert gpu.fabric_status == "success"
     assert len(gpu.nvlinks) == 18  # type: ignore[arg-type]
+    assert {link.speed_gb_s for link in gpu.nvlinks} == {26.562}  # type: ignore[union-attr]
+    assert gpu.pcie_replay_count == 7
+    assert gpu.recovery_action == "none"
+    assert len(gpu.nvlink_errors) == 18  # type: ignore[arg-type]
     assert {g.uuid for g in reading.gpus} == {g.uuid for g in reading.gpus if g.uuid}
     assert len({g.uuid for g in reading.gpus}) == 8
     assert len({g.serial for g in reading.gpus}) == 8
@@ -264,7 +304,13 @@ def test_nvlink_list_and_absence() -> None:
     fake = _with_override("healthy-8x-h100-sxm", 0, {"nvlinks": [True, False, True]})
     fake_none = _with_override("healthy-8x-h100-sxm", 0, {"nvlinks": "not_supported"})
     links = read_nvml(fake).gpus[0].nvlinks
-    assert links == (NvLinkState(0, True), NvLinkState(1, False), NvLinkState(2, True))
+    assert [(link.link, link.active) for link in links] == [(0, True), (1, False), (2, True)]  # type: ignore[union-attr]
+    # A list of flags gives no speeds: not supported where up, not asked where down.
+    assert [getattr(link.speed_gb_s, "reason", None) for link in links] == [  # type: ignore[union-attr]
+        Reason.NOT_SUPPORTED,
+        Reason.NOT_MEASURED,
+        Reason.NOT_SUPPORTED,
+    ]
     none = read_nvml(fake_none).gpus[0].nvlinks
     assert isinstance(none, Unavailable)
     assert none.reason is Reason.NOT_SUPPORTED

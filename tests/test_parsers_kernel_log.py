@@ -1,4 +1,4 @@
-"""Xid / SXid parsing from kernel logs, and the Xid catalog."""
+"""Xid / SXid parsing from kernel logs, and the Xid and SXid catalogs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from validator.model import to_dict
+from validator.judge.sxid_catalog import (
+    ALWAYS_FATAL,
+    FATAL,
+    NON_FATAL,
+    SXID_CATALOG,
+    sxid_info,
+)
+from validator.judge.xid_catalog import (
+    RESOLUTION_ACTIONS,
+    XID_MEANINGS,
+    XID_RESOLUTIONS,
+    hardware_xid_action,
+    xid_action,
+    xid_meaning,
+)
+from validator.model import Action, to_dict
 from validator.node.parsers.kernel_log import (
     UPTIME_SLACK_S,
     XidLog,
@@ -16,7 +31,6 @@ from validator.node.parsers.kernel_log import (
     parse_xid_events,
     read_xid_log,
 )
-from validator.node.parsers.xid_catalog import HARDWARE_XIDS, XID_DESCRIPTIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
 UTC = datetime.timezone.utc
@@ -120,15 +134,12 @@ def test_no_xid_in_text() -> None:
 
 def test_catalog() -> None:
     for xid in (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 73, 74, 79, 92, 94, 95, 109, 119):
-        assert XID_DESCRIPTIONS[xid]
+        assert XID_MEANINGS[xid]
     for xid in (120, 121, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154):
-        assert XID_DESCRIPTIONS[xid]
-    assert "fallen off the bus" in XID_DESCRIPTIONS[79]
-    azure = {48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120}
-    assert azure <= HARDWARE_XIDS
-    assert {94, 95, 140, 144, 150} <= HARDWARE_XIDS
-    assert 13 not in HARDWARE_XIDS
-    assert 43 not in HARDWARE_XIDS
+        assert XID_MEANINGS[xid]
+    assert xid_meaning(79) == "GPU has fallen off the bus"
+    # Findings print a meaning inside parentheses of their own.
+    assert not any("(" in meaning or ")" in meaning for meaning in XID_MEANINGS.values())
 
 
 @pytest.mark.parametrize(
@@ -208,3 +219,107 @@ def test_no_window_asks_nothing_of_the_uptime(captures_dir: Path) -> None:
     log = read_xid_log(text, window_hours=None, uptime_s=float("nan"))
     assert log.uptime_doubt is None
     assert log.events == parse_xid_events(text)
+
+
+# ---------------------------------------------------------------- what NVIDIA says to do
+
+
+def test_every_described_xid_has_its_catalog_resolution_and_an_action() -> None:
+    assert set(XID_RESOLUTIONS) == set(XID_MEANINGS)
+    for xid, row in XID_RESOLUTIONS.items():
+        assert row.immediate in RESOLUTION_ACTIONS, xid
+        found = xid_action(xid)
+        assert found is not None, xid
+        assert found[1].startswith(f"NVIDIA Xid catalog: {row.immediate}")
+
+
+@pytest.mark.parametrize(
+    ("xid", "mnemonic", "action", "source"),
+    [
+        (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", Action.REBOOT, "RESTART_BM"),
+        (119, "GSP_RPC_TIMEOUT", Action.RESET_GPU, "RESET_GPU"),
+        (
+            13,
+            "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
+            Action.RERUN,
+            "RESTART_APP",
+        ),
+        (56, "DISPLAY_CHANNEL_EXCEPTION", Action.DRAIN_RMA, "CONTACT_SUPPORT"),
+        (
+            149,
+            "NVLINK_NETIR_ERROR",
+            Action.RESET_GPU,
+            "WORKFLOW_NVLINK5_ERR, first step: reset_gpu",
+        ),
+        (
+            63,
+            "INFOROM_DRAM_RETIREMENT_EVENT",
+            Action.RESET_GPU,
+            "IGNORE; the remap is applied at the next GPU reset",
+        ),
+    ],
+)
+def test_xid_resolutions_follow_nvidias_catalog(
+    xid: int, mnemonic: str, action: Action, source: str
+) -> None:
+    assert XID_RESOLUTIONS[xid].mnemonic == mnemonic
+    assert xid_action(xid) == (action, f"NVIDIA Xid catalog: {source}")
+
+
+def test_an_xid_the_catalog_lacks_has_no_resolution() -> None:
+    assert xid_action(999) is None
+    assert hardware_xid_action(999) is None
+
+
+@pytest.mark.parametrize(
+    ("xid", "action"),
+    [
+        (43, Action.DRAIN_RMA),  # IGNORE, then CONTACT_SUPPORT
+        (121, Action.DRAIN_RMA),  # IGNORE, then CONTACT_SUPPORT
+        (31, Action.RESET_GPU),  # RESTART_APP, then WORKFLOW_XID_31
+        (63, Action.RESET_GPU),  # our override stands: the remap is applied by a reset
+        (79, Action.REBOOT),  # a hardware step already: as the catalog says
+        (45, Action.RERUN),  # the cleanup after another Xid, which carries the action
+    ],
+)
+def test_a_hardware_xid_takes_the_investigatory_step_over_restart_app_or_ignore(
+    xid: int, action: Action
+) -> None:
+    found = hardware_xid_action(xid)
+    assert found is not None
+    assert found[0] is action
+    if XID_RESOLUTIONS[xid].immediate in ("RESTART_APP", "IGNORE") and xid != 63:
+        assert "failed by the policy as hardware" in found[1]
+    else:
+        assert found == xid_action(xid)
+
+
+@pytest.mark.parametrize(
+    ("sxid", "name", "severity", "action"),
+    [
+        (20034, "LTSSM Fault Up", FATAL, Action.RESET_GPU),
+        (22003, "Minion Halt", ALWAYS_FATAL, Action.REBOOT),
+        (11012, "Single bit ECC errors", NON_FATAL, Action.RERUN),
+        (20012, "Broken/inconsistent connection", NON_FATAL, Action.RESEAT_CABLE_RISER),
+        (10004, "Host_thermal_event_start", NON_FATAL, Action.CHECK_COOLING_POWER),
+        (10003, "Host_unhandled_interrupt", FATAL, Action.RESET_GPU),
+    ],
+)
+def test_sxid_catalog_follows_the_fabric_manager_guide(
+    sxid: int, name: str, severity: str, action: Action
+) -> None:
+    info = sxid_info(sxid)
+    assert info is not None
+    assert (info.name, info.severity, info.action) == (name, severity, action)
+    assert info.fatal is (severity != NON_FATAL)
+
+
+def test_sxid_catalog_sections() -> None:
+    by_severity = {
+        severity: {s for s, info in SXID_CATALOG.items() if info.severity == severity}
+        for severity in (NON_FATAL, FATAL, ALWAYS_FATAL)
+    }
+    # D.6 of the guide: 12020, 22003, 22011 and the 23001-23017 block, all always fatal.
+    assert by_severity[ALWAYS_FATAL] == {12020, 22003, 22011, *range(23001, 23018)}
+    assert {11001, 12022, 19047, 20034, 22012, 24007} <= by_severity[FATAL]
+    assert sxid_info(29999) is None

@@ -26,7 +26,7 @@ from tests.test_report_samples import (
     unreachable_node,
 )
 from validator.errors import ReportError
-from validator.model import NodeFacts, NodeResult, Report, Verdict
+from validator.model import Action, Finding, NodeFacts, NodeResult, Report, Severity, Verdict
 from validator.report import environment
 from validator.report.environment import (
     autoescapes,
@@ -595,3 +595,80 @@ def test_unreachable_node_without_fleet() -> None:
     page = render_html(sample_report(unreachable_node()))
     assert _parse(page).find("header", id="verdict")[0]["data-verdict"] == "UNKNOWN"
     assert page.count("<table") == 1
+
+
+# ---------------------------------------------- what to do
+
+
+def _todo_items(html: str, anchor: str) -> list[str]:
+    """The text of each item of a node's "What to do" block, in page order."""
+    start = html.index(f'id="{anchor}-todo"')
+    block = html[start : html.index("</ol>", start)]
+    collector = _parse(block.split(">", 1)[1])
+    text = "".join(collector.text)
+    return [" ".join(item.split()) for item in text.split("\n") if item.strip()][1:]
+
+
+def test_what_to_do_groups_failing_gpus_most_serious_first() -> None:
+    node = failing_node()
+    findings = (
+        *node.findings,
+        Finding(
+            "burn.correctness",
+            Severity.FAIL,
+            "GPU 0 computed wrong results.",
+            gpu_index=0,
+            action=Action.DRAIN_RMA,
+        ),
+        Finding("errors.xid", Severity.FAIL, "Xid 48", gpu_index=0, action=Action.DRAIN_RMA),
+        Finding("versions.driver", Severity.FAIL, "old driver", action=Action.FIX_SOFTWARE),
+        Finding("thermal.margin", Severity.WARN, "warm", gpu_index=1, action=Action.RERUN),
+    )
+    html = render_html(sample_report(dataclasses.replace(node, findings=findings)))
+    items = _todo_items(html, "node-1")
+    serial0 = node.facts.gpus[0].serial
+    assert items == [
+        f"GPU 0 (serial {serial0}, bus 00000000:18:00.0): drain and RMA \u2014 "
+        "burn.correctness, errors.xid",
+        "GPU 1 (bus 00000000:19:00.0): reset the GPU \u2014 memory.remap",
+        "GPU 2: reboot the node \u2014 gpu.present",
+        "the node: fix the software stack \u2014 versions.driver",
+        "GPU 1 (bus 00000000:19:00.0): run it again \u2014 power.limit",
+    ]
+    # A warning is not in the block: it blocks nothing.
+    assert "thermal.margin" not in html[html.index('id="node-1-todo"') : html.index("</ol>")]
+    doc = _parse(html)
+    actions = [a["data-action"] for a in doc.find("li") if "todo" in (a.get("class") or "")]
+    assert actions == ["drain_and_rma", "reset_gpu", "reboot", "fix_software_stack", "rerun"]
+    hardware = [a for a in doc.find("li") if "hardware" in (a.get("class") or "").split()]
+    assert [a["data-gpu"] for a in hardware] == ["0", "1"]
+
+
+def test_a_certified_node_has_no_what_to_do(page: str) -> None:
+    node1 = page[page.index('id="node-1"') : page.index('id="node-2"')]
+    assert "What to do" not in node1.replace("<th>What to do</th>", "")
+    assert 'id="node-2-todo"' in page
+
+
+def test_each_finding_shows_its_action_and_source(page: str) -> None:
+    node2 = page[page.index('id="node-2"') :]
+    assert "<th>What to do</th>" in node2
+    assert (
+        '<td class="action action-reboot" data-action="reboot" '
+        'title="NVIDIA Xid catalog: RESTART_BM">reboot the node'
+        '<span class="note">NVIDIA Xid catalog: RESTART_BM</span></td>'
+    ) in node2
+    # A PASS says nothing there.
+    assert '<td class="action" data-action="none"></td>' in node2
+
+
+def test_a_hostile_serial_in_what_to_do_is_escaped() -> None:
+    node = failing_node()
+    gpus = (dataclasses.replace(node.facts.gpus[0], serial="<img src=x onerror=alert(1)>"),)
+    facts = dataclasses.replace(node.facts, gpus=(*gpus, *node.facts.gpus[1:]))
+    finding = Finding(
+        "memory.capacity", Severity.FAIL, "small", gpu_index=0, action=Action.DRAIN_RMA
+    )
+    html = render_html(sample_report(dataclasses.replace(node, facts=facts, findings=(finding,))))
+    assert "<img src=x" not in html
+    assert "serial &lt;img src=x onerror=alert(1)&gt;" in html

@@ -365,9 +365,22 @@ def test_walk_finds_the_model_classes() -> None:
         "ErrorCounters",
         "FleetSummary",
         "SkuFleetStats",
+        "NvLinkErrorCounts",
+        "KernelFault",
+        "DcgmDiag",
+        "DcgmTestResult",
     } <= names
     enums = {cls.__name__ for cls in _model_enums()}
-    assert enums == {"Reason", "Severity", "Verdict", "NvmlStatus", "GpuStatus", "BurnStatus"}
+    assert enums == {
+        "Reason",
+        "Severity",
+        "Verdict",
+        "NvmlStatus",
+        "GpuStatus",
+        "BurnStatus",
+        "Action",
+        "DcgmOutcome",
+    }
 
 
 def _schema_mismatches(schema: dict[str, Any], cls: type) -> list[str]:
@@ -444,6 +457,60 @@ def test_schema_check_catches_a_stale_schema(
 @pytest.mark.parametrize("enum_cls", _model_enums(), ids=lambda cls: cls.__name__)
 def test_schema_enums_match_the_model(enum_cls: type[enum.Enum]) -> None:
     assert load_schema()["$defs"][enum_cls.__name__]["enum"] == [m.value for m in enum_cls]
+
+
+@pytest.mark.parametrize("enum_cls", [model.CheckFamily, model.DriftCheck], ids=str)
+def test_schema_documents_the_check_ids(enum_cls: type[enum.Enum]) -> None:
+    # Finding.check is a string; the schema still lists the families and drift ids.
+    assert load_schema()["$defs"][enum_cls.__name__]["enum"] == [m.value for m in enum_cls]
+
+
+def test_action_is_written_and_validated(
+    validator: Draft202012Validator, document: dict[str, Any]
+) -> None:
+    remap = next(
+        f
+        for f in document["nodes"][1]["findings"]
+        if f["check"] == "memory.remap" and f["severity"] == "FAIL"
+    )
+    assert (remap["action"], remap["action_source"]) == ("reset_gpu", "gpuready default")
+    remap["action"] = "panic"
+    assert any("panic" in message for message in _errors(validator, document))
+
+
+def test_new_facts_validate_and_round_trip(validator: Draft202012Validator) -> None:
+    node = healthy_node()
+    gpu = dataclasses.replace(
+        node.facts.gpus[0],
+        nvlinks=(model.NvLinkState(0, True, 26.562), model.NvLinkState(1, False)),
+        nvlink_errors=(model.NvLinkErrorCounts(0, crc_flit=3, crc_data=0, replay=1),),
+        pcie_replay_count=12,
+        recovery_action="gpu_reset",
+    )
+    facts = dataclasses.replace(
+        node.facts,
+        gpus=(gpu, *node.facts.gpus[1:]),
+        kernel_log=model.KernelLogFacts(
+            source="dmesg",
+            window_hours=24.0,
+            events=(),
+            faults=(model.KernelFault("rm_init_adapter_failed", "0000:18:00", "RmInitAdapter"),),
+        ),
+        dcgm=model.DcgmDiag(
+            level=3,
+            source="dcgmi diag -r 3 -j",
+            version="4.2.3",
+            results=(
+                model.DcgmTestResult("memory", model.DcgmOutcome.FAIL, "hardware", 0, "bad", 7),
+                model.DcgmTestResult("pcie", model.DcgmOutcome.SKIP),
+            ),
+            elapsed_s=312.5,
+        ),
+    )
+    report = sample_report(dataclasses.replace(node, facts=facts))
+    text = render_json(report)
+    assert _errors(validator, json.loads(text)) == []
+    assert load_report_json(text) == report
 
 
 def test_schema_describes_the_whole_document() -> None:

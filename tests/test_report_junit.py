@@ -15,7 +15,7 @@ from tests.test_report_samples import (
     sample_report,
     unreachable_node,
 )
-from validator.model import Finding, NodeFacts, NodeResult, Report, Severity, Verdict
+from validator.model import Action, Finding, NodeFacts, NodeResult, Report, Severity, Verdict
 from validator.report.junit import render_junit
 
 
@@ -56,14 +56,17 @@ def test_fail_is_failure_unknown_is_error_warn_passes() -> None:
     remap = cases["memory.remap[gpu1]"]
     failure = remap.find("failure")
     assert failure is not None
-    assert failure.get("message") == "Row remap pending: reset the GPU before use."
+    assert failure.get("message") == (
+        "Row remap pending: reset the GPU before use. -> reset the GPU"
+    )
     assert "observed: remap_pending=yes" in (failure.text or "")
+    assert "action: reset_gpu (gpuready default)" in (failure.text or "")
     assert remap.get("classname") == "gpuready.gpu-node-02.memory"
 
     power = cases["power.limit[gpu1]"]
     error = power.find("error")
     assert error is not None
-    assert error.get("message") == "Power limit not supported by this GPU."
+    assert error.get("message") == "Power limit not supported by this GPU. -> run it again"
     assert power.find("failure") is None
 
     thermal = cases["thermal.idle[gpu0]"]
@@ -122,6 +125,7 @@ def test_hostile_text_is_escaped_and_still_parses() -> None:
     assert failure is not None
     assert failure.get("message") == (
         'Row remap pending: reset the GPU before use. <b>&"quoted"</b>\\x1b[31m second line'
+        " -> reset the GPU"
     )
     classnames = {case.get("classname") for case in suite.findall("testcase")}
     assert f"gpuready.{host}.memory" in classnames
@@ -198,3 +202,13 @@ def test_fleet_of_64_totals() -> None:
     assert [s.get("name") for s in suites[:4]] == ["gpu18", "gpu41", "gpu06", "gpu01"]
     total = sum(float(s.get("time", "0")) for s in suites)
     assert float(root.get("time", "0")) == round(total, 3)
+
+
+def test_a_finding_without_an_action_has_no_arrow() -> None:
+    node = failing_node()
+    bare = tuple(
+        dataclasses.replace(f, action=Action.NONE, action_source="") for f in node.findings
+    )
+    text = render_junit(sample_report(dataclasses.replace(node, findings=bare)))
+    assert "->" not in text
+    assert "action:" not in text

@@ -6,6 +6,7 @@ import dataclasses
 
 from validator.model import (
     NOT_SUPPORTED,
+    Action,
     BurnResult,
     BurnStatus,
     ErrorCounters,
@@ -163,6 +164,8 @@ def failing_node(hostname: str = "gpu-node-02", message_extra: str = "") -> Node
             observed="88 C",
             expected="<= 60 C",
             gpu_index=0,
+            action=Action.CHECK_COOLING_POWER,
+            action_source="gpuready default",
         ),
         Finding(
             "memory.remap",
@@ -172,6 +175,8 @@ def failing_node(hostname: str = "gpu-node-02", message_extra: str = "") -> Node
             expected="no",
             gpu_index=1,
             gpu_uuid="GPU-1b2c3d4e-0000-1111-2222-000000000001",
+            action=Action.RESET_GPU,
+            action_source="gpuready default",
         ),
         Finding(
             "power.limit",
@@ -180,12 +185,19 @@ def failing_node(hostname: str = "gpu-node-02", message_extra: str = "") -> Node
             observed="n/a (not supported)",
             expected="700 W",
             gpu_index=1,
+            action=Action.RERUN,
+            action_source="gpuready default",
         ),
         Finding(
             "gpu.count", Severity.PASS, "3 GPUs found, 3 expected.", observed="3", expected="3"
         ),
         Finding(
-            "gpu.present", Severity.FAIL, "GPU 2 has fallen off the bus (Xid 79).", gpu_index=2
+            "gpu.present",
+            Severity.FAIL,
+            "GPU 2 has fallen off the bus (Xid 79).",
+            gpu_index=2,
+            action=Action.REBOOT,
+            action_source="NVIDIA Xid catalog: RESTART_BM",
         ),
     )
     events = (
@@ -318,6 +330,8 @@ def burn_node(
             observed="37",
             expected="0",
             gpu_index=1,
+            action=Action.DRAIN_RMA,
+            action_source="gpuready default",
         ),
         Finding(
             "burn.completed",
@@ -326,6 +340,8 @@ def burn_node(
             observed="timeout",
             expected="completed",
             gpu_index=2,
+            action=Action.RESET_GPU,
+            action_source="gpuready default",
         ),
         Finding("burn.throughput", Severity.PASS, "GPU 0 at 712.4 TFLOPS.", gpu_index=0),
     )
@@ -361,7 +377,9 @@ def unreachable_node(hostname: str = "gpu-node-99") -> NodeResult:
         hostname=hostname,
         verdict=Verdict.UNKNOWN,
         facts=NodeFacts(hostname=hostname, source="live"),
-        findings=(Finding("transport.reach", Severity.UNKNOWN, REACH_MESSAGE),),
+        findings=(
+            Finding("transport.reach", Severity.UNKNOWN, REACH_MESSAGE, action=Action.RERUN),
+        ),
         summary=f"could not reach the host: {REACH_MESSAGE}",
         transport="ssh",
         agent_stderr=STDERR_TEXT,

@@ -16,7 +16,7 @@ from tests.test_report_samples import (
     sample_report,
     unreachable_node,
 )
-from validator.model import Report
+from validator.model import Action, Report
 from validator.report.text import render_text
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -34,15 +34,18 @@ def test_healthy_node_is_three_lines() -> None:
 def test_failing_node_lists_non_pass_findings_worst_first() -> None:
     lines = render_text(sample_report(failing_node())).splitlines()
     assert lines[0] == "gpu-node-02  NOT_CERTIFIED  h100-sxm5-80gb  3 GPUs"
-    assert lines[1:5] == [
-        "  FAIL     memory.remap  gpu1  Row remap pending: reset the GPU before use.",
-        "  FAIL     gpu.present   gpu2  GPU 2 has fallen off the bus (Xid 79).",
-        "  UNKNOWN  power.limit   gpu1  Power limit not supported by this GPU.",
+    assert lines[1:6] == [
+        "  FAIL     memory.remap  gpu1  Row remap pending: reset the GPU before use."
+        "  -> reset the GPU",
+        "  FAIL     gpu.present   gpu2  GPU 2 has fallen off the bus (Xid 79).  -> reboot the node",
+        "  UNKNOWN  power.limit   gpu1  Power limit not supported by this GPU.  -> run it again",
         "  WARN     thermal.idle  gpu0  GPU 0 idles at 88 C, 20 C above the fleet.",
+        # Too wide for the line: under the message, still starting with "->".
+        "                               -> check cooling and power",
     ]
-    assert lines[5] == "  2 passed, 1 warning, 2 failed, 1 unknown"
-    assert lines[6] == "  2 checks failed: memory.remap, gpu.present."
-    assert len(lines) == 7
+    assert lines[6] == "  2 passed, 1 warning, 2 failed, 1 unknown"
+    assert lines[7] == "  2 checks failed: memory.remap, gpu.present."
+    assert len(lines) == 8
     assert "No rows remapped." not in "\n".join(lines)  # PASS findings are not listed
 
 
@@ -65,6 +68,25 @@ def test_color_adds_ansi_only_when_asked() -> None:
     assert "\x1b[31mFAIL   \x1b[0m" in colored
     assert "\x1b[1;32mCERTIFIED\x1b[0m" in colored
     assert ANSI.sub("", colored) == plain
+
+
+def test_a_finding_without_an_action_shows_none() -> None:
+    node = failing_node()
+    bare = tuple(dataclasses.replace(f, action=Action.NONE) for f in node.findings)
+    text = render_text(sample_report(dataclasses.replace(node, findings=bare)))
+    assert "->" not in text
+
+
+def test_a_hardware_action_is_bold_in_colour() -> None:
+    colored = render_text(sample_report(failing_node()), color=True)
+    assert "\x1b[1m-> reset the GPU\x1b[0m" in colored  # a hardware action
+    assert "  -> reboot the node" in colored  # not one: plain
+
+
+def test_a_long_message_keeps_its_action_on_the_line() -> None:
+    node = failing_node(message_extra=" " + "x" * 90)
+    lines = render_text(sample_report(node)).splitlines()
+    assert lines[1].endswith("x  -> reset the GPU")
 
 
 def test_lines_fit_100_columns() -> None:
@@ -179,8 +201,9 @@ def test_unreachable_node_in_text() -> None:
     # The agent's last words, cleaned: the ESC it printed cannot repaint the terminal.
     assert lines[2] == "  agent stderr (2 lines): <b>agent</b> exited 255\\x1b[31m"
     assert lines[3] == f"  UNKNOWN  transport.reach  node  {REACH_MESSAGE}"
-    assert lines[4] == "  0 passed, 0 warnings, 0 failed, 1 unknown"
-    assert len(lines) == 5
+    assert lines[4] == " " * 34 + "-> run it again"
+    assert lines[5] == "  0 passed, 0 warnings, 0 failed, 1 unknown"
+    assert len(lines) == 6
 
 
 def test_fleet_without_comparison_says_so() -> None:

@@ -13,6 +13,17 @@ whoever edits the file.
 
 A fact that could not be measured is ``None`` here: a certificate is JSON for
 people and other tools, and drift treats ``None`` as "nothing to compare".
+
+Schema 2 added what drift needs to compare the interconnect and DCGM: each GPU's
+NVLinks (state and speed), their error counters, its PCIe replay count and its
+recovery action, and the node's DCGM results. The NVLink error counters and the PCIe
+replay count are the totals as they stood after the certification burn-in (its
+``counters_after`` for that GPU, where its burn completed and read them), so drift
+counts only what came after certification, not the burn-in's own errors, which
+certify judged already (``nvlink.errors``, ``pcie.replays``); without such a reading
+they are the totals the facts hold, read before any burn-in. A schema-1 certificate has
+none of them, and is sealed and written exactly as it was issued (:func:`_as_issued`):
+its digest and signature still verify, and drift says it predates those checks.
 """
 
 from __future__ import annotations
@@ -29,11 +40,26 @@ from typing import Any, TypeVar
 from validator import __version__, fields
 from validator.errors import BadInputError
 from validator.fields import Document, Field
-from validator.model import GpuFacts, Measured, NodeResult, Unavailable, Verdict
+from validator.model import (
+    BurnStatus,
+    DcgmDiag,
+    DcgmOutcome,
+    ErrorCounters,
+    GpuBurn,
+    GpuFacts,
+    Measured,
+    NodeFacts,
+    NodeResult,
+    Unavailable,
+    Verdict,
+)
 from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
-CERTIFICATE_SCHEMA_VERSION = 1
+# 2: NVLinks, NVLink errors, PCIe replays and recovery action per GPU; DCGM results.
+CERTIFICATE_SCHEMA_VERSION = 2
+# The first schema whose certificates hold the interconnect and DCGM facts.
+INTERCONNECT_SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 
@@ -43,8 +69,52 @@ class CertificateError(BadInputError):
 
 
 @dataclass(frozen=True)
+class CertifiedLink:
+    """One NVLink as it was when the node was certified."""
+
+    link: int
+    active: bool
+    speed_gb_s: float | None  # per direction; None: not measured
+
+
+@dataclass(frozen=True)
+class CertifiedLinkErrors:
+    """One NVLink's error counters when the node was certified (totals since the driver loaded)."""
+
+    link: int
+    crc_flit: int | None
+    crc_data: int | None
+    replay: int | None
+    recovery: int | None
+
+
+@dataclass(frozen=True)
+class CertifiedDcgmTest:
+    """One DCGM test's outcome at certification, for one GPU or (``gpu_index`` None) the node."""
+
+    test: str
+    outcome: str  # a DcgmOutcome value
+    gpu_index: int | None
+
+
+@dataclass(frozen=True)
+class CertifiedDcgm:
+    """The DCGM diagnostic the node passed when it was certified."""
+
+    level: int | None
+    version: str | None
+    results: tuple[CertifiedDcgmTest, ...]
+
+
+@dataclass(frozen=True)
 class CertifiedGpu:
-    """One GPU as it was when the node was certified."""
+    """One GPU as it was when the node was certified.
+
+    The fields with defaults came with schema 2: None in an older certificate.
+    ``nvlink_errors`` and ``pcie_replay_count`` are the totals after the certification
+    burn-in where it read them (see the module doc), so drift's baseline includes the
+    burn-in's own errors.
+    """
 
     index: int
     uuid: str | None
@@ -64,6 +134,10 @@ class CertifiedGpu:
     retired_pages_sbe: int | None
     retired_pages_dbe: int | None
     persistence_mode: bool | None
+    nvlinks: tuple[CertifiedLink, ...] | None = None
+    nvlink_errors: tuple[CertifiedLinkErrors, ...] | None = None
+    pcie_replay_count: int | None = None
+    recovery_action: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,8 +156,14 @@ class Certificate:
     nvcc_version: str | None
     cudnn_version: str | None
     gpus: tuple[CertifiedGpu, ...]
+    dcgm: CertifiedDcgm | None = None  # None: no DCGM at certification (or schema 1)
     digest: str = ""  # sha256 hex of canonical_bytes()
     signature: str | None = None  # HMAC-SHA256 hex of canonical_bytes(), or unsigned
+
+    @property
+    def holds_interconnect(self) -> bool:
+        """True when the certificate's schema records NVLinks, counters, recovery action, DCGM."""
+        return self.schema_version >= INTERCONNECT_SCHEMA_VERSION
 
     @property
     def label(self) -> str:
@@ -94,13 +174,92 @@ class Certificate:
 
 # Fields the digest and signature cover: everything but themselves.
 _SEAL_FIELDS = frozenset({"digest", "signature"})
+# Fields schema 2 added, on the certificate and on each GPU: a schema-1 certificate
+# is sealed and written without them, as it was issued.
+_ADDED_IN_2 = frozenset({"dcgm"})
+_GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "recovery_action"})
 
 
 def _value(measured: Measured[T]) -> T | None:
     return None if isinstance(measured, Unavailable) else measured
 
 
-def _certified_gpu(gpu: GpuFacts, tflops: dict[int, float]) -> CertifiedGpu:
+def _links(gpu: GpuFacts) -> tuple[CertifiedLink, ...] | None:
+    links = _value(gpu.nvlinks)
+    if links is None:
+        return None
+    return tuple(CertifiedLink(s.link, s.active, _value(s.speed_gb_s)) for s in links)
+
+
+def _link_errors(counters: ErrorCounters) -> tuple[CertifiedLinkErrors, ...] | None:
+    counts = _value(counters.nvlink_errors)
+    if counts is None:
+        return None
+    return tuple(
+        CertifiedLinkErrors(
+            link=c.link,
+            crc_flit=_value(c.crc_flit),
+            crc_data=_value(c.crc_data),
+            replay=_value(c.replay),
+            recovery=_value(c.recovery),
+        )
+        for c in counts
+    )
+
+
+def _dcgm(diag: DcgmDiag | None) -> CertifiedDcgm | None:
+    """The DCGM results a certified node holds; None when DCGM was not run or gave none."""
+    results = None if diag is None else _value(diag.results)
+    if diag is None or results is None:
+        return None
+    return CertifiedDcgm(
+        level=diag.level,
+        version=_value(diag.version),
+        results=tuple(CertifiedDcgmTest(r.test, r.outcome.value, r.gpu_index) for r in results),
+    )
+
+
+def _burned(gpu: GpuFacts, facts: NodeFacts) -> GpuBurn | None:
+    """The certification burn-in of ``gpu``, where it completed: matched by index and UUID."""
+    burn = facts.burn
+    if burn is None or burn.error is not None:
+        return None
+    for ran in burn.gpus:
+        same_board = (
+            isinstance(ran.uuid, Unavailable)
+            or isinstance(gpu.uuid, Unavailable)
+            or ran.uuid == gpu.uuid
+        )
+        if ran.index == gpu.index and same_board and ran.status is BurnStatus.COMPLETED:
+            return ran
+    return None
+
+
+def _counters_certified(gpu: GpuFacts, facts: NodeFacts) -> ErrorCounters:
+    """The NVLink and PCIe counters to certify: after the burn-in, else the facts' own.
+
+    Each counter is taken from the burn's reading after it where that was read; the
+    facts' reading (before the burn) is the fallback, a lower baseline that can only
+    make drift stricter.
+    """
+    ran = _burned(gpu, facts)
+    after = ran.counters_after if ran is not None else ErrorCounters()
+    return ErrorCounters(
+        pcie_replay_count=(
+            after.pcie_replay_count
+            if not isinstance(after.pcie_replay_count, Unavailable)
+            else gpu.pcie_replay_count
+        ),
+        nvlink_errors=(
+            after.nvlink_errors
+            if not isinstance(after.nvlink_errors, Unavailable)
+            else gpu.nvlink_errors
+        ),
+    )
+
+
+def _certified_gpu(gpu: GpuFacts, facts: NodeFacts, tflops: dict[int, float]) -> CertifiedGpu:
+    counters = _counters_certified(gpu, facts)
     return CertifiedGpu(
         index=gpu.index,
         uuid=_value(gpu.uuid),
@@ -120,6 +279,10 @@ def _certified_gpu(gpu: GpuFacts, tflops: dict[int, float]) -> CertifiedGpu:
         retired_pages_sbe=_value(gpu.retired_pages_sbe),
         retired_pages_dbe=_value(gpu.retired_pages_dbe),
         persistence_mode=_value(gpu.persistence_mode),
+        nvlinks=_links(gpu),
+        nvlink_errors=_link_errors(counters),
+        pcie_replay_count=_value(counters.pcie_replay_count),
+        recovery_action=_value(gpu.recovery_action),
     )
 
 
@@ -166,13 +329,35 @@ def issue_certificate(
         kernel_module_version=_value(facts.kernel_module_version),
         nvcc_version=_value(facts.tools.nvcc_version),
         cudnn_version=_value(facts.tools.cudnn_version),
-        gpus=tuple(_certified_gpu(gpu, tflops) for gpu in facts.gpus),
+        gpus=tuple(_certified_gpu(gpu, facts, tflops) for gpu in facts.gpus),
+        dcgm=_dcgm(facts.dcgm),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
 
-def _content(cert: Certificate) -> dict[str, Any]:
+def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
+    for name in names:
+        if data.get(name) is None:
+            data.pop(name, None)
+
+
+def _as_issued(cert: Certificate) -> dict[str, Any]:
+    """The certificate as a JSON object, with exactly the fields its schema had.
+
+    A schema-1 certificate read today carries schema 2's fields as None: they are
+    left out, so its digest and signature are computed over the bytes it was issued
+    with. One that holds a value there was edited, and fails verification.
+    """
     data = dataclasses.asdict(cert)
+    if not cert.holds_interconnect:
+        _drop_unset(data, _ADDED_IN_2)
+        for gpu in data["gpus"]:
+            _drop_unset(gpu, _GPU_ADDED_IN_2)
+    return data
+
+
+def _content(cert: Certificate) -> dict[str, Any]:
+    data = _as_issued(cert)
     for name in _SEAL_FIELDS:
         del data[name]
     return data
@@ -238,7 +423,7 @@ def load_key(path: str | Path) -> bytes:
 
 def certificate_to_json(cert: Certificate) -> str:
     """The certificate as indented JSON, keys sorted, with a trailing newline."""
-    return json.dumps(dataclasses.asdict(cert), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return json.dumps(_as_issued(cert), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 # ---------------------------------------------------------------- decoding
@@ -261,6 +446,78 @@ def _watts(name: str) -> Field:
     return Field(name, float, minimum=0.0, nullable=True, required=True)
 
 
+def _added(declared: Field) -> Field:
+    """A field schema 2 added: absent from a schema-1 certificate, so not required."""
+    return dataclasses.replace(declared, nullable=True, required=False)
+
+
+CERTIFIED_LINK_FIELDS = Document(
+    (
+        Field("link", int, minimum=0, required=True),
+        Field("active", bool, required=True),
+        _watts("speed_gb_s"),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+CERTIFIED_LINK_ERRORS_FIELDS = Document(
+    (
+        Field("link", int, minimum=0, required=True),
+        _count("crc_flit"),
+        _count("crc_data"),
+        _count("replay"),
+        _count("recovery"),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+CERTIFIED_DCGM_TEST_FIELDS = Document(
+    (
+        Field("test", str, non_empty=True, required=True),
+        Field("outcome", str, choices=tuple(o.value for o in DcgmOutcome), required=True),
+        Field("gpu_index", int, minimum=0, nullable=True, required=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+
+def _dcgm_tests(items: list[dict[str, Any]]) -> tuple[CertifiedDcgmTest, ...]:
+    return tuple(CertifiedDcgmTest(**item) for item in items)
+
+
+CERTIFIED_DCGM_FIELDS = Document(
+    (
+        Field("level", int, minimum=0, maximum=4, nullable=True, required=True),
+        _text("version"),
+        Field(
+            "results",
+            list,
+            wanted="a list of DCGM test results",
+            required=True,
+            item=Field("result", dict, document=CERTIFIED_DCGM_TEST_FIELDS),
+            convert=_dcgm_tests,
+        ),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+
+def _certified_links(items: list[dict[str, Any]]) -> tuple[CertifiedLink, ...]:
+    return tuple(CertifiedLink(**item) for item in items)
+
+
+def _certified_link_errors(items: list[dict[str, Any]]) -> tuple[CertifiedLinkErrors, ...]:
+    return tuple(CertifiedLinkErrors(**item) for item in items)
+
+
+def _certified_dcgm(data: dict[str, Any]) -> CertifiedDcgm:
+    return CertifiedDcgm(**data)
+
+
 CERTIFIED_GPU_FIELDS = Document(
     (
         Field("index", int, minimum=0, required=True),
@@ -281,6 +538,26 @@ CERTIFIED_GPU_FIELDS = Document(
         _count("retired_pages_sbe"),
         _count("retired_pages_dbe"),
         Field("persistence_mode", bool, nullable=True, required=True),
+        _added(
+            Field(
+                "nvlinks",
+                list,
+                wanted="a list of NVLinks",
+                item=Field("link", dict, document=CERTIFIED_LINK_FIELDS),
+                convert=_certified_links,
+            )
+        ),
+        _added(
+            Field(
+                "nvlink_errors",
+                list,
+                wanted="a list of NVLink error counters",
+                item=Field("link", dict, document=CERTIFIED_LINK_ERRORS_FIELDS),
+                convert=_certified_link_errors,
+            )
+        ),
+        _added(_count("pcie_replay_count")),
+        _added(Field("recovery_action", str, non_empty=True)),
     ),
     noun="field",
     wanted="a JSON object",
@@ -312,6 +589,7 @@ CERTIFICATE_FIELDS = Document(
             item=Field("gpu", dict, document=CERTIFIED_GPU_FIELDS),
             convert=_gpus,
         ),
+        _added(Field("dcgm", dict, document=CERTIFIED_DCGM_FIELDS, convert=_certified_dcgm)),
         Field("digest", str),
         Field("signature", str, nullable=True),
     ),

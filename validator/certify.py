@@ -5,8 +5,11 @@ validator.operations.certify; this module is what it runs to get the report.
 
 A deadline binds every path alike: one node (this host or a scenario) and each
 host of a fleet, whatever its transport. The burn-in is cut to end within it
-(validator.node.agent.burn_within), and a node whose run was cut is judged on
-what it measured, then made UNKNOWN as timed out (validator.remote.deadline).
+(validator.node.agent.burn_within), DCGM's diagnostic (the policy's dcgm_level, or
+``--dcgm-level``) gets what the burn leaves (validator.node.agent.dcgm_within), and
+a node whose run was cut is judged on what it measured, then made UNKNOWN as timed
+out (validator.remote.deadline). Without a deadline, a host's is the burn plus the
+DCGM level's allowance plus a margin (:func:`host_deadline`).
 A fleet's hosts each go through the transport their ``gpuready_transport``
 names, the request's for the rest (validator.remote.per_host).
 """
@@ -47,6 +50,24 @@ class NodeRequest:
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in
     deadline_s: float | None = None  # None: none (the burn carries its own limits)
+    dcgm_level: int | None = None  # overrides the policy's dcgm_level; None: the policy's
+
+
+def effective_policy(policy_path: str | None, dcgm_level: int | None = None) -> Policy:
+    """The policy a run judges by: the file's (or the default), ``--dcgm-level`` applied.
+
+    Raises:
+        BadInputError: a bad policy file.
+    """
+    policy = load_policy(policy_path) if policy_path else Policy()
+    return with_dcgm_level(policy, dcgm_level)
+
+
+def with_dcgm_level(policy: Policy, dcgm_level: int | None) -> Policy:
+    """``policy`` with its DCGM level overridden (None: as it is)."""
+    if dcgm_level is None or dcgm_level == policy.dcgm_level:
+        return policy
+    return dataclasses.replace(policy, dcgm_level=dcgm_level)
 
 
 def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
@@ -79,7 +100,7 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
     """
     from validator.node.agent import collect_facts
 
-    policy = load_policy(request.policy_path) if request.policy_path else Policy()
+    policy = effective_policy(request.policy_path, request.dcgm_level)
     started = time.monotonic()
     if request.capture is not None or request.deadline_s is None:
         facts = collect_from(
@@ -88,6 +109,8 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
             window_hours=policy.xid_window_hours,
             burn=request.burn,
             progress=progress,
+            dcgm_level=policy.dcgm_level,
+            dcgm_timeout_s=policy.dcgm_timeout_s,
         )
     else:
         # In this thread, as without a deadline: Ctrl-C still ends the burn, judged.
@@ -97,6 +120,8 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
             burn=request.burn,
             until=started + request.deadline_s,
             progress=progress,
+            dcgm_level=policy.dcgm_level,
+            dcgm_timeout_s=policy.dcgm_timeout_s,
         )
     result = judge_node(facts, policy)
     if request.deadline_s is not None:
@@ -122,6 +147,7 @@ class FleetRequest:
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
     known_hosts: str | None = None
+    dcgm_level: int | None = None  # overrides every host's policy dcgm_level; None: theirs
 
     def __post_init__(self) -> None:
         # click and inventories give the name as text: one type from here on.
@@ -129,9 +155,16 @@ class FleetRequest:
 
 
 def fleet_of(request: object) -> FleetRequest:
-    """The fan-out a command's request asks for: its fields named as FleetRequest's."""
+    """The fan-out a command's request asks for: its fields named as FleetRequest's.
+
+    A field the request does not carry (drift has no ``--dcgm-level``) keeps its default.
+    """
     return FleetRequest(
-        **{field.name: getattr(request, field.name) for field in dataclasses.fields(FleetRequest)}
+        **{
+            field.name: getattr(request, field.name)
+            for field in dataclasses.fields(FleetRequest)
+            if field.default is dataclasses.MISSING or hasattr(request, field.name)
+        }
     )
 
 
@@ -168,16 +201,38 @@ def transport_named(name: TransportName, request: FleetRequest) -> Transport:
     )
 
 
-def host_deadline(deadline_s: float | None, burn: BurnConfig | None) -> float:
-    """Each host's deadline: the one given, else the burn plus :data:`DEADLINE_MARGIN_S`."""
+def host_deadline(
+    deadline_s: float | None, burn: BurnConfig | None, policy: Policy | None = None
+) -> float:
+    """Each host's deadline: the one given, else the burn plus :data:`DEADLINE_MARGIN_S`.
+
+    Where ``policy`` asks for a DCGM level, its diagnostic's allowance is added
+    (``dcgm_timeout_s``, else the level's: validator.node.dcgm.DEFAULT_TIMEOUT_S).
+    """
     if deadline_s is not None:
         return deadline_s
-    return (burn.duration_s if burn else 0.0) + DEADLINE_MARGIN_S
+    return (burn.duration_s if burn else 0.0) + dcgm_allowance(policy) + DEADLINE_MARGIN_S
+
+
+def dcgm_allowance(policy: Policy | None) -> float:
+    """How long the policy's DCGM diagnostic may take; 0 when it asks for none."""
+    if policy is None or policy.dcgm_level <= 0:
+        return 0.0
+    from validator.node.dcgm import default_timeout
+
+    if policy.dcgm_timeout_s is not None:
+        return policy.dcgm_timeout_s
+    return default_timeout(policy.dcgm_level)
 
 
 def agent_request(burn: BurnConfig | None, policy: Policy) -> AgentRequest:
-    """What every host's agent is asked to do."""
-    return AgentRequest(burn=burn, xid_window_hours=policy.xid_window_hours)
+    """What every host's agent is asked to do (DCGM as the policy asks)."""
+    return AgentRequest(
+        burn=burn,
+        xid_window_hours=policy.xid_window_hours,
+        dcgm_level=policy.dcgm_level,
+        dcgm_timeout_s=policy.dcgm_timeout_s,
+    )
 
 
 def certify_fleet(
@@ -196,9 +251,11 @@ def certify_fleet(
     from validator.inventory import load_hosts, policy_for
     from validator.judge.fleet import judge_fleet
 
-    base = load_policy(request.policy_path) if request.policy_path else Policy()
+    base = effective_policy(request.policy_path, request.dcgm_level)
     hosts = load_hosts(request.inventories, request.limit)
-    policies = {host.name: policy_for(host, base) for host in hosts}
+    policies = {
+        host.name: with_dcgm_level(policy_for(host, base), request.dcgm_level) for host in hosts
+    }
     if on_hosts is not None:
         on_hosts(hosts)
 
@@ -212,7 +269,7 @@ def certify_fleet(
             agent_request(request.burn, base),
             judge,
             parallel=request.parallel,
-            deadline_s=host_deadline(request.deadline_s, request.burn),
+            deadline_s=host_deadline(request.deadline_s, request.burn, base),
             progress=progress,
             on_result=on_result,
             stop=stop,

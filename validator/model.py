@@ -125,13 +125,17 @@ class NvLinkErrorCounts:
 
 
 # The GPU recovery actions NVML reports (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R575+)
-# and ``<gpu_recovery_action>`` in ``nvidia-smi -q -x``, by our names.
+# and ``<gpu_recovery_action>`` in ``nvidia-smi -q -x``, by our names, in NVML's order
+# (nvmlDeviceGpuRecoveryAction_t 0-7).
 RECOVERY_ACTIONS: Tuple[str, ...] = (
     "none",
     "gpu_reset",
     "node_reboot",
     "drain_p2p",
     "drain_and_reset",
+    "recover_imex_domain",
+    "bus_reset",
+    "system_reboot",
 )
 
 
@@ -327,6 +331,11 @@ class ErrorCounters:
     retired_pages_pending: Measured[bool] = NOT_MEASURED
     pcie_replay_count: Measured[int] = NOT_MEASURED
     nvlink_errors: Measured[Tuple[NvLinkErrorCounts, ...]] = NOT_MEASURED
+
+
+def counters_unavailable(why: Unavailable) -> ErrorCounters:
+    """Error counters none of which could be read, each for the same reason."""
+    return ErrorCounters(**{f.name: why for f in dataclasses.fields(ErrorCounters)})
 
 
 def counters_of(gpu: GpuFacts) -> ErrorCounters:
@@ -576,6 +585,19 @@ HARDWARE_ACTIONS: Tuple[Action, ...] = (
     Action.RESEAT_CABLE_RISER,
     Action.DRAIN_RMA,
 )
+
+# What each action asks of the operator, in the words every report and finding uses
+# (one mapping, so the terminal, HTML, JUnit, RMA files and messages never differ).
+ACTION_WORDS: Dict[Action, str] = {
+    Action.NONE: "nothing to do",
+    Action.RERUN: "run it again",
+    Action.FIX_SOFTWARE: "fix the software stack",
+    Action.REBOOT: "reboot the node",
+    Action.RESET_GPU: "reset the GPU",
+    Action.CHECK_COOLING_POWER: "check cooling and power",
+    Action.RESEAT_CABLE_RISER: "reseat or replace the cable or riser",
+    Action.DRAIN_RMA: "drain and RMA",
+}
 
 
 @dataclass(frozen=True)

@@ -48,4 +48,20 @@ def ansible_error(output: str, limit: int | None = None) -> str:
     return ""
 
 
-__all__ = ["ANSI", "ansible_error", "one_line", "strip_ansi"]
+def bus_key(bus_id: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) from "0000:c1:00" or "00000000:C1:00.0"; None if unparsable.
+
+    The kernel log names a GPU without its function number, NVML with a longer domain:
+    compared as numbers, the two spellings of one device match.
+    """
+    parts = bus_id.strip().split(":")
+    if len(parts) != 3:  # domain:bus:device
+        return None
+    domain, bus, device = parts
+    try:
+        return int(domain, 16), int(bus, 16), int(device.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+__all__ = ["ANSI", "ansible_error", "bus_key", "one_line", "strip_ansi"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from validator.cli.options import TEXT, NonEmptyPath
+from validator.cli.options import TEXT, BoundedInt, NonEmptyPath
 from validator.node.capture import write_capture
 from validator.node.scenario import load_scenario
 from validator.node.system import LiveSystem, System
@@ -18,13 +18,21 @@ from validator.node.system import LiveSystem, System
     metavar="NAME|FILE",
     help="Capture a simulated node instead (see `gpuready scenarios`): a sample bundle.",
 )
-def capture(directory: str, simulate: str | None) -> None:
+@click.option(
+    "--dcgm-level",
+    type=BoundedInt(0, 4),
+    default=0,
+    metavar="N",
+    help="Also run DCGM's diagnostic `dcgmi diag -r N -j` (1-4; it takes seconds at 1, "
+    "minutes at 2-3, hours at 4) into dcgmi-diag.json; 0 (default) runs none.",
+)
+def capture(directory: str, simulate: str | None, dcgm_level: int) -> None:
     """Write nvidia-smi, nvcc, cuDNN and kernel-log outputs of this host to DIRECTORY.
 
     Certify it anywhere later with `gpuready certify --capture DIRECTORY`.
     """
     system: System = load_scenario(simulate).system() if simulate else LiveSystem()
-    outcome = write_capture(directory, system)
+    outcome = write_capture(directory, system, dcgm_level=dcgm_level)
     for name, what in sorted(outcome.items()):
         click.echo(f"{name:26} {what}")
     written = sum(1 for what in outcome.values() if what == "written")

@@ -11,6 +11,7 @@ from click.core import ParameterSource
 
 from validator.cli.options import (
     TEXT,
+    BoundedInt,
     BurnOptions,
     NonEmptyPath,
     burn_options,
@@ -64,6 +65,15 @@ SIMULATED_BURN_DEFAULT = "10s"
     "Burn-in length (90s, 5m); 0 skips it, and a node is then not certified. "
     f"A simulated node burns {SIMULATED_BURN_DEFAULT} unless given.",
 )
+@click.option(
+    "--dcgm-level",
+    type=BoundedInt(0, 4),
+    default=None,
+    metavar="N",
+    help="Run DCGM's diagnostic `dcgmi diag -r N` after the burn-in and judge each test "
+    "(0-4; 0 runs none), overriding the policy's dcgm_level. A capture's recorded DCGM "
+    "output is judged whatever the level.",
+)
 @inventory_option("Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.")
 @limit_option
 @click.option(
@@ -107,6 +117,9 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     simulate, capture = options["simulate"], options["capture_dir"]
     _check_sources(simulate, capture, options["inventories"], options["limit"])
     duration, note = _burn_seconds(ctx, burn_opts.burn_duration, simulate)
+    dcgm_level = options.pop("dcgm_level")
+    # Only when given: the policy's level stands otherwise.
+    dcgm = {} if dcgm_level is None else {"dcgm_level": dcgm_level}
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -119,6 +132,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         sign_key=options["sign_key"],
         argv=command_line(ctx),
         **fanout_settings(options),
+        **dcgm,
     )
     return request, note
 

@@ -4,7 +4,8 @@
 against its latest certificate (verified first by the caller: a certificate that
 failed its check is an :class:`UntrustedBaseline`, never compared with) and says,
 check by check, what changed: versions, GPU identity, power caps, PCIe links, error
-counters, new hardware Xids, persistence mode and, when a burn-in was run, its speed.
+counters, new hardware Xids, persistence mode, NVLinks (state, speed, error counters), PCIe
+replays, the driver's recovery action, DCGM's results and, when a burn-in was run, its speed.
 :func:`drift_node` (:mod:`.verdict`) turns that into a :class:`NodeResult`, so the
 JSON report, the store and the exit code work as for ``certify``. :mod:`.nhc` gives the line for
 Slurm's HealthCheckProgram and a drained node's reason.

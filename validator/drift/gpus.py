@@ -9,6 +9,25 @@ Volatile ECC counters reset when the driver reloads, so a smaller value is no dr
 A value the certificate lacks (not measured then) has no baseline: an UNKNOWN
 that does not block when there is a value now, nothing when there is none.
 
+NVLinks, link error counters, PCIe replays and the recovery action (certificate
+schema 2; an older certificate predates them, noted and not blocking):
+
+* a link active at certification that is down, missing or slower now is drift
+  (``drift.nvlink``); the action is the judge's for the same fault
+  (:func:`validator.judge.checks.nvlink.link_repair`, by the certified SKU): drain and
+  RMA on an SXM baseboard, reseat the tray or the bridge elsewhere;
+* NVLink CRC flit and data, replay and recovery counters, and the PCIe replay counter,
+  drift when they grew since certification beyond the policy's growth limits (the
+  same figures as during the burn-in: the whole time since certification is held to
+  them). The certified totals are those after the certification burn-in, whose own
+  errors certify judged already (:mod:`validator.certificate`). They count since the
+  driver loaded, so a total below the certified one was reset (a reboot or driver
+  reload): everything it counts came after the certificate,
+  so above the limit it is drift; within it, the growth before the reset is lost and
+  cannot be judged: an UNKNOWN that does not block, saying so;
+* a recovery action other than none is drift whatever the certificate holds (a flag
+  set now, as a pending row remap), with the action NVIDIA's guide gives for it.
+
 Every finding is built with the judge's constructors
 (:mod:`validator.judge.checks.common`): drift findings are findings.
 """
@@ -17,9 +36,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from validator.certificate import Certificate, CertifiedGpu
+from validator.certificate import (
+    INTERCONNECT_SCHEMA_VERSION,
+    Certificate,
+    CertifiedGpu,
+    CertifiedLink,
+    CertifiedLinkErrors,
+)
+from validator.errors import PolicyError
+from validator.judge.catalog import load_catalog
 from validator.judge.checks.common import (
     FAIL,
     PASS,
@@ -30,8 +58,12 @@ from validator.judge.checks.common import (
     watts,
     why_not,
 )
+from validator.judge.checks.nvlink import SPEED_TOLERANCE, link_repair
+from validator.judge.checks.pcie import REPLAY_REPAIR
 from validator.judge.policy import Policy
+from validator.judge.recovery import recovery_step
 from validator.model import (
+    Action,
     BurnResult,
     BurnStatus,
     DriftCheck,
@@ -40,12 +72,19 @@ from validator.model import (
     GpuStatus,
     Measured,
     NodeFacts,
+    NvLinkErrorCounts,
+    NvLinkState,
+    Reason,
     Unavailable,
 )
 
 # A power limit read back through NVML is in milliwatts rounded to watts by some
 # readers; half a watt keeps rounding apart from a real change of the cap.
 POWER_TOLERANCE_W = 0.5
+# A link is held to its certified speed with the judge's tolerance for the SKU's.
+LINK_SPEED_TOLERANCE = SPEED_TOLERANCE
+# PCIe replays: the judge's action for the same fault.
+PCIE_REPLAY_ACTION = REPLAY_REPAIR
 
 Pair = tuple[CertifiedGpu, GpuFacts]  # a GPU as certified, and the same board now
 
@@ -369,6 +408,339 @@ def compare_gpu(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> list[Findin
     return [finding for finding in found if finding is not None]
 
 
+# ------------------------------------------------------------------ NVLinks
+
+
+def link_action(cert: Certificate) -> tuple[Action, str]:
+    """What to do about a GPU's failing NVLink, and why: certify's answer for the certified SKU.
+
+    A SKU this catalog does not know gets the judge's answer for no SKU (the milder step).
+    """
+    sku = None
+    if cert.sku is not None:
+        try:
+            sku = load_catalog().get(cert.sku)
+        except PolicyError:
+            sku = None
+    return link_repair(sku)
+
+
+def _acted(finding: Finding, action: tuple[Action, str]) -> Finding:
+    """``finding`` with the action to take, when it is drift."""
+    if finding.severity is not FAIL:
+        return finding
+    return dataclasses.replace(finding, action=action[0], action_source=action[1])
+
+
+def _speed(value: float) -> str:
+    return f"{value:g} GB/s"
+
+
+def _link_problem(was: CertifiedLink, now: NvLinkState | None) -> tuple[str | None, str | None]:
+    """What went wrong with one link active at certification: (drift, unreadable)."""
+    if now is None:
+        return f"NVLink {was.link} missing", None
+    if not now.active:
+        return f"NVLink {was.link} down", None
+    if was.speed_gb_s is None:
+        return None, None
+    if isinstance(now.speed_gb_s, Unavailable):
+        return None, f"NVLink {was.link} speed: {why_not(now.speed_gb_s)}"
+    if now.speed_gb_s < was.speed_gb_s * (1.0 - LINK_SPEED_TOLERANCE):
+        slower = (
+            f"NVLink {was.link} at {_speed(now.speed_gb_s)} (certified {_speed(was.speed_gb_s)})"
+        )
+        return slower, None
+    return None, None
+
+
+def _nvlinks(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
+    """Every link active at certification is still there, up and as fast."""
+    check, before, now = DriftCheck.NVLINK, was.nvlinks, gpu.nvlinks
+    if before is None:
+        if isinstance(now, Unavailable) or not now:
+            return None
+        return _no_baseline(check, gpu, "NVLink state", f"{len(now)} links")
+    active = [link for link in before if link.active]
+    if not active:
+        return None  # no link was up when certified: nothing to keep up
+    if isinstance(now, Unavailable):
+        expected = f"{len(active)} NVLinks active as certified"
+        return unknown_gpu(check, gpu, "NVLink state", now, expected=expected)
+    return _links_now(gpu, active, now)
+
+
+def _links_now(
+    gpu: GpuFacts, active: Sequence[CertifiedLink], now: Sequence[NvLinkState]
+) -> Finding:
+    """The links active at certification, against the links now."""
+    check, expected = DriftCheck.NVLINK, f"{len(active)} NVLinks active as certified"
+    by_link = {link.link: link for link in now}
+    judged = [_link_problem(link, by_link.get(link.link)) for link in active]
+    problems = [problem for problem, _ in judged if problem is not None]
+    unreadable = [why for _, why in judged if why is not None]
+    if problems:
+        text = f"GPU {gpu.index}: {'; '.join(problems)} since certified ({len(active)} were active)"
+        return gpu_finding(check, FAIL, gpu, text, observed=", ".join(problems), expected=expected)
+    if unreadable:
+        # The links are up; only their speed could not be read back (not every source
+        # gives it): said, and not blocking.
+        return gpu_finding(
+            check,
+            UNKNOWN,
+            gpu,
+            f"GPU {gpu.index}: {len(active)} NVLinks up as certified; their speed could not "
+            f"be read now: {'; '.join(unreadable)}",
+            observed="; ".join(unreadable),
+            expected=expected,
+            required=False,
+        )
+    return gpu_finding(
+        check,
+        PASS,
+        gpu,
+        f"GPU {gpu.index}: {expected}",
+        observed=f"{len(active)} active",
+        expected=expected,
+    )
+
+
+def _no_baseline(check: str, gpu: GpuFacts, what: str, now: str) -> Finding:
+    """A fact measured now that the certificate lacks: nothing to compare, not blocking."""
+    return gpu_finding(
+        check,
+        UNKNOWN,
+        gpu,
+        f"GPU {gpu.index}: {what} has no value in the certificate to compare with",
+        observed=now,
+        expected="a certified value",
+        required=False,
+    )
+
+
+# ------------------------------------------------------------------ link and PCIe counters
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One error counter as certified and now, and the growth the policy allows."""
+
+    label: str  # "NVLink 3 CRC flit", "PCIe replays"
+    before: int | None
+    now: Measured[int]
+    limit: int
+
+
+@dataclass
+class _Tally:
+    """Counters sorted by what can be said of each."""
+
+    grown: list[str] = dataclasses.field(default_factory=list)
+    grown_now: list[str] = dataclasses.field(default_factory=list)
+    unreadable: list[str] = dataclasses.field(default_factory=list)
+    reset: list[str] = dataclasses.field(default_factory=list)
+    compared: list[str] = dataclasses.field(default_factory=list)
+    no_baseline: list[str] = dataclasses.field(default_factory=list)
+
+    def add(self, counter: Reading) -> None:
+        """Sort one counter (see the module doc: a total below the certified one was reset)."""
+        label, before, now, limit = counter.label, counter.before, counter.now, counter.limit
+        if isinstance(now, Unavailable):
+            if before is not None:
+                self.unreadable.append(f"{label}: {why_not(now)}")
+        elif before is None:
+            self.no_baseline.append(f"{label} {now}")
+        elif now < before:
+            # Reset since (a reboot or driver reload): everything counted now came after.
+            if now > limit:
+                self.grown.append(f"{label} {now} since the counters were reset (max {limit})")
+                self.grown_now.append(f"{label} {now}")
+            else:
+                self.reset.append(f"{label} {before} -> {now}")
+        elif now - before > limit:
+            self.grown.append(f"{label} +{now - before} ({before} -> {now}, max {limit})")
+            self.grown_now.append(f"{label} {now}")
+        else:
+            self.compared.append(f"{label} {now}")
+
+
+def _growth(
+    check: str, gpu: GpuFacts, what: str, counters: Sequence[Reading], expected: str
+) -> Finding | None:
+    """One finding over a GPU's counters: FAIL when any grew beyond its limit."""
+    tally = _Tally()
+    for counter in counters:
+        tally.add(counter)
+    required = True
+    if tally.grown:
+        severity, observed = FAIL, ", ".join(tally.grown_now)
+        text = f"grew since certified: {'; '.join(tally.grown)}"
+    elif tally.unreadable:
+        severity, observed = UNKNOWN, "; ".join(tally.unreadable)
+        text = f"could not be read now: {observed}"
+    elif tally.reset:
+        severity, observed, required = UNKNOWN, "; ".join(tally.reset), False
+        text = (
+            f"were reset since certified (a reboot or driver reload: {observed}), so their "
+            "growth cannot be judged; what they counted since is within the limits"
+        )
+    elif tally.compared:
+        severity, observed = PASS, ", ".join(tally.compared)
+        text = "within the limits since certified"
+    elif tally.no_baseline:
+        return _no_baseline(check, gpu, what, ", ".join(tally.no_baseline))
+    else:
+        return None  # not measured then, not measured now: nothing to say
+    return gpu_finding(
+        check,
+        severity,
+        gpu,
+        f"GPU {gpu.index}: {what} {text}",
+        observed=observed,
+        expected=expected,
+        required=required,
+    )
+
+
+def _link_counters(
+    was: CertifiedLinkErrors | None, now: NvLinkErrorCounts | None, policy: Policy
+) -> list[Reading]:
+    limits = policy.thresholds
+    if was is None or now is None:
+        return []
+    label = f"NVLink {was.link}"
+    return [
+        Reading(f"{label} CRC flit", was.crc_flit, now.crc_flit, limits.nvlink_crc_growth_max),
+        Reading(f"{label} CRC data", was.crc_data, now.crc_data, limits.nvlink_crc_growth_max),
+        Reading(f"{label} replay", was.replay, now.replay, limits.nvlink_replay_growth_max),
+        Reading(f"{label} recovery", was.recovery, now.recovery, limits.nvlink_recovery_growth_max),
+    ]
+
+
+def _nvlink_errors(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> Finding | None:
+    check, before, now = DriftCheck.NVLINK_ERRORS, was.nvlink_errors, gpu.nvlink_errors
+    limits = policy.thresholds
+    expected = (
+        f"per link at most +{limits.nvlink_crc_growth_max} CRC flit and data, "
+        f"+{limits.nvlink_replay_growth_max} replay, +{limits.nvlink_recovery_growth_max} recovery"
+    )
+    if before is None:
+        if isinstance(now, Unavailable) or not now:
+            return None
+        return _no_baseline(check, gpu, "NVLink error counters", f"{len(now)} links")
+    if not before:
+        return None  # no link counted when certified
+    if isinstance(now, Unavailable):
+        return unknown_gpu(check, gpu, "NVLink error counters", now, expected=expected)
+    by_link = {counts.link: counts for counts in now}
+    counters: list[Reading] = []
+    for counts in before:
+        current = by_link.get(counts.link)
+        if current is None:
+            # A link certified with counters that reports none now cannot be shown
+            # clean: unreadable (drift.nvlink says whether the link itself is gone).
+            missing = Unavailable(Reason.NOT_MEASURED, "not reported now")
+            counters.append(Reading(f"NVLink {counts.link}", 0, missing, 0))
+        counters += _link_counters(counts, current, policy)
+    return _growth(check, gpu, "NVLink error counters", counters, expected)
+
+
+def _pcie_replays(was: CertifiedGpu, gpu: GpuFacts, policy: Policy) -> Finding | None:
+    limit = policy.thresholds.pcie_replay_growth_max
+    counters = (Reading("PCIe replays", was.pcie_replay_count, gpu.pcie_replay_count, limit),)
+    return _growth(DriftCheck.PCIE_REPLAY, gpu, "PCIe replays", counters, f"at most +{limit}")
+
+
+# ------------------------------------------------------------------ recovery action
+
+
+def _recovery_action(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
+    """Anything but "none" now is drift, whatever the certificate holds.
+
+    A certified node had none (``state.recovery_action`` fails any other), and the
+    driver asking for a reset or reboot needs no baseline to be acted on.
+    """
+    check, now = DriftCheck.RECOVERY_ACTION, gpu.recovery_action
+    if isinstance(now, Unavailable):
+        if was.recovery_action is None:
+            return None  # not read then (a driver before R575), not read now
+        return unknown_gpu(check, gpu, "recovery action", now, expected="none")
+    if now == "none":
+        text = f"GPU {gpu.index}: no recovery action needed"
+        return gpu_finding(check, PASS, gpu, text, observed=now, expected="none")
+    step = recovery_step(now)
+    certified = f" (certified with {was.recovery_action})" if was.recovery_action else ""
+    finding = gpu_finding(
+        check,
+        FAIL,
+        gpu,
+        f"GPU {gpu.index}: the driver asks for recovery action {now}; "
+        f"{step.words.format(index=gpu.index)}{certified}",
+        observed=now,
+        expected="none",
+    )
+    return dataclasses.replace(
+        finding, action=step.action, action_source=f"NVML GPU recovery action: {now}"
+    )
+
+
+# ------------------------------------------------------------------ the interconnect checks
+
+
+def _has(value: Measured[object]) -> bool:
+    """True for a value measured now that is not an empty list of links."""
+    return not isinstance(value, Unavailable) and value != ()
+
+
+# What schema 2 added, by check: a schema-1 certificate predates them.
+_PREDATES: tuple[tuple[DriftCheck, str, Callable[[GpuFacts], bool]], ...] = (
+    (DriftCheck.NVLINK, "NVLink state", lambda gpu: _has(gpu.nvlinks)),
+    (DriftCheck.NVLINK_ERRORS, "NVLink error counters", lambda gpu: _has(gpu.nvlink_errors)),
+    (DriftCheck.PCIE_REPLAY, "PCIe replay", lambda gpu: _has(gpu.pcie_replay_count)),
+)
+
+
+def predates(cert: Certificate, check: str, what: str) -> Finding:
+    """A note that the certificate is older than a check: not drift, not blocking."""
+    return node_finding(
+        check,
+        UNKNOWN,
+        f"The {cert.label} predates drift's {what} check (certificate schema "
+        f"{cert.schema_version}): not compared; certify the node again to record it",
+        observed=f"certificate schema {cert.schema_version}",
+        expected=f"certificate schema {INTERCONNECT_SCHEMA_VERSION} or newer",
+        required=False,
+    )
+
+
+def interconnect_findings(
+    cert: Certificate, pairs: Sequence[Pair], policy: Policy
+) -> list[Finding]:
+    """NVLink state and errors, PCIe replays and the recovery action of each GPU.
+
+    A certificate older than these checks is noted once per check where there is
+    something to compare now; the recovery action needs no baseline and is judged.
+    """
+    findings: list[Finding] = [
+        finding for was, gpu in pairs if (finding := _recovery_action(was, gpu)) is not None
+    ]
+    if not cert.holds_interconnect:
+        findings += [
+            predates(cert, check, what)
+            for check, what, measured in _PREDATES
+            if any(measured(gpu) for _, gpu in pairs)
+        ]
+        return findings
+    action = link_action(cert)
+    for was, gpu in pairs:
+        links = (_nvlinks(was, gpu), _nvlink_errors(was, gpu, policy))
+        findings += [_acted(finding, action) for finding in links if finding is not None]
+        replays = _pcie_replays(was, gpu, policy)
+        if replays is not None:
+            findings.append(_acted(replays, PCIE_REPLAY_ACTION))
+    return findings
+
+
 # ------------------------------------------------------------------ burn-in speed
 
 
@@ -427,4 +799,16 @@ def burn_findings(pairs: Sequence[Pair], facts: NodeFacts, policy: Policy) -> li
     return [_burned(was, gpu, burn, policy) for was, gpu in pairs]
 
 
-__all__ = ["POWER_TOLERANCE_W", "Pair", "burn_findings", "compare_gpu", "gpu_set"]
+__all__ = [
+    "LINK_SPEED_TOLERANCE",
+    "PCIE_REPLAY_ACTION",
+    "POWER_TOLERANCE_W",
+    "Pair",
+    "Reading",
+    "burn_findings",
+    "compare_gpu",
+    "gpu_set",
+    "interconnect_findings",
+    "link_action",
+    "predates",
+]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from validator.certificate import Certificate
 from validator.drift.compare import compare
+from validator.judge.actions import assign_actions
 from validator.judge.checks.common import by_check, node_finding, nothing_to_judge
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
@@ -70,7 +71,7 @@ def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
         hostname=facts.hostname,
         verdict=Verdict.UNKNOWN,
         facts=facts,
-        findings=(finding,),
+        findings=assign_actions((finding,)),
         policy_digest=digest,
         summary=NEVER_CERTIFIED,
     )
@@ -89,7 +90,7 @@ def _untrusted(facts: NodeFacts, baseline: UntrustedBaseline, digest: str) -> No
         hostname=facts.hostname,
         verdict=Verdict.NOT_CERTIFIED,
         facts=facts,
-        findings=(finding,),
+        findings=assign_actions((finding,)),
         policy_digest=digest,
         summary=f"{NOT_TRUSTED}: {baseline.problem}",
     )
@@ -135,7 +136,7 @@ def drift_node(
         return _never_certified(facts, digest)
     if isinstance(cert, UntrustedBaseline):
         return _untrusted(facts, cert, digest)
-    findings = compare(cert, facts, policy)
+    findings = assign_actions(compare(cert, facts, policy))
     verdict, summary = decide_drift(facts, findings, cert.issued_at)
     return NodeResult(
         hostname=facts.hostname,

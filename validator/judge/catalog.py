@@ -55,6 +55,10 @@ class Sku:
     pcie_width: int | None
     nvswitch: bool
     nvlinks: int | None  # NVLinks per GPU where the board fixes it
+    # Each link's speed, GB/s per direction as `nvidia-smi nvlink -s` prints it; None: not
+    # judged (a card whose bridges fix no count, or no figure found).
+    nvlink_speed_gbs: float | None
+    nvlink_source: str  # where the link count and speed come from, or why there is none
     source: str
 
 
@@ -239,6 +243,8 @@ ROW_FIELDS = Document(
         _link("pcie_width", 32),
         _flag("nvswitch"),
         _link("nvlinks", 64),
+        _positive("nvlink_speed_gbs", nullable=True),
+        _text("nvlink_source"),
         _text("source"),
     )
 )
@@ -255,6 +261,11 @@ def _parse_row(source: fields.Source, number: int, data: object) -> Sku:
     values = ROW_FIELDS.check(data, at)
     if values["default_power_w"] not in values["power_limits_w"]:
         raise at.wrong(("default_power_w",), "one of power_limits_w", data["default_power_w"])
+    if values["nvlink_speed_gbs"] is not None and values["nvlinks"] is None:
+        # A speed without a count would judge the links of a card whose bridges are optional.
+        raise at.wrong(
+            ("nvlink_speed_gbs",), "null where nvlinks is null", data["nvlink_speed_gbs"]
+        )
     values["peak_tflops"] = PeakTflops(
         **{key: values["peak_tflops"].get(key) for key in _PRECISIONS}
     )

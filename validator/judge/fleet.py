@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from validator.errors import PolicyError
+from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, load_catalog
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings
@@ -111,7 +112,8 @@ def _finding(sample: _Sample, hostname: str, label: str, median: float, mad: flo
 
 
 def _rejudged(node: NodeResult, fleet: list[Finding], label: str | None) -> NodeResult:
-    findings = [f for f in node.findings if f.check != CHECK] + fleet
+    # Actions with the node's own findings in sight: a slow GPU's cause may be among them.
+    findings = list(assign_actions([f for f in node.findings if f.check != CHECK] + fleet))
     ordered = sort_findings(findings)
     if ordered == node.findings:
         return node

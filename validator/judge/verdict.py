@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from validator.errors import ExitCode
+from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
 from validator.judge.checks.common import by_check, nothing_to_judge, nvml_problem
@@ -13,6 +14,7 @@ from validator.judge.policy import Policy, policy_digest
 from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict, overall_verdict
 
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.UNKNOWN: 1, Severity.WARN: 2, Severity.PASS: 3}
+
 
 def pick_sku(facts: NodeFacts, policy: Policy, catalog: Catalog) -> Sku | None:
     """The SKU to judge against: the policy's expected model, else the GPUs' most common name.
@@ -93,7 +95,8 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     findings: list[Finding] = []
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
-    ordered = sort_findings(findings)
+    # Every finding leaves the judge saying what to do about it (NONE on a PASS).
+    ordered = sort_findings(list(assign_actions(findings)))
     verdict, summary = decide(facts, ordered)
     if sku is not None and verdict is not Verdict.UNKNOWN:
         summary = f"{len(facts.gpus)}x {sku.label}: {summary}"

@@ -6,6 +6,7 @@ zipapp (see validator.remote.bundle). Its whole interface:
     python3 gpuready-agent.pyz [--simulate NAME|FILE] [--burn SECONDS]
         [--burn-backend cublas|torch|numpy] [--burn-dtype DTYPE] [--burn-matrix-size N]
         [--burn-memory-fraction F] [--xid-window-hours H] [--deadline SECONDS]
+        [--dcgm-level 1-4] [--dcgm-timeout SECONDS]
 
 Exit 0 with NodeFacts JSON on stdout whenever facts were collected, whatever
 they say (judging happens on the controller); 2 with one line on stderr for
@@ -14,9 +15,11 @@ gave no facts within its deadline.
 
 With ``--deadline`` the agent ends in time: its burn-in is cut to fit what is
 left once the other facts are in (:func:`burn_within`; the controller sees the
-shorter burn and judges the host as cut at its deadline), and should the
-collector still not return (a wedged GPU, a hung command), the agent says so
-and exits, leaving nothing of itself running on the host.
+shorter burn and judges the host as cut at its deadline), DCGM's diagnostic
+(``--dcgm-level``, run after the burn-in) gets what is left after that, its
+timeout cut to fit (:func:`dcgm_within`), and should the collector still not
+return (a wedged GPU, a hung command), the agent says so and exits, leaving
+nothing of itself running on the host.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import queue
 import sys
@@ -33,11 +37,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Union
 
 from validator.errors import BadInputError, ExitCode, GpureadyError
-from validator.model import DEFAULT_XID_WINDOW_HOURS, BurnResult, NodeFacts, to_dict
+from validator.model import (
+    DEFAULT_XID_WINDOW_HOURS,
+    BurnResult,
+    DcgmDiag,
+    NodeFacts,
+    Reason,
+    to_dict,
+)
 from validator.node.burnin.config import BurnConfig
-from validator.node.scenario import load_scenario
-from validator.node.sources import burn_live, burn_simulated, collect_live, collect_simulated
-from validator.node.system import LiveSystem
+from validator.node.scenario import Scenario, load_scenario
+from validator.node.sources import (
+    burn_live,
+    burn_simulated,
+    collect_live,
+    collect_simulated,
+    with_dcgm,
+)
+from validator.node.system import LiveSystem, System
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -52,6 +69,9 @@ SHORTEST_CUT_BURN_S = 0.5
 # A cut burn's workers may take this long past its end before they count as wedged
 # (at most the burn's own grace): a real GPU's last batch can take a second.
 CUT_GRACE_MIN_S = 2.0
+# A DCGM diagnostic cut to less than this cannot finish even level 1: it is not run.
+SHORTEST_DCGM_S = 5.0
+DCGM_LEVELS = (1, 2, 3, 4)
 # How long past its deadline the agent waits for a collector that has not returned.
 OVERRUN_SHARE = 0.1
 OVERRUN_MIN_S = 1.0
@@ -67,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--xid-window-hours", type=float, default=DEFAULT_XID_WINDOW_HOURS)
     parser.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="end within this long, burn cut to fit"
+    )
+    parser.add_argument(
+        "--dcgm-level",
+        type=int,
+        default=0,
+        choices=(0, *DCGM_LEVELS),
+        metavar="N",
+        help="run `dcgmi diag -r N -j` after the burn-in (1-4; 0: none)",
+    )
+    parser.add_argument(
+        "--dcgm-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long dcgmi may run (default: the level's allowance)",
     )
     return parser
 
@@ -114,6 +148,51 @@ def _no_time(burn: BurnConfig, seconds_left: float) -> BurnResult:
     )
 
 
+def dcgm_within(level: int, timeout_s: float | None, seconds_left: float) -> float | None:
+    """The timeout DCGM's diagnostic gets in the time left: as asked, or cut to fit.
+
+    Args:
+        level: the DCGM level asked for.
+        timeout_s: its timeout asked for; None: the level's allowance.
+        seconds_left: from now to the deadline.
+
+    Returns:
+        The timeout, ending before the deadline with the trip home kept back; None
+        when too little is left to run it at all.
+    """
+    from validator.node.dcgm import default_timeout
+
+    asked = default_timeout(level) if timeout_s is None else timeout_s
+    room = seconds_left - _kept_back(seconds_left)
+    if room < SHORTEST_DCGM_S:
+        return None
+    return round(min(asked, room), 3)
+
+
+def _dcgm_no_time(level: int, seconds_left: float) -> DcgmDiag:
+    from validator.node.dcgm import not_run
+
+    return not_run(
+        level,
+        Reason.NOT_MEASURED,
+        f"the deadline left no time for it: {max(0.0, seconds_left):.1f} s were left after "
+        "the burn-in; give a longer --deadline (or a shorter --burn)",
+    )
+
+
+def _fitted_dcgm(
+    facts: NodeFacts, system: System, level: int, timeout_s: float | None, until: float
+) -> NodeFacts:
+    """DCGM's diagnostic, run after the burn-in in what is left before ``until``."""
+    if level <= 0:
+        return facts
+    seconds_left = until - time.monotonic()
+    fitted = dcgm_within(level, timeout_s, seconds_left)
+    if fitted is None:
+        return dataclasses.replace(facts, dcgm=_dcgm_no_time(level, seconds_left))
+    return with_dcgm(facts, system, level, fitted)
+
+
 def collect_facts(
     *,
     simulate: str | None = None,
@@ -121,8 +200,10 @@ def collect_facts(
     burn: BurnConfig | None = None,
     until: float | None = None,
     progress: ProgressSink | None = None,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
 ) -> NodeFacts:
-    """This host's facts (or a scenario's), the burn-in cut to end by ``until``.
+    """This host's facts (or a scenario's), the burn-in and DCGM cut to end by ``until``.
 
     Args:
         simulate: a scenario name or file instead of this host.
@@ -130,29 +211,55 @@ def collect_facts(
         burn: the burn-in asked for; None for none.
         until: the deadline, on ``time.monotonic()``'s clock; None for none.
         progress: told about the burn about once a second.
+        dcgm_level: DCGM's diagnostic level, run after the burn-in; 0 for none.
+        dcgm_timeout_s: how long dcgmi may run; None: the level's allowance.
 
     Raises:
         GpureadyError: a bad scenario or burn setting (as the collectors raise).
     """
-    if until is None or burn is None:
+    if until is None or (burn is None and dcgm_level <= 0):
         if simulate:
-            return collect_simulated(simulate, window_hours, burn, progress)
-        return collect_live(window_hours, burn=burn, progress=progress)
-    # The other facts first: what is left then is what the burn may take.
-    system = None if simulate else LiveSystem()
-    if system is None:
+            return collect_simulated(
+                simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s
+            )
+        return collect_live(
+            window_hours,
+            burn=burn,
+            progress=progress,
+            dcgm_level=dcgm_level,
+            dcgm_timeout_s=dcgm_timeout_s,
+        )
+    # The other facts first: what is left then is what the burn may take, and DCGM
+    # what the burn leaves.
+    scenario = load_scenario(str(simulate)) if simulate else None
+    system: System = scenario.system() if scenario is not None else LiveSystem()
+    if scenario is not None:
         facts = collect_simulated(str(simulate), window_hours)
     else:
         facts = collect_live(window_hours, system=system)
+    if burn is not None:
+        facts = dataclasses.replace(
+            facts, burn=_fitted_burn(facts, burn, scenario, system, until, progress)
+        )
+    return _fitted_dcgm(facts, system, dcgm_level, dcgm_timeout_s, until)
+
+
+def _fitted_burn(
+    facts: NodeFacts,
+    burn: BurnConfig,
+    scenario: Scenario | None,
+    system: System,
+    until: float,
+    progress: ProgressSink | None,
+) -> BurnResult:
+    """The burn-in, cut to what is left before ``until`` (or why it could not start)."""
     seconds_left = until - time.monotonic()
     fitted = burn_within(burn, seconds_left)
     if fitted is None:
-        return dataclasses.replace(facts, burn=_no_time(burn, seconds_left))
-    if system is None:
-        result = burn_simulated(facts, load_scenario(str(simulate)), fitted, progress)
-    else:
-        result = burn_live(facts, system, fitted, progress)
-    return dataclasses.replace(facts, burn=result)
+        return _no_time(burn, seconds_left)
+    if scenario is not None:
+        return burn_simulated(facts, scenario, fitted, progress)
+    return burn_live(facts, system, fitted, progress)
 
 
 Collected = Union[NodeFacts, BaseException]
@@ -164,6 +271,8 @@ def collect_in_background(
     window_hours: float | None,
     burn: BurnConfig | None,
     until: float,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
 ) -> queue.Queue[Collected]:
     """Start :func:`collect_facts` on a daemon thread; its facts (or error) arrive on the queue.
 
@@ -175,7 +284,14 @@ def collect_in_background(
     def collect() -> None:
         try:
             arrived.put(
-                collect_facts(simulate=simulate, window_hours=window_hours, burn=burn, until=until)
+                collect_facts(
+                    simulate=simulate,
+                    window_hours=window_hours,
+                    burn=burn,
+                    until=until,
+                    dcgm_level=dcgm_level,
+                    dcgm_timeout_s=dcgm_timeout_s,
+                )
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
             arrived.put(exc)
@@ -198,7 +314,12 @@ def _run_within(args: argparse.Namespace, burn: BurnConfig | None) -> int:
     deadline_s = float(args.deadline)
     until = time.monotonic() + deadline_s
     arrived = collect_in_background(
-        simulate=args.simulate, window_hours=args.xid_window_hours, burn=burn, until=until
+        simulate=args.simulate,
+        window_hours=args.xid_window_hours,
+        burn=burn,
+        until=until,
+        dcgm_level=args.dcgm_level,
+        dcgm_timeout_s=args.dcgm_timeout,
     )
     try:
         got = arrived.get(timeout=max(0.0, until + _overrun(deadline_s) - time.monotonic()))
@@ -222,11 +343,22 @@ def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         burn = BurnConfig.from_arguments(args)
+        timeout = args.dcgm_timeout
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise BadInputError(
+                f"--dcgm-timeout must be a number of seconds above 0, got {timeout:g}"
+            )
         if args.deadline is not None:
             if args.deadline <= 0:
                 raise BadInputError(f"--deadline must be above 0 s, got {args.deadline:g}")
             return _run_within(args, burn)
-        facts = collect_facts(simulate=args.simulate, window_hours=args.xid_window_hours, burn=burn)
+        facts = collect_facts(
+            simulate=args.simulate,
+            window_hours=args.xid_window_hours,
+            burn=burn,
+            dcgm_level=args.dcgm_level,
+            dcgm_timeout_s=args.dcgm_timeout,
+        )
     except GpureadyError as exc:
         sys.stderr.write(f"gpuready-agent: error: {exc}\n")
         return int(exc.exit_code)

@@ -27,14 +27,23 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``uname-r.txt``              ``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints)
 ``pci-devices.txt``          ``/sys/bus/pci/devices/*/{vendor,class}``, a line a device
 ``lspci-n.txt``              ``lspci -n`` (stands in for ``pci-devices.txt``)
+``nvidia-smi-nvlink-s.txt``  ``nvidia-smi nvlink -s``: each GPU's NVLinks, up with their speed
+``nvidia-smi-nvlink-e.txt``  ``nvidia-smi nvlink -e``: each link's CRC, replay and recovery
+                             error counts
 ``hostname.txt``             the host's name
 ``meta.json``                what ``gpuready capture`` records: host, time, uptime and
                              where nvcc and the cuDNN header were found
+``dcgmi-diag.json``          ``dcgmi diag -r LEVEL -j`` (``capture --dcgm-level N``;
+                             meta.json's ``dcgm_level`` says which level ran)
+``dcgmi-diag.txt``           ``dcgmi diag -r LEVEL`` as printed (read when there is
+                             no ``dcgmi-diag.json``)
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
-else the banner (:attr:`CaptureSystem.reading`). The files not chosen are not
-ignored: :meth:`CaptureSystem.conflicts` compares every view the bundle holds
+else the banner (:attr:`CaptureSystem.reading`); their NVLinks and link error counts,
+where the query lacks them, from the two ``nvlink`` files (matched by UUID, else by
+index). The files not chosen are not ignored: :meth:`CaptureSystem.conflicts`
+compares every view the bundle holds
 (driver version, GPU count, names, bus ids, a query cut short; see
 :mod:`validator.node.bundle_consistency`). Without ``meta.json`` the
 capture time is unknown, so every Xid in the kernel log counts, whatever its
@@ -52,7 +61,7 @@ import os
 import posixpath
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
 
@@ -70,7 +79,16 @@ from validator.node.bundle_consistency import (
 )
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
+from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
 from validator.node.parsers.nvcc import parse_nvcc_version
+from validator.node.parsers.nvlink_smi import (
+    NvLinkErrorGpu,
+    NvLinkErrorReport,
+    NvLinkGpu,
+    NvLinkStatusReport,
+    parse_nvlink_errors,
+    parse_nvlink_status,
+)
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import BannerGpu, SmiBanner, parse_banner
 from validator.node.parsers.smi_common import SmiQuery
@@ -95,12 +113,18 @@ UNAME = "uname-r.txt"
 HOSTNAME = "hostname.txt"
 LSPCI = "lspci-n.txt"
 PCI_DEVICES = "pci-devices.txt"
+NVLINK_STATUS = "nvidia-smi-nvlink-s.txt"
+NVLINK_ERRORS = "nvidia-smi-nvlink-e.txt"
 META = "meta.json"
+DCGM_JSON = "dcgmi-diag.json"
+DCGM_TEXT = "dcgmi-diag.txt"
 
 SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
 SMI_QUERY_ARGV = ("nvidia-smi", "-q")
 NVCC_ARGV = ("nvcc", "--version")
 LSPCI_ARGV = ("lspci", "-n")
+NVLINK_STATUS_ARGV = ("nvidia-smi", "nvlink", "-s")
+NVLINK_ERRORS_ARGV = ("nvidia-smi", "nvlink", "-e")
 
 
 @dataclass(frozen=True)
@@ -142,9 +166,16 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(UNAME, paths=(host.KERNEL_RELEASE,)),
     BundleFile(PCI_DEVICES, paths=(host.PCI_DEVICES,)),
     BundleFile(LSPCI, argv=LSPCI_ARGV),
+    BundleFile(NVLINK_STATUS, argv=NVLINK_STATUS_ARGV, check=parse_nvlink_status),
+    BundleFile(NVLINK_ERRORS, argv=NVLINK_ERRORS_ARGV, check=parse_nvlink_errors),
     BundleFile(HOSTNAME),  # System.hostname()
     BundleFile(META),  # hostname(), now(), /proc/uptime and the locations below
+    # Written only when asked (capture --dcgm-level): a diagnostic runs for minutes.
+    BundleFile(DCGM_JSON, check=parse_dcgm_json),
+    BundleFile(DCGM_TEXT, check=parse_dcgm_text),
 )  # fmt: skip
+# Files write_capture records its own way, not by asking the table's command or path.
+_WRITTEN_APART = (HOSTNAME, META, DCGM_JSON, DCGM_TEXT)
 
 KNOWN_FILES = tuple(entry.name for entry in BUNDLE)
 _BY_NAME = {entry.name: entry for entry in BUNDLE}
@@ -250,6 +281,20 @@ class CaptureSystem:
             raise CaptureError(f"{self.directory / META}: expected a JSON object")
         return data
 
+    def dcgm_output(self) -> tuple[str, str] | None:
+        """(file name, text) of the bundle's DCGM diagnostic, JSON first; None without one."""
+        for name in (DCGM_JSON, DCGM_TEXT):
+            text = self._texts.get(name)
+            if text is not None:
+                return name, text
+        return None
+
+    @property
+    def dcgm_level(self) -> int | None:
+        """The DCGM level ``gpuready capture`` ran (meta.json), or None where unrecorded."""
+        level = self._meta.get("dcgm_level")
+        return level if isinstance(level, int) and not isinstance(level, bool) else None
+
     def location(self, name: str) -> str:
         """Where on the host a searched-for record was found (meta.json ``locations``).
 
@@ -320,7 +365,7 @@ class CaptureSystem:
                 detail=query.detail,
                 driver_version=query.driver_version,
                 cuda_driver_version=query.cuda_version,
-                gpus=query.gpus,
+                gpus=self._with_nvlinks(query.gpus),
             )
         banner = self._parse_present(SMI_BANNER, parse_banner)
         if banner is not None:
@@ -329,7 +374,7 @@ class CaptureSystem:
                 detail=banner.detail,
                 driver_version=banner.driver_version,
                 cuda_driver_version=banner.cuda_version,
-                gpus=tuple(_gpu_from_banner(gpu) for gpu in banner.gpus),
+                gpus=self._with_nvlinks(tuple(_gpu_from_banner(gpu) for gpu in banner.gpus)),
             )
         missing = Unavailable(Reason.NOT_MEASURED, "no nvidia-smi output in the capture")
         return collect.DriverReading(
@@ -339,6 +384,17 @@ class CaptureSystem:
             cuda_driver_version=missing,
             gpus=(),
         )
+
+    def _with_nvlinks(self, gpus: tuple[GpuFacts, ...]) -> tuple[GpuFacts, ...]:
+        """The GPUs with NVLink state and error counts from the ``nvlink`` files.
+
+        Only where the query lacks them: what the driver said in ``-q -x`` comes first.
+        """
+        status = self._parse_present(NVLINK_STATUS, parse_nvlink_status)
+        errors = self._parse_present(NVLINK_ERRORS, parse_nvlink_errors)
+        if status is None and errors is None:
+            return gpus
+        return tuple(_nvlink_facts(gpu, status, errors) for gpu in gpus)
 
     # ------------------------------------------------------------ consistency
 
@@ -478,6 +534,51 @@ def _gpu_from_banner(gpu: BannerGpu) -> GpuFacts:
     )
 
 
+def _nvlink_facts(
+    gpu: GpuFacts, status: NvLinkStatusReport | None, errors: NvLinkErrorReport | None
+) -> GpuFacts:
+    """``gpu`` with ``nvlinks`` and ``nvlink_errors`` from the ``nvlink`` files, where unread."""
+    links, counts = gpu.nvlinks, gpu.nvlink_errors
+    if status is not None and _unread(links):
+        block = _nvlink_block(gpu, status.gpus, status.error, NVLINK_STATUS)
+        if block is not None:
+            links = block if isinstance(block, Unavailable) else block.links
+    if errors is not None and _unread(counts):
+        counted = _nvlink_block(gpu, errors.gpus, errors.error, NVLINK_ERRORS)
+        if counted is not None:
+            counts = counted if isinstance(counted, Unavailable) else counted.errors
+    return replace(gpu, nvlinks=links, nvlink_errors=counts)
+
+
+def _unread(value: object) -> bool:
+    return isinstance(value, Unavailable) and value.reason is Reason.NOT_MEASURED
+
+
+_Block = TypeVar("_Block", NvLinkGpu, NvLinkErrorGpu)
+
+
+def _nvlink_block(
+    gpu: GpuFacts, blocks: tuple[_Block, ...], error: str | None, name: str
+) -> _Block | Unavailable | None:
+    """The ``nvlink`` file's block for ``gpu``: by UUID, else by index; None if it has none.
+
+    A block whose UUID names another GPU is not this one's, whatever its index (the
+    file then lists other GPUs than the query). nvidia-smi's error instead of blocks is
+    an error for every GPU.
+    """
+    if error is not None:
+        return Unavailable(Reason.ERROR, f"{name}: {error}")
+    uuid = gpu.uuid if isinstance(gpu.uuid, str) else None
+    if uuid is not None:
+        for block in blocks:
+            if block.uuid == uuid:
+                return block
+    for block in blocks:
+        if block.index == gpu.index and (uuid is None or not isinstance(block.uuid, str)):
+            return block
+    return None
+
+
 def _captured_at(meta: Mapping[str, object]) -> datetime.datetime | None:
     value = meta.get("captured_at")
     if not isinstance(value, str):
@@ -546,11 +647,20 @@ def _record(system: System, entry: BundleFile) -> _Recorded:
         return f"skipped: {exc}"
 
 
-def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str, str]:
+def write_capture(
+    directory: str | os.PathLike[str],
+    system: System,
+    *,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
+) -> dict[str, str]:
     """Write a bundle of ``system`` into ``directory``: every :data:`BUNDLE` record it answers.
 
     Any System will do: this host (:class:`~validator.node.system.LiveSystem`),
-    a scenario's, or another bundle's. Each file is written atomically.
+    a scenario's, or another bundle's. Each file is written atomically. With
+    ``dcgm_level`` above 0, DCGM's diagnostic of that level runs last (within
+    ``dcgm_timeout_s``, else the level's allowance) into ``dcgmi-diag.json``, and
+    meta.json records the level.
 
     Returns:
         For each bundle file, "written" or why it was left out.
@@ -574,7 +684,7 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
     contents: dict[str, str] = {}
     locations: dict[str, str] = {}
     for entry in BUNDLE:
-        if entry.name in (HOSTNAME, META):
+        if entry.name in _WRITTEN_APART:
             continue
         recorded = _record(system, entry)
         if isinstance(recorded, str):
@@ -593,6 +703,8 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
         with contextlib.suppress(ValueError):
             meta["uptime_s"] = float(uptime.split()[0])
     meta["locations"] = locations
+    if dcgm_level > 0:
+        _record_dcgm(system, dcgm_level, dcgm_timeout_s, contents, outcome, meta)
     contents[META] = json.dumps(meta, indent=2) + "\n"
     for name, text in contents.items():
         target = path / name
@@ -602,6 +714,29 @@ def write_capture(directory: str | os.PathLike[str], system: System) -> dict[str
             raise _not_stored(target, path, exc) from None
         outcome[name] = "written"
     return outcome
+
+
+def _record_dcgm(
+    system: System,
+    level: int,
+    timeout_s: float | None,
+    contents: dict[str, str],
+    outcome: dict[str, str],
+    meta: dict[str, object],
+) -> None:
+    """Run DCGM's diagnostic into the bundle: its JSON as printed, or why there is none."""
+    from validator.node.dcgm import run_dcgmi
+
+    try:
+        diag, text = run_dcgmi(system, level, timeout_s)
+    except NotRecordedError as exc:  # re-capturing a bundle: it ran no dcgmi
+        outcome[DCGM_JSON] = f"skipped: {exc}"
+        return
+    if text is None:
+        outcome[DCGM_JSON] = f"skipped: {diag.results}"
+        return
+    contents[DCGM_JSON] = text
+    meta["dcgm_level"] = level
 
 
 # A full disk is no bad input, even before anything is written.

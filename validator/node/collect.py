@@ -33,7 +33,7 @@ from validator.model import (
 from validator.node import host
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
-from validator.node.parsers.kernel_log import log_is_empty, parse_xid_events, read_xid_log
+from validator.node.parsers.kernel_log import log_is_empty, read_xid_log
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
@@ -60,7 +60,7 @@ DMESG = ("dmesg",)
 JOURNAL_KERNEL = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso")
 EMPTY_LOG_DETAIL = (
     "{what} shows no log line (the log was cleared or is hidden from this user), "
-    "so it proves nothing about Xids"
+    "so it proves nothing about Xids or other GPU faults"
 )
 
 
@@ -316,12 +316,13 @@ def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int
 
 
 def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFacts:
-    """Xid events within the window, from dmesg or, failing that, the journal.
+    """Xid events and other GPU faults within the window, from dmesg or else the journal.
 
-    A log that shows no line at all (cleared, or hidden from this user) is not a clean
-    log: the events are then unknown, never an empty list. dmesg's raw stamps are
-    placed by /proc/uptime; an uptime that cannot be right places nothing (every Xid
-    counts), and the source says why.
+    Events and faults come from the same read of the same log, so they are measured (or
+    not) together. A log that shows no line at all (cleared, or hidden from this user)
+    is not a clean log: both are then unknown, never an empty list. dmesg's raw stamps
+    are placed by /proc/uptime; an uptime that cannot be right places nothing (every
+    Xid and fault counts), and the source says why.
     """
     result = attempt(system, DMESG)
     if isinstance(result, CommandResult) and result.ok and not log_is_empty(result.stdout):
@@ -332,15 +333,19 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
             uptime_s=_uptime(system),
         )
         return KernelLogFacts(
-            source=_dmesg_source(log.uptime_doubt), window_hours=window_hours, events=log.events
+            source=_dmesg_source(log.uptime_doubt),
+            window_hours=window_hours,
+            events=log.events,
+            faults=log.faults,
         )
     journal = attempt(system, JOURNAL_KERNEL)
     if isinstance(journal, CommandResult) and journal.ok and not log_is_empty(journal.stdout):
-        events = parse_xid_events(journal.stdout, now=system.now(), window_hours=window_hours)
-        return KernelLogFacts(source="journalctl", window_hours=window_hours, events=events)
-    return KernelLogFacts(
-        source="dmesg", window_hours=window_hours, events=_no_kernel_log(result, journal)
-    )
+        log = read_xid_log(journal.stdout, now=system.now(), window_hours=window_hours)
+        return KernelLogFacts(
+            source="journalctl", window_hours=window_hours, events=log.events, faults=log.faults
+        )
+    missing = _no_kernel_log(result, journal)
+    return KernelLogFacts(source="dmesg", window_hours=window_hours, events=missing, faults=missing)
 
 
 def _uptime(system: System) -> float | None:

@@ -26,7 +26,17 @@ The ``nvml`` section (see :mod:`validator.node.scenario` for the whole file)::
 Per-GPU keys are the :class:`~validator.model.GpuFacts` field names (minus
 ``index``, ``status``, ``status_detail``), plus ``lost`` (true: the handle
 cannot be had, NVML_ERROR_GPU_IS_LOST) and ``pci_device_id``. ``nvlinks`` is a
-count of active links or a list of booleans (one per link);
+count of active links, a list of booleans (one per link), or an object
+``{"links": <count or list>, "speed_gb_s": <GB/s for every active link, or a list
+with one per link>, "speed_source": "per_link" | "common"}`` (speeds as
+``nvidia-smi nvlink -s`` prints them, per direction; ``common``: the device answers
+only NVML's older common-speed field, as drivers before NVLINK_GET_SPEED did);
+``nvlink_errors`` is either one object of counters for every link
+(``{"crc_flit": 0, "crc_data": 0, "replay": 0, "recovery": 0}``; a counter left out
+is not supported) or a list of the links that have errors
+(``[{"link": 5, "crc_flit": 4200}]``; links and counters left out count 0);
+``pcie_replay_count`` is the PCIe replay counter; ``recovery_action`` one of
+:data:`validator.model.RECOVERY_ACTIONS` (NVML's recovery-action field);
 ``clock_event_reasons`` is a list of names from
 :data:`validator.model.CLOCK_EVENT_REASONS`; ``fabric_state`` is
 not_supported / not_started / in_progress / completed and ``fabric_status`` is
@@ -44,9 +54,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validator.model import CLOCK_EVENT_REASONS, GpuFacts
+from validator.model import CLOCK_EVENT_REASONS, RECOVERY_ACTIONS, GpuFacts
 
 MIB = 1048576
+
+# The NvLinkErrorCounts counters a scenario names, with their nvmlNvLinkErrorCounter_t.
+NVLINK_ERROR_COUNTERS: dict[str, int] = {"crc_flit": 2, "crc_data": 3, "replay": 0, "recovery": 1}
+NVLINK_SPEED_SOURCES = ("per_link", "common")
 
 NOT_SUPPORTED_MARKER = "not_supported"
 
@@ -326,8 +340,24 @@ class NvmlConstants:
     NVML_DEVICE_MIG_ENABLE = 1
 
     NVML_NVLINK_MAX_LINKS = 36
+    NVML_NVLINK_ERROR_DL_REPLAY = 0
+    NVML_NVLINK_ERROR_DL_RECOVERY = 1
+    NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+    NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+
+    NVML_GPU_RECOVERY_ACTION_NONE = 0
+    NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1
+    NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2
+    NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3
+    NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
+    NVML_GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN = 5
+    NVML_GPU_RECOVERY_ACTION_BUS_RESET = 6
+    NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT = 7
 
     NVML_FI_DEV_MEMORY_TEMP = 82
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON = 90
+    NVML_FI_DEV_NVLINK_GET_SPEED = 164
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
     NVML_VALUE_TYPE_DOUBLE = 0
     NVML_VALUE_TYPE_UNSIGNED_INT = 1
     NVML_VALUE_TYPE_UNSIGNED_LONG = 2
@@ -583,23 +613,69 @@ class FakeNvml(NvmlConstants):
         return self._int(gpu, "tlimit_margin_c")
 
     def nvmlDeviceGetFieldValues(
-        self, handle: object, fieldIds: Sequence[int]
+        self, handle: object, fieldIds: Sequence[int | tuple[int, int]]
     ) -> list[_FieldValue]:
-        """Field values; like NVML, per-field failures are in each value's nvmlReturn."""
+        """Field values; like NVML, per-field failures are in each value's nvmlReturn.
+
+        An id may be ``(field id, scope id)``, as pynvml takes it (the link, for the
+        NVLink fields).
+        """
         gpu = self._gpu("nvmlDeviceGetFieldValues", handle)
         out = []
-        for field_id in fieldIds:
-            if field_id != self.NVML_FI_DEV_MEMORY_TEMP:
-                out.append(_FieldValue(field_id, self.NVML_ERROR_NOT_SUPPORTED, 1, 0))
-                continue
+        for requested in fieldIds:
+            field_id, scope = requested if isinstance(requested, tuple) else (requested, 0)
             try:
-                temp = self._int(gpu, "temperature_memory_c")
+                number = self._field(gpu, field_id, scope)
             except NVMLError as err:
                 out.append(_FieldValue(field_id, err.value, 1, 0))
             else:
                 uint = self.NVML_VALUE_TYPE_UNSIGNED_INT
-                out.append(_FieldValue(field_id, self.NVML_SUCCESS, uint, temp))
+                out.append(_FieldValue(field_id, self.NVML_SUCCESS, uint, number))
         return out
+
+    def _field(self, gpu: Mapping[str, object], field_id: int, scope: int) -> int:
+        """One field's value, or the NVML error its scenario value stands for."""
+        if field_id == self.NVML_FI_DEV_MEMORY_TEMP:
+            return self._int(gpu, "temperature_memory_c")
+        if field_id == self.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+            action = self._value(gpu, "recovery_action")
+            if isinstance(action, int) and not isinstance(action, bool):
+                return action  # a raw code, as a newer driver could answer
+            if action not in RECOVERY_ACTIONS:
+                raise NVMLError(self.NVML_ERROR_UNKNOWN)
+            return RECOVERY_ACTIONS.index(str(action))
+        if field_id in (
+            self.NVML_FI_DEV_NVLINK_GET_SPEED,
+            self.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON,
+        ):
+            return self._link_speed(gpu, field_id, scope)
+        raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+
+    def _link_speed(self, gpu: Mapping[str, object], field_id: int, link: int) -> int:
+        """A link's speed in MBps (NVML's unit) from the scenario's GB/s."""
+        links = _links_spec(self._value(gpu, "nvlinks"))
+        speeds = links.get("speed_gb_s")
+        if speeds is None:
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        code = error_for(speeds)
+        if code is not None:
+            raise NVMLError(code)
+        common = field_id == self.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
+        if common != (links.get("speed_source", "per_link") == "common"):
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        states = _link_states(links)
+        if isinstance(speeds, list):
+            if common:
+                figures = {s for s, up in zip(speeds, states) if up}
+                if len(figures) != 1:
+                    raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+                return round(float(figures.pop()) * 1000)
+            if not 0 <= link < len(speeds):
+                raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+            return round(float(speeds[link]) * 1000)
+        if not common and not 0 <= link < len(states):
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        return round(float(str(speeds)) * 1000)
 
     # ------------------------------------------------------------ power
 
@@ -720,18 +796,41 @@ class FakeNvml(NvmlConstants):
             self._flag(gpu, "mig_mode_pending"),
         ]
 
-    def nvmlDeviceGetNvLinkState(self, device: object, link: int) -> int:
-        """1 when the link is active; links past the device's last are invalid."""
-        gpu = self._gpu("nvmlDeviceGetNvLinkState", device)
-        links = self._value(gpu, "nvlinks")
-        if isinstance(links, bool) or not isinstance(links, (int, list)):
-            raise NVMLError(self.NVML_ERROR_UNKNOWN)
-        states = [True] * links if isinstance(links, int) else [bool(s) for s in links]
+    def _states(self, name: str, device: object, link: int) -> tuple[dict[str, Any], list[bool]]:
+        gpu = self._gpu(name, device)
+        links = _links_spec(self._value(gpu, "nvlinks"))
+        states = _link_states(links)
         if not states:
             raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
         if not 0 <= link < len(states):
             raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
-        return int(states[link])
+        return gpu, states
+
+    def nvmlDeviceGetNvLinkState(self, device: object, link: int) -> int:
+        """1 when the link is active; links past the device's last are invalid."""
+        return int(self._states("nvmlDeviceGetNvLinkState", device, link)[1][link])
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, device: object, link: int, counter: int) -> int:
+        """One link's error counter (nvmlNvLinkErrorCounter_t), from ``nvlink_errors``."""
+        gpu, _ = self._states("nvmlDeviceGetNvLinkErrorCounter", device, link)
+        names = {number: name for name, number in NVLINK_ERROR_COUNTERS.items()}
+        if counter not in names:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        spec = self._value(gpu, "nvlink_errors")
+        if isinstance(spec, Mapping):
+            counts: Mapping[str, object] = spec  # every link alike; left out: not supported
+        elif isinstance(spec, list):
+            listed = [entry for entry in spec if isinstance(entry, Mapping)]
+            entry = next((e for e in listed if e.get("link") == link), {})
+            counts = {**dict.fromkeys(NVLINK_ERROR_COUNTERS, 0), **entry}
+        else:
+            raise NVMLError(self.NVML_ERROR_UNKNOWN)
+        return self._int(counts, names[counter])
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: object) -> int:
+        """The PCIe replay counter."""
+        gpu = self._gpu("nvmlDeviceGetPcieReplayCounter", handle)
+        return self._int(gpu, "pcie_replay_count")
 
     def nvmlDeviceGetGpuFabricInfo(self, device: object, gpuFabricInfo: object) -> int:
         """Fill a c_nvmlGpuFabricInfo_t through the pointer given, like NVML."""
@@ -747,3 +846,18 @@ class FakeNvml(NvmlConstants):
         else:
             info.status = ERROR_CODES.get(str(status).lower(), ERROR_CODES["unknown"])
         return self.NVML_SUCCESS
+
+
+def _links_spec(value: object) -> dict[str, Any]:
+    """A scenario's ``nvlinks`` in its object form (a count or a list is ``links`` alone)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"links": value}
+
+
+def _link_states(links: Mapping[str, Any]) -> list[bool]:
+    """One flag per link: a count is that many active links."""
+    value = links.get("links", 0)
+    if isinstance(value, bool) or not isinstance(value, (int, list)):
+        raise NVMLError(ERROR_CODES["unknown"])
+    return [True] * value if isinstance(value, int) else [bool(state) for state in value]

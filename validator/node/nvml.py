@@ -19,10 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, SupportsInt, TypeVar, cast
 
 from validator.model import (
+    RECOVERY_ACTIONS,
     ErrorCounters,
     GpuFacts,
     GpuStatus,
     Measured,
+    NvLinkErrorCounts,
     NvLinkState,
     NvmlStatus,
     Reason,
@@ -42,6 +44,30 @@ LIBRARY_NOT_FOUND_DETAIL = (
 PYNVML_MISSING_DETAIL = "nvidia-ml-py (pynvml) is not installed"
 
 _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+# NVML field ids (nvml.h), with the numbers as defaults for a pynvml that predates them:
+# the ids are NVML's ABI, so an old binding on a new driver still reads them.
+_FIELD_MEMORY_TEMP = ("NVML_FI_DEV_MEMORY_TEMP", 82)
+_FIELD_NVLINK_SPEED_MBPS_COMMON = ("NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON", 90)
+_FIELD_NVLINK_GET_SPEED = ("NVML_FI_DEV_NVLINK_GET_SPEED", 164)  # MBps, scoped by link
+_FIELD_GPU_RECOVERY_ACTION = ("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)
+# nvmlGpuRecoveryAction_t by our names (RECOVERY_ACTIONS, in NVML's order 0..7).
+_RECOVERY_ACTION_CONSTANTS = (
+    ("NVML_GPU_RECOVERY_ACTION_NONE", 0),
+    ("NVML_GPU_RECOVERY_ACTION_GPU_RESET", 1),
+    ("NVML_GPU_RECOVERY_ACTION_NODE_REBOOT", 2),
+    ("NVML_GPU_RECOVERY_ACTION_DRAIN_P2P", 3),
+    ("NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET", 4),
+    ("NVML_GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN", 5),
+    ("NVML_GPU_RECOVERY_ACTION_BUS_RESET", 6),
+    ("NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT", 7),
+)
+# nvmlNvLinkErrorCounter_t: the NvLinkErrorCounts field each counter fills.
+_NVLINK_ERROR_COUNTERS = (
+    ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+    ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3),
+    ("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0),
+    ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
+)
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 _BUS_ID = re.compile(
     r"^(?:(?P<domain>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
@@ -405,6 +431,7 @@ def _read_fields(r: _GpuReader, index: int) -> GpuFacts:
     mig = r.q("nvmlDeviceGetMigMode")
     mig_on = c("NVML_DEVICE_MIG_ENABLE", 1)
     fabric_state, fabric_status = _fabric(r)
+    links = _nvlink_states(r)
     sm = c("NVML_CLOCK_SM", 1)
     mem = c("NVML_CLOCK_MEM", 2)
 
@@ -471,23 +498,36 @@ def _read_fields(r: _GpuReader, index: int) -> GpuFacts:
         ),
         mig_mode_current=_pick(mig, 0, lambda v: int(v) == mig_on),
         mig_mode_pending=_pick(mig, 1, lambda v: int(v) == mig_on),
-        nvlinks=_nvlinks(r),
+        nvlinks=_nvlinks(r, links),
+        nvlink_errors=_nvlink_errors(r, links),
+        pcie_replay_count=_as(int, r.q("nvmlDeviceGetPcieReplayCounter")),
+        recovery_action=_recovery_action(r),
         fabric_state=fabric_state,
         fabric_status=fabric_status,
     )
 
 
-def _memory_temperature(r: _GpuReader) -> Measured[float]:
-    field_id = getattr(r.lib, "NVML_FI_DEV_MEMORY_TEMP", None)
-    if field_id is None:
-        return Unavailable(Reason.NOT_SUPPORTED, "pynvml has no NVML_FI_DEV_MEMORY_TEMP")
-    values = r.q("nvmlDeviceGetFieldValues", [int(field_id)])
-    if isinstance(values, Unavailable):
-        return values
-    value = cast(Sequence[Any], values)[0]
+def _field_number(
+    r: _GpuReader,
+    value: Any,  # noqa: ANN401 - a c_nvmlFieldValue_t or a look-alike
+    what: str,
+    *,
+    new_field: bool = False,
+) -> object:
+    """One field value's number (int or float as NVML typed it), or why it has none.
+
+    Args:
+        r: the GPU's reader (a lost GPU stops it).
+        value: one entry of nvmlDeviceGetFieldValues' answer.
+        what: the field, named in the detail.
+        new_field: a driver older than the field answers INVALID_ARGUMENT for an id it
+            does not know; that is "not supported" too, not an error.
+    """
     ret = int(value.nvmlReturn)
     if ret != r.const("NVML_SUCCESS", 0):
-        missing = unavailable_for_code(r.lib, ret, "nvmlDeviceGetFieldValues(MEMORY_TEMP)")
+        if new_field and ret == r.const("NVML_ERROR_INVALID_ARGUMENT", 2):
+            return Unavailable(Reason.NOT_SUPPORTED, f"{what}: this driver does not know it")
+        missing = unavailable_for_code(r.lib, ret, what)
         if missing.reason is Reason.GPU_LOST:
             r.lost = missing
         return missing
@@ -502,8 +542,63 @@ def _memory_temperature(r: _GpuReader) -> Measured[float]:
         r.const("NVML_VALUE_TYPE_UNSIGNED_SHORT", 6): "usVal",
     }.get(value_type)
     if member is None:
-        return Unavailable(Reason.ERROR, f"memory temperature of unknown value type {value_type}")
-    return float(getattr(value.value, member))
+        return Unavailable(Reason.ERROR, f"{what} of unknown value type {value_type}")
+    return getattr(value.value, member)
+
+
+def _field_values(
+    r: _GpuReader, field: tuple[str, int], what: str, scopes: Sequence[int] = ()
+) -> list[object] | Unavailable:
+    """One field's value per scope (a link), or once unscoped; each a number or why not."""
+    field_id = r.const(*field)
+    ids: list[object] = [(field_id, scope) for scope in scopes] if scopes else [field_id]
+    try:
+        values = r.q("nvmlDeviceGetFieldValues", ids)
+    except TypeError:
+        # A pynvml before scoped field ids (a tuple per id) cannot ask per link.
+        return Unavailable(Reason.NOT_SUPPORTED, f"{what}: this pynvml cannot scope field ids")
+    if isinstance(values, Unavailable):
+        return values
+    answers = list(cast(Sequence[Any], values))
+    return [_field_number(r, value, what, new_field=True) for value in answers[: len(ids)]]
+
+
+def _memory_temperature(r: _GpuReader) -> Measured[float]:
+    if getattr(r.lib, _FIELD_MEMORY_TEMP[0], None) is None:
+        return Unavailable(Reason.NOT_SUPPORTED, "pynvml has no NVML_FI_DEV_MEMORY_TEMP")
+    values = r.q("nvmlDeviceGetFieldValues", [r.const(*_FIELD_MEMORY_TEMP)])
+    if isinstance(values, Unavailable):
+        return values
+    number = _field_number(
+        r, cast(Sequence[Any], values)[0], "nvmlDeviceGetFieldValues(MEMORY_TEMP)"
+    )
+    return _as(float, number)
+
+
+def _recovery_action(r: _GpuReader) -> Measured[str]:
+    """What the driver says the GPU needs (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), by our name.
+
+    Drivers before the field answer "not supported"; a code NVML added after the eight
+    we know is no action we can name, so it is an error (never taken for "none").
+    """
+    what = "nvmlDeviceGetFieldValues(GET_GPU_RECOVERY_ACTION)"
+    values = _field_values(r, _FIELD_GPU_RECOVERY_ACTION, what)
+    if isinstance(values, Unavailable):
+        return values
+    code = values[0]
+    if isinstance(code, Unavailable):
+        return code
+    names = {
+        r.const(name, default): action
+        for (name, default), action in zip(_RECOVERY_ACTION_CONSTANTS, RECOVERY_ACTIONS)
+    }
+    action = names.get(_int(code))
+    if action is None:
+        return Unavailable(
+            Reason.ERROR,
+            f"{what}: recovery action code {_int(code)} is none of {', '.join(RECOVERY_ACTIONS)}",
+        )
+    return action
 
 
 def _margin(r: _GpuReader) -> Measured[float]:
@@ -522,8 +617,9 @@ def _clock_event_reasons(r: _GpuReader) -> Measured[tuple[str, ...]]:
     return _as(lambda m: decode_clock_event_reasons(int(m)), mask)
 
 
-def _nvlinks(r: _GpuReader) -> Measured[tuple[NvLinkState, ...]]:
-    links: list[NvLinkState] = []
+def _nvlink_states(r: _GpuReader) -> Measured[list[tuple[int, bool]]]:
+    """(link, active) for every link the GPU has, or why the list cannot be had."""
+    links: list[tuple[int, bool]] = []
     absent = (
         r.const("NVML_ERROR_NOT_SUPPORTED", 3),
         r.const("NVML_ERROR_INVALID_ARGUMENT", 2),
@@ -537,10 +633,84 @@ def _nvlinks(r: _GpuReader) -> Measured[tuple[NvLinkState, ...]]:
                 continue
             # Lost, no permission or a real error: the link list cannot be trusted.
             return state
-        links.append(NvLinkState(link=link, active=bool(_int(state))))
+        links.append((link, bool(_int(state))))
     if not links:
         return Unavailable(Reason.NOT_SUPPORTED, "no NVLink on this GPU")
-    return tuple(links)
+    return links
+
+
+def _gb_per_s(mbps: object) -> Measured[float]:
+    """NVML's link speed in MBps as nvidia-smi nvlink -s prints it, GB/s (26562 -> 26.562)."""
+    return _as(lambda number: float(number) / 1000.0, mbps)
+
+
+def _nvlink_speeds(r: _GpuReader, active: Sequence[int]) -> dict[int, Measured[float]]:
+    """Each active link's speed: per link (NVLINK_GET_SPEED), else the common speed.
+
+    Older drivers know only NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON, one figure for all
+    active links; that is used only when the per-link field is not supported.
+    """
+    if not active:
+        return {}
+    per_link = _field_values(r, _FIELD_NVLINK_GET_SPEED, "NVLINK_GET_SPEED", active)
+    speeds: dict[int, object] = (
+        dict.fromkeys(active, per_link)
+        if isinstance(per_link, Unavailable)
+        else dict(zip(active, per_link))
+    )
+    unsupported = all(
+        isinstance(s, Unavailable) and s.reason is Reason.NOT_SUPPORTED for s in speeds.values()
+    )
+    if unsupported and r.lost is None:
+        common = _field_values(r, _FIELD_NVLINK_SPEED_MBPS_COMMON, "NVLINK_SPEED_MBPS_COMMON")
+        figure = common if isinstance(common, Unavailable) else common[0]
+        speeds = dict.fromkeys(active, figure)
+    return {link: _gb_per_s(speed) for link, speed in speeds.items()}
+
+
+_INACTIVE_SPEED = Unavailable(Reason.NOT_MEASURED, "the link is not active: it has no speed")
+
+
+def _nvlinks(
+    r: _GpuReader, states: Measured[list[tuple[int, bool]]]
+) -> Measured[tuple[NvLinkState, ...]]:
+    if isinstance(states, Unavailable):
+        return states
+    speeds = _nvlink_speeds(r, [link for link, up in states if up])
+    return tuple(
+        NvLinkState(link=link, active=up, speed_gb_s=speeds.get(link, _INACTIVE_SPEED))
+        for link, up in states
+    )
+
+
+def _nvlink_errors(
+    r: _GpuReader, states: Measured[list[tuple[int, bool]]]
+) -> Measured[tuple[NvLinkErrorCounts, ...]]:
+    """CRC (flit, data), replay and recovery counters of every link the GPU has.
+
+    A counter the driver does not offer stays "not supported" on its own; when none
+    is offered on any link, the whole fact is "not supported", never zeros.
+    """
+    if isinstance(states, Unavailable):
+        return states
+    counts: list[NvLinkErrorCounts] = []
+    for link, _ in states:
+        values: dict[str, Measured[int]] = {}
+        for name, constant, default in _NVLINK_ERROR_COUNTERS:
+            reading = r.q("nvmlDeviceGetNvLinkErrorCounter", link, r.const(constant, default))
+            values[name] = _as(int, reading)
+        if r.lost is not None:
+            return r.lost
+        counts.append(NvLinkErrorCounts(link=link, **values))
+    offered = [
+        value
+        for entry in counts
+        for value in (entry.crc_flit, entry.crc_data, entry.replay, entry.recovery)
+        if not (isinstance(value, Unavailable) and value.reason is Reason.NOT_SUPPORTED)
+    ]
+    if not offered:
+        return Unavailable(Reason.NOT_SUPPORTED, "nvmlDeviceGetNvLinkErrorCounter")
+    return tuple(counts)
 
 
 def _fabric(r: _GpuReader) -> tuple[Measured[str], Measured[str]]:

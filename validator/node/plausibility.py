@@ -20,7 +20,13 @@ guess, the shared captures (``../shared/captures``) set it:
 * current clocks may be 0: an idle A10, A40 and RTX A6000 report ``SM : 0 MHz``;
 * memory clocks reach 20000 MHz, as in the CSV telemetry parser: GDDR boards report
   effective clocks far above 10000 (an RTX 5090's maximum memory clock is 14001 MHz);
-* SM clocks stop at 5000 MHz, as in that parser (the highest captured maximum is 3165).
+* SM clocks stop at 5000 MHz, as in that parser (the highest captured maximum is 3165);
+* an NVLink runs above 0 and at most 1000 GB/s per direction (captured: 25 on A100,
+  26.562 on H100, 53.125 on GB200); a link that is down has no speed, not 0.
+
+Words are declared the same way, in :data:`CHOICES` (the recovery action NVML gives is
+one of :data:`~validator.model.RECOVERY_ACTIONS`), and the records inside a GPU's facts
+(each NVLink's state and error counters) go through the same table.
 """
 
 from __future__ import annotations
@@ -33,12 +39,15 @@ from typing import Any, TypeVar
 
 from validator.model import (
     IMPLAUSIBLE,
+    RECOVERY_ACTIONS,
     BurnResult,
     ErrorCounters,
     GpuBurn,
     GpuFacts,
     Measured,
     NodeFacts,
+    NvLinkErrorCounts,
+    NvLinkState,
     Reason,
     TelemetrySample,
     Unavailable,
@@ -46,7 +55,7 @@ from validator.model import (
 
 R = TypeVar("R")
 # The records whose numbers the table covers.
-D = TypeVar("D", GpuFacts, TelemetrySample, ErrorCounters)
+D = TypeVar("D", GpuFacts, TelemetrySample, ErrorCounters, NvLinkState, NvLinkErrorCounts)
 
 # Counters are exact integers in JSON readers that hold numbers as doubles only below 2**53.
 COUNTER_LIMIT = 2**53 - 1
@@ -61,13 +70,17 @@ class Range:
     low: float
     high: float
     unit: str
+    above: bool = False  # the low end itself is excluded (a speed above 0)
 
     def holds(self, value: float) -> bool:
         """True for a finite value within the range."""
-        return math.isfinite(value) and self.low <= value <= self.high
+        if not math.isfinite(value) or value > self.high:
+            return False
+        return value > self.low if self.above else value >= self.low
 
     def __str__(self) -> str:
-        return f"{_number(self.low)}..{_number(self.high)} {self.unit}".rstrip()
+        low = f"above {_number(self.low)}, up to " if self.above else f"{_number(self.low)}.."
+        return f"{low}{_number(self.high)} {self.unit}".rstrip()
 
 
 def _number(value: float) -> str:
@@ -94,6 +107,7 @@ _MEM_CLOCK_NOW = Range(0.0, 20000.0, "MHz")
 _MEM_CLOCK = Range(1.0, 20000.0, "MHz")
 _PCIE_GEN = Range(1.0, 7.0, "")
 _PCIE_WIDTH = Range(1.0, 32.0, "lanes")
+_NVLINK_SPEED = Range(0.0, 1000.0, "GB/s", above=True)
 
 # The one table: every measured number a node reports, by field name.
 RANGES: Mapping[str, Range] = {
@@ -133,8 +147,19 @@ RANGES: Mapping[str, Range] = {
     "pcie_gen_max": _PCIE_GEN,
     "pcie_width_current": _PCIE_WIDTH,
     "pcie_width_max": _PCIE_WIDTH,
+    "pcie_replay_count": _COUNTER,
+    "speed_gb_s": _NVLINK_SPEED,  # NvLinkState: per direction, as nvidia-smi nvlink -s
+    "crc_flit": _COUNTER,  # NvLinkErrorCounts
+    "crc_data": _COUNTER,
+    "replay": _COUNTER,
+    "recovery": _COUNTER,
     "utilization_pct": Range(0.0, 100.0, "%"),
     "uptime_s": Range(0.0, UPTIME_LIMIT_S, "s"),
+}
+
+# Every measured word a node reports that has a closed list of values, by field name.
+CHOICES: Mapping[str, tuple[str, ...]] = {
+    "recovery_action": RECOVERY_ACTIONS,
 }
 
 
@@ -161,22 +186,62 @@ def plausible(field: str, value: Measured[R]) -> Measured[R]:
     return implausible(field, value, f"outside {bounds}")
 
 
+def plausible_word(field: str, value: Measured[R]) -> Measured[R]:
+    """``value`` if it is one of its field's words (or no word at all); else why not.
+
+    Raises:
+        KeyError: ``field`` has no list of words in :data:`CHOICES`.
+    """
+    words = CHOICES[field]
+    if not isinstance(value, str) or value in words:
+        return value
+    return implausible(field, value, f"not one of {', '.join(words)}")
+
+
 def _plausible_record(record: D) -> D:
-    """A dataclass with each of its numbers that has a range checked against it."""
+    """A dataclass with each of its numbers and words that has a range checked against it."""
     changes: dict[str, Any] = {}
     for item in dataclasses.fields(record):
-        if item.name not in RANGES:
+        if item.name in RANGES:
+            checker = plausible
+        elif item.name in CHOICES:
+            checker = plausible_word
+        else:
             continue
         value = getattr(record, item.name)
-        checked = plausible(item.name, value)
+        checked = checker(item.name, value)
         if checked is not value:
             changes[item.name] = checked
     return dataclasses.replace(record, **changes) if changes else record
 
 
+_LinkRecord = TypeVar("_LinkRecord", NvLinkState, NvLinkErrorCounts)
+
+
+def _plausible_links(links: Measured[tuple[_LinkRecord, ...]]) -> Measured[tuple[_LinkRecord, ...]]:
+    """Each link's record checked; the same tuple when nothing in it changed."""
+    if isinstance(links, Unavailable):
+        return links
+    checked = tuple(_plausible_record(link) for link in links)
+    return links if all(a is b for a, b in zip(checked, links)) else checked
+
+
+def _plausible_nested(record: D) -> D:
+    """The per-link records inside GPU facts or error counters, checked."""
+    changes: dict[str, Any] = {}
+    for name in ("nvlinks", "nvlink_errors"):
+        value = getattr(record, name, None)
+        if value is None:
+            continue
+        checked = _plausible_links(value)
+        if checked is not value:
+            changes[name] = checked
+    return dataclasses.replace(record, **changes) if changes else record
+
+
 def plausible_gpu(gpu: GpuFacts) -> GpuFacts:
     """One GPU's facts, every implausible reading replaced by why it is not one."""
-    checked = _plausible_record(gpu)
+    checked = _plausible_nested(_plausible_record(gpu))
     used, total = checked.memory_used_mib, checked.memory_total_mib
     if isinstance(used, int) and isinstance(total, int) and used > total:
         # The total is what the capacity check compares with the catalog; the used
@@ -193,7 +258,7 @@ def plausible_sample(sample: TelemetrySample) -> TelemetrySample:
 
 def plausible_counters(counters: ErrorCounters) -> ErrorCounters:
     """Error counters, every implausible count replaced by why it is not one."""
-    return _plausible_record(counters)
+    return _plausible_nested(_plausible_record(counters))
 
 
 def _plausible_gpu_burn(gpu: GpuBurn) -> GpuBurn:

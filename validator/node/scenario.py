@@ -59,8 +59,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import ScenarioError
-from validator.fields import Document, Field, Invalid, LoadError, Source, excerpt, load_json, quoted
-from validator.model import CLOCK_EVENT_REASONS, ErrorCounters, GpuFacts, TelemetrySample
+from validator.fields import (
+    Document,
+    Field,
+    Invalid,
+    LoadError,
+    Source,
+    excerpt,
+    load_json,
+    quoted,
+    unknown,
+)
+from validator.model import (
+    CLOCK_EVENT_REASONS,
+    RECOVERY_ACTIONS,
+    ErrorCounters,
+    GpuFacts,
+    TelemetrySample,
+)
 from validator.node.burnin.simulated import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
@@ -68,6 +84,8 @@ from validator.node.fake_nvml import (
     FABRIC_STATES,
     GPU_KEYS,
     NOT_SUPPORTED_MARKER,
+    NVLINK_ERROR_COUNTERS,
+    NVLINK_SPEED_SOURCES,
     FakeNvml,
     default_bus_id,
 )
@@ -374,12 +392,137 @@ def _reason(name: str) -> str:
     )
 
 
+_NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS
+_LINKS_WANTED = "a count of active links or a list of true/false"
+_NVLINKS_WANTED = f"{_LINKS_WANTED}, or an object of links, speed_gb_s and speed_source"
+_NVLINK_KEYS = ("links", "speed_gb_s", "speed_source")
+_SPEED_LIMIT_GB_S = 10_000.0  # per link; anything near it is a typo (NVLink5 runs ~53 GB/s)
+
+
+def _link_list(value: object) -> int | None:
+    """How many links a ``links`` value describes; None when it is neither form."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _NVLINK_MAX_LINKS:
+        return value
+    if (
+        isinstance(value, list)
+        and len(value) <= _NVLINK_MAX_LINKS
+        and all(isinstance(state, bool) for state in value)
+    ):
+        return len(value)
+    return None
+
+
+def _must(key: str, wanted: str, value: object) -> str:
+    """``key must be <wanted>, got <value>``: a problem inside a key's value."""
+    return f"{key} must be {wanted}, got {excerpt(value)}"
+
+
+def _speed(value: object) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0.0 <= float(value) <= _SPEED_LIMIT_GB_S
+    )
+
+
 def _nvlinks(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    """``nvlinks``: a count, a list of flags, or the object form with speeds."""
+    if _link_list(value) is not None:
         return value
-    if isinstance(value, list) and all(isinstance(state, bool) for state in value):
+    if not isinstance(value, dict):
+        raise Invalid()
+    for key in value:
+        if key not in _NVLINK_KEYS:
+            raise Invalid(problem="has " + unknown(str(key), _NVLINK_KEYS))
+    count = _link_list(value.get("links"))
+    if count is None:
+        raise Invalid(problem=_must("links", _LINKS_WANTED, value.get("links")))
+    speeds = value.get("speed_gb_s")
+    fits = (
+        speeds is None
+        or _is_marker(speeds)
+        or _speed(speeds)
+        or (isinstance(speeds, list) and len(speeds) == count and all(map(_speed, speeds)))
+    )
+    if not fits:
+        wanted = (
+            f"GB/s from 0 to {_SPEED_LIMIT_GB_S:g} for every link, a list of {count} of "
+            "them, or an NVML error marker"
+        )
+        raise Invalid(problem=_must("speed_gb_s", wanted, speeds))
+    source = value.get("speed_source", NVLINK_SPEED_SOURCES[0])
+    if source not in NVLINK_SPEED_SOURCES:
+        raise Invalid(problem=_must("speed_source", " or ".join(NVLINK_SPEED_SOURCES), source))
+    return value
+
+
+_COUNTER_WANTED = "a count from 0 to 1e15"
+
+
+def _counter_value(value: object, *, markers: bool) -> bool:
+    if markers and _is_marker(value):
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _NUMBER_LIMIT
+
+
+def _link_counts(counts: dict[str, Any], where: str, *, markers: bool) -> None:
+    """One object of NVLink error counters: known names, each a count (or a marker)."""
+    for key, value in counts.items():
+        if key == "link":
+            continue
+        if key not in NVLINK_ERROR_COUNTERS:
+            valid = ("link", *NVLINK_ERROR_COUNTERS)
+            raise Invalid(problem="has " + unknown(f"{where}{key}", valid, name=key))
+        if not _counter_value(value, markers=markers):
+            wanted = _COUNTER_WANTED + (' or "not_supported"' if markers else "")
+            raise Invalid(problem=_must(f"{where}{key}", wanted, value))
+
+
+def nvlink_errors_value(value: object, *, markers: bool = True) -> object:
+    """``nvlink_errors``: one object of counters for every link, or a list of links.
+
+    Args:
+        value: the scenario's value.
+        markers: counters may be NVML error markers (a GPU's facts; not a burn's counts).
+
+    Raises:
+        Invalid: naming the entry and counter at fault.
+    """
+    if isinstance(value, dict):
+        if "link" in value:
+            raise Invalid(
+                problem="is one object for every link: give no 'link' in it, "
+                "or give a list of per-link objects"
+            )
+        _link_counts(value, "", markers=markers)
         return value
-    raise Invalid()
+    if not isinstance(value, list) or len(value) > _NVLINK_MAX_LINKS:
+        raise Invalid(
+            wanted=(
+                "an object of NVLink error counters for every link, or a list of at most "
+                f"{_NVLINK_MAX_LINKS} per-link objects with a 'link'"
+            )
+        )
+    seen: set[int] = set()
+    for index, entry in enumerate(value):
+        where = f"[{index}]."
+        if not isinstance(entry, dict):
+            raise Invalid(
+                problem=f"{where[:-1]} must be an object with a 'link', got {excerpt(entry)}"
+            )
+        link = entry.get("link")
+        if not (
+            isinstance(link, int) and not isinstance(link, bool) and 0 <= link < _NVLINK_MAX_LINKS
+        ):
+            numbers = f"0-{_NVLINK_MAX_LINKS - 1}"
+            raise Invalid(
+                problem=f"{where}link must be a link number {numbers}, got {excerpt(link)}"
+            )
+        if link in seen:
+            raise Invalid(problem=f"{where}link {link} is given twice; give each link once")
+        seen.add(link)
+        _link_counts(entry, where, markers=markers)
+    return value
 
 
 def _within(low: float, high: float, wanted: str) -> Callable[[Any], Any]:
@@ -411,17 +554,33 @@ def _reasons(name: str) -> Field:
     )
 
 
+def _special_gpu_fields() -> dict[str, Field]:
+    """The per-GPU keys whose values have a shape of their own (words, links, counters)."""
+
+    def words(name: str, choices: tuple[str, ...]) -> Field:
+        return Field(name, str, choices=choices, nullable=True, accept=_is_marker)
+
+    return {
+        "compute_mode": words("compute_mode", tuple(COMPUTE_MODES)),
+        "fabric_state": words("fabric_state", tuple(FABRIC_STATES)),
+        "recovery_action": words("recovery_action", RECOVERY_ACTIONS),
+        "nvlinks": Field(
+            "nvlinks", wanted=_NVLINKS_WANTED, nullable=True, accept=_is_marker, convert=_nvlinks
+        ),
+        "nvlink_errors": Field(
+            "nvlink_errors", nullable=True, accept=_is_marker, convert=nvlink_errors_value
+        ),
+        "clock_event_reasons": dataclasses.replace(
+            _reasons("clock_event_reasons"), nullable=True, accept=_is_marker
+        ),
+    }
+
+
 def _gpu_field(name: str) -> Field:
     """A per-GPU key, typed by its GpuFacts field; any may be an NVML error marker."""
-    if name == "compute_mode":
-        return Field(name, str, choices=tuple(COMPUTE_MODES), nullable=True, accept=_is_marker)
-    if name == "fabric_state":
-        return Field(name, str, choices=tuple(FABRIC_STATES), nullable=True, accept=_is_marker)
-    if name == "nvlinks":
-        wanted = "a count of active links or a list of true/false"
-        return Field(name, wanted=wanted, nullable=True, accept=_is_marker, convert=_nvlinks)
-    if name == "clock_event_reasons":
-        return dataclasses.replace(_reasons(name), nullable=True, accept=_is_marker)
+    special = _special_gpu_fields().get(name)
+    if special is not None:
+        return special
     kind: type = object
     for fields_of_kind, candidate in (
         (_INT_FIELDS, int),
@@ -553,8 +712,16 @@ def _burn_gpu_fields() -> tuple[Field, ...]:
         return Field(name, float, minimum=low, maximum=high, nullable=nullable)
 
     def counter(name: str) -> Field:
+        if name == "nvlink_errors":
+            return Field(name, convert=lambda value: nvlink_errors_value(value, markers=False))
         hint = str(typing.get_type_hints(ErrorCounters)[name])
         return Field(name, bool) if "bool" in hint else Field(name, int, minimum=0)
+
+    def counters(name: str, *, growing: bool) -> Field:
+        names = [f.name for f in dataclasses.fields(ErrorCounters)]
+        if growing:  # a flag cannot grow; check_burn_section names one given here
+            names = [n for n in names if "bool" not in str(typing.get_type_hints(ErrorCounters)[n])]
+        return Field(name, dict, document=Document(tuple(map(counter, names)), closed=False))
 
     return (
         Field("tflops", float, minimum=0.0, maximum=100_000.0, above=True),
@@ -566,13 +733,8 @@ def _burn_gpu_fields() -> tuple[Field, ...]:
         number("mem_clock_mhz", 0.0, 100_000.0),
         number("utilization_pct", 0.0, 100.0),
         _reasons("reasons"),
-        Field(
-            "counters_after",
-            dict,
-            document=Document(
-                tuple(counter(f.name) for f in dataclasses.fields(ErrorCounters)), closed=False
-            ),
-        ),
+        counters("counters_after", growing=False),
+        counters("counters_growth", growing=True),
         Field("wedged", bool),
         Field("counters_hang", bool),
     )

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 from validator.model import (
     DEFAULT_XID_WINDOW_HOURS,
     BurnResult,
+    DcgmDiag,
     GpuStatus,
     Measured,
     NodeFacts,
+    Reason,
     Unavailable,
     XidEvent,
 )
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from validator.node.burnin.devices import Target
     from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
+    from validator.node.capture import CaptureSystem
 
 
 def _reading(lib: Any | None) -> collect.DriverReading:  # noqa: ANN401 - pynvml or a fake
@@ -320,18 +323,37 @@ class _ScenarioKernelLog:
         return self._before + self._during
 
 
+def with_dcgm(
+    facts: NodeFacts, system: System, level: int, timeout_s: float | None = None
+) -> NodeFacts:
+    """The facts with DCGM's diagnostic of ``level`` run on ``system`` (none for level 0).
+
+    It runs after the burn-in: DCGM's stress tests and the burn would share the GPUs.
+    """
+    if level <= 0:
+        return facts
+    from validator.node.dcgm import run_dcgm
+
+    return dataclasses.replace(facts, dcgm=run_dcgm(system, level, timeout_s))
+
+
 def collect_live(
     window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     system: System | None = None,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
 ) -> NodeFacts:
-    """Facts of the machine this process runs on, through NVML and local commands."""
+    """Facts of the machine this process runs on, through NVML and local commands.
+
+    With ``dcgm_level`` above 0, ``dcgmi diag`` runs after the burn-in.
+    """
     host = system or LiveSystem()
     facts = collect.collect(host, _reading(None), source="live", window_hours=window_hours)
     if burn is not None:
         facts = dataclasses.replace(facts, burn=burn_live(facts, host, burn, progress))
-    return facts
+    return with_dcgm(facts, host, dcgm_level, dcgm_timeout_s)
 
 
 def collect_simulated(
@@ -339,15 +361,21 @@ def collect_simulated(
     window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
 ) -> NodeFacts:
     """Facts of a simulated node: the real collector over a scenario's fake NVML and host.
+
+    DCGM's diagnostic (``dcgm_level`` above 0) is the scenario's ``commands`` entry for
+    ``dcgmi diag -r LEVEL -j``; a scenario without one has no dcgmi.
 
     Raises:
         ScenarioError: unknown scenario or a bad scenario file.
     """
     scenario = load_scenario(name_or_path)
+    system = scenario.system()
     facts = collect.collect(
-        scenario.system(),
+        system,
         _reading(scenario.nvml()),
         source="simulate",
         source_detail=scenario.name,
@@ -355,11 +383,13 @@ def collect_simulated(
     )
     if burn is not None:
         facts = dataclasses.replace(facts, burn=burn_simulated(facts, scenario, burn, progress))
-    return facts
+    return with_dcgm(facts, system, dcgm_level, dcgm_timeout_s)
 
 
 def collect_capture(
-    directory: str | os.PathLike[str], window_hours: float | None = DEFAULT_XID_WINDOW_HOURS
+    directory: str | os.PathLike[str],
+    window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
+    dcgm_level: int = 0,
 ) -> NodeFacts:
     """Facts of a captured support bundle: the real collector over the bundle's System.
 
@@ -368,6 +398,10 @@ def collect_capture(
     bundle's files disagree (driver, GPU count, names, bus ids) or a query is
     cut short, the facts carry the conflicts for the judge. Without a
     capture time the window cannot be placed: every Xid counts.
+
+    A bundle's DCGM output (``dcgmi-diag.json``, else ``dcgmi-diag.txt``) is read
+    whatever ``dcgm_level`` asks (a recorded FAIL is a FAIL); without one, a
+    ``dcgm_level`` above 0 makes the missing output a fact the judge reports.
 
     Raises:
         CaptureError: the directory is missing, holds no capture file, or a
@@ -384,8 +418,33 @@ def collect_capture(
         source_detail=str(system.directory),
         window_hours=window_hours if dated else None,
     )
-    facts = dataclasses.replace(facts, source_conflicts=system.conflicts())
+    facts = dataclasses.replace(
+        facts, source_conflicts=system.conflicts(), dcgm=_captured_dcgm(system, dcgm_level)
+    )
     return facts if dated else dataclasses.replace(facts, collected_at="")
+
+
+def _captured_dcgm(system: CaptureSystem, dcgm_level: int) -> DcgmDiag | None:
+    """The bundle's DCGM diagnostic; None when it has none and no level is asked for."""
+    from validator.node.dcgm import from_output, parse_output
+
+    recorded = system.dcgm_output()
+    if recorded is None:
+        if dcgm_level <= 0:
+            return None
+        return DcgmDiag(
+            level=None,
+            source="capture",
+            results=Unavailable(
+                Reason.NOT_MEASURED,
+                f"the bundle has no DCGM output (dcgmi-diag.json or dcgmi-diag.txt): capture "
+                f"one with `gpuready capture --dcgm-level {dcgm_level} DIR` on the host, or "
+                f"save `dcgmi diag -r {dcgm_level} -j` output there as dcgmi-diag.json",
+            ),
+        )
+    name, text = recorded
+    # The file passed its parser when the bundle was opened.
+    return from_output(parse_output(text, name), system.dcgm_level, name)
 
 
 def collect_from(
@@ -395,17 +454,25 @@ def collect_from(
     window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     burn: BurnConfig | None = None,
     progress: ProgressSink | None = None,
+    dcgm_level: int = 0,
+    dcgm_timeout_s: float | None = None,
 ) -> NodeFacts:
     """Facts from whichever source was asked for; this host when neither.
 
     A capture holds no burn-in: ``burn`` is ignored for it, and the judge says
-    the burn-in was not run.
+    the burn-in was not run. Nor does it run DCGM: its recorded output is read.
     """
     if simulate is not None:
-        return collect_simulated(simulate, window_hours, burn, progress)
+        return collect_simulated(simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s)
     if capture is not None:
-        return collect_capture(capture, window_hours)
-    return collect_live(window_hours, burn=burn, progress=progress)
+        return collect_capture(capture, window_hours, dcgm_level)
+    return collect_live(
+        window_hours,
+        burn=burn,
+        progress=progress,
+        dcgm_level=dcgm_level,
+        dcgm_timeout_s=dcgm_timeout_s,
+    )
 
 
-__all__ = ["collect_capture", "collect_from", "collect_live", "collect_simulated"]
+__all__ = ["collect_capture", "collect_from", "collect_live", "collect_simulated", "with_dcgm"]

@@ -18,14 +18,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node, fleet_of
+from validator.certify import (
+    FleetRequest,
+    NodeRequest,
+    certify_fleet,
+    certify_node,
+    effective_policy,
+    fleet_of,
+)
 from validator.errors import BadInputError, ExitCode, GpureadyError, ReportError
-from validator.judge.policy import Policy, load_policy, policy_digest
+from validator.judge.actions import report_with_actions
+from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
 from validator.operations.outcome import report_exit_code
@@ -35,6 +43,7 @@ from validator.store import RunKind
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.node.burnin.run import BurnProgress, ProgressSink
+    from validator.report.rma import LastCertificate
     from validator.store import Store
 
 
@@ -61,6 +70,7 @@ class CertifyRequest:
     known_hosts: str | None = None
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
     sign_key: str | None = None  # a key file: certificates are signed with HMAC-SHA256
+    dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
@@ -130,7 +140,7 @@ def run_certify(
     from validator.certificate import load_key
 
     key = load_key(request.sign_key) if request.sign_key else None
-    policy = load_policy(request.policy_path) if request.policy_path else Policy()
+    policy = effective_policy(request.policy_path, request.dcgm_level)
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
     problems: list[str] = []
@@ -138,11 +148,13 @@ def run_certify(
         report, run_id = _certify_fleet(request, store, policy, fleet_display, problems)
     else:
         report, run_id = _certify_one(request, store, policy, burn_progress)
+    report = report_with_actions(report)
     issued = certificates_for(report, key)
     written: dict[str, Path] = {}
     stored = issued
     if request.report_dir is not None:
-        written, stored, problem = _write_outputs(report, issued, request.report_dir)
+        last = _last_certificates(store, report)
+        written, stored, problem = _write_outputs(report, issued, request.report_dir, last)
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
     try:
@@ -178,6 +190,7 @@ def _certify_one(
         policy_path=request.policy_path,
         burn=request.burn,
         deadline_s=request.deadline_s,
+        dcgm_level=request.dcgm_level,
     )
     try:
         report = certify_node(node, progress=progress)
@@ -340,19 +353,48 @@ def _remove_stale_temporaries(directory: str) -> None:
     """Remove the temporary files that killed runs left in the report folders."""
     from validator.files import remove_stale_temporaries
     from validator.report.partial import CERTIFICATES_DIR, HOSTS_DIR
+    from validator.report.rma import RMA_DIR
 
     root = Path(directory)
-    for folder in (root, root / HOSTS_DIR, root / CERTIFICATES_DIR):
+    for folder in (root, root / HOSTS_DIR, root / CERTIFICATES_DIR, root / RMA_DIR):
         remove_stale_temporaries(folder)
 
 
+def _last_certificates(store: Store, report: Report) -> dict[str, LastCertificate]:
+    """The newest stored certificate of each node an RMA file will be written for.
+
+    Read before this run's results are recorded, so it is the certificate the node held
+    coming in. One that cannot be read is left out: the file then says only this run's
+    evidence digest, which is true, rather than the run failing for its evidence.
+    """
+    from validator.report.rma import LastCertificate, hardware_failures
+
+    found: dict[str, LastCertificate] = {}
+    for node in report.nodes:
+        if not hardware_failures(node):
+            continue
+        try:
+            certificate = store.latest_certificate(node.hostname)
+        except GpureadyError:
+            continue
+        if certificate is not None:
+            found[node.hostname] = LastCertificate(certificate.issued_at, certificate.digest)
+    return found
+
+
 def _write_outputs(
-    report: Report, certificates: dict[str, Certificate], directory: str
+    report: Report,
+    certificates: dict[str, Certificate],
+    directory: str,
+    last_certificates: Mapping[str, LastCertificate] | None = None,
 ) -> tuple[dict[str, Path], dict[str, Certificate], str | None]:
-    """The reports, then each certificate beside them (``certificates/<host>.json``).
+    """The reports, the RMA evidence (``rma/``), then each certificate (``certificates/``).
 
     No certificate is written unless the reports were; a certificate is stored
-    in history only when its file was written.
+    in history only when its file was written. The RMA evidence files (one per GPU
+    that failed with a hardware action, see validator.report.rma) follow the reports;
+    one that cannot be written is the run's problem, and the certificates are still
+    written (a node with such a GPU has none, so nothing ties them together).
 
     Returns:
         The report files by format, the certificates written, and the first
@@ -361,6 +403,7 @@ def _write_outputs(
     from validator.certificate import certificate_to_json
     from validator.files import write_atomic
     from validator.report.partial import certificate_path
+    from validator.report.rma import RMA_DIR, write_rma
     from validator.report.writer import write_reports
 
     _remove_stale_temporaries(directory)  # those a killed run left in these folders
@@ -368,6 +411,15 @@ def _write_outputs(
         written = write_reports(report, directory)
     except ReportError as exc:
         return {}, {}, str(exc)
+    problem: str | None = None
+    try:
+        digests = {host: certificate.digest for host, certificate in certificates.items()}
+        evidence = write_rma(report, directory, digests, last_certificates)
+    except ReportError as exc:
+        problem = str(exc)
+    else:
+        if evidence:
+            written = {**written, "rma": Path(directory) / RMA_DIR}
     stored: dict[str, Certificate] = {}
     for hostname, certificate in certificates.items():
         target = certificate_path(directory, hostname)
@@ -384,7 +436,7 @@ def _write_outputs(
                 ),
             )
         stored[hostname] = certificate
-    return written, stored, None
+    return written, stored, problem
 
 
 def record_report(

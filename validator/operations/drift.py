@@ -27,6 +27,7 @@ from validator.certificate import CertificateError, verify_baseline, verify_seal
 from validator.certify import FleetRequest, fleet_of
 from validator.drift import UntrustedBaseline, drift_node, slurm_reason
 from validator.errors import ExitCode, GpureadyError, ReportError
+from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
@@ -209,7 +210,11 @@ def _drift_here(
     from validator.node.sources import collect_from
 
     facts: NodeFacts = collect_from(
-        simulate=request.simulate, window_hours=policy.xid_window_hours, burn=request.burn
+        simulate=request.simulate,
+        window_hours=policy.xid_window_hours,
+        burn=request.burn,
+        dcgm_level=policy.dcgm_level,  # DCGM runs when the policy asks for it
+        dcgm_timeout_s=policy.dcgm_timeout_s,
     )
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     key = request.sign_key
@@ -249,6 +254,7 @@ def _drift_fleet(
         return drift_node(facts, baseline, policies[host.name])
 
     def arrived(result: NodeResult) -> None:
+        result = result_with_actions(result)  # an unreachable host's findings too
         store.record_result(run_id, result)
         if display is not None:
             display.result(result)
@@ -260,14 +266,15 @@ def _drift_fleet(
             agent_request(request.burn, base),
             judge,
             parallel=request.parallel,
-            deadline_s=host_deadline(request.deadline_s, request.burn),
+            deadline_s=host_deadline(request.deadline_s, request.burn, base),
             progress=display,
             on_result=arrived,
         )
     except BaseException:
         store.finish_run(run_id, interrupted=True)
         raise
-    return outcome.results, run_id, outcome.interrupted
+    results = tuple(result_with_actions(result) for result in outcome.results)
+    return results, run_id, outcome.interrupted
 
 
 def tell_slurm(

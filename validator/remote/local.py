@@ -38,6 +38,8 @@ class LocalTransport:
             window_hours=request.xid_window_hours,
             burn=request.burn,
             until=until,
+            dcgm_level=request.dcgm_level,
+            dcgm_timeout_s=request.dcgm_timeout_s,
         )
         try:
             got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))

@@ -37,6 +37,8 @@ class AgentRequest:
 
     burn: BurnConfig | None = None  # None: no burn-in
     xid_window_hours: float = DEFAULT_XID_WINDOW_HOURS
+    dcgm_level: int = 0  # dcgmi diag -r LEVEL after the burn-in; 0: none
+    dcgm_timeout_s: float | None = None  # None: the level's allowance
 
     @property
     def burn_s(self) -> float:
@@ -56,6 +58,10 @@ class AgentRequest:
             args += ["--simulate", host.simulate]
         if self.burn is not None and self.burn.duration_s > 0:
             args += self.burn.to_argv()
+        if self.dcgm_level > 0:
+            args += ["--dcgm-level", str(self.dcgm_level)]
+            if self.dcgm_timeout_s is not None:
+                args += ["--dcgm-timeout", repr(float(self.dcgm_timeout_s))]
         if deadline_s is not None:
             args += ["--deadline", f"{deadline_s:.3f}"]
         return args

@@ -10,7 +10,10 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
+from validator.model import ACTION_WORDS as MODEL_ACTION_WORDS
 from validator.model import (
+    HARDWARE_ACTIONS,
+    Action,
     BurnStatus,
     CheckFamily,
     Finding,
@@ -150,6 +153,118 @@ def overall_summary(report: Report) -> str:
     if unknown:
         parts.append(f"could not be judged: {', '.join(unknown)}")
     return "; ".join(parts) + "."
+
+
+# What to do, in the words every format shows: the model's one mapping, under the
+# name the formats read here.
+ACTION_WORDS: dict[Action, str] = MODEL_ACTION_WORDS
+
+# The most serious first: what sends a technician to the hardware, then what clears
+# a fault on site, then what fixes the setup, then what only needs another run.
+ACTION_ORDER: tuple[Action, ...] = (
+    Action.DRAIN_RMA,
+    Action.RESEAT_CABLE_RISER,
+    Action.CHECK_COOLING_POWER,
+    Action.RESET_GPU,
+    Action.REBOOT,
+    Action.FIX_SOFTWARE,
+    Action.RERUN,
+)
+_ACTION_RANK = {action: rank for rank, action in enumerate(ACTION_ORDER)}
+
+
+def action_words(action: Action) -> str:
+    """``drain and RMA`` for :attr:`Action.DRAIN_RMA`: how every report says an action."""
+    return ACTION_WORDS[action]
+
+
+def is_hardware(action: Action) -> bool:
+    """True for an action that sends a technician to the hardware (HARDWARE_ACTIONS)."""
+    return action in HARDWARE_ACTIONS
+
+
+def blocking(finding: Finding) -> bool:
+    """True for a finding that keeps its node from certification: a FAIL or a required UNKNOWN."""
+    return finding.severity is Severity.FAIL or (
+        finding.severity is Severity.UNKNOWN and finding.required
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionTarget:
+    """One GPU (or the node itself) under one action, with the checks that call for it."""
+
+    gpu_index: int | None  # None: a node-wide finding
+    label: str  # "GPU 3 (serial 1652..., bus 00000000:1B:00.0)" / "the node"
+    checks: tuple[str, ...]  # in the findings' order, each once
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionGroup:
+    """Everything one action is needed for on one node."""
+
+    action: Action
+    words: str
+    hardware: bool
+    targets: tuple[ActionTarget, ...]
+
+
+def _gpu_target_label(facts: NodeFacts, index: int) -> str:
+    gpu = next((g for g in facts.gpus if g.index == index), None)
+    if gpu is None:
+        return f"GPU {index}"
+    parts = [
+        f"{label} {show(value)}"
+        for label, value in (("serial", gpu.serial), ("bus", gpu.pci_bus_id))
+        if known(value)
+    ]
+    return f"GPU {index} ({', '.join(parts)})" if parts else f"GPU {index}"
+
+
+def what_to_do(node: NodeResult) -> list[ActionGroup]:
+    """The node's blocking findings grouped by action, the most serious first.
+
+    Within an action, GPUs come by index and the node-wide findings last; each target
+    names its checks once, in the judge's order. A GPU with faults of several kinds is
+    under each of their actions. Findings without an action (a report from before
+    actions were given) are left out: the findings table still shows them.
+
+    Args:
+        node: one node's result.
+
+    Returns:
+        One group per action needed; empty when nothing blocks the node.
+    """
+    checks: dict[Action, dict[int | None, list[str]]] = {}
+    for finding in node.findings:
+        if not blocking(finding) or finding.action is Action.NONE:
+            continue
+        named = checks.setdefault(finding.action, {}).setdefault(finding.gpu_index, [])
+        if finding.check not in named:
+            named.append(finding.check)
+    groups = []
+    for action in sorted(checks, key=lambda a: _ACTION_RANK.get(a, len(_ACTION_RANK))):
+        by_target = checks[action]
+        order = sorted(by_target, key=lambda i: (i is None, -1 if i is None else i))
+        targets = tuple(
+            ActionTarget(
+                gpu_index=index,
+                label="the node" if index is None else _gpu_target_label(node.facts, index),
+                checks=tuple(one_line(check) for check in by_target[index]),
+            )
+            for index in order
+        )
+        groups.append(ActionGroup(action, action_words(action), is_hardware(action), targets))
+    return groups
+
+
+def what_to_do_lines(node: NodeResult) -> list[str]:
+    """``GPU 3 (serial ..., bus ...): drain and RMA — errors.xid, burn.correctness``, in order."""
+    return [
+        f"{target.label}: {group.words} \u2014 {', '.join(target.checks)}"
+        for group in what_to_do(node)
+        for target in group.targets
+    ]
 
 
 def verdict_words(verdict: Verdict) -> str:

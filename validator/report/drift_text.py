@@ -1,11 +1,26 @@
-"""The drift results for a terminal: per host its state and summary, then what is not PASS."""
+"""The drift results for a terminal: per host its state and summary, then what is not PASS.
+
+A finding that keeps the node from reading "no drift" (a FAIL, or an UNKNOWN that
+blocks) ends with what to do, in the words of the certify report:
+``-> drain and RMA``, so ``grep -- '-> drain'`` finds them in either output.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
 
-from validator.model import DriftCheck, DriftState, NodeResult, Severity, drift_state
+from validator.model import (
+    DRIFT_CHECKS,
+    Action,
+    DriftCheck,
+    DriftState,
+    Finding,
+    NodeResult,
+    Severity,
+    drift_state,
+)
+from validator.report.common import action_words
 
 STATE_WORDS = {
     DriftState.OK: "NO DRIFT",
@@ -13,6 +28,18 @@ STATE_WORDS = {
     DriftState.UNKNOWN: "UNKNOWN",
     DriftState.NEVER_CERTIFIED: "NEVER CERTIFIED",
 }
+# Every drift check id fits the column: drift.recovery_action is the longest.
+CHECK_WIDTH = max(len(check) for check in DRIFT_CHECKS)
+
+
+def _todo(finding: Finding) -> str:
+    """``  -> reset the GPU`` for a finding that blocks and carries an action, else nothing."""
+    blocks = finding.severity is Severity.FAIL or (
+        finding.severity is Severity.UNKNOWN and finding.required
+    )
+    if not blocks or finding.action is Action.NONE:
+        return ""
+    return f"  -> {action_words(finding.action)}"
 
 
 def _finding_lines(result: NodeResult) -> list[str]:
@@ -23,8 +50,8 @@ def _finding_lines(result: NodeResult) -> list[str]:
         where = f"gpu{finding.gpu_index}" if finding.gpu_index is not None else "node"
         optional = "" if finding.required or finding.severity is Severity.FAIL else " (optional)"
         lines.append(
-            f"  {finding.severity.value:<8} {finding.check:<20} {where:<5} "
-            f"{finding.message}{optional}"
+            f"  {finding.severity.value:<8} {finding.check:<{CHECK_WIDTH}} {where:<5} "
+            f"{finding.message}{optional}{_todo(finding)}"
         )
     return lines
 
@@ -49,4 +76,4 @@ def render_drift_text(results: Sequence[NodeResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["STATE_WORDS", "render_drift_text"]
+__all__ = ["CHECK_WIDTH", "STATE_WORDS", "render_drift_text"]

@@ -359,6 +359,7 @@ class NodeView:
     verdict_words: str
     verdict_rank: int  # NOT_CERTIFIED 0, UNKNOWN 1, CERTIFIED 2: what the table sorts on
     findings: list[Finding]
+    todo: list[common.ActionGroup]  # the blocking findings by action, most serious first
     counts: common.SeverityCounts
     reached: bool  # False: no facts at all came back (unreachable host)
     facts: list[tuple[str, Cell]]
@@ -451,6 +452,7 @@ def _node_view(position: int, node: NodeResult) -> NodeView:
         verdict_words=common.verdict_words(node.verdict),
         verdict_rank=common.VERDICT_ORDER[node.verdict],
         findings=common.sorted_findings(node.findings),
+        todo=common.what_to_do(node),
         counts=common.count_severities(node.findings),
         reached=common.has_facts(node.facts),
         facts=_facts(node),
@@ -505,5 +507,6 @@ def render_html(report: Report) -> str:
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),
         "script": script,
         "script_hash": script_hash,
+        "action_words": common.ACTION_WORDS,
     }
     return render_template(TEMPLATE, context)

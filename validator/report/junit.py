@@ -2,7 +2,9 @@
 
 One ``<testsuite>`` per node, one ``<testcase>`` per finding. FAIL is a
 ``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
-passing test with its message in ``<system-out>``. A host that could not be
+passing test with its message in ``<system-out>``. Each message ends with what to
+do (``-> drain and RMA``) where the finding has an action, and the details name the
+action and its source. A host that could not be
 reached (its one finding ``transport.reach`` UNKNOWN) is an ``<error>`` like any
 other unknown; the agent's stderr goes in the suite's ``<system-err>`` and the
 host's elapsed time in its ``time``. Fleet findings (``fleet.speed``) are findings
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from validator.model import Finding, NodeResult, Report, Severity, Verdict
+from validator.model import Action, Finding, NodeResult, Report, Severity, Verdict
 from validator.report import common
 
 SUITES_NAME = "gpuready"
@@ -41,7 +43,18 @@ def _details(finding: Finding) -> str:
         lines.append(f"gpu_uuid: {finding.gpu_uuid}")
     if not finding.required:
         lines.append("required: no")
+    if finding.action is not Action.NONE:
+        source = f" ({finding.action_source})" if finding.action_source else ""
+        lines.append(f"action: {finding.action.value}{source}")
     return common.clean("\n".join(lines))
+
+
+def _message(finding: Finding) -> str:
+    """The finding's message on one line, what to do after it: ``... -> reset the GPU``."""
+    message = common.one_line(finding.message)
+    if finding.action is Action.NONE:
+        return message
+    return f"{message} -> {common.action_words(finding.action)}"
 
 
 class _Tally:
@@ -80,7 +93,7 @@ def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tal
         },
     )
     tally.tests += 1
-    message = common.one_line(finding.message)
+    message = _message(finding)
     details = _details(finding)
     if finding.severity is Severity.FAIL:
         element = ET.SubElement(case, "failure", {"message": message, "type": "FAIL"})

@@ -26,19 +26,32 @@ _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 _LONGEST = 200
 
 
-def host_file_stem(hostname: str) -> str:
-    """The file name (without ``.json``) of a host: readable for plain names, one to one."""
-    raw = hostname.encode("utf-8", "surrogatepass")
+def safe_stem(text: str, *, dash: bool = True, longest: int = _LONGEST) -> str:
+    """``text`` as a file-name part, one to one: see the module's docstring.
+
+    Args:
+        text: any string (a host name, a serial number a device reported).
+        dash: keep ``-`` as is; False writes it ``_2D`` too, so a name can join parts
+            with ``-`` and still be split back (see validator.report.rma).
+        longest: a longer escaped part keeps its start and a digest of the whole text.
+    """
+    plain = _PLAIN if dash else _PLAIN - {ord("-")}
+    raw = text.encode("utf-8", "surrogatepass")
     stem = "".join(
-        chr(byte) if byte in _PLAIN and not (position == 0 and byte == ord(".")) else f"_{byte:02X}"
+        chr(byte) if byte in plain and not (position == 0 and byte == ord(".")) else f"_{byte:02X}"
         for position, byte in enumerate(raw)
     )
     if not stem:
         return "_"  # never produced otherwise: every "_" is followed by two hex digits
-    if len(stem) > _LONGEST:
+    if len(stem) > longest:
         digest = hashlib.sha256(raw).hexdigest()[:32]
-        stem = f"{stem[: _LONGEST - 33]}~{digest}"
+        stem = f"{stem[: longest - 33]}~{digest}"
     return stem
+
+
+def host_file_stem(hostname: str) -> str:
+    """The file name (without ``.json``) of a host: readable for plain names, one to one."""
+    return safe_stem(hostname)
 
 
 def host_result_path(directory: str | os.PathLike[str], hostname: str) -> Path:

@@ -7,9 +7,13 @@ never repaint the operator's screen.
 
 from __future__ import annotations
 
+import re
+
 from validator.model import (
+    Action,
     BurnResult,
     BurnStatus,
+    Finding,
     FleetSummary,
     GpuBurn,
     NodeFacts,
@@ -38,6 +42,7 @@ _VERDICT_COLOR = {
 _SEV_WIDTH = max(len(severity.value) for severity in Severity)
 _BURN_STATUS_WIDTH = max(len(status.value) for status in BurnStatus)
 _WIDTH = 100
+_ANSI = re.compile("\x1b\\[[0-9;]*m")
 
 
 class _Painter:
@@ -118,6 +123,25 @@ def _stderr_line(node: NodeResult) -> list[str]:
     return [head + common.shorten(lines[-1], _WIDTH - len(head))]
 
 
+def _finding_lines(head: str, text: str, finding: Finding, paint: _Painter) -> list[str]:
+    """A finding's line, what to do after it: ``... message  -> drain and RMA``.
+
+    The action goes on the line when it fits in the width (or the message alone is
+    already wider), else on a line of its own under the message; either way it starts
+    with ``->``, so ``grep -- '-> drain'`` finds them all.
+    """
+    line = head + text
+    if finding.action is Action.NONE:
+        return [line]
+    words = f"-> {common.action_words(finding.action)}"
+    todo = paint(words, _BOLD) if common.is_hardware(finding.action) else words
+    # The head's width as printed, without colour codes.
+    indent = len(_ANSI.sub("", head))
+    if indent + len(text) + 2 + len(words) <= _WIDTH or indent + len(text) > _WIDTH:
+        return [f"{line}  {todo}"]
+    return [line, " " * indent + todo]
+
+
 def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> list[str]:
     sku = node.sku or "no SKU matched"
     gpus = common.plural(len(node.facts.gpus), "GPU")
@@ -142,7 +166,8 @@ def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> li
         gpu = (common.gpu_label(finding) or "node").ljust(6)
         optional = "" if finding.required else " (optional)"
         message = common.one_line(finding.message)
-        lines.append(f"  {severity}  {finding.check.ljust(check_width)}  {gpu}{message}{optional}")
+        head = f"  {severity}  {finding.check.ljust(check_width)}  {gpu}"
+        lines.extend(_finding_lines(head, f"{message}{optional}", finding, paint))
     lines.append(f"  {common.count_severities(node.findings).line()}")
     if node.summary and node.verdict is not Verdict.UNKNOWN:
         lines.append(f"  {common.one_line(node.summary)}")
@@ -163,8 +188,9 @@ def render_text(report: Report, *, color: bool = False) -> str:
     Per node: a header (hostname, verdict, SKU, GPU count); when a burn-in ran, a
     line saying how and one compact line per GPU (status, TFLOPS, iterations,
     errors, peak power and its share of the limit, peak temperature, lowest SM
-    clock); each finding that did not pass (severity, check, GPU, message), the
-    count line and the summary; the last line of the agent's stderr, if it wrote any.
+    clock); each finding that did not pass (severity, check, GPU, message and what
+    to do, ``-> drain and RMA``), the count line and the summary; the last line of
+    the agent's stderr, if it wrote any.
     A fleet report (``report.fleet`` set) lists failing nodes first, says how each
     host was reached and how long it took, and after the nodes gives the fleet line
     (``fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown``) and one line per

@@ -5,9 +5,11 @@ from __future__ import annotations
 from validator.judge.checks import (
     burn,
     consistency,
+    dcgm,
     errors,
     inventory,
     memory,
+    nvlink,
     pcie,
     plausibility,
     power,
@@ -29,8 +31,10 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.POWER, power.check),
     (CheckFamily.THERMAL, thermal.check),
     (CheckFamily.PCIE, pcie.check),
+    (CheckFamily.NVLINK, nvlink.check),
     (CheckFamily.ERRORS, errors.check),
     (CheckFamily.BURN, burn.check),
+    (CheckFamily.DCGM, dcgm.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

@@ -1,15 +1,24 @@
-"""Errors: ECC counters, row remapping / page retirement, and Xids in the kernel log.
+"""Errors: ECC counters, row remapping / page retirement, and the kernel log's faults.
 
 Ampere and newer HBM GPUs repair memory by remapping rows and report page retirement as
 not supported; Volta and Turing retire pages and report row remapping as not supported.
 Each mechanism is judged where the GPU reports it.
+
+The kernel log gives three checks: ``errors.xid`` (GPU Xid lines, each non-PASS finding
+with the resolution of NVIDIA's Xid catalog), ``errors.sxid`` (NVSwitch SXid lines, with
+the severity and recovery of NVIDIA's Fabric Manager guide) and ``errors.kernel_faults``
+(GPU faults that are not Xid lines: RmInitAdapter failures, a GPU fallen off the bus,
+GSP firmware timeouts and errors, ECC lines). A fault the driver also reported as an Xid
+(a GPU off the bus with its Xid 79) keeps both findings; the fault's says "(also Xid 79)"
+so the two are read as one event.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from validator.judge.catalog import Sku
@@ -25,9 +34,14 @@ from validator.judge.checks.common import (
     why_not,
 )
 from validator.judge.policy import Policy
+from validator.judge.sxid_catalog import GUIDE, sxid_info
+from validator.judge.xid_catalog import hardware_xid_action, xid_action, xid_meaning
 from validator.model import (
+    ACTION_WORDS,
+    Action,
     Finding,
     GpuFacts,
+    KernelFault,
     Measured,
     NodeFacts,
     Reason,
@@ -35,56 +49,18 @@ from validator.model import (
     Unavailable,
     XidEvent,
 )
-
-# Mnemonics and descriptions from NVIDIA's Xid catalog, without parentheses: findings
-# print them inside a pair already
-# (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, via captures/xid/XID_MEANINGS.md).
-XID_MEANINGS: dict[int, str] = {
-    13: "graphics engine exception, usually an application fault",
-    31: "GPU memory page fault, usually an application fault",
-    43: "GPU stopped processing after an application fault",
-    45: "preemptive cleanup due to previous errors",
-    48: "double-bit ECC error",
-    56: "display engine error",
-    57: "error programming video memory interface",
-    58: "unstable video memory interface detected",
-    62: "internal micro-controller halt",
-    63: "GPU memory remapping or page retirement event, applied at the next reset",
-    64: "GPU memory remapping or page retirement failure",
-    65: "video processor exception",
-    68: "NVDEC video decoder exception",
-    69: "graphics engine class error",
-    73: "NVENC video encoder error",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    80: "corrupted data sent to the GPU",
-    81: "VGA subsystem error",
-    92: "high single-bit ECC error rate",
-    94: "contained memory error: uncorrectable, contained to the application",
-    95: "uncontained memory error",
-    109: "context switch timeout",
-    119: "GSP RPC timeout, the GPU likely needs a reset",
-    120: "GSP error",
-    144: "NVLink5 error NVLINK_SAW_ERROR",
-    145: "NVLink5 error NVLINK_RLW_ERROR",
-    149: "NVLink5 error NVLINK_NETIR_ERROR",
-    150: "NVLink5 error NVLINK_MSE_ERROR",
-    154: "recovery action for another Xid changed, informational",
-}
-
-
-def xid_meaning(xid: int) -> str:
-    """A short description of an Xid, or a pointer to NVIDIA's catalog."""
-    return XID_MEANINGS.get(xid, "see NVIDIA's Xid catalog")
+from validator.text import bus_key
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
-    """Judge memory error counters, memory repair state and recent Xids."""
+    """Judge memory error counters, memory repair state, recent Xids, SXids and faults."""
     findings: list[Finding] = []
     for gpu in readable_gpus(facts):
         findings += _ecc_counters(gpu, policy)
         findings += _memory_repair(gpu, policy)
     findings += _xids(facts, policy)
+    findings += _sxids(facts, policy)
+    findings += _kernel_faults(facts, policy)
     return findings
 
 
@@ -216,6 +192,11 @@ def _memory_repair(gpu: GpuFacts, policy: Policy) -> list[Finding]:
     return findings
 
 
+# Where a memory-repair finding's action comes from (its check chose it, by the fault).
+PENDING_SOURCE = "gpuready: a pending repair is applied by the next GPU reset"
+WORN_SOURCE = "gpuready: memory out of spare rows or past the policy's limit"
+
+
 def _row_remap(gpu: GpuFacts, policy: Policy) -> Finding:
     check_id = "errors.row_remap"
     pending, failure = gpu.remap_pending, gpu.remap_failure
@@ -230,13 +211,20 @@ def _row_remap(gpu: GpuFacts, policy: Policy) -> Finding:
         problems.append(f"{uncorrectable} rows remapped for uncorrectable errors (max {limit})")
     observed = f"pending={pending}, failure={failure}, uncorrectable rows={uncorrectable}"
     if problems:
-        return gpu_finding(
-            check_id,
-            FAIL,
-            gpu,
-            f"GPU {gpu.index}: " + "; ".join(problems),
-            observed=observed,
-            expected=f"no pending or failed remap, <= {limit} uncorrectable rows",
+        # Out of spare rows, or too many remapped, is a worn HBM stack; a pending remap
+        # alone is applied by the next reset.
+        worn = failure is True or len(problems) > (1 if pending is True else 0)
+        return replace(
+            gpu_finding(
+                check_id,
+                FAIL,
+                gpu,
+                f"GPU {gpu.index}: " + "; ".join(problems),
+                observed=observed,
+                expected=f"no pending or failed remap, <= {limit} uncorrectable rows",
+            ),
+            action=Action.DRAIN_RMA if worn else Action.RESET_GPU,
+            action_source=WORN_SOURCE if worn else PENDING_SOURCE,
         )
     gap = _first_gap(pending, failure, uncorrectable)
     if gap is not None:
@@ -266,9 +254,15 @@ def _retired_pages(gpu: GpuFacts, policy: Policy) -> Finding:
     observed = f"pending={pending}, retired={total if total is not None else 'unknown'}"
     expected = f"none pending, <= {limit} retired"
     if problems:
-        return gpu_finding(
-            check_id, FAIL, gpu, f"GPU {gpu.index}: " + "; ".join(problems),
-            observed=observed, expected=expected,
+        # Too many retired pages is worn memory; a pending retirement alone is a reset.
+        worn = total is not None and total > limit
+        return replace(
+            gpu_finding(
+                check_id, FAIL, gpu, f"GPU {gpu.index}: " + "; ".join(problems),
+                observed=observed, expected=expected,
+            ),
+            action=Action.DRAIN_RMA if worn else Action.RESET_GPU,
+            action_source=WORN_SOURCE if worn else PENDING_SOURCE,
         )  # fmt: skip
     gap = _first_gap(pending, sbe, dbe)
     if gap is not None:
@@ -284,19 +278,6 @@ def _retired_pages(gpu: GpuFacts, policy: Policy) -> Finding:
 
 
 # --------------------------------------------------------------------------- Xids
-
-
-def bus_key(bus_id: str) -> tuple[int, int, int] | None:
-    """(domain, bus, device) from "0000:c1:00" or "00000000:C1:00.0"; None if unparsable."""
-    parts = bus_id.strip().split(":")
-    if len(parts) != 3:  # domain:bus:device
-        return None
-    domain, bus, device = parts
-    device = device.split(".")[0]
-    try:
-        return int(domain, 16), int(bus, 16), int(device, 16)
-    except ValueError:
-        return None
 
 
 def parse_time(text: str) -> datetime | None:
@@ -373,43 +354,64 @@ def xid_finding(
     return node_finding(check, severity, message, observed=group.observed, expected=expected)
 
 
+def _recent_events(facts: NodeFacts, policy: Policy) -> list[XidEvent] | Unavailable:
+    """The kernel log's Xid and SXid events inside the policy's window."""
+    events = facts.kernel_log.events
+    if isinstance(events, Unavailable):
+        return events
+    now = parse_time(facts.collected_at) if facts.collected_at else None
+    window = timedelta(hours=policy.xid_window_hours)
+    return [e for e in events if _in_window(e, now, window)]
+
+
+def _with_action(finding: Finding, action: Action, source: str) -> Finding:
+    return replace(finding, action=action, action_source=source)
+
+
+def _xid_action(xid: int, severity: Severity) -> tuple[Action, str]:
+    """NVIDIA's catalog resolution for an Xid; for one it lacks, by the policy's verdict.
+
+    An Xid the policy fails is a hardware fault: never "run it again", even where the
+    catalog's immediate step assumes the application's fault (see hardware_xid_action).
+    """
+    catalogued = hardware_xid_action(xid) if severity is FAIL else xid_action(xid)
+    if catalogued is not None:
+        return catalogued
+    if severity is FAIL:
+        return Action.DRAIN_RMA, "policy fail_xids (not in NVIDIA's Xid catalog as carried here)"
+    return Action.RERUN, "not in NVIDIA's Xid catalog as carried here"
+
+
 def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
     check_id = "errors.xid"
-    log = facts.kernel_log
-    events = log.events
     hours = f"{policy.xid_window_hours:g} h"
-    if isinstance(events, Unavailable):
+    recent = _recent_events(facts, policy)
+    if isinstance(recent, Unavailable):
         return [
             node_finding(
                 check_id,
                 UNKNOWN,
-                f"The kernel log could not be read for Xid errors: {why_not(events)}",
+                f"The kernel log could not be read for Xid errors: {why_not(recent)}",
                 expected=f"no hardware Xid in the last {hours}",
             )
         ]
-    now = parse_time(facts.collected_at) if facts.collected_at else None
-    window = timedelta(hours=policy.xid_window_hours)
-    recent = [e for e in events if _in_window(e, now, window)]
     findings: list[Finding] = []
     ignored: list[int] = []
-    for group in group_xids(recent, facts.gpus):
+    for group in group_xids((e for e in recent if not e.nvswitch), facts.gpus):
         xid, where, times = group.xid, group.where, group.times
-        if group.nvswitch:
-            severity = WARN
-            text = f"SXid {xid} on {where} ({times} in the last {hours}): {group.events[0].message}"
-        elif xid in policy.fail_xids:
+        if xid in policy.fail_xids:
             severity = FAIL
-            text = (
-                f"Xid {xid} ({xid_meaning(xid)}) on {where}, {times} in the last {hours}; "
-                "a hardware fault: drain the node and investigate"
-            )
         elif policy.warn_xids is None or xid in policy.warn_xids:
             severity = WARN
-            text = f"Xid {xid} ({xid_meaning(xid)}) on {where}, {times} in the last {hours}"
         else:
             ignored.append(xid)
             continue
-        findings.append(xid_finding(check_id, severity, group, text))
+        action, source = _xid_action(xid, severity)
+        text = f"Xid {xid} ({xid_meaning(xid)}) on {where}, {times} in the last {hours}"
+        if severity is FAIL:
+            text += "; a hardware fault"
+        text += f"; {ACTION_WORDS[action]} ({source})"
+        findings.append(_with_action(xid_finding(check_id, severity, group, text), action, source))
     if not findings:
         note = (
             f" (Xids {', '.join(str(x) for x in sorted(set(ignored)))} seen, ignored by policy)"
@@ -420,9 +422,278 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
             node_finding(
                 check_id,
                 PASS,
-                f"No Xid errors in the last {hours} of the kernel log ({log.source}){note}",
+                f"No Xid errors in the last {hours} of the kernel log "
+                f"({facts.kernel_log.source}){note}",
                 observed="none",
                 expected=f"no hardware Xid in the last {hours}",
             )
         )
     return findings
+
+
+# --------------------------------------------------------------------------- SXids
+
+_LINK = re.compile(r"\bLink (\d+)\b")
+# A fatal SXid's reset is the fabric's, not one GPU's (the guide's "GPU reset" section:
+# with Fabric Manager stopped, nvidia-smi -r resets the GPUs and NVSwitches together).
+SXID_RESET_WORDS = (
+    "drain the node and reset its GPUs and NVSwitches together (stop nvidia-fabricmanager, "
+    "nvidia-smi -r, start it again), or reboot the node"
+)
+_LINE_FATAL = re.compile(r"^Fatal\b")
+
+
+def _sxids(facts: NodeFacts, policy: Policy) -> list[Finding]:
+    check_id = "errors.sxid"
+    hours = f"{policy.xid_window_hours:g} h"
+    expected = f"no fatal SXid in the last {hours}"
+    recent = _recent_events(facts, policy)
+    if isinstance(recent, Unavailable):
+        return [
+            node_finding(
+                check_id,
+                UNKNOWN,
+                f"The kernel log could not be read for NVSwitch SXid errors: {why_not(recent)}",
+                expected=expected,
+            )
+        ]
+    findings = [
+        _sxid_finding(group, hours, expected)
+        for group in group_xids((e for e in recent if e.nvswitch), ())
+    ]
+    if findings:
+        return findings
+    return [
+        node_finding(
+            check_id,
+            PASS,
+            f"No NVSwitch SXid errors in the last {hours} of the kernel log "
+            f"({facts.kernel_log.source})",
+            observed="none",
+            expected=expected,
+        )
+    ]
+
+
+def _sxid_finding(group: XidGroup, hours: str, expected: str) -> Finding:
+    """One SXid on one NVSwitch: its meaning, how fatal, which links, what to do."""
+    info = sxid_info(group.xid)
+    said_fatal = any(_LINE_FATAL.match(event.message) for event in group.events)
+    links = sorted({int(n) for event in group.events for n in _LINK.findall(event.message)})
+    on_links = (
+        f", link{'s' if len(links) > 1 else ''} {', '.join(map(str, links))}" if links else ""
+    )
+    head = f"SXid {group.xid}"
+    if info is not None:
+        fatal = info.fatal or said_fatal
+        head += f" ({info.name}, {info.severity} per NVIDIA's Fabric Manager guide)"
+        action = info.action if info.fatal or not said_fatal else Action.RESET_GPU
+        source = f"{GUIDE}: {info.severity}" + (
+            "" if info.fatal or not said_fatal else "; the line itself says Fatal"
+        )
+        recovery = f": {info.recovery}" if info.recovery else ""
+    else:
+        fatal = said_fatal
+        head += " (not in the SXid tables carried here: see NVIDIA's Fabric Manager guide"
+        head += ", which the line calls fatal)" if said_fatal else ")"
+        action = Action.RESET_GPU if said_fatal else Action.RERUN
+        source = f"{GUIDE}: not listed" + ("; the line says Fatal" if said_fatal else "")
+        recovery = ""
+    words = SXID_RESET_WORDS if action is Action.RESET_GPU else ACTION_WORDS[action]
+    text = (
+        f"{head} on {group.where}{on_links}, {group.times} in the last {hours}: "
+        f"{group.events[0].message}; {words}{recovery}"
+    )
+    finding = xid_finding("errors.sxid", FAIL if fatal else WARN, group, text, expected=expected)
+    return _with_action(finding, action, source)
+
+
+# --------------------------------------------------------------------------- kernel faults
+
+# Per fault kind: the Xid the driver reports the same condition as, and what the fault
+# is; what to do is that Xid's row of NVIDIA's catalog (xid_action).
+_FAULT_RULES: dict[str, tuple[int, str]] = {
+    "rm_init_adapter_failed": (143, "failed to initialise"),
+    "fallen_off_bus": (79, "has fallen off the bus"),
+    "gsp_timeout": (119, "GSP firmware timed out"),
+    "gsp_error": (120, "GSP firmware failed"),
+    "ecc": (140, "logged an ECC error"),
+}
+
+
+def _fault_action(kind: str) -> tuple[int, str, Action, str]:
+    """The fault's Xid, what it is, and the catalog's action with its source."""
+    xid, what = _FAULT_RULES[kind]
+    catalogued = xid_action(xid)
+    if catalogued is None:  # every Xid above is catalogued (tests hold this)
+        return xid, what, Action.RESET_GPU, f"Xid {xid} not in NVIDIA's Xid catalog as carried here"
+    action, source = catalogued
+    return xid, what, action, f"{source} (Xid {xid}, {xid_meaning(xid)})"
+
+
+@dataclass(frozen=True)
+class FaultGroup:
+    """Every fault of one kind on one device, and the node's GPU it is, if any."""
+
+    kind: str
+    bus: str  # as the log names it; "" when the line names none
+    gpu: GpuFacts | None
+    faults: tuple[KernelFault, ...]
+
+    @property
+    def where(self) -> str:
+        """GPU 1 (0000:3b:00) / the GPU at 0000:0a:00 / a GPU the log names GPU6."""
+        if self.gpu is not None:
+            return f"GPU {self.gpu.index} ({self.bus})"
+        if self.bus:
+            return f"the GPU at {self.bus} (NVML reports no GPU there)"
+        driver = _DRIVER_GPU.match(self.faults[0].message)
+        return f"a GPU the driver calls {driver.group(1)}" if driver else "an unnamed GPU"
+
+
+_DRIVER_GPU = re.compile(r"(GPU\d+)\s")
+
+
+def group_faults(faults: Iterable[KernelFault], gpus: Iterable[GpuFacts]) -> list[FaultGroup]:
+    """The faults by kind and device, each on its GPU found by bus; bus-less ones by kind."""
+    gpus_by_bus = {
+        key: gpu
+        for gpu in gpus
+        if isinstance(gpu.pci_bus_id, str) and (key := bus_key(gpu.pci_bus_id)) is not None
+    }
+    groups: dict[tuple[str, str], list[KernelFault]] = defaultdict(list)
+    for fault in faults:
+        groups[(fault.kind, fault.pci_bus_id.lower())].append(fault)
+    found = []
+    for (kind, bus), group in sorted(groups.items()):
+        key = bus_key(bus) if bus else None
+        gpu = gpus_by_bus.get(key) if key is not None else None
+        found.append(FaultGroup(kind, bus, gpu, tuple(group)))
+    return found
+
+
+def _fault_in_window(fault: KernelFault, now: datetime | None, window: timedelta) -> bool:
+    # As Xids: the collector bounded the log; a fault without a wall-clock time is kept.
+    if now is None or fault.timestamp is None:
+        return True
+    moment = parse_time(fault.timestamp)
+    return moment is None or moment >= now - window
+
+
+def _kernel_faults(facts: NodeFacts, policy: Policy) -> list[Finding]:
+    check_id = "errors.kernel_faults"
+    hours = f"{policy.xid_window_hours:g} h"
+    expected = f"no GPU fault in the kernel log in the last {hours}"
+    faults = facts.kernel_log.faults
+    if isinstance(faults, Unavailable):
+        return [_faults_unknown(facts, faults, expected)]
+    now = parse_time(facts.collected_at) if facts.collected_at else None
+    window = timedelta(hours=policy.xid_window_hours)
+    recent = [f for f in faults if _fault_in_window(f, now, window)]
+    xids = _recent_events(facts, policy)
+    also = _xid_buses(xids if not isinstance(xids, Unavailable) else [])
+    findings = [
+        _fault_finding(group, hours, expected, also) for group in group_faults(recent, facts.gpus)
+    ]
+    if findings:
+        return findings
+    return [
+        node_finding(
+            check_id,
+            PASS,
+            f"No GPU faults beyond Xid lines (RmInitAdapter, fallen off the bus, GSP, ECC) in "
+            f"the last {hours} of the kernel log ({facts.kernel_log.source})",
+            observed="none",
+            expected=expected,
+        )
+    ]
+
+
+def _faults_unknown(facts: NodeFacts, faults: Unavailable, expected: str) -> Finding:
+    """UNKNOWN for faults not read: blocking when the log was not read at all.
+
+    Facts whose events were read but which carry no fault reading (a document written
+    before faults were read) are judged on their Xids; the gap is said, not blocking.
+    """
+    older = faults.reason is Reason.NOT_MEASURED and not isinstance(
+        facts.kernel_log.events, Unavailable
+    )
+    why = (
+        "these facts carry no reading of them (recorded before faults were read)"
+        if older
+        else why_not(faults)
+    )
+    return node_finding(
+        "errors.kernel_faults",
+        UNKNOWN,
+        f"The kernel log could not be read for GPU faults beyond Xid lines: {why}",
+        expected=expected,
+        required=not older,
+    )
+
+
+def _xid_buses(events: Iterable[XidEvent]) -> set[tuple[int, tuple[int, int, int]]]:
+    """(Xid, device) of each GPU Xid, to tie a kernel fault to the Xid of the same event."""
+    return {
+        (event.xid, key)
+        for event in events
+        if not event.nvswitch and (key := bus_key(event.pci_bus_id)) is not None
+    }
+
+
+def _fault_finding(
+    group: FaultGroup, hours: str, expected: str, xids: set[tuple[int, tuple[int, int, int]]]
+) -> Finding:
+    """One kind of fault on one GPU: what it is, how often, the same event's Xid, what to do."""
+    xid, what, action, source = _fault_action(group.kind)
+    severity = FAIL
+    if group.kind == "rm_init_adapter_failed" and group.gpu is None:
+        # NVML cannot reach a GPU that did not initialise, so nvidia-smi -r cannot reset
+        # it: a reboot runs its initialisation again.
+        action, source = Action.REBOOT, f"{source}; NVML does not list the GPU, so: reboot"
+    if group.kind == "ecc":
+        severity, action, source = _ecc_verdict(group.gpu, source)
+    key = bus_key(group.bus) if group.bus else None
+    same_event = f" (also Xid {xid})" if key is not None and (xid, key) in xids else ""
+    times = f"{len(group.faults)} times" if len(group.faults) > 1 else "once"
+    where = group.where
+    text = (
+        f"{where[:1].upper()}{where[1:]} {what}{same_event}, {times} in the last {hours}: "
+        f"{group.faults[-1].message.rstrip('.')}; {ACTION_WORDS[action]}"
+    )
+    observed = f"{group.kind} x{len(group.faults)}"
+    if group.gpu is not None:
+        finding = gpu_finding(
+            "errors.kernel_faults", severity, group.gpu, text, observed=observed, expected=expected
+        )
+    else:
+        finding = node_finding(
+            "errors.kernel_faults", severity, text, observed=observed, expected=expected
+        )
+    return _with_action(finding, action, source)
+
+
+def _ecc_verdict(gpu: GpuFacts | None, source: str) -> tuple[Severity, Action, str]:
+    """An ECC line fails the GPU as its uncorrected count does (errors.ecc_*); else warns."""
+    count = gpu.ecc_volatile_uncorrected if gpu is not None else None
+    if isinstance(count, int) and count > 0:
+        return FAIL, Action.RESET_GPU, source
+    return (
+        WARN,
+        Action.RERUN,
+        "NVML shows no uncorrected ECC error on this GPU, or none could be read",
+    )
+
+
+# xid_meaning lives in the Xid catalog; burn and drift read it from here too.
+__all__ = [
+    "SXID_RESET_WORDS",
+    "FaultGroup",
+    "XidGroup",
+    "check",
+    "group_faults",
+    "group_xids",
+    "parse_time",
+    "xid_finding",
+    "xid_meaning",
+]

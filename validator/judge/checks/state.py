@@ -1,4 +1,4 @@
-"""State: persistence mode, MIG mode, Fabric Manager registration, NVLinks up.
+"""State: persistence, MIG, Fabric Manager registration, NVLinks up, recovery action.
 
 Fabric Manager is required when the policy says so; otherwise when the PCI bus shows
 NVSwitches; and only when that was not measured, when the SKU ships on NVSwitch boards
@@ -6,6 +6,8 @@ NVSwitches; and only when that was not measured, when the SKU ships on NVSwitch 
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from validator.judge.catalog import Sku
 from validator.judge.checks.common import (
@@ -20,20 +22,20 @@ from validator.judge.checks.common import (
     why_not,
 )
 from validator.judge.policy import Policy
+from validator.judge.recovery import recovery_step
 from validator.model import Finding, GpuFacts, NodeFacts, Reason, Unavailable
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
-    """Judge persistence, MIG, fabric registration and NVLinks on each GPU."""
+    """Judge persistence, MIG, recovery action and fabric registration per GPU."""
     gpus = readable_gpus(facts)
     findings: list[Finding] = []
     for gpu in gpus:
         findings.append(_persistence(gpu, policy))
         findings.append(_mig(gpu, policy))
+        findings.append(_recovery_action(gpu))
     if gpus:
         findings += _fabric(facts, gpus, policy, sku)
-    if sku is not None and sku.nvlinks is not None:
-        findings += [_nvlink(gpu, sku.nvlinks) for gpu in gpus]
     return findings
 
 
@@ -189,29 +191,41 @@ def _fabric(
     return findings
 
 
-def _nvlink(gpu: GpuFacts, expected: int) -> Finding:
-    check_id = "state.nvlink"
-    links = gpu.nvlinks
-    if isinstance(links, Unavailable):
-        return unknown_gpu(check_id, gpu, "NVLink state", links)
-    active = sum(1 for link in links if link.active)
-    if active >= expected:
+def _recovery_action(gpu: GpuFacts) -> Finding:
+    check_id = "state.recovery_action"
+    action = gpu.recovery_action
+    if isinstance(action, Unavailable):
+        return _recovery_unknown(gpu, action)
+    if action == "none":
         return gpu_finding(
             check_id,
             PASS,
             gpu,
-            f"GPU {gpu.index} has {active} NVLinks active",
-            observed=active,
-            expected=f">= {expected}",
+            f"GPU {gpu.index} needs no recovery action",
+            observed="none",
+            expected="none",
         )
-    down = [str(link.link) for link in links if not link.active]
-    which = f" (down: {', '.join(down)})" if down else ""
-    return gpu_finding(
+    step = recovery_step(action)
+    finding = gpu_finding(
         check_id,
         FAIL,
         gpu,
-        f"GPU {gpu.index} has {active} of {expected} NVLinks active{which}; reseat the GPU or "
-        "baseboard and check nvidia-smi nvlink -s",
-        observed=active,
-        expected=f">= {expected}",
+        f"GPU {gpu.index}: the driver asks for recovery action {action}; "
+        + step.words.format(index=gpu.index),
+        observed=action,
+        expected="none",
+    )
+    return replace(finding, action=step.action, action_source=f"NVML GPU recovery action: {action}")
+
+
+def _recovery_unknown(gpu: GpuFacts, value: Unavailable) -> Finding:
+    """UNKNOWN; blocking only when the driver could have said and did not answer.
+
+    Drivers before R575 do not report the field (not supported), and a capture may not
+    hold it (not measured): the Xid and memory checks stand in, so neither blocks.
+    """
+    quiet = value.reason in (Reason.NOT_SUPPORTED, Reason.NOT_MEASURED)
+    what = "recovery action (NVML's, R575 and newer)"
+    return unknown_gpu(
+        "state.recovery_action", gpu, what, value, expected="none", required=not quiet
     )

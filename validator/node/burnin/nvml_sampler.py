@@ -8,7 +8,13 @@ import time
 from collections.abc import Sequence
 from typing import Callable
 
-from validator.model import ErrorCounters, Reason, TelemetrySample, Unavailable
+from validator.model import (
+    ErrorCounters,
+    Reason,
+    TelemetrySample,
+    Unavailable,
+    counters_unavailable,
+)
 from validator.node import nvml
 
 Session = Callable[[], contextlib.AbstractContextManager[object]]
@@ -53,9 +59,7 @@ class NvmlSampler:
         """A GPU's error counters now (unmeasured when NVML is unavailable)."""
         lib = self._open()
         if lib is None:
-            return ErrorCounters(
-                ecc_volatile_corrected=Unavailable(Reason.ERROR, self._error),
-            )
+            return counters_unavailable(Unavailable(Reason.ERROR, self._error))
         return nvml.read_counters(lib, index)
 
     def start(self) -> None:

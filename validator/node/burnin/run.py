@@ -33,6 +33,7 @@ from validator.model import (
     TelemetrySample,
     Unavailable,
     XidEvent,
+    counters_unavailable,
 )
 from validator.node.burnin.backend import Backend, GpuWorker, SetupResult, flops_per_product
 from validator.node.burnin.config import BurnConfig
@@ -268,14 +269,7 @@ def _bounded(calls: dict[int, Callable[[], T]], until: float) -> dict[int, T | N
 _COUNTERS_HUNG = Unavailable(
     Reason.GPU_LOST, "reading the error counters did not return within the burn's deadline"
 )
-_HUNG_COUNTERS = ErrorCounters(
-    ecc_volatile_corrected=_COUNTERS_HUNG,
-    ecc_volatile_uncorrected=_COUNTERS_HUNG,
-    remapped_rows_correctable=_COUNTERS_HUNG,
-    remapped_rows_uncorrectable=_COUNTERS_HUNG,
-    remap_pending=_COUNTERS_HUNG,
-    retired_pages_pending=_COUNTERS_HUNG,
-)
+_HUNG_COUNTERS = counters_unavailable(_COUNTERS_HUNG)
 
 
 def _read_counters(

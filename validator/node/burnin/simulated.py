@@ -18,6 +18,8 @@ load; anything it leaves out follows from the GPU's facts::
       "counters_hang": false,     # reading its error counters after the burn never returns
       "xids": ["NVRM: Xid (PCI:0000:19:00): 48, ..."],  # kernel-log lines during the burn
       "counters_after": {"ecc_volatile_uncorrected": 1}, # counters that changed during the burn
+      "counters_growth": {"pcie_replay_count": 412,      # counts added during the burn
+                          "nvlink_errors": [{"link": 7, "crc_flit": 4180}]},
       "cuda": {                   # how the node's CUDA runtime numbers its GPUs
         "fastest_first": [3, 2, 1, 0],   # NVML indices, without CUDA_DEVICE_ORDER=PCI_BUS_ID
         "hidden": [6],                   # GPUs CUDA cannot initialise though NVML lists them
@@ -32,12 +34,19 @@ replayed per GPU by index (a log of fewer GPUs repeats them), stretched or
 compressed to the burn's length, except on a GPU whose ``gpu_overrides`` entry
 sets a telemetry figure (``TELEMETRY_KEYS``): that GPU's trace is synthesised
 from its figures, so a scenario can put one faulty GPU in a recorded node.
+
+``counters_after`` sets a counter's value after the burn; ``counters_growth`` adds
+to its value before the burn (after ``counters_after``, where both name a counter).
+Both take ``nvlink_errors`` in the forms of :mod:`validator.node.fake_nvml`: one
+object for every link, or a list naming the links that change (links left out keep
+their counts). A counter the GPU does not report (not supported before the burn)
+cannot change: it stays not supported after it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +54,9 @@ from validator.model import (
     ErrorCounters,
     GpuFacts,
     GpuStatus,
+    Measured,
     NodeFacts,
+    NvLinkErrorCounts,
     TelemetrySample,
     Unavailable,
 )
@@ -76,6 +87,7 @@ BURN_KEYS = frozenset(
         "reasons",
         "utilization_pct",
         "counters_after",
+        "counters_growth",
         "telemetry_csv",
         "wedged",
         "counters_hang",
@@ -100,6 +112,7 @@ TELEMETRY_KEYS = frozenset(
 )
 CUDA_KEYS = frozenset({"fastest_first", "hidden", "visible_devices"})
 COUNTER_KEYS = frozenset(field.name for field in dataclasses.fields(ErrorCounters))
+FLAG_COUNTERS = frozenset({"remap_pending", "retired_pages_pending"})
 
 
 @dataclass(frozen=True)
@@ -117,10 +130,62 @@ def _number(facts_value: object, default: float) -> float:
     return default if isinstance(facts_value, Unavailable) else float(str(facts_value))
 
 
+Combine = Callable[[Any, Any], Any]
+
+
+def _set(before: object, value: object) -> object:
+    """A counter after the burn as the scenario sets it."""
+    del before  # replaced whatever it was
+    return value
+
+
+def _grow(before: object, amount: object) -> object:
+    """A counter after the burn grown by ``amount``; one not reported stays not reported."""
+    if isinstance(before, (Unavailable, bool)):
+        return before
+    return int(str(before)) + int(str(amount))
+
+
+def _link_counts(
+    before: Measured[tuple[NvLinkErrorCounts, ...]], spec: object, combine: Combine
+) -> Measured[tuple[NvLinkErrorCounts, ...]]:
+    """Each link's counters changed as ``spec`` says (one object for all, or a list by link)."""
+    if isinstance(before, Unavailable):
+        return before
+    every = dict(spec) if isinstance(spec, Mapping) else None
+    entries = spec if isinstance(spec, list) else []
+    by_link = {int(entry["link"]): dict(entry) for entry in entries}
+    out = []
+    for counts in before:
+        given = every if every is not None else by_link.get(counts.link, {})
+        changes = {
+            name: combine(getattr(counts, name), value)
+            for name, value in given.items()
+            if name != "link"
+        }
+        out.append(dataclasses.replace(counts, **changes))
+    return tuple(out)
+
+
+def _changed(counters: ErrorCounters, spec: Mapping[str, Any], combine: Combine) -> ErrorCounters:
+    changes = {
+        name: combine(getattr(counters, name), value)
+        for name, value in spec.items()
+        if name != "nvlink_errors"
+    }
+    if "nvlink_errors" in spec:
+        changes["nvlink_errors"] = _link_counts(
+            counters.nvlink_errors, spec["nvlink_errors"], combine
+        )
+    return dataclasses.replace(counters, **changes)
+
+
 def _counters_after(gpu: GpuFacts, spec: Mapping[str, Any]) -> ErrorCounters | None:
-    if "counters_after" not in spec:
+    if "counters_after" not in spec and "counters_growth" not in spec:
         return None
-    return dataclasses.replace(counters_from_facts(gpu), **dict(spec["counters_after"]))
+    after = counters_from_facts(gpu)
+    after = _changed(after, dict(spec.get("counters_after", {})), _set)
+    return _changed(after, dict(spec.get("counters_growth", {})), _grow)
 
 
 def _load(
@@ -241,13 +306,30 @@ def check_burn_section(burn: object, where: str) -> list[str]:
             for key in spec
             if key not in GPU_KEYS
         ]
-    for key in dict(burn.get("counters_after", {})):
-        if key not in COUNTER_KEYS:
-            problems.append(f"{where}.counters_after: unknown counter {key!r}")
+    problems += _counter_problems(burn, where)
+    for index, spec in dict(burn.get("gpu_overrides", {})).items():
+        if isinstance(spec, Mapping):
+            problems += _counter_problems(spec, f"{where}.gpu_overrides.{index}")
     problems += _cuda_problems(burn.get("cuda", {}), f"{where}.cuda")
     csv = burn.get("telemetry_csv")
     if csv is not None and (not isinstance(csv, str) or not csv.strip()):
         problems.append(f"{where}.telemetry_csv: must be the path of an nvidia-smi CSV log")
+    return problems
+
+
+def _counter_problems(spec: Mapping[str, Any], where: str) -> list[str]:
+    """Unknown counters in ``counters_after`` / ``counters_growth``, and flags set to grow."""
+    problems = []
+    for section in ("counters_after", "counters_growth"):
+        given = spec.get(section, {})
+        for key in dict(given) if isinstance(given, Mapping) else {}:
+            if key not in COUNTER_KEYS:
+                problems.append(f"{where}.{section}: unknown counter {key!r}")
+            elif section == "counters_growth" and key in FLAG_COUNTERS:
+                problems.append(
+                    f"{where}.counters_growth: {key!r} is a flag and cannot grow; "
+                    "set it in counters_after"
+                )
     return problems
 
 

@@ -291,6 +291,45 @@ def read_compute_mode(raw: str | None) -> Measured[str]:
     return mode
 
 
+# ``GPU Recovery Action`` as nvidia-smi -q / -q -x print it (R565 and newer), by the
+# model's RECOVERY_ACTIONS names: NVIDIA's "Error Recovery and Response Flags" page names
+# None, Reset, Reboot, Drain P2P and Drain and Reset; Xid 154 lines spell the first two
+# actions "GPU Reset Required" and "Node Reboot Required".
+_RECOVERY_ACTION_WORDS = {
+    "none": "none",
+    "reset": "gpu_reset",
+    "gpu reset": "gpu_reset",
+    "gpu reset required": "gpu_reset",
+    "reboot": "node_reboot",
+    "node reboot": "node_reboot",
+    "node reboot required": "node_reboot",
+    "drain p2p": "drain_p2p",
+    "drain and reset": "drain_and_reset",
+}
+
+
+def read_recovery_action(raw: str | None) -> Measured[str]:
+    """The GPU recovery action, as one of the model's RECOVERY_ACTIONS.
+
+    "None" is the action "none" here, not a placeholder; "N/A" (a GPU or driver without
+    it) is not supported, and a word we do not know is an error, never taken for "none".
+
+    Args:
+        raw: the printed value, None when absent (drivers before R565).
+
+    Returns:
+        The action, or why there is none.
+    """
+    if raw is not None:
+        action = _RECOVERY_ACTION_WORDS.get(" ".join(raw.split()).lower())
+        if action is not None:
+            return action
+    text = read_text(raw)
+    if isinstance(text, Unavailable):
+        return text
+    return Unavailable(Reason.ERROR, f"unknown GPU recovery action {text!r}")
+
+
 def read_state_word(raw: str | None) -> Measured[str]:
     """A state word in lower snake case: "In Progress" -> "in_progress".
 

@@ -28,6 +28,7 @@ from validator.node.parsers.smi_common import (
     read_count,
     read_int,
     read_measure,
+    read_recovery_action,
     read_state_word,
     read_text,
     sum_counts,
@@ -127,6 +128,9 @@ _FIELDS: dict[str, tuple[Callable[[str | None], Measured[Any]], tuple[str, ...]]
     ),
     "pcie_width_current": (read_count, ("pci/pci_gpu_link_info/link_widths/current_link_width",)),
     "pcie_width_max": (read_count, ("pci/pci_gpu_link_info/link_widths/max_link_width",)),
+    # Counted since the driver loaded; <replay_rollover_counter> counts the counter's wraps.
+    "pcie_replay_count": (read_count, ("pci/replay_counter",)),
+    "recovery_action": (read_recovery_action, ("gpu_recovery_action",)),
     "persistence_mode": (read_bool, ("persistence_mode",)),
     "compute_mode": (read_compute_mode, ("compute_mode",)),
     "mig_mode_current": (read_bool, ("mig_mode/current_mig",)),
