@@ -34,6 +34,7 @@ from validator.model import (
     to_dict,
 )
 from validator.node import agent
+from validator.node.burnin.config import BurnConfig
 from validator.node.dcgm import DEFAULT_TIMEOUT_S, NOT_FOUND, run_dcgm, run_dcgmi
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.dcgm_diag import (
@@ -877,3 +878,45 @@ def test_the_memtest_scenario_says_it_certifies_without_a_level(
     assert main(["scenarios"]) == 0
     (line,) = [row for row in capsys.readouterr().out.splitlines() if "dcgm-memtest" in row]
     assert "certify with --dcgm-level 3 (or a policy with dcgm_level) to see it fail" in line
+
+
+def test_a_hosts_own_dcgm_level_reaches_its_agent_only(tmp_path: Path) -> None:
+    # gpuready_dcgm_level on one host: its agent runs DCGM at that level, the others not.
+    from tests.test_deadline import write_inventory
+    from validator.certify import FleetRequest, certify_fleet
+    from validator.model import TransportName
+
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        {
+            "gpu-a": {"gpuready_simulate": "dcgm-memtest-failure", "gpuready_dcgm_level": 3},
+            "gpu-b": {"gpuready_simulate": "dcgm-memtest-failure"},
+        },
+    )
+    report = certify_fleet(
+        FleetRequest(
+            inventories=(str(inventory),),
+            burn=BurnConfig(duration_s=1.0),
+            transport=TransportName.LOCAL,
+        )
+    )
+    nodes = {node.hostname: node for node in report.nodes}
+    failed = {f.check for f in nodes["gpu-a"].findings if f.severity.value == "FAIL"}
+    assert failed == {"dcgm.memory", "dcgm.memtest"}
+    assert nodes["gpu-a"].facts.dcgm is not None
+    assert nodes["gpu-a"].facts.dcgm.level == 3
+    assert nodes["gpu-b"].facts.dcgm is None  # level 0: DCGM not run
+    assert nodes["gpu-b"].verdict.value == "CERTIFIED"
+
+
+def test_the_agent_request_carries_only_the_hosts_that_differ() -> None:
+    from validator.certify import agent_request, longest_dcgm
+    from validator.model import HostSpec
+
+    base = Policy()
+    own = {"a": dataclasses.replace(base, dcgm_level=4), "b": base}
+    request = agent_request(None, base, own)
+    assert request.dcgm_by_host == (("a", 4, None),)
+    assert "--dcgm-level" not in request.arguments(HostSpec(name="b", address="b"))
+    assert request.arguments(HostSpec(name="a", address="a"))[-2:] == ["--dcgm-level", "4"]
+    assert longest_dcgm(base, own).dcgm_level == 4  # the fan-out's deadline fits it

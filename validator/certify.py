@@ -21,7 +21,7 @@ import datetime
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -225,14 +225,35 @@ def dcgm_allowance(policy: Policy | None) -> float:
     return default_timeout(policy.dcgm_level)
 
 
-def agent_request(burn: BurnConfig | None, policy: Policy) -> AgentRequest:
-    """What every host's agent is asked to do (DCGM as the policy asks)."""
+def agent_request(
+    burn: BurnConfig | None, policy: Policy, per_host: Mapping[str, Policy] | None = None
+) -> AgentRequest:
+    """What every host's agent is asked to do.
+
+    DCGM as the policy asks, or as a host's own policy (``per_host``, by inventory
+    name) asks where it differs.
+    """
+    wanted = (policy.dcgm_level, policy.dcgm_timeout_s)
+    by_host = tuple(
+        (name, own.dcgm_level, own.dcgm_timeout_s)
+        for name, own in sorted((per_host or {}).items())
+        if (own.dcgm_level, own.dcgm_timeout_s) != wanted
+    )
     return AgentRequest(
         burn=burn,
         xid_window_hours=policy.xid_window_hours,
         dcgm_level=policy.dcgm_level,
         dcgm_timeout_s=policy.dcgm_timeout_s,
+        dcgm_by_host=by_host,
     )
+
+
+def longest_dcgm(policy: Policy, per_host: Mapping[str, Policy]) -> Policy:
+    """Of the base policy and the hosts' own, the one whose DCGM diagnostic may take longest.
+
+    The fan-out has one deadline for every host, so it must fit the slowest's.
+    """
+    return max((policy, *per_host.values()), key=dcgm_allowance)
 
 
 def certify_fleet(
@@ -266,10 +287,12 @@ def certify_fleet(
         outcome = run_fanout(
             hosts,
             transport,
-            agent_request(request.burn, base),
+            agent_request(request.burn, base, policies),
             judge,
             parallel=request.parallel,
-            deadline_s=host_deadline(request.deadline_s, request.burn, base),
+            deadline_s=host_deadline(
+                request.deadline_s, request.burn, longest_dcgm(base, policies)
+            ),
             progress=progress,
             on_result=on_result,
             stop=stop,

@@ -235,7 +235,7 @@ def _drift_fleet(
     request: DriftRequest, store: Store, base: Policy, display: FleetDisplay | None
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
     """Quick facts from every inventory host, each compared and recorded as it arrives."""
-    from validator.certify import agent_request, host_deadline, make_transport
+    from validator.certify import agent_request, host_deadline, longest_dcgm, make_transport
     from validator.inventory import load_hosts, policy_for
     from validator.remote.fanout import run_fanout
     from validator.remote.ssh import quiet_paramiko
@@ -263,10 +263,12 @@ def _drift_fleet(
         outcome = run_fanout(
             hosts,
             transport,
-            agent_request(request.burn, base),
+            agent_request(request.burn, base, policies),
             judge,
             parallel=request.parallel,
-            deadline_s=host_deadline(request.deadline_s, request.burn, base),
+            deadline_s=host_deadline(
+                request.deadline_s, request.burn, longest_dcgm(base, policies)
+            ),
             progress=display,
             on_result=arrived,
         )

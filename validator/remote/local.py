@@ -33,13 +33,14 @@ class LocalTransport:
         started = time.monotonic()
         until = started + timeout_s
         progress.phase(host.name, Phase.RUN)
+        dcgm_level, dcgm_timeout_s = request.dcgm_for(host)
         arrived = collect_in_background(
             simulate=host.simulate,
             window_hours=request.xid_window_hours,
             burn=request.burn,
             until=until,
-            dcgm_level=request.dcgm_level,
-            dcgm_timeout_s=request.dcgm_timeout_s,
+            dcgm_level=dcgm_level,
+            dcgm_timeout_s=dcgm_timeout_s,
         )
         try:
             got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))

@@ -39,6 +39,16 @@ class AgentRequest:
     xid_window_hours: float = DEFAULT_XID_WINDOW_HOURS
     dcgm_level: int = 0  # dcgmi diag -r LEVEL after the burn-in; 0: none
     dcgm_timeout_s: float | None = None  # None: the level's allowance
+    # Hosts whose own policy (inventory variables) asks DCGM otherwise:
+    # (host name, level, timeout), overriding the two above for that host.
+    dcgm_by_host: tuple[tuple[str, int, float | None], ...] = ()
+
+    def dcgm_for(self, host: HostSpec) -> tuple[int, float | None]:
+        """The DCGM level and timeout this host's agent is asked for."""
+        for name, level, timeout_s in self.dcgm_by_host:
+            if name == host.name:
+                return level, timeout_s
+        return self.dcgm_level, self.dcgm_timeout_s
 
     @property
     def burn_s(self) -> float:
@@ -58,10 +68,11 @@ class AgentRequest:
             args += ["--simulate", host.simulate]
         if self.burn is not None and self.burn.duration_s > 0:
             args += self.burn.to_argv()
-        if self.dcgm_level > 0:
-            args += ["--dcgm-level", str(self.dcgm_level)]
-            if self.dcgm_timeout_s is not None:
-                args += ["--dcgm-timeout", repr(float(self.dcgm_timeout_s))]
+        level, timeout_s = self.dcgm_for(host)
+        if level > 0:
+            args += ["--dcgm-level", str(level)]
+            if timeout_s is not None:
+                args += ["--dcgm-timeout", repr(float(timeout_s))]
         if deadline_s is not None:
             args += ["--deadline", f"{deadline_s:.3f}"]
         return args
