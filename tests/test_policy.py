@@ -98,7 +98,9 @@ def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
         "remapped_rows_uncorrectable_max, burn_speed_ratio, burn_relative_min, "
         "burn_power_min_ratio, burn_thermal_margin_c, burn_clock_sag_max, fleet_speed_min, "
         "drift_burn_drop, pcie_replay_growth_max, nvlink_crc_growth_max, "
-        "nvlink_replay_growth_max, nvlink_recovery_growth_max"
+        "nvlink_replay_growth_max, nvlink_recovery_growth_max, h2d_min_gbs, d2h_min_gbs, "
+        "hbm_min_gbs, p2p_min_gbs, all_reduce_min_gbs, interconnect_sibling_min, "
+        "fleet_interconnect_min, drift_interconnect_drop"
     )
     assert "\n" not in str(info.value)
     assert info.value.exit_code is ExitCode.BAD_INPUT

@@ -82,6 +82,17 @@ class Thresholds:
     nvlink_crc_growth_max: int = 100  # flit and data CRC errors, each
     nvlink_replay_growth_max: int = 0
     nvlink_recovery_growth_max: int = 0
+    # Interconnect bandwidth (validator/judge/checks/interconnect.py). A floor left None
+    # comes from the SKU catalog; a GPU or pair below ``interconnect_sibling_min`` of its
+    # node's median fails even above the floor.
+    h2d_min_gbs: float | None = None
+    d2h_min_gbs: float | None = None
+    hbm_min_gbs: float | None = None
+    p2p_min_gbs: float | None = None
+    all_reduce_min_gbs: float | None = None  # busbw at the largest size measured
+    interconnect_sibling_min: float = 0.85
+    fleet_interconnect_min: float = 0.90  # share of the SKU's fleet median (judge/fleet.py)
+    drift_interconnect_drop: float = 0.15  # may fall this share below the certificate
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,8 @@ class Policy:
     require_burn: bool = True  # a node is certified only after a burn-in
     dcgm_level: int = 0  # dcgmi diag -r LEVEL on the node; 0: none
     dcgm_timeout_s: float | None = None  # None: the level's own allowance
+    # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
+    interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -126,6 +139,7 @@ _XID_RANGE = re.compile(r"(\d{1,5})\s*-\s*(\d{1,5})")
 _XIDS_WANTED = "a list of Xid numbers or ranges like '144-150'"
 _DCGM_TIMEOUT_MAX_S = 86_400.0  # a day: level 4 runs for hours, never for days
 _XID_ITEMS_MAX = _XID_MAX + 1  # more items than Xids must repeat some: a generated typo
+_BANDWIDTH_MAX_GBS = 100_000.0  # GB/s: above any link or memory a GPU has (B200 HBM: 8,000)
 
 
 def _unquoted_number(value: object) -> object:
@@ -178,6 +192,18 @@ def _version(name: str, pattern: str, example: str) -> Field:
     )
 
 
+def _gbs(name: str) -> Field:
+    return Field(
+        name,
+        float,
+        minimum=0.0,
+        maximum=_BANDWIDTH_MAX_GBS,
+        above=True,
+        convert=float,
+        nullable=True,
+    )
+
+
 def _flag(name: str, *, nullable: bool = False) -> Field:
     return Field(name, bool, nullable=nullable)
 
@@ -212,6 +238,14 @@ THRESHOLD_FIELDS = Document(
         _count("nvlink_crc_growth_max"),
         _count("nvlink_replay_growth_max"),
         _count("nvlink_recovery_growth_max"),
+        _gbs("h2d_min_gbs"),
+        _gbs("d2h_min_gbs"),
+        _gbs("hbm_min_gbs"),
+        _gbs("p2p_min_gbs"),
+        _gbs("all_reduce_min_gbs"),
+        _ratio("interconnect_sibling_min"),
+        _ratio("fleet_interconnect_min"),
+        _ratio("drift_interconnect_drop"),
     ),
     wanted="a mapping of threshold keys",
 )
@@ -249,6 +283,7 @@ POLICY_FIELDS = Document(
             convert=float,
             nullable=True,
         ),
+        _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
     ),
     wanted="a mapping of keys to values",
