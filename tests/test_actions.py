@@ -41,6 +41,7 @@ from validator.model import (
     DriftCheck,
     Finding,
     GpuStatus,
+    Interconnect,
     NodeFacts,
     NodeResult,
     NvLinkState,
@@ -146,6 +147,58 @@ def test_default_actions(check: str, severity: Severity, message: str, action: A
     assert default_action(finding) is action
 
 
+@pytest.mark.parametrize(
+    ("check", "severity", "action"),
+    [
+        ("interconnect.run", Severity.UNKNOWN, Action.RERUN),
+        ("interconnect.h2d", Severity.FAIL, Action.RESEAT_CABLE_RISER),
+        ("interconnect.d2h", Severity.FAIL, Action.RESEAT_CABLE_RISER),
+        ("interconnect.hbm", Severity.FAIL, Action.DRAIN_RMA),
+        ("interconnect.hbm", Severity.UNKNOWN, Action.RERUN),
+        ("interconnect.peer_access", Severity.FAIL, Action.RESEAT_CABLE_RISER),
+        ("interconnect.p2p", Severity.FAIL, Action.RESEAT_CABLE_RISER),
+        ("interconnect.all_reduce", Severity.FAIL, Action.RESEAT_CABLE_RISER),
+        ("interconnect.all_reduce", Severity.UNKNOWN, Action.RERUN),
+    ],
+)
+def test_interconnect_default_actions(check: str, severity: Severity, action: Action) -> None:
+    # The fallback where the check set none (no SKU: the milder step for the links).
+    assert has_rule(check)
+    assert default_action(Finding(check, severity, check)) is action
+
+
+def test_the_interconnect_checks_set_their_actions_and_the_judge_keeps_them() -> None:
+    from tests import test_judge_interconnect as ic
+
+    def acted(facts: NodeFacts, check: str) -> Finding:
+        result = judge_node(facts, Policy())
+        found = [f for f in result.findings if f.check == check and f.severity is not Severity.PASS]
+        assert len(found) == 1, found
+        return found[0]
+
+    # The host copies and HBM agree with their rows; the source says why.
+    riser = acted(ic.node(gpus=ic.copies({3: (27.0, 27.5, 2540.0)})), "interconnect.h2d")
+    assert riser.action is rule_for("interconnect.h2d").fail
+    assert riser.action_source != DEFAULT_SOURCE
+    hbm = acted(ic.node(gpus=ic.copies({5: (54.1, 55.2, 2100.0)})), "interconnect.hbm")
+    assert hbm.action is rule_for("interconnect.hbm").fail
+    # On an SXM baseboard the links are an RMA (checks.nvlink.link_repair), not the row's reseat.
+    gpu6 = acted(ic.node(peers=ic.peers(ic._slow_gpu_six)), "interconnect.p2p")
+    assert gpu6.action is Action.DRAIN_RMA
+    assert gpu6.action_source.startswith("gpuready: NVLink on an SXM baseboard")
+    # The NVSwitch fabric: the fabric manager first, else the baseboard.
+    degraded = ic.node(all_reduce=ic.sweep(busbw=300.0))
+    assert acted(degraded, "interconnect.all_reduce").action is Action.DRAIN_RMA
+    unregistered = with_gpu(degraded, 2, fabric_state="in_progress")
+    assert acted(unregistered, "interconnect.all_reduce").action is Action.FIX_SOFTWARE
+    # Missing libraries are software; anything else that stopped it is a rerun.
+    nccl = ic.node(all_reduce=Unavailable(Reason.NOT_SUPPORTED, "libnccl.so.2 not found"))
+    assert acted(nccl, "interconnect.all_reduce").action is Action.FIX_SOFTWARE
+    assert assign_actions([acted(nccl, "interconnect.all_reduce")])[0].action is (
+        Action.FIX_SOFTWARE
+    )
+
+
 def test_a_check_id_nobody_knows_falls_back_to_rerun() -> None:
     assert not has_rule("something.new")
     assert rule_for("something.new") is FALLBACK
@@ -242,7 +295,9 @@ def test_the_rm_init_scenario_asks_for_one_thing_only() -> None:
     # it explains, so "What to do" has one entry, not a reseat before the reboot.
     from validator.report.common import what_to_do
 
-    result = judge_node(collect_simulated("rm-init-adapter-failed"), Policy(require_burn=False))
+    result = judge_node(
+        collect_simulated("rm-init-adapter-failed", interconnect="auto"), Policy(require_burn=False)
+    )
     blocking = [f for f in result.findings if _blocking(f)]
     count = next(f for f in blocking if f.check == "inventory.gpu_count")
     assert count.action is Action.REBOOT
@@ -402,6 +457,40 @@ def _variants() -> list[tuple[str, NodeFacts, Policy]]:
             with_gpu(base, 0, name="NVIDIA A100-SXM4-80GB"),
             Policy(),
         ),
+        *_interconnect_variants(),
+    ]
+
+
+def _interconnect_variants() -> list[tuple[str, NodeFacts, Policy]]:
+    """The interconnect failing and unknown in its own ways (tests/test_judge_interconnect.py)."""
+    from tests import test_judge_interconnect as ic
+
+    riser = with_gpu(ic.node(gpus=ic.copies({3: (27.0, 27.5, 2540.0)})), 3, pcie_width_current=8)
+    slow_hbm = ic.node(gpus=ic.copies({5: (54.1, 55.2, 2100.0)}))
+    links = ic.node(
+        peers=ic.peers(ic._slow_gpu_six, access=lambda s, d: (s, d) != (1, 2)),
+        all_reduce=ic.sweep(busbw=300.0),
+    )
+    unread = ic.node(
+        gpus=Unavailable(Reason.ERROR, "no time left"),
+        peers=Unavailable(Reason.ERROR, "no time left"),
+        all_reduce=Unavailable(Reason.NOT_SUPPORTED, "libnccl.so.2 not found"),
+    )
+    return [
+        ("riser at x8", riser, Policy()),
+        ("slow HBM", slow_hbm, Policy()),
+        ("one GPU's links and a denied pair", links, Policy()),
+        ("NVSwitch degraded", ic.node(all_reduce=ic.sweep(busbw=300.0)), Policy()),
+        ("all-reduce corrupted", ic.node(all_reduce=ic.sweep(wrong=5)), Policy()),
+        ("interconnect not measured", unread, Policy()),
+        (
+            "interconnect could not run",
+            healthy_node(
+                interconnect=Interconnect(source="cuda", error="libcudart.so.12 not found")
+            ),
+            Policy(),
+        ),
+        ("busy GPU", ic.node(peers=ic.peers(ic._slow_gpu_six), busy_gpus=(6,)), Policy()),
     ]
 
 

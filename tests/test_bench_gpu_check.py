@@ -23,7 +23,20 @@ import pytest
 from validator import trace
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import GpuBurn, NodeFacts, from_dict
+from validator.model import (
+    AllReduce,
+    AllReducePoint,
+    Bandwidth,
+    GpuBurn,
+    GpuCopyBandwidth,
+    Interconnect,
+    NodeFacts,
+    PeerBandwidth,
+    Reason,
+    Unavailable,
+    from_dict,
+    to_dict,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
@@ -552,7 +565,16 @@ def test_script_without_a_gpu_fails_closed(tmp_path: Path) -> None:
     assert document["exit_code"] == 2
     assert (out / "summary.txt").read_text() == done.stdout
     names = {s["name"] for s in document["steps"]}
-    assert {"nvidia-smi-L", "import-validator", "torch-info", "certify-cublas"} <= names
+    assert {"nvidia-smi-L", "import-validator", "torch-info", "interconnect",
+            "certify-cublas"} <= names  # fmt: skip
+    # the interconnect ran the agent's own measurement, said why it measured nothing
+    interconnect = document["interconnect"]
+    assert interconnect["exit_code"] == 2
+    assert interconnect["missing"] == ["interconnect: no GPU answered NVML: nothing to measure"]
+    assert json.loads((out / "interconnect.json").read_text()) == interconnect
+    assert "interconnect: NOT MEASURED (exit 2)" in done.stdout
+    step = next(s for s in document["steps"] if s["name"] == "interconnect")
+    assert step["timeout_s"] == 60.0
     for name in ("nvidia-smi-L", "import-pynvml", "certify-cublas"):
         assert (out / f"{name}.stdout").exists()
         assert (out / f"{name}.stderr").exists()
@@ -567,3 +589,146 @@ def test_script_skips_what_the_deadline_leaves_no_time_for(tmp_path: Path) -> No
     steps = {s["name"]: s for s in json.loads((out / "gpu_check.json").read_text())["steps"]}
     assert steps["certify-cublas"]["status"] == "skipped"
     assert steps["certify-cublas"]["note"] == "no time left before the deadline"
+    assert steps["interconnect"]["status"] == "skipped"
+
+
+# ------------------------------------------------------------------ the interconnect
+
+
+def copies(index: int, h2d: float, d2h: float, hbm: float, numa: int = 0) -> GpuCopyBandwidth:
+    def bw(value: float) -> Bandwidth:
+        return Bandwidth(gb_s=value, repeats_gb_s=(value,) * 5, size_bytes=256 << 20)
+
+    return GpuCopyBandwidth(index=index, numa_node=numa, h2d=bw(h2d), d2h=bw(d2h), hbm=bw(hbm))
+
+
+ONE_GPU = Unavailable(Reason.NOT_SUPPORTED, "one GPU: no peer to copy to")
+
+
+def interconnect_dir(
+    tmp_path: Path, facts: Interconnect | None, *, names: list[str], exit_code: int = 0
+) -> Path:
+    """What the script leaves for its step 7: the step's row, names, figures, the summary."""
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = 0 if facts is not None and facts.error is None else 3
+    (out / "steps.tsv").write_text(
+        "name\tstatus\trc\tstart\tend\ttimeout_s\tnote\n"
+        f"interconnect\tran\t{rc}\t100.0\t112.0\t60\t\n"
+    )
+    (out / "nvidia-smi-name.stdout").write_text("".join(f"{name}\n" for name in names))
+    (out / "interconnect.stdout").write_text(
+        json.dumps(to_dict(facts)) if facts is not None else "Traceback ...\n"
+    )
+    (out / "interconnect.stderr").write_text("" if facts else "ImportError: no validator\n")
+    outcome = {0: "PASS", 1: "TARGET MISSED", 2: "NOT MEASURED"}[exit_code]
+    document = {"exit_code": exit_code, "outcome": outcome, "missing": []}
+    (out / "gpu_check.json").write_text(json.dumps(document))
+    (out / "summary.txt").write_text("the burn's summary\n")
+    return out
+
+
+def report(out: Path) -> tuple[dict[str, Any], dict[str, Any], str, int]:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--interconnect-report", str(out)], capture_output=True, text=True,
+        check=False, timeout=60, env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.stderr == "", done.stderr
+    own = json.loads((out / "interconnect.json").read_text())
+    document = json.loads((out / "gpu_check.json").read_text())
+    assert document["interconnect"] == own
+    assert (out / "summary.txt").read_text() == "the burn's summary\n" + done.stdout
+    return own, document, done.stdout, done.returncode
+
+
+def test_pcie_gen5_x16_per_direction() -> None:
+    # 32 GT/s x 16 lanes, 128b/130b encoding, 8 bits a byte
+    assert round(32 * 16 * 128 / 130 / 8, 2) == 63.02
+    assert "63.02 GB/s per direction" in SCRIPT.read_text()
+
+
+def test_one_h200_against_the_datasheet(tmp_path: Path) -> None:
+    facts = Interconnect(
+        source="cuda", idle_wait_s=0.0, gpus=(copies(0, 55.0, 56.5, 4200.0, numa=1),),
+        peers=ONE_GPU,
+        all_reduce=Unavailable(Reason.NOT_SUPPORTED, "one GPU: an all-reduce needs two or more"),
+    )  # fmt: skip
+    own, document, text, code = report(interconnect_dir(tmp_path, facts, names=[H200]))
+    assert code == 0
+    assert document["exit_code"] == 0
+    assert own["datasheet"] == {"model": "H200", "hbm_gb_s": 4800.0, "pcie": "Gen5 x16",
+                                "pcie_gb_s": 63.02}  # fmt: skip
+    (gpu,) = own["gpus"]
+    assert (gpu["h2d_gb_s"], gpu["h2d_ratio"]) == (55.0, 0.873)
+    assert (gpu["d2h_gb_s"], gpu["d2h_ratio"]) == (56.5, 0.897)
+    assert (gpu["hbm_gb_s"], gpu["hbm_ratio"]) == (4200.0, 0.875)
+    assert gpu["numa_node"] == 1
+    assert "gpu0 HBM   4200.00 GB/s  0.875 of the datasheet's 4800 GB/s" in text
+    assert "gpu0 H2D     55.00 GB/s  0.873 of PCIe Gen5 x16 (63.02 GB/s)" in text
+    assert own["needs_several_gpus"] == ["peer matrix", "NCCL all-reduce"]
+    assert "peer matrix: needs two or more GPUs (this machine has 1)" in text
+    assert "NCCL all-reduce: needs two or more GPUs (this machine has 1)" in text
+    assert "interconnect: measured" in text
+
+
+def test_eight_gpus_summarise_the_peer_matrix_and_all_reduce(tmp_path: Path) -> None:
+    gpus = tuple(copies(i, 55.0, 55.0, 4100.0) for i in range(8))
+    slow = {(3, i) for i in range(8)} | {(i, 3) for i in range(8)}
+    peers = tuple(
+        PeerBandwidth(
+            src=s, dst=d, access=True,
+            unidirectional=Bandwidth(gb_s=120.0 if (s, d) in slow else 390.0),
+            bidirectional=Bandwidth(gb_s=110.0 if (s, d) in slow else 370.0),
+        )
+        for s in range(8) for d in range(8) if s != d
+    )  # fmt: skip
+    point = AllReducePoint(size_bytes=4 << 30, time_us=15690.0, algbw_gb_s=273.74,
+                           busbw_gb_s=479.05, busbw_in_place_gb_s=480.1)  # fmt: skip
+    small = dataclasses.replace(point, size_bytes=1 << 20, wrong=0)
+    reduce = AllReduce(ranks=8, source="nccl", nccl_version="2.21.5", points=(small, point))
+    facts = Interconnect(source="cuda", gpus=gpus, peers=peers, all_reduce=reduce)
+    own, _, text, code = report(interconnect_dir(tmp_path, facts, names=[H200] * 8))
+    assert code == 0
+    assert own["peers"]["unidirectional"] == {"pairs": 56, "min_gb_s": 120.0,
+                                              "median_gb_s": 390.0, "max_gb_s": 390.0}  # fmt: skip
+    assert own["all_reduce"]["busbw_gb_s"] == 479.05
+    assert own["all_reduce"]["wrong"] == 0
+    assert "all-reduce: 8 ranks, busbw 479.05 GB/s at 4294967296 B, wrong 0" in text
+    assert "needs_several_gpus" not in own
+
+
+def test_a_missing_interconnect_figure_makes_the_run_not_measured(tmp_path: Path) -> None:
+    gpus = (copies(0, 55.0, 55.0, 4100.0), copies(1, 55.0, 55.0, 4100.0))
+    cut = Unavailable(Reason.ERROR, "no time left within the deadline")
+    gpus = (gpus[0], dataclasses.replace(gpus[1], hbm=Bandwidth(gb_s=cut)))
+    facts = Interconnect(source="cuda", gpus=gpus, peers=cut, all_reduce=cut)
+    own, document, text, code = report(
+        interconnect_dir(tmp_path, facts, names=[H100] * 2, exit_code=1)
+    )
+    assert code == 2
+    assert (document["exit_code"], document["outcome"]) == (2, "NOT MEASURED")
+    assert "interconnect gpu1 hbm: error: no time left within the deadline" in document["missing"]
+    assert own["datasheet"]["model"] == "H100 SXM"
+    assert "gpu1 HBM: NOT MEASURED: error: no time left within the deadline" in text
+    assert "interconnect: NOT MEASURED (exit 2)" in text
+
+
+def test_no_interconnect_output_is_not_measured(tmp_path: Path) -> None:
+    own, document, _, code = report(interconnect_dir(tmp_path, None, names=[H200]))
+    assert code == 2
+    assert own["missing"] == [
+        "interconnect: no figures (step ran, rc 3): ImportError: no validator"
+    ]
+    assert document["exit_code"] == 2
+
+
+def test_an_unknown_model_gets_figures_without_ratios(tmp_path: Path) -> None:
+    facts = Interconnect(source="cuda", gpus=(copies(0, 25.0, 26.0, 900.0),), peers=ONE_GPU,
+                         all_reduce=ONE_GPU)  # fmt: skip
+    own, _, text, code = report(
+        interconnect_dir(tmp_path, facts, names=["NVIDIA GeForce RTX 4090"])
+    )
+    assert code == 0
+    assert "datasheet" not in own
+    assert own["gpus"][0]["h2d_ratio"] is None
+    assert "no datasheet figures here for NVIDIA GeForce RTX 4090" in text

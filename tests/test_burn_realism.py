@@ -54,7 +54,10 @@ FAIL, UNKNOWN, PASS = Severity.FAIL, Severity.UNKNOWN, Severity.PASS
 
 
 def judged(name: str, duration_s: float = 2.0, **config: Any) -> NodeResult:
-    facts = collect_simulated(name, burn=BurnConfig(duration_s=duration_s, **config))
+    # As certify collects under the default policy: the interconnect where NVLink joins the GPUs.
+    facts = collect_simulated(
+        name, burn=BurnConfig(duration_s=duration_s, **config), interconnect="auto"
+    )
     return judge_node(facts, Policy())
 
 
@@ -148,6 +151,7 @@ FAULTS = {
     "mixed-hbm-40gb-in-80gb-node": {
         ("inventory.model", None, "FAIL"),
         ("memory.capacity", 5, "FAIL"),
+        ("interconnect.hbm", 5, "FAIL"),
     },
     "one-gpu-power-capped": {
         ("burn.speed", 3, "FAIL"),
@@ -167,7 +171,24 @@ FAULTS = {
     },
     "nvlink-crc-errors-growing": {("nvlink.errors", 4, "FAIL")},
     "nvswitch-sxid-fatal": {("errors.sxid", None, "FAIL")},
-    "pcie-riser-replays": {("pcie.replays", 2, "FAIL"), ("pcie.width", 2, "FAIL")},
+    "pcie-riser-replays": {
+        ("pcie.replays", 2, "FAIL"),
+        ("pcie.width", 2, "FAIL"),
+        ("interconnect.h2d", 2, "FAIL"),
+        ("interconnect.d2h", 2, "FAIL"),
+    },
+    "pcie-riser-x8-h2d-half": {
+        ("interconnect.d2h", 1, "FAIL"),
+        ("interconnect.h2d", 1, "FAIL"),
+        ("pcie.width", 1, "FAIL"),
+    },
+    "nvlink-down-slow-peers": {
+        ("interconnect.all_reduce", None, "FAIL"),
+        ("interconnect.p2p", 6, "FAIL"),
+        ("nvlink.links", 6, "FAIL"),
+    },
+    "nvswitch-degraded-all-reduce-low": {("interconnect.all_reduce", None, "FAIL")},
+    "hbm-slow-one-gpu": {("interconnect.hbm", 3, "FAIL")},
     "rm-init-adapter-failed": {
         ("errors.kernel_faults", None, "FAIL"),
         ("inventory.gpu_count", None, "FAIL"),

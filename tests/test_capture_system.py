@@ -391,7 +391,7 @@ def test_capture_then_certify_capture_gives_the_scenarios_facts(
     facts = load_report_json(capsys.readouterr().out).nodes[0].facts
     assert facts.source == "capture"
     assert facts.source_detail == str(directory)
-    simulated = collect_simulated(name)
+    simulated = collect_simulated(name, interconnect="off")  # a bundle holds no measurement
     assert host_facts(facts) == host_facts(simulated)
     assert facts.collected_at == simulated.collected_at
     # The banner a scenario prints agrees with its NVML on the versions.

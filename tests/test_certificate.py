@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.test_judge_healthy import healthy_node, judge, with_gpu, with_gpu_burn
 from validator.certificate import (
+    BANDWIDTH_SCHEMA_VERSION,
     CERTIFICATE_SCHEMA_VERSION,
+    CERTIFIED_ALL_REDUCE_FIELDS,
+    CERTIFIED_PEER_FIELDS,
+    INTERCONNECT_SCHEMA_VERSION,
     Certificate,
     CertificateError,
+    CertifiedAllReduce,
+    CertifiedPeer,
     canonical_bytes,
     certificate_from_json,
     certificate_to_json,
@@ -28,11 +36,17 @@ from validator.drift import compare
 from validator.errors import BadInputError
 from validator.judge import Policy, judge_node
 from validator.model import (
+    AllReduce,
+    Bandwidth,
     BurnStatus,
     ErrorCounters,
+    Finding,
+    Interconnect,
     NodeResult,
     NvLinkErrorCounts,
+    Reason,
     Severity,
+    Unavailable,
     Verdict,
 )
 from validator.node.burnin.config import BurnConfig
@@ -344,7 +358,7 @@ def test_unknown_field_names_the_closest() -> None:
         "certificate: unknown field 'hostnme' (did you mean 'hostname'?); valid fields: "
         "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
         "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, dcgm, "
-        "digest, signature"
+        "peers, all_reduce, digest, signature"
     )
 
 
@@ -512,3 +526,209 @@ def test_without_a_burn_the_facts_own_counters_are_certified() -> None:
     facts = with_gpu(healthy_node(burn=None), 2, pcie_replay_count=5)
     result = judge(facts, Policy(require_burn=False))
     assert issue_certificate(result, now=ISSUED).gpus[2].pcie_replay_count == 5
+
+
+# ---------------------------------------------------------------- bandwidth figures (schema 3)
+
+SCHEMA_2_FIXTURE = (
+    Path(__file__).parent / "fixtures" / "certificates" / ("schema2-h100-node-01-signed.json")
+)
+SCHEMA_2_KEY = b"schema-2-test-key"  # issued and signed by gpuready at commit c39f72b
+
+
+@functools.cache
+def measured() -> NodeResult:
+    """The healthy H100 scenario burned and its interconnect measured, judged CERTIFIED."""
+    facts = collect_simulated(
+        "healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0), interconnect="on"
+    )
+    result = judge_node(facts, Policy())
+    assert result.verdict is Verdict.CERTIFIED, result.summary
+    return result
+
+
+def measured_interconnect() -> Interconnect:
+    interconnect = measured().facts.interconnect
+    assert interconnect is not None
+    return interconnect
+
+
+def with_interconnect(**changes: Any) -> NodeResult:
+    """The measured node with its interconnect changed (as recorded, whatever was judged)."""
+    result = measured()
+    changed = dataclasses.replace(measured_interconnect(), **changes)
+    return dataclasses.replace(
+        result, facts=dataclasses.replace(result.facts, interconnect=changed)
+    )
+
+
+def test_the_certificate_holds_the_bandwidth_figures() -> None:
+    cert = issue_certificate(measured(), now=ISSUED)
+    assert cert.schema_version == CERTIFICATE_SCHEMA_VERSION == BANDWIDTH_SCHEMA_VERSION == 3
+    assert INTERCONNECT_SCHEMA_VERSION == 2  # issue 13's link counters keep their number
+    assert cert.holds_bandwidth
+    assert cert.holds_interconnect
+    copies = measured_interconnect().gpus
+    assert isinstance(copies, tuple)
+    gpu = cert.gpus[0]
+    assert (gpu.h2d_gb_s, gpu.d2h_gb_s, gpu.hbm_gb_s) == (
+        copies[0].h2d.gb_s,
+        copies[0].d2h.gb_s,
+        copies[0].hbm.gb_s,
+    )
+    assert (gpu.h2d_gb_s, gpu.hbm_gb_s) == (55.22, 2877.73)  # the scenario's GPU 0
+    assert cert.peers is not None
+    assert len(cert.peers) == 56  # every ordered pair of 8 GPUs
+    first = cert.peers[0]
+    assert (first.src, first.dst, first.unidirectional_gb_s) == (0, 1, 394.26)
+    assert (first.src_uuid, first.dst_uuid) == (cert.gpus[0].uuid, cert.gpus[1].uuid)
+    assert cert.all_reduce == CertifiedAllReduce(ranks=8, size_bytes=4 << 30, busbw_gb_s=474.89)
+    assert cert.bandwidth_figures == 8 * 3 + 56 + 1
+
+
+def test_a_certificate_with_figures_round_trips_and_verifies_signed() -> None:
+    cert = sign(issue_certificate(measured(), now=ISSUED), KEY)
+    text = certificate_to_json(cert)
+    again = certificate_from_json(text)
+    assert again == cert
+    assert certificate_to_json(again) == text
+    verify_certificate(again, KEY)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("gpus", 3, "h2d_gb_s"), 60.0),
+        (("peers", 7, "unidirectional_gb_s"), 500.0),
+        (("peers", 7, "dst_uuid"), "GPU-aaaaaaaa-0000-0000-0000-000000000000"),
+        (("all_reduce", "busbw_gb_s"), 300.0),
+        (("all_reduce", "size_bytes"), 1 << 30),
+    ],
+)
+def test_an_edited_figure_fails_verification(path: tuple[Any, ...], value: object) -> None:
+    data = json.loads(certificate_to_json(sign(issue_certificate(measured(), now=ISSUED), KEY)))
+    *parents, last = path
+    target = data
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    with pytest.raises(CertificateError, match="edited after issue"):
+        verify_certificate(certificate_from_json(json.dumps(data)), KEY)
+
+
+def test_busy_gpus_give_no_figures() -> None:
+    # The idle gate gave up on GPU 3: its copies, its pairs and the all-reduce over it.
+    cert = issue_certificate(with_interconnect(busy_gpus=(3,)), now=ISSUED)
+    assert (cert.gpus[3].h2d_gb_s, cert.gpus[3].hbm_gb_s) == (None, None)
+    assert cert.gpus[2].h2d_gb_s is not None
+    assert cert.peers is not None
+    assert len(cert.peers) == 42
+    assert all(3 not in (p.src, p.dst) for p in cert.peers)
+    assert cert.all_reduce is None
+
+
+def test_a_figure_whose_check_did_not_pass_is_no_baseline() -> None:
+    # interconnect not required on this node: a failing figure leaves it certified.
+    failed = (
+        Finding("interconnect.hbm", Severity.FAIL, "slow HBM", gpu_index=5, required=False),
+        Finding("interconnect.p2p", Severity.UNKNOWN, "busy", gpu_index=6, required=False),
+        Finding("interconnect.all_reduce", Severity.FAIL, "slow", required=False),
+    )
+    result = dataclasses.replace(measured(), findings=measured().findings + failed)
+    cert = issue_certificate(result, now=ISSUED)
+    assert cert.gpus[5].hbm_gb_s is None
+    assert cert.gpus[5].h2d_gb_s is not None  # its other figures passed
+    assert cert.peers is not None
+    assert all(6 not in (p.src, p.dst) for p in cert.peers)
+    assert cert.all_reduce is None
+
+
+def test_unmeasured_wrong_or_missing_figures_are_none() -> None:
+    copies = measured_interconnect().gpus
+    peers = measured_interconnect().peers
+    run = measured_interconnect().all_reduce
+    assert isinstance(copies, tuple)
+    assert isinstance(peers, tuple)
+    assert isinstance(run, AllReduce)
+    assert isinstance(run.points, tuple)
+    failed = Bandwidth(Unavailable(Reason.ERROR, "cudaMemcpy failed"))
+    copies = (dataclasses.replace(copies[0], d2h=failed), *copies[1:])
+    peers = (dataclasses.replace(peers[0], access=False), *peers[1:])
+    wrong = (dataclasses.replace(run.points[0], wrong=3), *run.points[1:])
+    cert = issue_certificate(
+        with_interconnect(
+            gpus=copies, peers=peers, all_reduce=dataclasses.replace(run, points=wrong)
+        ),
+        now=ISSUED,
+    )
+    assert (cert.gpus[0].h2d_gb_s, cert.gpus[0].d2h_gb_s) == (55.22, None)
+    assert cert.peers is not None
+    assert (0, 1) not in {(p.src, p.dst) for p in cert.peers}
+    assert cert.all_reduce is None  # a sweep that summed wrong is no baseline
+    error = issue_certificate(with_interconnect(error="no libcudart"), now=ISSUED)
+    assert error.bandwidth_figures == 0
+    assert (error.peers, error.all_reduce, error.gpus[0].h2d_gb_s) == (None, None, None)
+
+
+def test_a_certificate_without_a_measurement_holds_nulls() -> None:
+    unmeasured = with_gpu_burn(healthy_node(interconnect=None), 3, tflops=731.5)
+    result = judge_node(unmeasured, Policy(interconnect=False))
+    assert result.verdict is Verdict.CERTIFIED, result.summary
+    cert = issue_certificate(result, now=ISSUED, tool_version="9.9.9")
+    assert cert.holds_bandwidth
+    assert cert.bandwidth_figures == 0
+    data = json.loads(certificate_to_json(cert))
+    assert (data["peers"], data["all_reduce"], data["gpus"][0]["hbm_gb_s"]) == (None, None, None)
+
+
+def test_a_schema_2_certificate_still_loads_verifies_and_writes_back_as_issued() -> None:
+    text = SCHEMA_2_FIXTURE.read_text()
+    old = certificate_from_json(text)
+    assert old.schema_version == 2
+    assert old.holds_interconnect
+    assert not old.holds_bandwidth
+    assert (old.peers, old.all_reduce, old.bandwidth_figures) == (None, None, 0)
+    assert old.gpus[0].nvlinks is not None
+    assert old.dcgm is not None
+    verify_certificate(old, SCHEMA_2_KEY)
+    assert old.digest == json.loads(text)["digest"]
+    assert certificate_to_json(old) == text  # no field it never had
+
+
+def test_a_schema_2_certificate_given_a_figure_fails_verification() -> None:
+    data = json.loads(SCHEMA_2_FIXTURE.read_text())
+    data["gpus"][0]["h2d_gb_s"] = 55.0
+    with pytest.raises(CertificateError, match="edited after issue"):
+        verify_certificate(certificate_from_json(json.dumps(data)), SCHEMA_2_KEY)
+    del data["gpus"][0]["h2d_gb_s"]
+    data["all_reduce"] = {"ranks": 8, "size_bytes": 1 << 32, "busbw_gb_s": 470.0}
+    with pytest.raises(CertificateError, match="edited after issue"):
+        verify_certificate(certificate_from_json(json.dumps(data)), SCHEMA_2_KEY)
+    # A null there says nothing the certificate did not: the seal still holds.
+    data["all_reduce"] = None
+    data["gpus"][0]["h2d_gb_s"] = None
+    verify_certificate(certificate_from_json(json.dumps(data)), SCHEMA_2_KEY)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"all_reduce": {"ranks": 0, "size_bytes": 1, "busbw_gb_s": 1.0}},
+            "certificate: 'all_reduce.ranks' must be a whole number >= 1, got 0 (int)",
+        ),
+        (
+            {"peers": [{"src": 0, "dst": 1, "src_uuid": None, "dst_uuid": None}]},
+            "certificate: lacks the field 'peers[0].unidirectional_gb_s'",
+        ),
+    ],
+)
+def test_bad_figures_are_one_line(change: dict[str, object], message: str) -> None:
+    assert _cert_error(json.dumps(_edited(**change))) == message
+
+
+def test_the_figure_declarations_cover_their_fields() -> None:
+    assert CERTIFIED_PEER_FIELDS.names == tuple(f.name for f in dataclasses.fields(CertifiedPeer))
+    assert CERTIFIED_ALL_REDUCE_FIELDS.names == tuple(
+        f.name for f in dataclasses.fields(CertifiedAllReduce)
+    )

@@ -51,7 +51,7 @@ def baseline() -> Certificate:
 @cache
 def quick_facts() -> NodeFacts:
     """What a drift run collects: the same node, no burn-in."""
-    return collect_simulated("healthy-8x-h100-sxm")
+    return collect_simulated("healthy-8x-h100-sxm", interconnect="off")
 
 
 def with_gpu(facts: NodeFacts, index: int, **changes: Any) -> NodeFacts:

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from validator.judge.fleet import CHECK, judge_fleet
+from validator.judge.fleet import CHECK, INTERCONNECT_CHECK, judge_fleet
 from validator.judge.policy import Policy, Thresholds
 from validator.model import (
+    Action,
+    AllReduce,
+    AllReducePoint,
+    Bandwidth,
     BurnResult,
     BurnStatus,
     Finding,
     GpuBurn,
+    GpuCopyBandwidth,
     GpuFacts,
+    Interconnect,
     NodeFacts,
     NodeResult,
     NvmlStatus,
+    PeerBandwidth,
     Reason,
     Severity,
     SkuFleetStats,
@@ -278,3 +286,239 @@ def test_interrupted_and_empty_fleet() -> None:
     results, summary = judge_fleet([], Policy(), interrupted=True)
     assert results == ()
     assert (summary.hosts, summary.skus, summary.interrupted) == (0, (), True)
+
+
+# ------------------------------------------------------------------ fleet.interconnect
+#
+# Figures shaped on the healthy 8x H100 SXM scenario (itself shaped on the recorded 8x
+# H200 nccl-tests run and nvbandwidth's README): H2D/D2H ~55 GB/s, HBM copy ~2880 GB/s,
+# P2P ~394 GB/s, all-reduce busbw 475 GB/s at 4 GiB.
+
+GIB = 1 << 30
+
+
+def interconnect(
+    *,
+    h2d: dict[int, float | None] | None = None,
+    hbm: dict[int, float] | None = None,
+    p2p: dict[tuple[int, int], float] | None = None,
+    busbw: float | None = 474.89,
+    size: int = 4 * GIB,
+    busy: tuple[int, ...] = (),
+    gpus: int = 8,
+) -> Interconnect:
+    """A node's interconnect: healthy figures, with ``h2d``/``hbm``/``p2p`` overrides."""
+    copies = tuple(
+        GpuCopyBandwidth(
+            index=i,
+            uuid=f"GPU-ic-{i}",
+            h2d=Bandwidth(
+                Unavailable(Reason.ERROR, "cudaMemcpyAsync failed")
+                if (value := (h2d or {}).get(i, 55.2 + i / 10)) is None
+                else value
+            ),
+            d2h=Bandwidth(55.1),
+            hbm=Bandwidth((hbm or {}).get(i, 2877.7 + i)),
+        )
+        for i in range(gpus)
+    )
+    peers = tuple(
+        PeerBandwidth(
+            src,
+            dst,
+            access=True,
+            unidirectional=Bandwidth((p2p or {}).get((src, dst), 394.2 + (src + dst) / 10)),
+        )
+        for src in range(gpus)
+        for dst in range(gpus)
+        if src != dst
+    )
+    points: Unavailable | tuple[AllReducePoint, ...] = (
+        Unavailable(Reason.ERROR, "ncclCommInitAll failed")
+        if busbw is None
+        else (
+            AllReducePoint(GIB, 2290.0, 468.9, 820.6),
+            AllReducePoint(size, 9030.0, busbw / 1.75, busbw),
+        )
+    )
+    return Interconnect(
+        source="simulate",
+        simulated=True,
+        busy_gpus=busy,
+        gpus=copies,
+        peers=peers,
+        all_reduce=AllReduce(ranks=gpus, source="simulate", points=points),
+    )
+
+
+def wired(hostname: str, measured: Interconnect | None = None, **kwargs: Any) -> NodeResult:
+    """A node judged on its own, with no burn and this interconnect measured."""
+    result = node(hostname, HEALTHY, **kwargs)
+    facts = dataclasses.replace(result.facts, burn=None, interconnect=measured or interconnect())
+    return dataclasses.replace(result, facts=facts)
+
+
+def ic_findings(result: NodeResult, observed: str = "") -> list[Finding]:
+    return [
+        f
+        for f in result.findings
+        if f.check == INTERCONNECT_CHECK and f.observed.startswith(observed)
+    ]
+
+
+def test_one_nodes_all_reduce_20_percent_below_nine_others_fails() -> None:
+    nodes = [wired(f"gpu{n:02}") for n in range(9)]
+    nodes.insert(4, wired("gpu-slow", interconnect(busbw=474.89 * 0.8)))
+    results, _ = judge_fleet(nodes, Policy())
+    slow = results[4]
+    assert slow.verdict is Verdict.NOT_CERTIFIED
+    assert slow.summary == "8x H100 SXM5 80GB: 1 check failed: fleet.interconnect"
+    (failed,) = [f for f in slow.findings if f.severity is Severity.FAIL]
+    assert failed.message == (
+        "all-reduce at 4 GiB over 8 GPUs of gpu-slow: all-reduce busbw 380 GB/s, 80% of the "
+        "fleet median 475 GB/s for H100 SXM5 80GB (8 GPUs at 4 GiB)"
+    )
+    assert (failed.observed, failed.expected) == (
+        "all-reduce busbw 380 GB/s",
+        ">= 427 GB/s (90% of the fleet median)",
+    )
+    assert failed.gpu_index is None
+    # An NVSwitch baseboard with every pair at speed: the fabric, as interconnect.all_reduce.
+    assert failed.action is Action.DRAIN_RMA
+    assert "NVSwitch fabric on the baseboard" in failed.action_source
+    others = [r for r in results if r.hostname != "gpu-slow"]
+    assert all(r.verdict is Verdict.CERTIFIED for r in others)
+    # Every node's figures judged: 8 GPUs x 3 copies, its slowest pair, its all-reduce.
+    assert {len(ic_findings(r)) for r in results} == {26}
+
+
+def test_a_five_percent_dip_passes() -> None:
+    nodes = [wired(f"gpu{n:02}") for n in range(9)]
+    nodes.append(wired("gpu-dip", interconnect(busbw=474.89 * 0.95, h2d={3: 55.2 * 0.95})))
+    results, _ = judge_fleet(nodes, Policy())
+    assert all(r.verdict is Verdict.CERTIFIED for r in results)
+    (busbw,) = ic_findings(results[-1], "all-reduce")
+    assert busbw.severity is Severity.PASS
+    assert "95% of the fleet median" in busbw.message
+
+
+def test_too_few_nodes_give_no_all_reduce_or_pair_finding() -> None:
+    slow = interconnect(busbw=200.0, p2p={(2, 5): 150.0})
+    results, _ = judge_fleet([wired("a"), wired("b", slow)], Policy())
+    assert ic_findings(results[1], "all-reduce") == []
+    assert ic_findings(results[1], "P2P") == []
+    # Sixteen GPUs' copies on two nodes are a fleet; their figures are judged.
+    assert len(ic_findings(results[1], "H2D")) == 8
+
+
+def test_one_node_is_no_fleet_for_its_own_gpus() -> None:
+    # Its siblings are judged by interconnect_sibling_min already.
+    results, _ = judge_fleet([wired("a", interconnect(h2d={1: 27.6}))], Policy())
+    assert ic_findings(results[0]) == []
+    assert results[0].verdict is Verdict.CERTIFIED
+
+
+def test_a_slow_host_copy_names_its_gpu_and_the_riser() -> None:
+    results, _ = judge_fleet(
+        [wired("a"), wired("b", interconnect(h2d={1: 27.6})), wired("c")], Policy()
+    )
+    (failed,) = [f for f in results[1].findings if f.severity is Severity.FAIL]
+    assert (failed.gpu_index, failed.gpu_uuid) == (1, "GPU-ic-1")
+    assert failed.message == (
+        "GPU 1 of b: H2D 27.6 GB/s, 50% of the fleet median 55.5 GB/s for H100 SXM5 80GB"
+    )
+    assert failed.action is Action.RESEAT_CABLE_RISER
+    assert results[1].summary == "8x H100 SXM5 80GB: 1 check failed: fleet.interconnect (GPU 1)"
+
+
+def test_slow_hbm_is_the_chip() -> None:
+    results, _ = judge_fleet(
+        [wired("a"), wired("b", interconnect(hbm={3: 1730.0})), wired("c")], Policy()
+    )
+    (failed,) = [f for f in results[1].findings if f.severity is Severity.FAIL]
+    assert (failed.gpu_index, failed.action) == (3, Action.DRAIN_RMA)
+
+
+def test_each_nodes_slowest_pair_against_the_fleets() -> None:
+    slow = interconnect(p2p={(2, 5): 300.0, (5, 2): 320.0})
+    results, _ = judge_fleet([wired("a"), wired("b", slow), wired("c"), wired("d")], Policy())
+    (failed,) = [f for f in results[1].findings if f.severity is Severity.FAIL]
+    assert failed.message == (
+        "slowest pair GPU 2 -> GPU 5 of b: P2P 300 GB/s, 76% of the fleet median 394 GB/s "
+        "for H100 SXM5 80GB (8 GPUs)"
+    )
+    assert failed.action is Action.DRAIN_RMA  # NVLink on an SXM baseboard (link_repair)
+    # One pair figure per node, whatever the number of pairs.
+    assert [len(ic_findings(r, "P2P")) for r in results] == [1, 1, 1, 1]
+
+
+def test_unmeasured_figures_are_left_out_not_counted_as_zero() -> None:
+    unmeasured = interconnect(busbw=None, h2d={2: None})
+    results, _ = judge_fleet([wired("a"), wired("b"), wired("c", unmeasured)], Policy())
+    assert ic_findings(results[2], "all-reduce") == []
+    assert {f.gpu_index for f in ic_findings(results[2], "H2D")} == {0, 1, 3, 4, 5, 6, 7}
+    # Two all-reduce figures are too few for a median: none judged on any node.
+    assert all(ic_findings(r, "all-reduce") == [] for r in results)
+    assert all(f.severity is Severity.PASS for r in results for f in ic_findings(r))
+
+
+def test_busy_gpus_and_unknown_or_unmatched_nodes_are_left_out() -> None:
+    busy = interconnect(h2d={4: 20.0}, busy=(4,))
+    results, _ = judge_fleet(
+        [
+            wired("a"),
+            wired("b"),
+            wired("c", busy),
+            wired("u", interconnect(busbw=100.0), verdict=Verdict.UNKNOWN),
+            wired("n", interconnect(busbw=100.0), sku=None),
+            wired("e", dataclasses.replace(interconnect(busbw=100.0), error="no libcudart")),
+        ],
+        Policy(),
+    )
+    assert 4 not in {f.gpu_index for f in ic_findings(results[2])}
+    assert results[2].verdict is Verdict.CERTIFIED
+    assert [ic_findings(r) for r in results[3:]] == [[], [], []]
+    (busbw,) = ic_findings(results[0], "all-reduce")
+    assert "fleet median 475 GB/s" in busbw.message  # the three left out moved nothing
+
+
+def test_all_reduce_of_other_sizes_and_gpu_counts_are_not_mixed() -> None:
+    short = interconnect(busbw=468.9, size=GIB)
+    four = interconnect(busbw=300.0, gpus=4)
+    results, _ = judge_fleet(
+        [wired("a"), wired("b"), wired("c"), wired("s", short), wired("f", four)], Policy()
+    )
+    assert ic_findings(results[3], "all-reduce") == []
+    assert ic_findings(results[4], "all-reduce") == []
+    assert all(r.verdict is Verdict.CERTIFIED for r in results)
+
+
+def test_interconnect_threshold_from_each_hosts_policy() -> None:
+    dip = interconnect(busbw=474.89 * 0.88)
+    nodes = [wired("a"), wired("b"), wired("c", dip)]
+    strict, _ = judge_fleet(nodes, Policy())
+    assert strict[2].verdict is Verdict.NOT_CERTIFIED
+    lenient = {"c": Policy(thresholds=Thresholds(fleet_interconnect_min=0.85))}
+    judged, _ = judge_fleet(nodes, lambda host: lenient.get(host, Policy()))
+    assert judged[2].verdict is Verdict.CERTIFIED
+
+
+def test_speed_and_interconnect_judged_together_and_twice_the_same() -> None:
+    slow_burn = (600.0, *HEALTHY[1:])
+    both = node("b", slow_burn)
+    both = dataclasses.replace(
+        both, facts=dataclasses.replace(both.facts, interconnect=interconnect(h2d={1: 27.6}))
+    )
+    with_burn = [
+        dataclasses.replace(n, facts=dataclasses.replace(n.facts, interconnect=interconnect()))
+        for n in (node("a", HEALTHY), node("c", HEALTHY))
+    ]
+    once, first = judge_fleet([with_burn[0], both, with_burn[1]], Policy())
+    assert once[1].summary == (
+        "8x H100 SXM5 80GB: 2 checks failed: fleet.interconnect (GPU 1), fleet.speed (GPU 0)"
+    )
+    twice, second = judge_fleet(once, Policy())
+    assert (twice, second) == (once, first)
+    # A stale fleet.interconnect finding is dropped when no longer judged.
+    alone, _ = judge_fleet([once[1]], Policy())
+    assert ic_findings(alone[0]) == []

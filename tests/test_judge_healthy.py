@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tests.interconnect_samples import healthy_interconnect
 from validator.judge import Policy, judge_node
 from validator.model import (
     BurnResult,
@@ -201,6 +202,7 @@ def healthy_node(**changes: Any) -> NodeFacts:
         ),
         kernel_log=KernelLogFacts(source="dmesg", window_hours=24.0, events=(), faults=()),
         burn=healthy_burn(),
+        interconnect=healthy_interconnect(),
     )
     return dataclasses.replace(facts, **changes)
 
@@ -258,6 +260,7 @@ def test_healthy_node_covers_every_family_and_gpu() -> None:
         "nvlink",
         "errors",
         "burn",
+        "interconnect",
     }
     per_gpu = {f.gpu_index for f in result.findings if f.check == "memory.capacity"}
     assert per_gpu == set(range(8))

@@ -10,7 +10,6 @@ from typing import Any, Callable
 import pytest
 
 from validator.model import (
-    NOT_MEASURED,
     GpuFacts,
     GpuStatus,
     NvLinkErrorCounts,
@@ -64,7 +63,8 @@ def _expected_links(value: Any) -> tuple[NvLinkState, ...]:
     for link, up in enumerate(states):
         speed = speeds[link] if isinstance(speeds, list) else speeds
         if not up:
-            speed = NOT_MEASURED  # a link that is down is not asked its speed
+            # a link that is down is not asked its speed
+            speed = Unavailable(Reason.NOT_MEASURED, "the link is not active: it has no speed")
         elif speed == "not_supported":
             speed = Unavailable(Reason.NOT_SUPPORTED, "NVLINK_SPEED_MBPS_COMMON")
         else:

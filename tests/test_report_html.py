@@ -6,12 +6,15 @@ import base64
 import dataclasses
 import hashlib
 import importlib.resources
+import json
 import re
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
 import jinja2
 import pytest
+from jsonschema import Draft202012Validator
 
 from tests.test_report_samples import (
     REACH_MESSAGE,
@@ -26,8 +29,24 @@ from tests.test_report_samples import (
     unreachable_node,
 )
 from validator.errors import ReportError
-from validator.model import Action, Finding, NodeFacts, NodeResult, Report, Severity, Verdict
-from validator.report import environment
+from validator.model import (
+    Action,
+    AllReduce,
+    AllReducePoint,
+    Bandwidth,
+    Finding,
+    GpuCopyBandwidth,
+    Interconnect,
+    NodeFacts,
+    NodeResult,
+    PeerBandwidth,
+    Reason,
+    Report,
+    Severity,
+    Unavailable,
+    Verdict,
+)
+from validator.report import environment, svg
 from validator.report.environment import (
     autoescapes,
     get_environment,
@@ -35,6 +54,7 @@ from validator.report.environment import (
     templates_dir,
 )
 from validator.report.html import render_html
+from validator.report.json_report import load_report_json, load_schema, render_json
 
 
 class _Collector(HTMLParser):
@@ -672,3 +692,482 @@ def test_a_hostile_serial_in_what_to_do_is_escaped() -> None:
     html = render_html(sample_report(dataclasses.replace(node, facts=facts, findings=(finding,))))
     assert "<img src=x" not in html
     assert "serial &lt;img src=x onerror=alert(1)&gt;" in html
+
+
+# ------------------------------------------------------------------ interconnect
+# The samples are built from the model's dataclasses. The figures follow real outputs
+# where one exists (read in place from ../shared/captures in the tests that say so):
+# the nvbandwidth README's 8-GPU write-CE matrix (~276 GB/s), the 8x H200 all-reduce
+# (~477 GB/s busbw), the RTX 4090 H2D/D2H rows. HBM copies have no capture: theirs
+# are shaped on the brief's example line (an H200's 2.6 TB/s copy).
+
+IC_GPUS = 8
+SLOW_GPU = 3  # one NVLink down: every pair to or from GPU 3 at half speed
+PEER_GB_S = 276.0
+BIDI_SHARE = 0.98  # bidirectional: each direction a little under the unidirectional figure
+MIB = 1 << 20
+# busbw over 1 MiB .. 4 GiB, rising to the 8x H200 plateau.
+SWEEP_BUSBW = (
+    *(24.5, 39.3, 65.5, 90.6, 129.9, 156.9, 200.9),
+    *(302.1, 398.0, 441.7, 462.3, 471.9, 477.4),
+)
+HOSTILE_ERROR = "libcudart.so.12: cannot open <script>alert('ic')</script>"
+
+
+def copy_rows(h2d: list[float], d2h: list[float], hbm: list[float]) -> tuple[GpuCopyBandwidth, ...]:
+    """One GpuCopyBandwidth per GPU, NUMA node 0 for the first half, 1 for the rest."""
+    return tuple(
+        GpuCopyBandwidth(
+            index=index,
+            numa_node=index * 2 // len(h2d),
+            h2d=Bandwidth(h2d[index], (h2d[index],) * 5, 256 * MIB),
+            d2h=Bandwidth(d2h[index], (d2h[index],) * 5, 256 * MIB),
+            hbm=Bandwidth(hbm[index], (hbm[index],) * 5, 256 * MIB),
+        )
+        for index in range(len(h2d))
+    )
+
+
+def peer_pairs(
+    figures: dict[tuple[int, int], float], *, bidirectional: bool = True
+) -> tuple[PeerBandwidth, ...]:
+    """A PeerBandwidth per ``(src, dst)``: access yes, its figure, the bidirectional one."""
+    return tuple(
+        PeerBandwidth(
+            src=src,
+            dst=dst,
+            access=True,
+            unidirectional=Bandwidth(value, (value,) * 5, 256 * MIB),
+            bidirectional=Bandwidth(round(value * BIDI_SHARE, 2)) if bidirectional else Bandwidth(),
+        )
+        for (src, dst), value in sorted(figures.items())
+    )
+
+
+def uniform_figures(
+    count: int = IC_GPUS, slow: int | None = SLOW_GPU
+) -> dict[tuple[int, int], float]:
+    """Every ordered pair at PEER_GB_S; the pairs of ``slow`` at half that."""
+    return {
+        (src, dst): PEER_GB_S / 2 if slow in (src, dst) else PEER_GB_S
+        for src in range(count)
+        for dst in range(count)
+        if src != dst
+    }
+
+
+def sweep(busbw: tuple[float, ...] = SWEEP_BUSBW, ranks: int = IC_GPUS) -> AllReduce:
+    """An all-reduce sweep from 1 MiB, doubling, with nccl-tests' algbw = busbw n / 2(n-1)."""
+    points = []
+    for step, bus in enumerate(busbw):
+        size = MIB << step
+        alg = bus * ranks / (2 * (ranks - 1))
+        points.append(AllReducePoint(size, size / alg / 1e3, round(alg, 2), bus, bus, 0))
+    return AllReduce(ranks, "nccl", "2.21.5", points=tuple(points), gpu_indices=tuple(range(ranks)))
+
+
+def ic_sample(**changes: object) -> Interconnect:
+    """8 GPUs: H2D/D2H as the RTX 4090 capture, GPU 3's links at half speed, a 477 GB/s sweep."""
+    base: dict[str, object] = {
+        "source": "cuda",
+        "started_at": "2025-03-04T10:12:00Z",
+        "elapsed_s": 48.2,
+        "idle_wait_s": 0.5,
+        "gpus": copy_rows(
+            [25.50, 24.26, 23.90, 26.30, 26.28, 26.38, 26.09, 26.31],
+            [26.77, 26.47, 26.25, 26.63, 27.10, 27.11, 27.11, 26.83],
+            [2612.0 + 5 * index for index in range(IC_GPUS)],
+        ),
+        "peers": peer_pairs(uniform_figures()),
+        "all_reduce": sweep(),
+    }
+    base.update(changes)
+    return Interconnect(**base)  # type: ignore[arg-type]
+
+
+def interconnect_node(
+    interconnect: Interconnect | None = None,
+    findings: tuple[Finding, ...] = (),
+    hostname: str = "gpu-node-07",
+) -> NodeResult:
+    """A node with IC_GPUS GPUs whose facts hold ``interconnect`` (the sample by default)."""
+    node = healthy_node(hostname)
+    first = node.facts.gpus[0]
+    gpus = tuple(
+        dataclasses.replace(
+            first,
+            index=index,
+            uuid=f"GPU-1b2c3d4e-0000-1111-2222-00000000000{index}",
+            pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
+        )
+        for index in range(IC_GPUS)
+    )
+    facts = dataclasses.replace(
+        node.facts,
+        gpus=gpus,
+        pci_gpu_count=IC_GPUS,
+        interconnect=ic_sample() if interconnect is None else interconnect,
+    )
+    return dataclasses.replace(node, facts=facts, findings=node.findings + findings)
+
+
+def _ic_section(html: str, anchor: str = "node-1") -> str:
+    """The node's interconnect part, up to the kernel log that follows it."""
+    start = html.index(f'id="{anchor}-interconnect"')
+    return html[start : html.index("<h3>Kernel log</h3>", start)]
+
+
+def _points(chart: str, *, in_place: bool = False) -> list[str]:
+    """The tooltips of the sweep's dots: out of place, or in place."""
+    root = ET.fromstring(chart)  # noqa: S314 - our own output
+    titles = [el.findtext("title") or "" for el in root.iter("circle")]
+    return [title for title in titles if title.endswith(" in place") == in_place]
+
+
+def _cells(chart: str) -> list[ET.Element]:
+    root = ET.fromstring(chart)  # noqa: S314 - our own output
+    return [el for el in root.iter("rect") if "cell" in (el.get("class") or "").split()]
+
+
+H2D_FAIL = Finding(
+    "interconnect.h2d",
+    Severity.FAIL,
+    "GPU 2 copies host to device at 23.9 GB/s, below the floor of 24.5 GB/s.",
+    observed="23.9 GB/s",
+    expected=">= 24.5 GB/s",
+    gpu_index=2,
+    action=Action.RESEAT_CABLE_RISER,
+)
+P2P_FAIL = Finding(
+    "interconnect.p2p",
+    Severity.FAIL,
+    "GPU 3 is slow to every peer (138.0 GB/s): its NVLinks.",
+    observed="138.0 GB/s",
+    expected=">= 335 GB/s",
+    gpu_index=SLOW_GPU,
+    action=Action.DRAIN_RMA,
+)
+FLOOR_PASS = Finding(
+    "interconnect.all_reduce",
+    Severity.PASS,
+    "All-reduce busbw 477.4 GB/s at 4 GiB.",
+    observed="477 GB/s",
+    expected=">= 431 GB/s busbw (H200 SXM 141GB)",  # as the judge writes a floor
+)
+
+
+@pytest.fixture(scope="module")
+def ic_page() -> str:
+    node = interconnect_node(findings=(H2D_FAIL, P2P_FAIL, FLOOR_PASS))
+    return render_html(sample_report(node))
+
+
+def test_no_interconnect_no_section(page: str, burn_page: str) -> None:
+    for html in (page, burn_page):
+        assert "-interconnect" not in html
+        assert "Interconnect" not in html
+
+
+def test_interconnect_table_has_a_row_per_gpu(ic_page: str) -> None:
+    doc = _parse(ic_page)
+    rows = [a for t, a in doc.tags if t == "tr" and "copy" in (a.get("class") or "").split()]
+    assert [r["data-index"] for r in rows] == [str(i) for i in range(IC_GPUS)]
+    assert '<td class="num">25.5</td>' in ic_page  # GPU 0 H2D
+    assert '<td class="num">2,612</td>' in ic_page  # GPU 0 HBM, thousands grouped
+    assert "<dt>Copy size</dt><dd>256 MiB</dd>" in ic_page
+    assert "<dt>NCCL</dt><dd>2.21.5</dd>" in ic_page
+
+
+def test_a_cell_whose_check_failed_is_marked_with_its_severity(ic_page: str) -> None:
+    section = _ic_section(ic_page)
+    doc = _parse(section)
+    flagged = [a for t, a in doc.tags if t == "td" and "flag" in (a.get("class") or "").split()]
+    assert [a["class"] for a in flagged] == ["num flag flag-FAIL"]  # GPU 2's H2D only
+    assert (
+        '<td class="num flag flag-FAIL">23.9<span class="note">FAIL interconnect.h2d</span></td>'
+    ) in section
+    rows = {a["data-index"]: a["class"] for t, a in doc.tags if t == "tr" and a.get("data-index")}
+    # GPU 2 (H2D) and GPU 3 (its links) each have a finding that did not pass; a PASS flags nothing.
+    assert rows["2"] == rows["3"] == "copy flagged flagged-FAIL"
+    assert rows["0"] == "copy"
+
+
+def test_peer_heat_map_has_a_cell_per_pair_and_a_blank_diagonal(ic_page: str) -> None:
+    chart = _chart(ic_page, "Peer bandwidth (GB/s)")
+    cells = _cells(chart)
+    assert len(cells) == IC_GPUS * IC_GPUS
+    kinds = [el.get("class") for el in cells]
+    assert kinds.count("cell self") == IC_GPUS
+    assert kinds.count("cell") == IC_GPUS * (IC_GPUS - 1)
+    titles = {(el.get("data-row"), el.get("data-col")): el.findtext("title") for el in cells}
+    assert titles[("2", "5")] == "GPU 2 -> GPU 5: 276.0 GB/s (bidirectional 270.5)"
+    assert titles[("3", "0")] == "GPU 3 -> GPU 0: 138.0 GB/s (bidirectional 135.2)"
+
+
+def test_the_slow_gpus_row_and_column_stand_out(ic_page: str) -> None:
+    cells = _cells(_chart(ic_page, "Peer bandwidth (GB/s)"))
+    fill = {
+        (int(el.get("data-row") or -1), int(el.get("data-col") or -1)): el.get("fill")
+        for el in cells
+        if el.get("class") == "cell"
+    }
+    slow = {fill[key] for key in fill if SLOW_GPU in key}
+    rest = {fill[key] for key in fill if SLOW_GPU not in key}
+    assert len(slow) == len(rest) == 1
+    # Half the node's best: the red end of the scale, against the best cells' deep blue.
+    assert slow == {svg.heat_color(PEER_GB_S / 2, PEER_GB_S)} == {"#b2182b"}
+    assert rest == {"#2166ac"}
+
+
+def test_bidirectional_map_only_when_measured(ic_page: str) -> None:
+    chart = _chart(ic_page, "Peer bandwidth, both directions at once")
+    titles = [el.findtext("title") for el in _cells(chart)]
+    assert "GPU 2 -> GPU 5: 270.5 GB/s bidirectional (unidirectional 276.0)" in titles
+    unidirectional_only = ic_sample(peers=peer_pairs(uniform_figures(), bidirectional=False))
+    html = render_html(sample_report(interconnect_node(unidirectional_only)))
+    assert "both directions at once" not in html
+    assert len(_svgs(html)) == 2  # one heat map and the sweep
+
+
+def test_a_pair_without_a_figure_is_hatched_with_its_reason() -> None:
+    figures: dict[tuple[int, int], float] = uniform_figures(4, slow=None)
+    pairs = list(peer_pairs(figures))
+    failed = Unavailable(Reason.ERROR, "cudaMemcpyPeerAsync returned 700 <illegal address>")
+    pairs[0] = dataclasses.replace(pairs[0], unidirectional=Bandwidth(failed), access=False)
+    del pairs[1]  # GPU 0 -> GPU 2: no record at all
+    four = ic_sample(gpus=copy_rows([25.0] * 4, [26.0] * 4, [2600.0] * 4), peers=tuple(pairs))
+    html = render_html(sample_report(interconnect_node(four)))
+    cells = _cells(_chart(html, "Peer bandwidth (GB/s)"))
+    assert len(cells) == 16
+    missing = [el for el in cells if el.get("class") == "cell missing"]
+    assert [el.findtext("title") for el in missing] == [
+        "GPU 0 -> GPU 1: n/a (error: cudaMemcpyPeerAsync returned 700 <illegal address>);"
+        " no peer access",
+        "GPU 0 -> GPU 2: not measured",
+    ]
+    assert "&lt;illegal address&gt;" in html
+    chart = _chart(html, "Peer bandwidth (GB/s)")
+    assert chart.count('class="hatch"') == 3  # the two cells and the legend's swatch
+
+
+def test_busbw_chart_points_and_log2_axis(ic_page: str) -> None:
+    chart = _chart(ic_page, "All-reduce bus bandwidth")
+    root = ET.fromstring(chart)  # noqa: S314 - our own output
+    points = _points(chart)
+    assert _points(chart, in_place=True)[-1] == "4 GiB: 477.4 GB/s busbw in place"
+    assert len(points) == len(SWEEP_BUSBW)
+    assert points[0] == "1 MiB: 24.5 GB/s busbw"
+    assert points[-1] == "4 GiB: 477.4 GB/s busbw"
+    x_ticks = re.findall(
+        r'<text class="tick" x="[^"]*" y="[^"]*" text-anchor="middle"[^>]*>([^<]*)<', chart
+    )
+    assert x_ticks == ["1 MiB", "4 MiB", "16 MiB", "64 MiB", "256 MiB", "1 GiB", "4 GiB"]
+    # Evenly spaced: each tick a factor of 4 further along.
+    xs = [float(x) for x in re.findall(r'<line class="tick-mark" x1="([^"]*)"', chart)]
+    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    assert max(gaps) - min(gaps) <= 0.2  # coordinates are written to 0.1 px
+    assert "Message size (log2 scale)" in chart
+    assert "busbw (GB/s)" in chart
+    assert len(root.findall(".//polyline")) == 2  # out of place and in place
+
+
+def test_busbw_floor_is_drawn_from_a_structured_expected(ic_page: str) -> None:
+    chart = _chart(ic_page, "All-reduce bus bandwidth")
+    assert chart.count('class="reference"') == 1
+    assert "floor 431.0 GB/s" in chart
+    for expected, floor in ((">= 460 GB/s", "460.0"), (">= 1,905.5 GB/s busbw", "1,906")):
+        finding = dataclasses.replace(FLOOR_PASS, expected=expected)
+        html = render_html(sample_report(interconnect_node(findings=(finding,))))
+        assert f"floor {floor} GB/s" in _chart(html, "All-reduce bus bandwidth")
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        "the catalog's all-reduce floor for 8 GPUs",
+        ">= 90% of the fleet median (431 GB/s)",
+        ">= 431 GB/s busbw (H200) and more",
+        "0 wrong",
+        "a floor",
+        "",
+    ],
+)
+def test_a_floor_in_prose_draws_no_line(expected: str) -> None:
+    finding = dataclasses.replace(FLOOR_PASS, expected=expected)
+    html = render_html(sample_report(interconnect_node(findings=(finding,))))
+    assert 'class="reference"' not in _chart(html, "All-reduce bus bandwidth")
+
+
+def test_text_alternatives_for_the_charts(ic_page: str) -> None:
+    section = _ic_section(ic_page)
+    doc = _parse(section)
+    assert len(doc.find("tr", **{"class": "matrix-row"})) == IC_GPUS
+    assert len(doc.find("tr", **{"class": "sweep-row"})) == len(SWEEP_BUSBW)
+    # Row GPU 2, column GPU 5: the same words as the heat map's tooltip.
+    assert 'title="GPU 2 -&gt; GPU 5: 276.0 GB/s (bidirectional 270.5)">276.0</td>' in section
+    assert (
+        '<tr class="sweep-row"><td class="num">4 GiB</td><td class="num">15744.0</td>'
+        '<td class="num">272.80</td><td class="num">477.40</td><td class="num">477.40</td>'
+        '<td class="num">0</td></tr>'
+    ) in section
+    # Every chart says what it is to a screen reader.
+    for chart in _svgs(section):
+        assert 'role="img"' in chart
+        assert "<title>" in chart
+
+
+def test_interconnect_error_is_shown_without_charts() -> None:
+    failed = Interconnect(source="cuda", error=HOSTILE_ERROR)
+    html = render_html(sample_report(interconnect_node(failed)))
+    section = _ic_section(html)
+    assert (
+        "The interconnect could not be measured: libcudart.so.12: cannot open "
+        "&lt;script&gt;alert(&#39;ic&#39;)&lt;/script&gt;"
+    ) in section
+    assert "<svg" not in section
+    assert 'class="copies' not in section
+    assert len(_parse(html).scripts) == 1
+
+
+def test_parts_not_measured_say_why() -> None:
+    partial = ic_sample(
+        gpus=Unavailable(Reason.ERROR, "no time left for the copies"),
+        peers=Unavailable(Reason.NOT_SUPPORTED, "peer access not offered"),
+        all_reduce=Unavailable(Reason.ERROR, "libnccl.so.2 not found"),
+    )
+    section = _ic_section(render_html(sample_report(interconnect_node(partial))))
+    assert "<svg" not in section
+    assert "Copy bandwidth per GPU: n/a (error: no time left for the copies)." in section
+    assert "Peer bandwidth: n/a (not supported: peer access not offered)." in section
+    assert "All-reduce bus bandwidth: n/a (error: libnccl.so.2 not found)." in section
+
+
+def test_simulated_interconnect_is_labelled() -> None:
+    html = render_html(
+        sample_report(interconnect_node(ic_sample(simulated=True, source="simulate")))
+    )
+    section = _ic_section(html)
+    assert 'id="node-1-interconnect-simulated"' in section
+    assert section.count("SIMULATED figures") == 1
+    titles = [re.search(r"<title>([^<]*)</title>", c).group(1) for c in _svgs(section)]  # type: ignore[union-attr]
+    assert titles == [
+        "Peer bandwidth (GB/s), SIMULATED",
+        "Peer bandwidth, both directions at once (GB/s), SIMULATED",
+        "All-reduce bus bandwidth, SIMULATED",
+    ]
+    measured = _ic_section(render_html(sample_report(interconnect_node())))
+    assert "SIMULATED" not in measured
+
+
+def test_interconnect_page_stays_self_contained(ic_page: str) -> None:
+    doc = _parse(ic_page)
+    assert "url(" not in ic_page
+    assert "http://" not in ic_page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    for tag, attrs in doc.tags:
+        assert tag not in {"link", "img", "iframe", "object", "embed", "image", "use"}, tag
+        assert not [name for name in attrs if name.startswith("on")], (tag, attrs)
+    assert len(doc.scripts) == 1
+
+
+def test_a_report_with_an_interconnect_validates_and_round_trips() -> None:
+    pairs = list(peer_pairs(uniform_figures()))
+    pairs[0] = dataclasses.replace(
+        pairs[0], unidirectional=Bandwidth(Unavailable(Reason.ERROR, "copy failed"))
+    )
+    interconnect = ic_sample(peers=tuple(pairs), busy_gpus=(5,), simulated=True)
+    report = sample_report(
+        interconnect_node(interconnect, findings=(H2D_FAIL, FLOOR_PASS)),
+        interconnect_node(Interconnect(source="cuda", error=HOSTILE_ERROR), hostname="gpu-08"),
+    )
+    text = render_json(report)
+    schema = load_schema()
+    assert [
+        error.message for error in Draft202012Validator(schema).iter_errors(json.loads(text))
+    ] == []
+    assert load_report_json(text) == report
+
+
+# -- from the real captures, read in place
+
+
+def capture_matrix(path: Path) -> dict[tuple[int, int], float]:
+    """An nvbandwidth ``GPU(row) <- GPU(column)`` matrix as ``{(src, dst): GB/s}``."""
+    lines = path.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split() == [str(i) for i in range(8)])
+    figures = {}
+    for line in lines[header + 1 :]:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        dst = int(cells[0])
+        for src, value in enumerate(cells[1:]):
+            if src != dst:  # the diagonal's 0.00 is the GPU itself, not a measurement
+                figures[(src, dst)] = float(value)
+    return figures
+
+
+def capture_sweep(path: Path) -> AllReduce:
+    """nccl-tests all_reduce_perf rows (old layout without root, or new) as an AllReduce."""
+    points = []
+    for line in path.read_text().splitlines():
+        cells = line.split()
+        if not cells or not cells[0].isdigit() or int(cells[0]) == 0:
+            continue
+        offset = 5 if len(cells) == 13 else 4  # the newer layout has a root column
+        time_us, alg, bus = (float(cells[offset + i]) for i in range(3))
+        in_place = float(cells[offset + 6])
+        wrong = None if cells[offset + 3] == "N/A" else int(cells[offset + 3])
+        points.append(AllReducePoint(int(cells[0]), time_us, alg, bus, in_place, wrong))
+    return AllReduce(IC_GPUS, path.name, points=tuple(points))
+
+
+README_MATRIX = "nvbandwidth/repo-NVIDIA-nvbandwidth-README-8xgpu-d2d-memcpy-write-ce-276GBps.txt"
+A100_SWEEP = (
+    "nccl-tests/"
+    "repo-microsoft-superbenchmark-8xa100-sxm4-40gb-all_reduce_perf-8G-old-format-pass.txt"
+)
+H200_SWEEP = (
+    "nccl-tests/"
+    "WEAKPROV-codeidx-19124581599-8xh200-ndv5-nccl2.19.3-all_reduce_perf-8G-single-size-pass.txt"
+)
+
+
+def test_the_readme_matrix_and_a100_sweep_render(captures_dir: Path) -> None:
+    figures = capture_matrix(captures_dir / README_MATRIX)
+    assert len(figures) == IC_GPUS * (IC_GPUS - 1)
+    interconnect = ic_sample(
+        source="nvbandwidth.txt",
+        peers=peer_pairs(figures, bidirectional=False),
+        all_reduce=capture_sweep(captures_dir / A100_SWEEP),
+    )
+    html = render_html(sample_report(interconnect_node(interconnect)))
+    cells = _cells(_chart(html, "Peer bandwidth (GB/s)"))
+    titles = {el.findtext("title") for el in cells}
+    # The README's lowest cell: row 6 (receiving) from column 0.
+    assert "GPU 0 -> GPU 6: 274.9 GB/s" in titles
+    assert "GPU 3 -> GPU 4: 276.8 GB/s" in titles
+    # Within 1% of each other: all deep blue, nothing stands out on a healthy node.
+    fills = {el.get("fill") or "" for el in cells if el.get("class") == "cell"}
+    assert fills
+    assert all(int(fill[1:3], 16) < 0x30 and int(fill[5:7], 16) > 0xA0 for fill in fills)
+    chart = _chart(html, "All-reduce bus bandwidth")
+    points = _points(chart)
+    # 34 rows, two of them 0 bytes (no place on a log axis): 4 B .. 8 GiB; busbw 235.26
+    # at 8 GiB as SOURCES says.
+    assert len(points) == 32
+    assert points[0] == "4 B: 0.0 GB/s busbw"
+    assert points[-1] == "8 GiB: 235.3 GB/s busbw"
+    x_ticks = re.findall(
+        r'<text class="tick" x="[^"]*" y="[^"]*" text-anchor="middle"[^>]*>([^<]*)<', chart
+    )
+    assert x_ticks == ["32 B", "512 B", "8 KiB", "128 KiB", "2 MiB", "32 MiB", "512 MiB", "8 GiB"]
+    assert len(x_ticks) <= 8
+
+
+def test_a_single_size_sweep_is_one_point(captures_dir: Path) -> None:
+    interconnect = ic_sample(all_reduce=capture_sweep(captures_dir / H200_SWEEP))
+    chart = _chart(render_html(sample_report(interconnect_node(interconnect))), "All-reduce")
+    points = _points(chart)
+    assert points == ["8 GiB: 476.7 GB/s busbw"]
+    assert _points(chart, in_place=True) == ["8 GiB: 478.1 GB/s busbw in place"]
+    assert re.findall(r'text-anchor="middle"[^>]*>(8 GiB)<', chart) == ["8 GiB"]

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
+from tests.test_report_html import (
+    H200_SWEEP,
+    IC_GPUS,
+    README_MATRIX,
+    capture_matrix,
+    capture_sweep,
+    copy_rows,
+    ic_sample,
+    interconnect_node,
+    peer_pairs,
+    uniform_figures,
+)
 from tests.test_report_samples import (
     REACH_MESSAGE,
     SCRIPT_DETAIL,
@@ -16,7 +29,8 @@ from tests.test_report_samples import (
     sample_report,
     unreachable_node,
 )
-from validator.model import Action, Report
+from validator.model import Action, Bandwidth, Interconnect, Reason, Report, Unavailable
+from validator.report import common
 from validator.report.text import render_text
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -213,3 +227,118 @@ def test_fleet_without_comparison_says_so() -> None:
     assert "  no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs\n" in (
         render_text(report)
     )
+
+
+# ------------------------------------------------------------------ interconnect
+
+BRIEF_LINE = (
+    "Interconnect: H2D 53.1-55.0 GB/s, D2H 52.8-54.9, HBM 2,612-2,650, P2P 370.2-391.0 "
+    "(slowest GPU 6 -> GPU 2), all-reduce 477.4 GB/s busbw at 4 GiB (8 GPUs)"
+)
+
+
+def _brief_interconnect() -> Interconnect:
+    """The figures of the issue's example line: 8 GPUs, GPU 6 -> GPU 2 the slowest pair."""
+    h2d = [53.1, 54.0, 55.0, 54.2, 53.8, 54.4, 54.9, 53.6]
+    d2h = [52.8, 54.9, 53.3, 53.9, 54.1, 53.0, 54.6, 53.5]
+    hbm = [2612.0, 2650.0, 2630.0, 2641.0, 2622.0, 2633.0, 2619.0, 2648.0]
+    figures = {
+        (src, dst): 370.2 if (src, dst) == (6, 2) else 391.0 if (src, dst) == (0, 1) else 385.5
+        for src in range(IC_GPUS)
+        for dst in range(IC_GPUS)
+        if src != dst
+    }
+    return ic_sample(gpus=copy_rows(h2d, d2h, hbm), peers=peer_pairs(figures))
+
+
+def test_interconnect_summary_reads_like_the_brief() -> None:
+    lines = render_text(sample_report(interconnect_node(_brief_interconnect()))).splitlines()
+    # Too wide for one line of 100 columns: two, broken between phrases, the second
+    # indented under the first.
+    assert lines[1:3] == [
+        "  Interconnect: H2D 53.1-55.0 GB/s, D2H 52.8-54.9, HBM 2,612-2,650,",
+        "                P2P 370.2-391.0 (slowest GPU 6 -> GPU 2), all-reduce 477.4 GB/s busbw"
+        " at 4 GiB (8 GPUs)",
+    ]
+    assert " ".join(line.strip() for line in lines[1:3]) == BRIEF_LINE
+    assert lines[3] == "  4 passed, 0 warnings, 0 failed, 0 unknown"
+
+
+def test_a_short_interconnect_summary_is_one_line() -> None:
+    two = ic_sample(
+        gpus=copy_rows([25.13], [26.25], [1310.0]),
+        peers=(),
+        all_reduce=Unavailable(Reason.NOT_SUPPORTED, "one GPU"),
+    )
+    lines = render_text(sample_report(interconnect_node(two))).splitlines()
+    assert lines[1] == "  Interconnect: H2D 25.1 GB/s, D2H 26.2, HBM 1,310, all-reduce n/a"
+
+
+def test_gpus_and_pairs_without_a_figure_are_counted() -> None:
+    rows = list(copy_rows([53.0] * 4, [52.0] * 4, [2600.0] * 4))
+    rows[1] = dataclasses.replace(rows[1], h2d=Bandwidth(Unavailable(Reason.ERROR, "copy failed")))
+    pairs = list(peer_pairs(uniform_figures(4, slow=None)))
+    pairs[2] = dataclasses.replace(pairs[2], unidirectional=Bandwidth())
+    partial = ic_sample(
+        gpus=tuple(rows), peers=tuple(pairs), all_reduce=Unavailable(Reason.ERROR, "no NCCL")
+    )
+    text = " ".join(
+        line.strip()
+        for line in render_text(sample_report(interconnect_node(partial))).splitlines()[1:3]
+    )
+    assert text.startswith(
+        "Interconnect: H2D 53.0 GB/s (1 n/a), D2H 52.0, HBM 2,600, "
+        "P2P 276.0 (slowest GPU 0 -> GPU 1; 1 pair n/a), all-reduce n/a"
+    )
+
+
+def test_interconnect_that_could_not_run_says_why_in_one_line() -> None:
+    failed = Interconnect(source="cuda", error="libcudart.so.12: not found\x1b[2J <script>")
+    lines = render_text(sample_report(interconnect_node(failed))).splitlines()
+    assert lines[1] == (
+        "  Interconnect could not be measured: libcudart.so.12: not found\\x1b[2J <script>"
+    )
+    assert "\x1b" not in "\n".join(lines)
+
+
+def test_simulated_interconnect_is_marked() -> None:
+    simulated = dataclasses.replace(_brief_interconnect(), simulated=True, source="simulate")
+    lines = render_text(sample_report(interconnect_node(simulated))).splitlines()
+    assert lines[2].endswith("(8 GPUs)  SIMULATED")
+    assert "SIMULATED" not in lines[1]
+    colored = render_text(sample_report(interconnect_node(simulated)), color=True)
+    assert "\x1b[33mSIMULATED\x1b[0m" in colored
+
+
+def test_interconnect_summary_from_the_real_captures(captures_dir: Path) -> None:
+    # The RTX 4090 H2D/D2H rows (the sample's copies), the README's 276 GB/s matrix,
+    # the 8x H200 all-reduce at 8 GiB.
+    interconnect = ic_sample(
+        peers=peer_pairs(capture_matrix(captures_dir / README_MATRIX)),
+        all_reduce=capture_sweep(captures_dir / H200_SWEEP),
+    )
+    lines = render_text(sample_report(interconnect_node(interconnect))).splitlines()
+    assert " ".join(line.strip() for line in lines[1:3]) == (
+        "Interconnect: H2D 23.9-26.4 GB/s, D2H 26.2-27.1, HBM 2,612-2,647, "
+        "P2P 274.9-276.8 (slowest GPU 0 -> GPU 6), all-reduce 476.7 GB/s busbw at 8 GiB (8 GPUs)"
+    )
+
+
+def test_sizes_and_figures_read_as_people_write_them() -> None:
+    assert [common.size_text(size) for size in (0, 8, 1000, 1536, 1 << 20, 4 << 30, 3 << 29)] == [
+        "0 B",
+        "8 B",
+        "1000 B",
+        "1.5 KiB",
+        "1 MiB",
+        "4 GiB",
+        "1.5 GiB",
+    ]
+    assert [common.gbs_text(value) for value in (25.13, 476.72, 999.96, 2612.4)] == [
+        "25.1",
+        "476.7",
+        "1,000",
+        "2,612",
+    ]
+    assert common.gbs_range([26.77, 26.47, 26.25]) == "26.2-26.8"
+    assert common.gbs_range([276.01, 275.98]) == "276.0"

@@ -24,6 +24,16 @@ certify judged already (``nvlink.errors``, ``pcie.replays``); without such a rea
 they are the totals the facts hold, read before any burn-in. A schema-1 certificate has
 none of them, and is sealed and written exactly as it was issued (:func:`_as_issued`):
 its digest and signature still verify, and drift says it predates those checks.
+
+Schema 3 added the measured bandwidth figures (``gpuready certify`` with the
+interconnect measured): each GPU's host-to-device, device-to-host and HBM copy
+bandwidth (the medians of the repeats), each ordered pair's unidirectional peer copy
+bandwidth, named by the two GPUs' indices and UUIDs, and the node's NCCL all-reduce
+bus bandwidth at the largest size measured, with that size and the rank count. A
+figure is certified only where it was measured cleanly and its own check did not
+fail or stay unknown (:func:`_copy_figures`); simulated figures are certified as a
+simulated burn-in's speed is. A schema-2 certificate has none of them, is written and
+sealed as issued, and drift says it predates the bandwidth check.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,15 +52,18 @@ from validator import __version__, fields
 from validator.errors import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
+    Bandwidth,
     BurnStatus,
     DcgmDiag,
     DcgmOutcome,
     ErrorCounters,
     GpuBurn,
     GpuFacts,
+    Interconnect,
     Measured,
     NodeFacts,
     NodeResult,
+    Severity,
     Unavailable,
     Verdict,
 )
@@ -57,9 +71,14 @@ from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
 # 2: NVLinks, NVLink errors, PCIe replays and recovery action per GPU; DCGM results.
-CERTIFICATE_SCHEMA_VERSION = 2
-# The first schema whose certificates hold the interconnect and DCGM facts.
+# 3: bandwidth figures: per GPU H2D, D2H and HBM; per pair P2P; the node's all-reduce.
+CERTIFICATE_SCHEMA_VERSION = 3
+# The first schema whose certificates hold the interconnect (NVLink state and error
+# counters, PCIe replays, recovery action) and DCGM facts (issue 13).
 INTERCONNECT_SCHEMA_VERSION = 2
+# The first schema whose certificates hold the measured bandwidth figures (issue 14):
+# copies, peers and all-reduce. Not to be confused with INTERCONNECT_SCHEMA_VERSION.
+BANDWIDTH_SCHEMA_VERSION = 3
 
 T = TypeVar("T")
 
@@ -107,13 +126,37 @@ class CertifiedDcgm:
 
 
 @dataclass(frozen=True)
+class CertifiedPeer:
+    """One ordered pair's unidirectional copy bandwidth (GB/s, src to dst) at certification.
+
+    The GPUs are named by NVML index and, where read, UUID: drift compares a pair only
+    while both are the boards certified.
+    """
+
+    src: int
+    dst: int
+    src_uuid: str | None
+    dst_uuid: str | None
+    unidirectional_gb_s: float
+
+
+@dataclass(frozen=True)
+class CertifiedAllReduce:
+    """The node's NCCL all-reduce at certification: busbw at the largest size measured."""
+
+    ranks: int
+    size_bytes: int
+    busbw_gb_s: float
+
+
+@dataclass(frozen=True)
 class CertifiedGpu:
     """One GPU as it was when the node was certified.
 
-    The fields with defaults came with schema 2: None in an older certificate.
-    ``nvlink_errors`` and ``pcie_replay_count`` are the totals after the certification
-    burn-in where it read them (see the module doc), so drift's baseline includes the
-    burn-in's own errors.
+    The fields with defaults came with schema 2 (links to recovery action) and 3 (the
+    copy bandwidths, GB/s): None in an older certificate. ``nvlink_errors`` and
+    ``pcie_replay_count`` are the totals after the certification burn-in where it read
+    them (see the module doc), so drift's baseline includes the burn-in's own errors.
     """
 
     index: int
@@ -138,6 +181,9 @@ class CertifiedGpu:
     nvlink_errors: tuple[CertifiedLinkErrors, ...] | None = None
     pcie_replay_count: int | None = None
     recovery_action: str | None = None
+    h2d_gb_s: float | None = None
+    d2h_gb_s: float | None = None
+    hbm_gb_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +203,9 @@ class Certificate:
     cudnn_version: str | None
     gpus: tuple[CertifiedGpu, ...]
     dcgm: CertifiedDcgm | None = None  # None: no DCGM at certification (or schema 1)
+    # None: not measured at certification (or schema 1 and 2).
+    peers: tuple[CertifiedPeer, ...] | None = None
+    all_reduce: CertifiedAllReduce | None = None
     digest: str = ""  # sha256 hex of canonical_bytes()
     signature: str | None = None  # HMAC-SHA256 hex of canonical_bytes(), or unsigned
 
@@ -164,6 +213,22 @@ class Certificate:
     def holds_interconnect(self) -> bool:
         """True when the certificate's schema records NVLinks, counters, recovery action, DCGM."""
         return self.schema_version >= INTERCONNECT_SCHEMA_VERSION
+
+    @property
+    def holds_bandwidth(self) -> bool:
+        """True when the certificate's schema records the copy, peer and all-reduce figures."""
+        return self.schema_version >= BANDWIDTH_SCHEMA_VERSION
+
+    @property
+    def bandwidth_figures(self) -> int:
+        """How many bandwidth figures the certificate holds (0: none measured, or older)."""
+        per_gpu = sum(
+            1
+            for gpu in self.gpus
+            for figure in (gpu.h2d_gb_s, gpu.d2h_gb_s, gpu.hbm_gb_s)
+            if figure is not None
+        )
+        return per_gpu + len(self.peers or ()) + (self.all_reduce is not None)
 
     @property
     def label(self) -> str:
@@ -178,6 +243,9 @@ _SEAL_FIELDS = frozenset({"digest", "signature"})
 # is sealed and written without them, as it was issued.
 _ADDED_IN_2 = frozenset({"dcgm"})
 _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "recovery_action"})
+# And schema 3's: a schema-1 or -2 certificate is sealed and written without them.
+_ADDED_IN_3 = frozenset({"peers", "all_reduce"})
+_GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -258,8 +326,131 @@ def _counters_certified(gpu: GpuFacts, facts: NodeFacts) -> ErrorCounters:
     )
 
 
-def _certified_gpu(gpu: GpuFacts, facts: NodeFacts, tflops: dict[int, float]) -> CertifiedGpu:
+# ------------------------------------------------------------------ bandwidth figures
+
+Copies = tuple[float | None, float | None, float | None]  # H2D, D2H, HBM in GB/s
+_NO_COPIES: Copies = (None, None, None)
+# A figure whose own check says this did not pass is no baseline (E1's check ids).
+_NOT_PASSED = (Severity.FAIL, Severity.UNKNOWN)
+
+
+def _figure(bandwidth: Bandwidth) -> float | None:
+    """A copy's median where it was measured: finite and above zero, else None."""
+    value = bandwidth.gb_s
+    if isinstance(value, Unavailable) or not math.isfinite(value) or value <= 0:
+        return None
+    return value
+
+
+def _measured(facts: NodeFacts) -> Interconnect | None:
+    """The interconnect measurement to certify figures from; None when none ran."""
+    interconnect = facts.interconnect
+    if interconnect is None or interconnect.error is not None:
+        return None
+    return interconnect
+
+
+def _not_passed(result: NodeResult, *checks: str) -> set[int | None]:
+    """The GPUs (None: the node as a whole) where one of ``checks`` failed or stayed unknown.
+
+    A node is certified with a check that is not required failing (interconnect not
+    required on its SKU): such a figure is no figure to hold the node to later.
+    """
+    return {
+        finding.gpu_index
+        for finding in result.findings
+        if finding.check in checks and finding.severity in _NOT_PASSED
+    }
+
+
+def _same_board(measured: Measured[str], certified: Measured[str] | None) -> bool:
+    """True unless both UUIDs were read and differ (a copy measured on another board)."""
+    if certified is None or isinstance(measured, Unavailable) or isinstance(certified, Unavailable):
+        return True
+    return measured == certified
+
+
+def _copy_figures(result: NodeResult) -> dict[int, Copies]:
+    """Each GPU's certified H2D, D2H and HBM medians, by NVML index.
+
+    Left out: a GPU the idle gate found busy (its figures may be low for that), one
+    measured on another board than the facts name, and a figure whose own check
+    (``interconnect.h2d`` ...) failed or stayed unknown.
+    """
+    interconnect = _measured(result.facts)
+    if interconnect is None or isinstance(interconnect.gpus, Unavailable):
+        return {}
+    busy = set(interconnect.busy_gpus)
+    uuids = {gpu.index: gpu.uuid for gpu in result.facts.gpus}
+    names = ("h2d", "d2h", "hbm")
+    failed = {name: _not_passed(result, f"interconnect.{name}") for name in names}
+    figures: dict[int, Copies] = {}
+    for copy in interconnect.gpus:
+        if copy.index in busy or not _same_board(copy.uuid, uuids.get(copy.index)):
+            continue
+        h2d, d2h, hbm = (
+            None if {copy.index, None} & failed[name] else _figure(getattr(copy, name))
+            for name in names
+        )
+        figures[copy.index] = (h2d, d2h, hbm)
+    return figures
+
+
+def _peer_figures(result: NodeResult) -> tuple[CertifiedPeer, ...] | None:
+    """Each ordered pair's certified unidirectional bandwidth; None when none was measured.
+
+    Only a pair with peer access, neither GPU busy, and no failing or unknown
+    ``interconnect.p2p`` or ``interconnect.peer_access`` finding naming either GPU (or
+    the node).
+    """
+    interconnect = _measured(result.facts)
+    if interconnect is None or isinstance(interconnect.peers, Unavailable):
+        return None
+    left_out: set[int | None] = set(interconnect.busy_gpus)
+    left_out |= _not_passed(result, "interconnect.p2p", "interconnect.peer_access")
+    if None in left_out:
+        return None
+    uuids = {gpu.index: _value(gpu.uuid) for gpu in result.facts.gpus}
+    certified = []
+    for peer in interconnect.peers:
+        figure = _figure(peer.unidirectional)
+        if peer.access is not True or figure is None or {peer.src, peer.dst} & left_out:
+            continue
+        certified.append(
+            CertifiedPeer(peer.src, peer.dst, uuids.get(peer.src), uuids.get(peer.dst), figure)
+        )
+    return tuple(certified) or None
+
+
+def _all_reduce_figure(result: NodeResult) -> CertifiedAllReduce | None:
+    """The node's busbw at the largest size measured, where the whole sweep summed right.
+
+    A sweep with a wrong sum at any size, over a busy GPU, or whose check failed or
+    stayed unknown is no baseline.
+    """
+    interconnect = _measured(result.facts)
+    if interconnect is None or isinstance(interconnect.all_reduce, Unavailable):
+        return None
+    run = interconnect.all_reduce
+    if (
+        isinstance(run.points, Unavailable)
+        or set(run.gpu_indices) & set(interconnect.busy_gpus)
+        or _not_passed(result, "interconnect.all_reduce")
+        or any(point.wrong for point in run.points)
+    ):
+        return None
+    sized = [p for p in run.points if math.isfinite(p.busbw_gb_s) and p.busbw_gb_s > 0]
+    if not sized:
+        return None
+    largest = max(sized, key=lambda point: point.size_bytes)
+    return CertifiedAllReduce(run.ranks, largest.size_bytes, largest.busbw_gb_s)
+
+
+def _certified_gpu(
+    gpu: GpuFacts, facts: NodeFacts, tflops: dict[int, float], copies: Copies
+) -> CertifiedGpu:
     counters = _counters_certified(gpu, facts)
+    h2d, d2h, hbm = copies
     return CertifiedGpu(
         index=gpu.index,
         uuid=_value(gpu.uuid),
@@ -283,6 +474,9 @@ def _certified_gpu(gpu: GpuFacts, facts: NodeFacts, tflops: dict[int, float]) ->
         nvlink_errors=_link_errors(counters),
         pcie_replay_count=_value(counters.pcie_replay_count),
         recovery_action=_value(gpu.recovery_action),
+        h2d_gb_s=h2d,
+        d2h_gb_s=d2h,
+        hbm_gb_s=hbm,
     )
 
 
@@ -311,6 +505,7 @@ def issue_certificate(
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.timezone.utc)
     facts = result.facts
+    copies = _copy_figures(result)
     tflops: dict[int, float] = {}
     if facts.burn is not None:
         for burn in facts.burn.gpus:
@@ -329,8 +524,13 @@ def issue_certificate(
         kernel_module_version=_value(facts.kernel_module_version),
         nvcc_version=_value(facts.tools.nvcc_version),
         cudnn_version=_value(facts.tools.cudnn_version),
-        gpus=tuple(_certified_gpu(gpu, facts, tflops) for gpu in facts.gpus),
+        gpus=tuple(
+            _certified_gpu(gpu, facts, tflops, copies.get(gpu.index, _NO_COPIES))
+            for gpu in facts.gpus
+        ),
         dcgm=_dcgm(facts.dcgm),
+        peers=_peer_figures(result),
+        all_reduce=_all_reduce_figure(result),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -344,11 +544,16 @@ def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
 def _as_issued(cert: Certificate) -> dict[str, Any]:
     """The certificate as a JSON object, with exactly the fields its schema had.
 
-    A schema-1 certificate read today carries schema 2's fields as None: they are
-    left out, so its digest and signature are computed over the bytes it was issued
-    with. One that holds a value there was edited, and fails verification.
+    A schema-1 certificate read today carries schema 2's and 3's fields as None, a
+    schema-2 one schema 3's: they are left out, so its digest and signature are computed
+    over the bytes it was issued with. One that holds a value there was edited, and
+    fails verification.
     """
     data = dataclasses.asdict(cert)
+    if not cert.holds_bandwidth:
+        _drop_unset(data, _ADDED_IN_3)
+        for gpu in data["gpus"]:
+            _drop_unset(gpu, _GPU_ADDED_IN_3)
     if not cert.holds_interconnect:
         _drop_unset(data, _ADDED_IN_2)
         for gpu in data["gpus"]:
@@ -447,7 +652,7 @@ def _watts(name: str) -> Field:
 
 
 def _added(declared: Field) -> Field:
-    """A field schema 2 added: absent from a schema-1 certificate, so not required."""
+    """A field a later schema added (2 or 3): absent from an older certificate, not required."""
     return dataclasses.replace(declared, nullable=True, required=False)
 
 
@@ -506,6 +711,37 @@ CERTIFIED_DCGM_FIELDS = Document(
 )
 
 
+CERTIFIED_PEER_FIELDS = Document(
+    (
+        Field("src", int, minimum=0, required=True),
+        Field("dst", int, minimum=0, required=True),
+        _text("src_uuid"),
+        _text("dst_uuid"),
+        Field("unidirectional_gb_s", float, minimum=0.0, required=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+CERTIFIED_ALL_REDUCE_FIELDS = Document(
+    (
+        Field("ranks", int, minimum=1, required=True),
+        Field("size_bytes", int, minimum=1, required=True),
+        Field("busbw_gb_s", float, minimum=0.0, required=True),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+
+
+def _certified_peers(items: list[dict[str, Any]]) -> tuple[CertifiedPeer, ...]:
+    return tuple(CertifiedPeer(**item) for item in items)
+
+
+def _certified_all_reduce(data: dict[str, Any]) -> CertifiedAllReduce:
+    return CertifiedAllReduce(**data)
+
+
 def _certified_links(items: list[dict[str, Any]]) -> tuple[CertifiedLink, ...]:
     return tuple(CertifiedLink(**item) for item in items)
 
@@ -558,6 +794,9 @@ CERTIFIED_GPU_FIELDS = Document(
         ),
         _added(_count("pcie_replay_count")),
         _added(Field("recovery_action", str, non_empty=True)),
+        _added(_watts("h2d_gb_s")),
+        _added(_watts("d2h_gb_s")),
+        _added(_watts("hbm_gb_s")),
     ),
     noun="field",
     wanted="a JSON object",
@@ -590,6 +829,23 @@ CERTIFICATE_FIELDS = Document(
             convert=_gpus,
         ),
         _added(Field("dcgm", dict, document=CERTIFIED_DCGM_FIELDS, convert=_certified_dcgm)),
+        _added(
+            Field(
+                "peers",
+                list,
+                wanted="a list of GPU pairs",
+                item=Field("pair", dict, document=CERTIFIED_PEER_FIELDS),
+                convert=_certified_peers,
+            )
+        ),
+        _added(
+            Field(
+                "all_reduce",
+                dict,
+                document=CERTIFIED_ALL_REDUCE_FIELDS,
+                convert=_certified_all_reduce,
+            )
+        ),
         Field("digest", str),
         Field("signature", str, nullable=True),
     ),

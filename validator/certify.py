@@ -5,11 +5,14 @@ validator.operations.certify; this module is what it runs to get the report.
 
 A deadline binds every path alike: one node (this host or a scenario) and each
 host of a fleet, whatever its transport. The burn-in is cut to end within it
-(validator.node.agent.burn_within), DCGM's diagnostic (the policy's dcgm_level, or
-``--dcgm-level``) gets what the burn leaves (validator.node.agent.dcgm_within), and
-a node whose run was cut is judged on what it measured, then made UNKNOWN as timed
-out (validator.remote.deadline). Without a deadline, a host's is the burn plus the
-DCGM level's allowance plus a margin (:func:`host_deadline`).
+(validator.node.agent.burn_within), the interconnect (the policy's interconnect, or
+``--interconnect/--no-interconnect``: :func:`interconnect_mode`) is measured in what
+the burn leaves (validator.node.agent.interconnect_within), DCGM's diagnostic (the
+policy's dcgm_level, or ``--dcgm-level``) gets what is left then
+(validator.node.agent.dcgm_within), and a node whose run was cut is judged on what
+it measured, then made UNKNOWN as timed out (validator.remote.deadline). Without a
+deadline, a host's is the burn plus the interconnect's and the DCGM level's
+allowances plus a margin (:func:`host_deadline`).
 A fleet's hosts each go through the transport their ``gpuready_transport``
 names, the request's for the rest (validator.remote.per_host).
 """
@@ -30,6 +33,7 @@ from validator import __version__
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
+from validator.node.bandwidth.config import ALLOWANCE_S
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.deadline import cut_short, timed_out
@@ -51,16 +55,46 @@ class NodeRequest:
     burn: BurnConfig | None = None  # None: no burn-in
     deadline_s: float | None = None  # None: none (the burn carries its own limits)
     dcgm_level: int | None = None  # overrides the policy's dcgm_level; None: the policy's
+    interconnect: bool | None = None  # overrides the policy's interconnect; None: the policy's
 
 
-def effective_policy(policy_path: str | None, dcgm_level: int | None = None) -> Policy:
-    """The policy a run judges by: the file's (or the default), ``--dcgm-level`` applied.
+def effective_policy(
+    policy_path: str | None, dcgm_level: int | None = None, interconnect: bool | None = None
+) -> Policy:
+    """The policy a run judges by: the file's (or the default), the CLI's overrides applied.
+
+    ``dcgm_level`` is ``--dcgm-level``, ``interconnect`` is ``--interconnect`` (True)
+    or ``--no-interconnect`` (False); None leaves the policy's own.
 
     Raises:
         BadInputError: a bad policy file.
     """
     policy = load_policy(policy_path) if policy_path else Policy()
-    return with_dcgm_level(policy, dcgm_level)
+    return with_overrides(policy, dcgm_level, interconnect)
+
+
+def with_overrides(policy: Policy, dcgm_level: int | None, interconnect: bool | None) -> Policy:
+    """``policy`` with the command line's DCGM level and interconnect applied (None: as is)."""
+    return with_interconnect(with_dcgm_level(policy, dcgm_level), interconnect)
+
+
+def with_interconnect(policy: Policy, interconnect: bool | None) -> Policy:
+    """``policy`` with its interconnect overridden (None: as it is)."""
+    if interconnect is None or interconnect is policy.interconnect:
+        return policy
+    return dataclasses.replace(policy, interconnect=interconnect)
+
+
+def interconnect_mode(policy: Policy) -> str:
+    """The agent's ``--interconnect`` mode for what the policy asks.
+
+    ``interconnect: null`` (the default) measures where the GPUs have NVLink (auto),
+    as the judge then requires it only on SKUs with NVLink; true always (on); false
+    never (off).
+    """
+    if policy.interconnect is None:
+        return "auto"
+    return "on" if policy.interconnect else "off"
 
 
 def with_dcgm_level(policy: Policy, dcgm_level: int | None) -> Policy:
@@ -100,7 +134,8 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
     """
     from validator.node.agent import collect_facts
 
-    policy = effective_policy(request.policy_path, request.dcgm_level)
+    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    interconnect = interconnect_mode(policy)
     started = time.monotonic()
     if request.capture is not None or request.deadline_s is None:
         facts = collect_from(
@@ -111,6 +146,7 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
             progress=progress,
             dcgm_level=policy.dcgm_level,
             dcgm_timeout_s=policy.dcgm_timeout_s,
+            interconnect=interconnect,
         )
     else:
         # In this thread, as without a deadline: Ctrl-C still ends the burn, judged.
@@ -122,6 +158,7 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
             progress=progress,
             dcgm_level=policy.dcgm_level,
             dcgm_timeout_s=policy.dcgm_timeout_s,
+            interconnect=interconnect,
         )
     result = judge_node(facts, policy)
     if request.deadline_s is not None:
@@ -148,6 +185,7 @@ class FleetRequest:
     ssh_config: str | None = None
     known_hosts: str | None = None
     dcgm_level: int | None = None  # overrides every host's policy dcgm_level; None: theirs
+    interconnect: bool | None = None  # overrides every host's policy interconnect; None: theirs
 
     def __post_init__(self) -> None:
         # click and inventories give the name as text: one type from here on.
@@ -202,16 +240,24 @@ def transport_named(name: TransportName, request: FleetRequest) -> Transport:
 
 
 def host_deadline(
-    deadline_s: float | None, burn: BurnConfig | None, policy: Policy | None = None
+    deadline_s: float | None,
+    burn: BurnConfig | None,
+    policy: Policy | None = None,
+    interconnect: bool = False,
 ) -> float:
     """Each host's deadline: the one given, else the burn plus :data:`DEADLINE_MARGIN_S`.
 
     Where ``policy`` asks for a DCGM level, its diagnostic's allowance is added
-    (``dcgm_timeout_s``, else the level's: validator.node.dcgm.DEFAULT_TIMEOUT_S).
+    (``dcgm_timeout_s``, else the level's: validator.node.dcgm.DEFAULT_TIMEOUT_S); where
+    the interconnect may be measured (``interconnect``: a mode other than off, see
+    :attr:`AgentRequest.measures_interconnect`), its allowance
+    (validator.node.bandwidth.config.ALLOWANCE_S).
     """
     if deadline_s is not None:
         return deadline_s
-    return (burn.duration_s if burn else 0.0) + dcgm_allowance(policy) + DEADLINE_MARGIN_S
+    burn_s = burn.duration_s if burn else 0.0
+    interconnect_s = ALLOWANCE_S if interconnect else 0.0
+    return burn_s + interconnect_s + dcgm_allowance(policy) + DEADLINE_MARGIN_S
 
 
 def dcgm_allowance(policy: Policy | None) -> float:
@@ -226,25 +272,35 @@ def dcgm_allowance(policy: Policy | None) -> float:
 
 
 def agent_request(
-    burn: BurnConfig | None, policy: Policy, per_host: Mapping[str, Policy] | None = None
+    burn: BurnConfig | None,
+    policy: Policy,
+    per_host: Mapping[str, Policy] | None = None,
+    interconnect: Callable[[Policy], str] = interconnect_mode,
 ) -> AgentRequest:
     """What every host's agent is asked to do.
 
-    DCGM as the policy asks, or as a host's own policy (``per_host``, by inventory
-    name) asks where it differs.
+    DCGM and the interconnect as the policy asks, or as a host's own policy
+    (``per_host``, by inventory name) asks where it differs. ``interconnect`` gives a
+    policy's interconnect mode: certify's is :func:`interconnect_mode`; drift's is
+    off unless asked (validator.operations.drift).
     """
+    hosts = sorted((per_host or {}).items())
     wanted = (policy.dcgm_level, policy.dcgm_timeout_s)
     by_host = tuple(
         (name, own.dcgm_level, own.dcgm_timeout_s)
-        for name, own in sorted((per_host or {}).items())
+        for name, own in hosts
         if (own.dcgm_level, own.dcgm_timeout_s) != wanted
     )
+    mode = interconnect(policy)
+    modes = ((name, interconnect(own)) for name, own in hosts)
     return AgentRequest(
         burn=burn,
         xid_window_hours=policy.xid_window_hours,
         dcgm_level=policy.dcgm_level,
         dcgm_timeout_s=policy.dcgm_timeout_s,
         dcgm_by_host=by_host,
+        interconnect=mode,
+        interconnect_by_host=tuple((name, own) for name, own in modes if own != mode),
     )
 
 
@@ -272,10 +328,11 @@ def certify_fleet(
     from validator.inventory import load_hosts, policy_for
     from validator.judge.fleet import judge_fleet
 
-    base = effective_policy(request.policy_path, request.dcgm_level)
+    base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     hosts = load_hosts(request.inventories, request.limit)
     policies = {
-        host.name: with_dcgm_level(policy_for(host, base), request.dcgm_level) for host in hosts
+        host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
+        for host in hosts
     }
     if on_hosts is not None:
         on_hosts(hosts)
@@ -283,15 +340,19 @@ def certify_fleet(
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         return judge_node(facts, policies[host.name])
 
+    asked = agent_request(request.burn, base, policies)
     with make_transport(request) as transport:
         outcome = run_fanout(
             hosts,
             transport,
-            agent_request(request.burn, base, policies),
+            asked,
             judge,
             parallel=request.parallel,
             deadline_s=host_deadline(
-                request.deadline_s, request.burn, longest_dcgm(base, policies)
+                request.deadline_s,
+                request.burn,
+                longest_dcgm(base, policies),
+                asked.measures_interconnect,
             ),
             progress=progress,
             on_result=on_result,

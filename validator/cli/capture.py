@@ -26,13 +26,19 @@ from validator.node.system import LiveSystem, System
     help="Also run DCGM's diagnostic `dcgmi diag -r N -j` (1-4; it takes seconds at 1, "
     "minutes at 2-3, hours at 4) into dcgmi-diag.json; 0 (default) runs none.",
 )
-def capture(directory: str, simulate: str | None, dcgm_level: int) -> None:
+@click.option(
+    "--interconnect/--no-interconnect",
+    default=False,
+    help="Also run `nvbandwidth -j` (where it is on PATH) into nvbandwidth.json: copy, "
+    "peer and HBM bandwidth, read and judged by `certify --capture`.",
+)
+def capture(directory: str, simulate: str | None, dcgm_level: int, interconnect: bool) -> None:
     """Write nvidia-smi, nvcc, cuDNN and kernel-log outputs of this host to DIRECTORY.
 
     Certify it anywhere later with `gpuready certify --capture DIRECTORY`.
     """
     system: System = load_scenario(simulate).system() if simulate else LiveSystem()
-    outcome = write_capture(directory, system, dcgm_level=dcgm_level)
+    outcome = write_capture(directory, system, dcgm_level=dcgm_level, interconnect=interconnect)
     for name, what in sorted(outcome.items()):
         click.echo(f"{name:26} {what}")
     written = sum(1 for what in outcome.values() if what == "written")

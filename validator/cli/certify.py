@@ -19,6 +19,7 @@ from validator.cli.options import (
     db_option,
     fanout_options,
     fanout_settings,
+    interconnect_option,
     inventory_option,
     limit_option,
     policy_option,
@@ -74,6 +75,14 @@ SIMULATED_BURN_DEFAULT = "10s"
     "(0-4; 0 runs none), overriding the policy's dcgm_level. A capture's recorded DCGM "
     "output is judged whatever the level.",
 )
+@interconnect_option(
+    None,
+    "Measure what joins the GPUs after the burn-in: H2D, D2H and HBM copy bandwidth per "
+    "GPU, the peer matrix and NCCL all-reduce, and judge them; --no-interconnect measures "
+    "none. Overrides the policy's interconnect (default: measured where two or more GPUs "
+    "have NVLink). A capture's recorded nvbandwidth and all_reduce_perf output is judged "
+    "whenever it is there.",
+)
 @inventory_option("Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.")
 @limit_option
 @click.option(
@@ -120,6 +129,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     dcgm_level = options.pop("dcgm_level")
     # Only when given: the policy's level stands otherwise.
     dcgm = {} if dcgm_level is None else {"dcgm_level": dcgm_level}
+    interconnect = options.pop("interconnect")  # None: the policy's own
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -131,6 +141,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         report_dir=options["report_dir"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
+        interconnect=interconnect,
         **fanout_settings(options),
         **dcgm,
     )

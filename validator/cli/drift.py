@@ -16,6 +16,7 @@ from validator.cli.options import (
     db_option,
     fanout_options,
     fanout_settings,
+    interconnect_option,
     inventory_option,
     limit_option,
     policy_option,
@@ -42,6 +43,12 @@ from validator.store import Store
     show_default=True,
     metavar="DURATION",
     help="Also run a burn-in this long (90s, 5m) and compare its speed; 0 skips it.",
+)
+@interconnect_option(
+    False,
+    "Also measure what joins the GPUs (copy, peer and all-reduce bandwidth) where they "
+    "have NVLink (everywhere with a policy's interconnect: true) and compare it with the "
+    "certificate's figures; off by default: add it to a weekly drift.",
 )
 @db_option
 @policy_option
@@ -114,6 +121,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         transport=TransportName(options["transport"] or "ssh"),
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
+        measure_interconnect=options["interconnect"],
         argv=command_line(ctx),
         **fanout_settings(options),
     )

@@ -482,6 +482,20 @@ class BurnOptions:
         )
 
 
+def interconnect_option(default: bool | None, help_text: str) -> Callable[[F], F]:
+    """``--interconnect/--no-interconnect``: measure what joins the GPUs, or not.
+
+    ``default`` None leaves the choice to the policy's ``interconnect`` (certify);
+    ``help_text`` says what the command does by default.
+    """
+    return click.option(
+        "--interconnect/--no-interconnect",
+        "interconnect",
+        default=default,
+        help=help_text,
+    )
+
+
 _ROLLING_OPTIONS: tuple[Callable[[F], F], ...] = (
     click.option(
         "--batch",

@@ -33,6 +33,10 @@ Decisions:
 * A certificate older than the interconnect and DCGM checks (schema 1) is no baseline
   for them: one note per check, UNKNOWN that does not block, where there is something
   to compare now (:func:`validator.drift.gpus.predates`).
+* The measured bandwidths (``drift.interconnect``, drift run with ``--interconnect``):
+  each figure the certificate holds against the same figure now
+  (:mod:`validator.drift.interconnect`); a certificate older than them (schema 2 or 1)
+  is noted once, not blocking.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from validator.drift.gpus import (
     interconnect_findings,
     predates,
 )
+from validator.drift.interconnect import bandwidth_findings
 from validator.judge.checks.common import (
     FAIL,
     PASS,
@@ -466,6 +471,7 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
     for was, gpu in pairs:
         findings += compare_gpu(was, gpu, policy)
     findings += interconnect_findings(cert, pairs, policy)
+    findings += bandwidth_findings(cert, facts, pairs, policy)
     findings += burn_findings(pairs, facts, policy)
     findings += _dcgm(cert, facts, pairs, policy)
     findings += _xids(cert, facts, policy)

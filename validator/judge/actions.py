@@ -173,9 +173,25 @@ RULES: dict[str, Rule] = {
     # These rows are the fallback of validator.judge.checks.dcgm.TEST_ACTIONS, which
     # sets the action on every dcgm.* finding (error id and words first) and agrees
     # with them (tests/test_actions.py).
+    # ---- interconnect: the checks set the action on each finding (the host link, the
+    # chip, checks.nvlink.link_repair for the board's links, the fabric manager or the
+    # baseboard for the NVSwitch fabric); these rows are the fallback where none was set.
+    # Not measured: measure it; the check names a missing library (fix the software).
+    "interconnect.run": Rule(RERUN),
+    "interconnect.h2d": Rule(RESEAT),  # the GPU's PCIe path: riser, cable, slot
+    "interconnect.d2h": Rule(RESEAT),
+    "interconnect.hbm": Rule(RMA),  # a copy within the GPU's own memory: the chip
+    "interconnect.peer_access": Rule(RESEAT),
+    "interconnect.p2p": Rule(RESEAT),
+    # Slow: the links or the fabric (the milder step without a SKU); wrong values are
+    # data corruption, an RMA the check sets.
+    "interconnect.all_reduce": Rule(RESEAT),
     # ---- fleet: a GPU slow against its fleet while its node passed: the chassis
     # (cooling or power), as validator.judge.fleet explains.
     "fleet.speed": Rule(COOLING),
+    # A bandwidth figure low against its fleet: fleet.figure_action sets the interconnect
+    # checks' own action on each FAIL (riser, chip, links, fabric); this is the fallback.
+    "fleet.interconnect": Rule(RESEAT),
     # ---- transport: the host did not answer or was cut at its deadline
     "transport.reach": Rule(RERUN),
     "transport.deadline": Rule(RERUN),
@@ -202,6 +218,9 @@ RULES: dict[str, Rule] = {
     "drift.xid": Rule(RESET),
     "drift.recovery_action": Rule(RESET),
     "drift.dcgm": Rule(RMA),
+    # A bandwidth fell since certified: drift sets fleet.figure_action's answer on each
+    # FAIL, as the interconnect checks decide it; this is the fallback.
+    "drift.interconnect": Rule(RESEAT),
     "drift.burn": Rule(COOLING),  # slower than certified: the chassis before the chip
     "drift.gpu_removed": Rule(RESEAT),  # a GPU gone from the bus
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again

@@ -17,6 +17,8 @@ from validator.fields import Document, Field
 from validator.judge import yamlfile
 
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
+# The GPU counts an all-reduce floor may be given for: a node's GPUs, two or more.
+ALL_REDUCE_GPUS = (2, 64)
 _PRECISIONS = ("fp16", "bf16", "tf32", "fp8", "fp32")
 _DEFAULT_PATH = Path(__file__).with_name("skus.yaml")
 
@@ -59,7 +61,20 @@ class Sku:
     # judged (a card whose bridges fix no count, or no figure found).
     nvlink_speed_gbs: float | None
     nvlink_source: str  # where the link count and speed come from, or why there is none
+    # Interconnect floors, GB/s of 10^9 bytes (validator/judge/checks/interconnect.py);
+    # None: no floor from the SKU (bandwidth_source says why), the node's median judges.
+    h2d_min_gbs: float | None  # host to device, pinned memory, copy engine
+    d2h_min_gbs: float | None
+    hbm_copy_min_gbs: float | None  # a copy within the GPU, bytes read + written per second
+    p2p_min_gbs: float | None  # one GPU to another over NVLink, one direction
+    # NCCL all-reduce busbw at >= 1 GiB by GPU count, ascending: ((8, 460.0),).
+    all_reduce_min_gbs: tuple[tuple[int, float], ...]
+    bandwidth_source: str  # where each floor comes from, or why there is none
     source: str
+
+    def all_reduce_floor(self, gpus: int) -> float | None:
+        """The all-reduce busbw floor for a node of ``gpus`` GPUs, or None: none known."""
+        return dict(self.all_reduce_min_gbs).get(gpus)
 
 
 class Catalog:
@@ -198,6 +213,23 @@ def _link(name: str, high: int) -> Field:
     )
 
 
+_ALL_REDUCE_WANTED = (
+    f"a mapping of GPU counts ({ALL_REDUCE_GPUS[0]}-{ALL_REDUCE_GPUS[1]}) to busbw GB/s, "
+    "like {8: 460}, or null"
+)
+
+
+def _gpu_count_floors(floors: dict[object, float]) -> tuple[tuple[int, float], ...]:
+    """``{8: 460}`` as ``((8, 460.0),)``; a key that is no GPU count is refused at that key."""
+    low, high = ALL_REDUCE_GPUS
+    counted: list[tuple[int, float]] = []
+    for key, floor in floors.items():
+        if not isinstance(key, int) or isinstance(key, bool) or not low <= key <= high:
+            raise fields.Invalid(key, at=(str(key),), wanted=_ALL_REDUCE_WANTED)
+        counted.append((key, floor))
+    return tuple(sorted(counted))
+
+
 _TFLOPS = Document(tuple(_positive(p, nullable=True) for p in _PRECISIONS))
 
 ROW_FIELDS = Document(
@@ -245,6 +277,21 @@ ROW_FIELDS = Document(
         _link("nvlinks", 64),
         _positive("nvlink_speed_gbs", nullable=True),
         _text("nvlink_source"),
+        _positive("h2d_min_gbs", nullable=True),
+        _positive("d2h_min_gbs", nullable=True),
+        _positive("hbm_copy_min_gbs", nullable=True),
+        _positive("p2p_min_gbs", nullable=True),
+        Field(
+            "all_reduce_min_gbs",
+            dict,
+            wanted=_ALL_REDUCE_WANTED,
+            non_empty=True,
+            nullable=True,
+            required=True,
+            values=_positive("busbw"),
+            convert=_gpu_count_floors,
+        ),
+        _text("bandwidth_source"),
         _text("source"),
     )
 )
@@ -266,7 +313,24 @@ def _parse_row(source: fields.Source, number: int, data: object) -> Sku:
         raise at.wrong(
             ("nvlink_speed_gbs",), "null where nvlinks is null", data["nvlink_speed_gbs"]
         )
+    _check_peer_floors(at, data, values)
+    values["all_reduce_min_gbs"] = values["all_reduce_min_gbs"] or ()
     values["peak_tflops"] = PeakTflops(
         **{key: values["peak_tflops"].get(key) for key in _PRECISIONS}
     )
     return Sku(**values)
+
+
+def _check_peer_floors(
+    at: fields.Source, data: dict[str, object], values: dict[str, object]
+) -> None:
+    """Peer floors only where the board fixes the NVLinks.
+
+    Between PCIe cards (or cards some bridge joins) peer copies and all-reduce run over
+    whatever the platform offers: a floor from the SKU would judge the server, not the GPU.
+    """
+    if values["nvlinks"] is not None:
+        return
+    for name in ("p2p_min_gbs", "all_reduce_min_gbs"):
+        if values[name] is not None:
+            raise at.wrong((name,), "null where nvlinks is null", data[name])

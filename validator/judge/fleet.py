@@ -23,32 +23,67 @@ Decisions, in one place:
 * The threshold is each host's own policy's (per-host overrides apply to that
   host's GPUs); the stats row shows the one most of that SKU's hosts use.
 * Judging twice replaces the earlier fleet findings rather than adding to them.
+
+``fleet.interconnect`` does the same for the measured bandwidths, each figure against
+the fleet median of the same figure on the same SKU: each GPU's H2D, D2H and HBM copy
+(per SKU), each node's slowest peer pair (per SKU and GPU count: one slow tray or
+NVSwitch lowers every pair of a node alike, which its siblings cannot show) and each
+node's all-reduce busbw at its largest size (per SKU, rank count and that size: busbw
+grows with the message). Below ``thresholds.fleet_interconnect_min`` (default 0.90) of
+the median fails, with the action that fixes that figure (:func:`figure_action`).
+
+* A figure counts when it was measured (a finite median above zero; a pair with peer
+  access) on a node with a SKU, a verdict other than UNKNOWN and an interconnect
+  measurement that ran; a figure not measured is left out, never counted as zero.
+  A GPU the idle gate found busy is left out (its figures may be low for that), and so
+  is an all-reduce over one; a wrong sum is the node check's business, its busbw is
+  still a measurement.
+* A group needs :data:`MIN_FLEET_GPUS` figures (fleet.speed's rule) from more than one
+  node: a "fleet" of one node is its own siblings, which ``interconnect_sibling_min``
+  judges already.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Sequence
 
 from validator.errors import PolicyError
 from validator.judge.actions import assign_actions
-from validator.judge.catalog import Catalog, load_catalog
+from validator.judge.catalog import Catalog, Sku, load_catalog
+from validator.judge.checks.interconnect import (
+    BASEBOARD_SOURCE,
+    FABRIC_SOURCE,
+    HBM_SOURCE,
+    PCIE_SOURCE,
+    gbs,
+)
+from validator.judge.checks.nvlink import link_repair
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings
 from validator.model import (
+    Action,
+    AllReduce,
+    Bandwidth,
     BurnStatus,
     Finding,
     FleetSummary,
     GpuBurn,
+    GpuFacts,
+    Interconnect,
     NodeResult,
     Severity,
     SkuFleetStats,
+    Unavailable,
     Verdict,
 )
 
 CHECK = "fleet.speed"
+INTERCONNECT_CHECK = "fleet.interconnect"
+FLEET_CHECKS = frozenset({CHECK, INTERCONNECT_CHECK})
 MIN_FLEET_GPUS = 3
 
 
@@ -113,7 +148,8 @@ def _finding(sample: _Sample, hostname: str, label: str, median: float, mad: flo
 
 def _rejudged(node: NodeResult, fleet: list[Finding], label: str | None) -> NodeResult:
     # Actions with the node's own findings in sight: a slow GPU's cause may be among them.
-    findings = list(assign_actions([f for f in node.findings if f.check != CHECK] + fleet))
+    kept = [f for f in node.findings if f.check not in FLEET_CHECKS]
+    findings = list(assign_actions(kept + fleet))
     ordered = sort_findings(findings)
     if ordered == node.findings:
         return node
@@ -121,6 +157,199 @@ def _rejudged(node: NodeResult, fleet: list[Finding], label: str | None) -> Node
     if label is not None and verdict is not Verdict.UNKNOWN:
         summary = f"{len(node.facts.gpus)}x {label}: {summary}"  # as judge_node words it
     return dataclasses.replace(node, findings=ordered, verdict=verdict, summary=summary)
+
+
+# ------------------------------------------------------------------ interconnect
+
+# The figures compared, as messages name them.
+FIGURES = {"h2d": "H2D", "d2h": "D2H", "hbm": "HBM", "p2p": "P2P", "all_reduce": "all-reduce busbw"}
+
+
+def _fabric_unfinished(gpus: Sequence[GpuFacts]) -> str:
+    """The GPUs whose NVSwitch fabric registration is not completed, in words ("" for none)."""
+    return ", ".join(
+        f"GPU {gpu.index} ({gpu.fabric_state})"
+        for gpu in gpus
+        if isinstance(gpu.fabric_state, str) and gpu.fabric_state.lower() != "completed"
+    )
+
+
+def figure_action(
+    figure: str, sku: Sku | None, gpus: Sequence[GpuFacts] = ()
+) -> tuple[Action, str]:
+    """What fixes a bandwidth figure that is low, and why: the fleet's and drift's one answer.
+
+    As the interconnect checks decide it (:mod:`validator.judge.checks.interconnect`):
+    H2D and D2H are the GPU's PCIe path (riser, cable, slot); HBM is the chip; a pair or
+    the all-reduce first the fabric manager where a GPU of ``gpus`` has not completed
+    its NVSwitch registration, else a pair its NVLinks as the nvlink checks repair them on
+    this SKU (:func:`validator.judge.checks.nvlink.link_repair`) and the all-reduce the
+    NVSwitch fabric on the baseboard where the SKU has one, its links elsewhere.
+    """
+    if figure in ("h2d", "d2h"):
+        return Action.RESEAT_CABLE_RISER, PCIE_SOURCE
+    if figure == "hbm":
+        return Action.DRAIN_RMA, HBM_SOURCE
+    if _fabric_unfinished(gpus):
+        return Action.FIX_SOFTWARE, FABRIC_SOURCE
+    if figure == "all_reduce" and sku is not None and sku.nvswitch:
+        return Action.DRAIN_RMA, BASEBOARD_SOURCE
+    return link_repair(sku)
+
+
+def size_label(size_bytes: int) -> str:
+    """A message size as nccl-tests' users say it: 4 GiB, 256 MiB, 8 KiB, 100 B."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
+            return f"{size_bytes >> shift} {unit}"
+    return f"{size_bytes} B"
+
+
+def measured_gb_s(bandwidth: Bandwidth) -> float | None:
+    """A copy's median where it was measured (finite, above zero); None otherwise."""
+    value = bandwidth.gb_s
+    if isinstance(value, Unavailable) or not math.isfinite(value) or value <= 0:
+        return None
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Figure:
+    """One measured bandwidth of one node, to be held against its group's median."""
+
+    node: int  # position in the results
+    figure: str  # a FIGURES key
+    scope: str  # what must match besides the SKU: "" per GPU, "8 GPUs", "8 GPUs at 4 GiB"
+    value: float
+    ratio: float  # the host's fleet_interconnect_min
+    where: str  # "GPU 3", "slowest pair GPU 2 -> GPU 5", "all-reduce at 4 GiB over 8 GPUs"
+    gpu_index: int | None = None
+    gpu_uuid: str | None = None
+
+
+def _copies(position: int, interconnect: Interconnect, ratio: float) -> list[_Figure]:
+    if isinstance(interconnect.gpus, Unavailable):
+        return []
+    busy = set(interconnect.busy_gpus)
+    found = []
+    for copy in interconnect.gpus:
+        if copy.index in busy:
+            continue
+        uuid = copy.uuid if isinstance(copy.uuid, str) else None
+        for figure in ("h2d", "d2h", "hbm"):
+            value = measured_gb_s(getattr(copy, figure))
+            if value is not None:
+                where = f"GPU {copy.index}"
+                found.append(_Figure(position, figure, "", value, ratio, where, copy.index, uuid))
+    return found
+
+
+def _slowest_pair(
+    position: int, interconnect: Interconnect, gpus: int, ratio: float
+) -> list[_Figure]:
+    if isinstance(interconnect.peers, Unavailable):
+        return []
+    busy = set(interconnect.busy_gpus)
+    pairs = [
+        (value, peer.src, peer.dst)
+        for peer in interconnect.peers
+        if peer.access is True
+        and not {peer.src, peer.dst} & busy
+        and (value := measured_gb_s(peer.unidirectional)) is not None
+    ]
+    if not pairs:
+        return []
+    value, src, dst = min(pairs)
+    where = f"slowest pair GPU {src} -> GPU {dst}"
+    return [_Figure(position, "p2p", f"{gpus} GPUs", value, ratio, where)]
+
+
+def _largest_all_reduce(position: int, interconnect: Interconnect, ratio: float) -> list[_Figure]:
+    run = interconnect.all_reduce
+    if not isinstance(run, AllReduce) or isinstance(run.points, Unavailable):
+        return []
+    if set(run.gpu_indices) & set(interconnect.busy_gpus):
+        return []
+    points = [p for p in run.points if math.isfinite(p.busbw_gb_s) and p.busbw_gb_s > 0]
+    if not points:
+        return []
+    largest = max(points, key=lambda point: point.size_bytes)
+    size = size_label(largest.size_bytes)
+    scope = f"{run.ranks} GPUs at {size}"
+    where = f"all-reduce at {size} over {run.ranks} GPUs"
+    return [_Figure(position, "all_reduce", scope, largest.busbw_gb_s, ratio, where)]
+
+
+def _interconnect_groups(
+    results: Sequence[NodeResult], lookup: Callable[[str], Policy]
+) -> dict[tuple[str, str, str], list[_Figure]]:
+    groups: dict[tuple[str, str, str], list[_Figure]] = collections.defaultdict(list)
+    for position, node in enumerate(results):
+        interconnect = node.facts.interconnect
+        if (
+            node.sku is None
+            or interconnect is None
+            or interconnect.error is not None
+            or node.verdict is Verdict.UNKNOWN
+        ):
+            continue
+        ratio = lookup(node.hostname).thresholds.fleet_interconnect_min
+        figures = _copies(position, interconnect, ratio)
+        figures += _slowest_pair(position, interconnect, len(node.facts.gpus), ratio)
+        figures += _largest_all_reduce(position, interconnect, ratio)
+        for figure in figures:
+            groups[(node.sku, figure.figure, figure.scope)].append(figure)
+    return groups
+
+
+def _interconnect_finding(
+    sample: _Figure, node: NodeResult, label: str, median: float, sku: Sku | None
+) -> Finding:
+    hostname, gpus = node.hostname, node.facts.gpus
+    threshold = sample.ratio * median
+    slow = sample.value < threshold
+    share = sample.value / median
+    name = FIGURES[sample.figure]
+    of = label if not sample.scope else f"{label} ({sample.scope})"
+    finding = Finding(
+        check=INTERCONNECT_CHECK,
+        severity=Severity.FAIL if slow else Severity.PASS,
+        message=(
+            f"{sample.where} of {hostname}: {name} {gbs(sample.value)}, {share:.0%} of the "
+            f"fleet median {gbs(median)} for {of}"
+        ),
+        observed=f"{name} {gbs(sample.value)}",
+        expected=f">= {gbs(threshold)} ({sample.ratio:.0%} of the fleet median)",
+        gpu_index=sample.gpu_index,
+        gpu_uuid=sample.gpu_uuid,
+    )
+    if not slow:
+        return finding
+    action, source = figure_action(sample.figure, sku, gpus)
+    return dataclasses.replace(finding, action=action, action_source=source)
+
+
+def _sku(catalog: Catalog, sku: str) -> Sku | None:
+    try:
+        return catalog.get(sku)
+    except PolicyError:
+        return None
+
+
+def _interconnect_findings(
+    results: Sequence[NodeResult], lookup: Callable[[str], Policy], catalog: Catalog
+) -> dict[int, list[Finding]]:
+    """The fleet.interconnect findings of every node with a figure in a large enough group."""
+    added: dict[int, list[Finding]] = collections.defaultdict(list)
+    for (sku, _, _), samples in _interconnect_groups(results, lookup).items():
+        if len(samples) < MIN_FLEET_GPUS or len({sample.node for sample in samples}) < 2:
+            continue
+        median = statistics.median(sample.value for sample in samples)
+        label, row = _label(catalog, sku), _sku(catalog, sku)
+        for sample in samples:
+            finding = _interconnect_finding(sample, results[sample.node], label, median, row)
+            added[sample.node].append(finding)
+    return added
 
 
 def _summary(
@@ -144,21 +373,23 @@ def judge_fleet(
     interrupted: bool = False,
     catalog: Catalog | None = None,
 ) -> tuple[tuple[NodeResult, ...], FleetSummary]:
-    """Judge each GPU's burn-in speed against its SKU's fleet median.
+    """Judge each GPU's burn-in speed and each bandwidth figure against its SKU's fleet median.
 
     Args:
         results: every node judged on its own (judge_node), in any order.
         policy_for_host: the policy for a hostname (per-host overrides), or one policy
-            for all; only ``thresholds.fleet_speed_min`` is read.
+            for all; only ``thresholds.fleet_speed_min`` and
+            ``thresholds.fleet_interconnect_min`` are read.
         interrupted: the run was stopped before every host finished; recorded in the
             summary.
         catalog: for the SKU labels in messages; the packaged one when omitted.
 
     Returns:
         The results in the same order, with a ``fleet.speed`` finding per measured GPU
-        of every SKU that has enough GPUs (verdict and summary recomputed where the
-        findings changed), and the fleet summary: counts by verdict (after this
-        judgement) and each SKU's speed statistics.
+        of every SKU that has enough GPUs and a ``fleet.interconnect`` finding per
+        measured figure of every group that has enough (verdict and summary recomputed
+        where the findings changed), and the fleet summary: counts by verdict (after
+        this judgement) and each SKU's speed statistics.
     """
     catalog = catalog if catalog is not None else load_catalog()
     lookup = _policy_lookup(policy_for_host)
@@ -188,9 +419,11 @@ def judge_fleet(
                 threshold_tflops=ratio * median,
             )
         )
+    for position, found in _interconnect_findings(results, lookup, catalog).items():
+        added[position] += found
     judged = tuple(
         _rejudged(node, added[position], _label(catalog, node.sku) if node.sku else None)
-        if position in added or any(f.check == CHECK for f in node.findings)
+        if position in added or any(f.check in FLEET_CHECKS for f in node.findings)
         else node
         for position, node in enumerate(results)
     )

@@ -6,7 +6,7 @@ zipapp (see validator.remote.bundle). Its whole interface:
     python3 gpuready-agent.pyz [--simulate NAME|FILE] [--burn SECONDS]
         [--burn-backend cublas|torch|numpy] [--burn-dtype DTYPE] [--burn-matrix-size N]
         [--burn-memory-fraction F] [--xid-window-hours H] [--deadline SECONDS]
-        [--dcgm-level 1-4] [--dcgm-timeout SECONDS]
+        [--interconnect auto|on|off] [--dcgm-level 1-4] [--dcgm-timeout SECONDS]
 
 Exit 0 with NodeFacts JSON on stdout whenever facts were collected, whatever
 they say (judging happens on the controller); 2 with one line on stderr for
@@ -15,11 +15,12 @@ gave no facts within its deadline.
 
 With ``--deadline`` the agent ends in time: its burn-in is cut to fit what is
 left once the other facts are in (:func:`burn_within`; the controller sees the
-shorter burn and judges the host as cut at its deadline), DCGM's diagnostic
-(``--dcgm-level``, run after the burn-in) gets what is left after that, its
-timeout cut to fit (:func:`dcgm_within`), and should the collector still not
-return (a wedged GPU, a hung command), the agent says so and exits, leaving
-nothing of itself running on the host.
+shorter burn and judges the host as cut at its deadline), keeping room for the
+interconnect measurement where one is wanted (``--interconnect``, measured after
+the burn-in: :func:`interconnect_within`), DCGM's diagnostic (``--dcgm-level``, run
+last) gets what is left after that, its timeout cut to fit (:func:`dcgm_within`),
+and should the collector still not return (a wedged GPU, a hung command), the agent
+says so and exits, leaving nothing of itself running on the host.
 """
 
 from __future__ import annotations
@@ -41,18 +42,24 @@ from validator.model import (
     DEFAULT_XID_WINDOW_HOURS,
     BurnResult,
     DcgmDiag,
+    Interconnect,
     NodeFacts,
     Reason,
     to_dict,
 )
+from validator.node.bandwidth import check_mode, wanted
+from validator.node.bandwidth.config import ALLOWANCE_S
 from validator.node.burnin.config import BurnConfig
 from validator.node.scenario import Scenario, load_scenario
 from validator.node.sources import (
+    INTERCONNECT_OFF,
     burn_live,
     burn_simulated,
     collect_live,
     collect_simulated,
+    interconnect_config,
     with_dcgm,
+    with_interconnect,
 )
 from validator.node.system import LiveSystem, System
 
@@ -71,6 +78,18 @@ SHORTEST_CUT_BURN_S = 0.5
 CUT_GRACE_MIN_S = 2.0
 # A DCGM diagnostic cut to less than this cannot finish even level 1: it is not run.
 SHORTEST_DCGM_S = 5.0
+# Less than this leaves no room for the idle gate and one GPU's copies: not started.
+SHORTEST_INTERCONNECT_S = 5.0
+# Of the time left when the burn-in would start, this share is kept for the
+# interconnect measurement that follows it, when wanted: at least enough to start it
+# once the trip home is kept back too, at most its ALLOWANCE_S, and never more than
+# INTERCONNECT_RESERVE_MAX_SHARE (on a deadline too short for both, the burn comes first).
+INTERCONNECT_RESERVE_SHARE = 0.25
+INTERCONNECT_RESERVE_MIN_S = 8.0
+INTERCONNECT_RESERVE_MAX_SHARE = 0.5
+NO_TIME_FOR_INTERCONNECT = (
+    "no time left for the interconnect measurement within the deadline: give a longer --deadline"
+)
 DCGM_LEVELS = (1, 2, 3, 4)
 # How long past its deadline the agent waits for a collector that has not returned.
 OVERRUN_SHARE = 0.1
@@ -87,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--xid-window-hours", type=float, default=DEFAULT_XID_WINDOW_HOURS)
     parser.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="end within this long, burn cut to fit"
+    )
+    parser.add_argument(
+        "--interconnect",
+        default=INTERCONNECT_OFF,
+        metavar="auto|on|off",
+        help="measure copy, peer and all-reduce bandwidth after the burn-in: auto where "
+        "two or more GPUs have an active NVLink, on always, off never (default)",
     )
     parser.add_argument(
         "--dcgm-level",
@@ -109,17 +135,20 @@ def _kept_back(seconds_left: float) -> float:
     return min(DEADLINE_KEEP_MAX_S, max(DEADLINE_KEEP_MIN_S, DEADLINE_KEEP_SHARE * seconds_left))
 
 
-def burn_within(burn: BurnConfig, seconds_left: float) -> BurnConfig | None:
+def burn_within(burn: BurnConfig, seconds_left: float, reserve_s: float = 0.0) -> BurnConfig | None:
     """The burn-in that ends in the time left: as asked when it fits, else cut shorter.
 
     Args:
         burn: the burn-in asked for.
         seconds_left: from now to the deadline.
+        reserve_s: kept for what is measured after the burn (the interconnect:
+            :func:`interconnect_reserve`); the burn ends before it.
 
     Returns:
         ``burn`` itself when it fits with room to spare; a shorter one (and a grace
         that ends near the deadline) when not; None when too little is left for any.
     """
+    seconds_left -= reserve_s
     kept = _kept_back(seconds_left)
     if burn.duration_s + kept <= seconds_left:
         return burn
@@ -169,6 +198,62 @@ def dcgm_within(level: int, timeout_s: float | None, seconds_left: float) -> flo
     return round(min(asked, room), 3)
 
 
+def interconnect_reserve(seconds_left: float) -> float:
+    """What the burn-in keeps back for the interconnect measurement after it.
+
+    A share of the time left, enough to start the measurement and at most its
+    allowance, so a long deadline burns in full; never more than half of what is
+    left, so a short one still burns.
+    """
+    share = max(INTERCONNECT_RESERVE_MIN_S, INTERCONNECT_RESERVE_SHARE * seconds_left)
+    ceiling = min(ALLOWANCE_S, INTERCONNECT_RESERVE_MAX_SHARE * seconds_left)
+    return max(0.0, min(share, ceiling))
+
+
+def interconnect_within(seconds_left: float) -> float | None:
+    """How long the interconnect measurement may take in the time left.
+
+    Args:
+        seconds_left: from now (after the burn-in) to the deadline.
+
+    Returns:
+        Its allowance (validator.node.bandwidth.config.ALLOWANCE_S), or less to end
+        before the deadline with the trip home kept back; None when too little is
+        left to start it. DCGM, measured after it, gets what it leaves.
+    """
+    room = seconds_left - _kept_back(seconds_left)
+    if room < SHORTEST_INTERCONNECT_S:
+        return None
+    return round(min(ALLOWANCE_S, room), 3)
+
+
+def interconnect_no_time(scenario: Scenario | None) -> Interconnect:
+    """The measurement that could not start: the deadline left no time for it."""
+    simulated = scenario is not None
+    return Interconnect(
+        source="simulate" if simulated else "cuda",
+        simulated=simulated,
+        error=NO_TIME_FOR_INTERCONNECT,
+    )
+
+
+def _fitted_interconnect(
+    facts: NodeFacts,
+    system: System,
+    scenario: Scenario | None,
+    mode: str,
+    until: float,
+) -> NodeFacts:
+    """The interconnect, measured after the burn-in within what is left before ``until``."""
+    if not wanted(facts, mode):
+        return facts
+    allowed = interconnect_within(until - time.monotonic())
+    if allowed is None:
+        return dataclasses.replace(facts, interconnect=interconnect_no_time(scenario))
+    ends = time.monotonic() + allowed
+    return with_interconnect(facts, system, scenario, mode, interconnect_config(), ends)
+
+
 def _dcgm_no_time(level: int, seconds_left: float) -> DcgmDiag:
     from validator.node.dcgm import not_run
 
@@ -202,8 +287,11 @@ def collect_facts(
     progress: ProgressSink | None = None,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: str = INTERCONNECT_OFF,
 ) -> NodeFacts:
-    """This host's facts (or a scenario's), the burn-in and DCGM cut to end by ``until``.
+    """This host's facts (or a scenario's): the burn-in, the interconnect, then DCGM.
+
+    Each is cut to end by ``until``.
 
     Args:
         simulate: a scenario name or file instead of this host.
@@ -211,16 +299,21 @@ def collect_facts(
         burn: the burn-in asked for; None for none.
         until: the deadline, on ``time.monotonic()``'s clock; None for none.
         progress: told about the burn about once a second.
-        dcgm_level: DCGM's diagnostic level, run after the burn-in; 0 for none.
+        dcgm_level: DCGM's diagnostic level, run last; 0 for none.
         dcgm_timeout_s: how long dcgmi may run; None: the level's allowance.
+        interconnect: auto, on or off: whether the interconnect is measured after the
+            burn-in (validator.node.bandwidth.wanted).
 
     Raises:
-        GpureadyError: a bad scenario or burn setting (as the collectors raise).
+        GpureadyError: a bad scenario, burn setting or interconnect mode (as the
+            collectors raise).
     """
-    if until is None or (burn is None and dcgm_level <= 0):
+    check_mode(interconnect)
+    nothing_to_fit = burn is None and dcgm_level <= 0 and interconnect == INTERCONNECT_OFF
+    if until is None or nothing_to_fit:
         if simulate:
             return collect_simulated(
-                simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s
+                simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s, interconnect
             )
         return collect_live(
             window_hours,
@@ -228,19 +321,23 @@ def collect_facts(
             progress=progress,
             dcgm_level=dcgm_level,
             dcgm_timeout_s=dcgm_timeout_s,
+            interconnect=interconnect,
         )
-    # The other facts first: what is left then is what the burn may take, and DCGM
-    # what the burn leaves.
+    # The other facts first: what is left then is what the burn may take (less the
+    # room kept for the interconnect), the interconnect what the burn leaves, and DCGM
+    # what the interconnect leaves.
     scenario = load_scenario(str(simulate)) if simulate else None
     system: System = scenario.system() if scenario is not None else LiveSystem()
     if scenario is not None:
-        facts = collect_simulated(str(simulate), window_hours)
+        facts = collect_simulated(str(simulate), window_hours, interconnect=INTERCONNECT_OFF)
     else:
-        facts = collect_live(window_hours, system=system)
+        facts = collect_live(window_hours, system=system, interconnect=INTERCONNECT_OFF)
     if burn is not None:
+        reserve = wanted(facts, interconnect)
         facts = dataclasses.replace(
-            facts, burn=_fitted_burn(facts, burn, scenario, system, until, progress)
+            facts, burn=_fitted_burn(facts, burn, scenario, system, until, progress, reserve)
         )
+    facts = _fitted_interconnect(facts, system, scenario, interconnect, until)
     return _fitted_dcgm(facts, system, dcgm_level, dcgm_timeout_s, until)
 
 
@@ -251,10 +348,15 @@ def _fitted_burn(
     system: System,
     until: float,
     progress: ProgressSink | None,
+    reserve: bool = False,
 ) -> BurnResult:
-    """The burn-in, cut to what is left before ``until`` (or why it could not start)."""
+    """The burn-in, cut to what is left before ``until`` (or why it could not start).
+
+    ``reserve``: the interconnect is measured after it, so room is kept for that.
+    """
     seconds_left = until - time.monotonic()
-    fitted = burn_within(burn, seconds_left)
+    kept = interconnect_reserve(seconds_left) if reserve else 0.0
+    fitted = burn_within(burn, seconds_left, kept)
     if fitted is None:
         return _no_time(burn, seconds_left)
     if scenario is not None:
@@ -273,6 +375,7 @@ def collect_in_background(
     until: float,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: str = INTERCONNECT_OFF,
 ) -> queue.Queue[Collected]:
     """Start :func:`collect_facts` on a daemon thread; its facts (or error) arrive on the queue.
 
@@ -291,6 +394,7 @@ def collect_in_background(
                     until=until,
                     dcgm_level=dcgm_level,
                     dcgm_timeout_s=dcgm_timeout_s,
+                    interconnect=interconnect,
                 )
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
@@ -320,6 +424,7 @@ def _run_within(args: argparse.Namespace, burn: BurnConfig | None) -> int:
         until=until,
         dcgm_level=args.dcgm_level,
         dcgm_timeout_s=args.dcgm_timeout,
+        interconnect=args.interconnect,
     )
     try:
         got = arrived.get(timeout=max(0.0, until + _overrun(deadline_s) - time.monotonic()))
@@ -343,6 +448,7 @@ def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         burn = BurnConfig.from_arguments(args)
+        check_mode(args.interconnect)
         timeout = args.dcgm_timeout
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise BadInputError(
@@ -358,6 +464,7 @@ def run(argv: Sequence[str]) -> int:
             burn=burn,
             dcgm_level=args.dcgm_level,
             dcgm_timeout_s=args.dcgm_timeout,
+            interconnect=args.interconnect,
         )
     except GpureadyError as exc:
         sys.stderr.write(f"gpuready-agent: error: {exc}\n")

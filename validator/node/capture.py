@@ -37,6 +37,12 @@ Any of the files may be present; a file missing from the bundle is a fact
                              meta.json's ``dcgm_level`` says which level ran)
 ``dcgmi-diag.txt``           ``dcgmi diag -r LEVEL`` as printed (read when there is
                              no ``dcgmi-diag.json``)
+``nvbandwidth.json``         ``nvbandwidth -j`` (``capture --interconnect``, where
+                             nvbandwidth is on PATH): each GPU's host and HBM
+                             copies and the peer matrix (read before the text)
+``nvbandwidth.txt``          ``nvbandwidth`` as printed (any version's layout)
+``all_reduce_perf.txt``      nccl-tests' ``all_reduce_perf`` as printed: NCCL
+                             all-reduce bus bandwidth across the node's GPUs
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -48,6 +54,11 @@ compares every view the bundle holds
 :mod:`validator.node.bundle_consistency`). Without ``meta.json`` the
 capture time is unknown, so every Xid in the kernel log counts, whatever its
 age (fail closed). A file that is there but does not parse is bad input.
+
+The interconnect files come from the tools' own runs (nvbandwidth.json also from
+``write_capture(interconnect=True)``): their figures become the node's
+:class:`~validator.model.Interconnect`
+(:func:`validator.node.bandwidth.recorded.recorded_interconnect`).
 """
 
 from __future__ import annotations
@@ -80,6 +91,8 @@ from validator.node.bundle_consistency import (
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
+from validator.node.parsers.nccl_tests import parse_all_reduce
+from validator.node.parsers.nvbandwidth import parse_nvbandwidth_json, parse_nvbandwidth_text
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.nvlink_smi import (
     NvLinkErrorGpu,
@@ -118,6 +131,9 @@ NVLINK_ERRORS = "nvidia-smi-nvlink-e.txt"
 META = "meta.json"
 DCGM_JSON = "dcgmi-diag.json"
 DCGM_TEXT = "dcgmi-diag.txt"
+NVBANDWIDTH_JSON = "nvbandwidth.json"
+NVBANDWIDTH_TEXT = "nvbandwidth.txt"
+ALL_REDUCE = "all_reduce_perf.txt"
 
 SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
 SMI_QUERY_ARGV = ("nvidia-smi", "-q")
@@ -125,6 +141,10 @@ NVCC_ARGV = ("nvcc", "--version")
 LSPCI_ARGV = ("lspci", "-n")
 NVLINK_STATUS_ARGV = ("nvidia-smi", "nvlink", "-s")
 NVLINK_ERRORS_ARGV = ("nvidia-smi", "nvlink", "-e")
+NVBANDWIDTH_ARGV = ("nvbandwidth", "-j")
+# nvbandwidth's whole default suite: on an 8-GPU HGX some 35 testcases, the peer ones
+# over 56 pairs, 3 samples of 512 MiB copies each: minutes; a stuck GPU must not hang.
+NVBANDWIDTH_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -173,9 +193,15 @@ BUNDLE: tuple[BundleFile, ...] = (
     # Written only when asked (capture --dcgm-level): a diagnostic runs for minutes.
     BundleFile(DCGM_JSON, check=parse_dcgm_json),
     BundleFile(DCGM_TEXT, check=parse_dcgm_text),
+    # Recorded from the tools' own runs; gpuready measures the interconnect itself.
+    BundleFile(NVBANDWIDTH_JSON, check=parse_nvbandwidth_json),
+    BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
+    BundleFile(ALL_REDUCE, check=parse_all_reduce),
 )  # fmt: skip
 # Files write_capture records its own way, not by asking the table's command or path.
-_WRITTEN_APART = (HOSTNAME, META, DCGM_JSON, DCGM_TEXT)
+_WRITTEN_APART = (
+    HOSTNAME, META, DCGM_JSON, DCGM_TEXT, NVBANDWIDTH_JSON, NVBANDWIDTH_TEXT, ALL_REDUCE
+)  # fmt: skip
 
 KNOWN_FILES = tuple(entry.name for entry in BUNDLE)
 _BY_NAME = {entry.name: entry for entry in BUNDLE}
@@ -283,7 +309,18 @@ class CaptureSystem:
 
     def dcgm_output(self) -> tuple[str, str] | None:
         """(file name, text) of the bundle's DCGM diagnostic, JSON first; None without one."""
-        for name in (DCGM_JSON, DCGM_TEXT):
+        return self._first_present(DCGM_JSON, DCGM_TEXT)
+
+    def nvbandwidth_output(self) -> tuple[str, str] | None:
+        """(file name, text) of the bundle's nvbandwidth output, JSON first; None without."""
+        return self._first_present(NVBANDWIDTH_JSON, NVBANDWIDTH_TEXT)
+
+    def all_reduce_output(self) -> tuple[str, str] | None:
+        """(file name, text) of the bundle's ``all_reduce_perf`` output; None without one."""
+        return self._first_present(ALL_REDUCE)
+
+    def _first_present(self, *names: str) -> tuple[str, str] | None:
+        for name in names:
             text = self._texts.get(name)
             if text is not None:
                 return name, text
@@ -653,14 +690,17 @@ def write_capture(
     *,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: bool = False,
+    interconnect_timeout_s: float = NVBANDWIDTH_TIMEOUT_S,
 ) -> dict[str, str]:
     """Write a bundle of ``system`` into ``directory``: every :data:`BUNDLE` record it answers.
 
     Any System will do: this host (:class:`~validator.node.system.LiveSystem`),
     a scenario's, or another bundle's. Each file is written atomically. With
-    ``dcgm_level`` above 0, DCGM's diagnostic of that level runs last (within
-    ``dcgm_timeout_s``, else the level's allowance) into ``dcgmi-diag.json``, and
-    meta.json records the level.
+    ``interconnect``, ``nvbandwidth -j`` runs (where it is on PATH, within
+    ``interconnect_timeout_s``) into ``nvbandwidth.json``. With ``dcgm_level`` above
+    0, DCGM's diagnostic of that level runs last (within ``dcgm_timeout_s``, else the
+    level's allowance) into ``dcgmi-diag.json``, and meta.json records the level.
 
     Returns:
         For each bundle file, "written" or why it was left out.
@@ -703,6 +743,8 @@ def write_capture(
         with contextlib.suppress(ValueError):
             meta["uptime_s"] = float(uptime.split()[0])
     meta["locations"] = locations
+    if interconnect:
+        _record_nvbandwidth(system, interconnect_timeout_s, contents, outcome, locations)
     if dcgm_level > 0:
         _record_dcgm(system, dcgm_level, dcgm_timeout_s, contents, outcome, meta)
     contents[META] = json.dumps(meta, indent=2) + "\n"
@@ -737,6 +779,43 @@ def _record_dcgm(
         return
     contents[DCGM_JSON] = text
     meta["dcgm_level"] = level
+
+
+def _record_nvbandwidth(
+    system: System,
+    timeout_s: float,
+    contents: dict[str, str],
+    outcome: dict[str, str],
+    locations: dict[str, str],
+) -> None:
+    """Run nvbandwidth into the bundle: its JSON as printed, or why there is none.
+
+    A testcase that fails makes nvbandwidth exit 1 after printing its JSON: that
+    JSON is kept, since the failure is the finding.
+    """
+    try:
+        program = system.which(NVBANDWIDTH_ARGV[0])
+        if program is None:
+            outcome[NVBANDWIDTH_JSON] = "skipped: nvbandwidth not found on PATH"
+            return
+        result = system.run((program, *NVBANDWIDTH_ARGV[1:]), timeout_s=timeout_s)
+    except NotRecordedError as exc:  # re-capturing a bundle: it ran no nvbandwidth
+        outcome[NVBANDWIDTH_JSON] = f"skipped: {exc}"
+        return
+    if result.rc == 124:
+        outcome[NVBANDWIDTH_JSON] = f"skipped: nvbandwidth -j ran past {timeout_s:g} s"
+        return
+    try:
+        parse_nvbandwidth_json(result.stdout)
+    except ParseError as exc:
+        said = " ".join((result.stderr or result.stdout).split())[:200]
+        outcome[NVBANDWIDTH_JSON] = (
+            f"skipped: nvbandwidth -j exited {result.rc} without readable JSON ({exc})"
+            + (f": {said}" if said else "")
+        )
+        return
+    contents[NVBANDWIDTH_JSON] = result.stdout
+    locations[NVBANDWIDTH_JSON] = program
 
 
 # A full disk is no bad input, even before anything is written.

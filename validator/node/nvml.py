@@ -284,6 +284,26 @@ def sample_gpu(lib: object, index: int, t_s: float) -> TelemetrySample:
     )
 
 
+def utilisation(lib: object, index: int) -> tuple[Measured[int], Measured[int]]:
+    """One GPU's utilisation now: (compute %, memory-controller %).
+
+    nvmlDeviceGetUtilizationRates's ``gpu`` and ``memory`` (nvidia-smi's utilization.gpu
+    and utilization.memory), for the interconnect's idle gate: DCGM's nvbandwidth plugin
+    refuses to measure a GPU whose memory controller is busy.
+
+    Args:
+        lib: pynvml or a look-alike, already initialised.
+        index: the NVML device index.
+    """
+    handle = query(lib, "nvmlDeviceGetHandleByIndex", index)
+    if isinstance(handle, Unavailable):
+        return handle, handle
+    rates = query(lib, "nvmlDeviceGetUtilizationRates", handle)
+    if isinstance(rates, Unavailable):
+        return rates, rates
+    return _as(lambda u: int(u.gpu), rates), _as(lambda u: int(u.memory), rates)
+
+
 def read_counters(lib: object, index: int) -> ErrorCounters:
     """The error counters of one GPU now, to compare before and after the burn-in."""
     return counters_of(read_gpu(lib, index))

@@ -19,7 +19,8 @@ Format (JSON, one object; every key but ``name`` is optional)::
                 "/etc/secret": {"error": "permission_denied"}},
       "commands": {"nvidia-smi": {"rc": 0, "stdout": "...", "stderr": ""},
                    "nvcc --version": {...}, "dmesg": {...}, "dpkg-query": {...}},
-      "pci": {"gpus": 8, "nvswitches": 4}
+      "pci": {"gpus": 8, "nvswitches": 4},
+      "interconnect": { see validator.node.bandwidth.simulated }
     }
 
 Merging: with ``extends``, objects merge key by key (recursively), any other
@@ -77,6 +78,7 @@ from validator.model import (
     GpuFacts,
     TelemetrySample,
 )
+from validator.node.bandwidth.simulated import check_interconnect_section
 from validator.node.burnin.simulated import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
@@ -111,6 +113,7 @@ TOP_KEYS = frozenset(
         "commands",
         "pci",
         "burn",
+        "interconnect",
         "passthrough",
     }
 )
@@ -342,7 +345,8 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
 #
 # Every key declared once (validator.fields): the top level, host, pci, files, commands,
 # passthrough and nvml sections here; per-GPU keys from GpuFacts' own types; the burn
-# section's keys in validator.node.burnin.simulated, its values here.
+# section's keys in validator.node.burnin.simulated, its values here; the interconnect
+# section's keys and values in validator.node.bandwidth.simulated.
 
 _FIX = "fix the scenario"
 _MAX_GPUS = 64  # per node, NVML and PCI counts alike: more is a typo, and slow to simulate
@@ -699,6 +703,7 @@ SCENARIO_FIELDS = Document(
         ),
         Field("pci", dict, document=_PCI_FIELDS),
         Field("burn"),  # keys: check_burn_section; values: _BURN_FIELDS
+        Field("interconnect"),  # keys and values: check_interconnect_section
         Field("passthrough", dict, document=_PASSTHROUGH_FIELDS),
     ),
     wanted="an object",
@@ -766,6 +771,7 @@ def _validate(data: Mapping[str, Any], where: str) -> None:
     SCENARIO_FIELDS.check(data, source)
     _validate_nvml(data.get("nvml", {}), source)
     _validate_burn(data, where)
+    _validate_interconnect(data, where)
 
 
 def _validate_burn(data: Mapping[str, Any], where: str) -> None:
@@ -775,6 +781,15 @@ def _validate_burn(data: Mapping[str, Any], where: str) -> None:
     if problems:
         raise ScenarioError(f"{where}: {problems[0]}; {_FIX}")
     _BURN_FIELDS.check(data["burn"], _source(where), ("burn",))
+
+
+def _validate_interconnect(data: Mapping[str, Any], where: str) -> None:
+    if "interconnect" not in data:
+        return
+    gpu_count = data.get("nvml", {}).get("gpu_count", 0)
+    problems = check_interconnect_section(data["interconnect"], "interconnect", gpu_count)
+    if problems:
+        raise ScenarioError(f"{where}: {problems[0]}; {_FIX}")
 
 
 def _validate_nvml(section: Mapping[str, Any], source: Source) -> None:

@@ -11,6 +11,7 @@ from validator.model import (
     BurnResult,
     DcgmDiag,
     GpuStatus,
+    Interconnect,
     Measured,
     NodeFacts,
     Reason,
@@ -26,6 +27,7 @@ from validator.node.system import LiveSystem, System
 if TYPE_CHECKING:
     # The burn-in and the capture System load only when used: the agent starts
     # on every host of a fleet run, and most runs need neither.
+    from validator.node.bandwidth.config import InterconnectConfig
     from validator.node.burnin.backend import (
         Backend,
         BatchTiming,
@@ -38,6 +40,12 @@ if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
     from validator.node.capture import CaptureSystem
+
+# A mode that measures nothing: the agent run by hand, and drift unless asked.
+INTERCONNECT_OFF = "off"
+# What a collector measures unless told: what certify measures under the default policy
+# (the agent's own --interconnect defaults to off; the controller always says).
+INTERCONNECT_AUTO = "auto"
 
 
 def _reading(lib: Any | None) -> collect.DriverReading:  # noqa: ANN401 - pynvml or a fake
@@ -337,6 +345,63 @@ def with_dcgm(
     return dataclasses.replace(facts, dcgm=run_dcgm(system, level, timeout_s))
 
 
+def with_interconnect(
+    facts: NodeFacts,
+    system: System,
+    scenario: Scenario | None,
+    mode: str,
+    config: InterconnectConfig,
+    until: float | None,
+) -> NodeFacts:
+    """The facts with the interconnect measured, where ``mode`` wants it for this node.
+
+    It runs after the burn-in (the copies and the all-reduce would share the GPUs with
+    it) and before DCGM. Not wanted (:func:`validator.node.bandwidth.wanted`): the
+    facts as they are, ``interconnect`` None.
+
+    Args:
+        facts: the node's facts so far (its GPUs say what to measure).
+        system: the host (unused for now: the live measurement reaches the GPUs through
+            CUDA and NCCL, not through the System's commands).
+        scenario: the simulated node's scenario; None for this host.
+        mode: auto, on or off (validator.node.bandwidth.config.MODES).
+        config: sizes, repeats and the idle gate.
+        until: on ``time.monotonic()``'s clock, when the live measurement must stop
+            starting new copies; None for no limit (a scenario's figures take no time).
+
+    Raises:
+        BadInputError: a mode that is not one of MODES.
+    """
+    from validator.node.bandwidth import wanted
+
+    del system  # the same seam as with_dcgm's, so the collectors call both alike
+    if not wanted(facts, mode):
+        return facts
+    if scenario is not None:
+        from validator.node.bandwidth.simulated import simulated_interconnect
+
+        measured = simulated_interconnect(facts, scenario, config)
+    else:
+        from validator.node.bandwidth.live import measure_live
+
+        measured = measure_live(facts, config, until)
+    return dataclasses.replace(facts, interconnect=measured)
+
+
+def _check_interconnect_mode(mode: str) -> None:
+    """Refuse a bad mode before anything runs, not after the burn-in."""
+    from validator.node.bandwidth import check_mode
+
+    check_mode(mode)
+
+
+def interconnect_config() -> InterconnectConfig:
+    """The measurement's one configuration (validator.node.bandwidth.config)."""
+    from validator.node.bandwidth.config import InterconnectConfig
+
+    return InterconnectConfig()
+
+
 def collect_live(
     window_hours: float | None = DEFAULT_XID_WINDOW_HOURS,
     system: System | None = None,
@@ -344,15 +409,19 @@ def collect_live(
     progress: ProgressSink | None = None,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: str = INTERCONNECT_AUTO,
 ) -> NodeFacts:
     """Facts of the machine this process runs on, through NVML and local commands.
 
-    With ``dcgm_level`` above 0, ``dcgmi diag`` runs after the burn-in.
+    After the burn-in, the interconnect is measured as ``interconnect`` (auto, on,
+    off) says; then, with ``dcgm_level`` above 0, ``dcgmi diag`` runs.
     """
+    _check_interconnect_mode(interconnect)
     host = system or LiveSystem()
     facts = collect.collect(host, _reading(None), source="live", window_hours=window_hours)
     if burn is not None:
         facts = dataclasses.replace(facts, burn=burn_live(facts, host, burn, progress))
+    facts = with_interconnect(facts, host, None, interconnect, interconnect_config(), None)
     return with_dcgm(facts, host, dcgm_level, dcgm_timeout_s)
 
 
@@ -363,15 +432,18 @@ def collect_simulated(
     progress: ProgressSink | None = None,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: str = INTERCONNECT_AUTO,
 ) -> NodeFacts:
     """Facts of a simulated node: the real collector over a scenario's fake NVML and host.
 
-    DCGM's diagnostic (``dcgm_level`` above 0) is the scenario's ``commands`` entry for
-    ``dcgmi diag -r LEVEL -j``; a scenario without one has no dcgmi.
+    The interconnect (``interconnect`` auto or on) has the scenario's figures, after
+    the burn-in. DCGM's diagnostic (``dcgm_level`` above 0) is the scenario's
+    ``commands`` entry for ``dcgmi diag -r LEVEL -j``; a scenario without one has no dcgmi.
 
     Raises:
         ScenarioError: unknown scenario or a bad scenario file.
     """
+    _check_interconnect_mode(interconnect)
     scenario = load_scenario(name_or_path)
     system = scenario.system()
     facts = collect.collect(
@@ -383,6 +455,7 @@ def collect_simulated(
     )
     if burn is not None:
         facts = dataclasses.replace(facts, burn=burn_simulated(facts, scenario, burn, progress))
+    facts = with_interconnect(facts, system, scenario, interconnect, interconnect_config(), None)
     return with_dcgm(facts, system, dcgm_level, dcgm_timeout_s)
 
 
@@ -401,7 +474,9 @@ def collect_capture(
 
     A bundle's DCGM output (``dcgmi-diag.json``, else ``dcgmi-diag.txt``) is read
     whatever ``dcgm_level`` asks (a recorded FAIL is a FAIL); without one, a
-    ``dcgm_level`` above 0 makes the missing output a fact the judge reports.
+    ``dcgm_level`` above 0 makes the missing output a fact the judge reports. Its
+    interconnect measurement (nvbandwidth's output, nccl-tests' all_reduce_perf) is
+    read whenever it is there, as DCGM's is: nothing is measured on a bundle.
 
     Raises:
         CaptureError: the directory is missing, holds no capture file, or a
@@ -421,7 +496,15 @@ def collect_capture(
     facts = dataclasses.replace(
         facts, source_conflicts=system.conflicts(), dcgm=_captured_dcgm(system, dcgm_level)
     )
+    facts = dataclasses.replace(facts, interconnect=_recorded_interconnect(system, facts))
     return facts if dated else dataclasses.replace(facts, collected_at="")
+
+
+def _recorded_interconnect(system: CaptureSystem, facts: NodeFacts) -> Interconnect | None:
+    """The bundle's interconnect figures; None when it holds no such output."""
+    from validator.node.bandwidth.recorded import recorded_interconnect
+
+    return recorded_interconnect(system, facts)
 
 
 def _captured_dcgm(system: CaptureSystem, dcgm_level: int) -> DcgmDiag | None:
@@ -456,14 +539,18 @@ def collect_from(
     progress: ProgressSink | None = None,
     dcgm_level: int = 0,
     dcgm_timeout_s: float | None = None,
+    interconnect: str = INTERCONNECT_AUTO,
 ) -> NodeFacts:
     """Facts from whichever source was asked for; this host when neither.
 
     A capture holds no burn-in: ``burn`` is ignored for it, and the judge says
-    the burn-in was not run. Nor does it run DCGM: its recorded output is read.
+    the burn-in was not run. Nor does it run DCGM or measure the interconnect
+    (``interconnect`` is ignored): their recorded outputs are read.
     """
     if simulate is not None:
-        return collect_simulated(simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s)
+        return collect_simulated(
+            simulate, window_hours, burn, progress, dcgm_level, dcgm_timeout_s, interconnect
+        )
     if capture is not None:
         return collect_capture(capture, window_hours, dcgm_level)
     return collect_live(
@@ -472,7 +559,18 @@ def collect_from(
         progress=progress,
         dcgm_level=dcgm_level,
         dcgm_timeout_s=dcgm_timeout_s,
+        interconnect=interconnect,
     )
 
 
-__all__ = ["collect_capture", "collect_from", "collect_live", "collect_simulated", "with_dcgm"]
+__all__ = [
+    "INTERCONNECT_AUTO",
+    "INTERCONNECT_OFF",
+    "collect_capture",
+    "collect_from",
+    "collect_live",
+    "collect_simulated",
+    "interconnect_config",
+    "with_dcgm",
+    "with_interconnect",
+]

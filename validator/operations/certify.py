@@ -71,6 +71,8 @@ class CertifyRequest:
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
     sign_key: str | None = None  # a key file: certificates are signed with HMAC-SHA256
     dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
+    # --interconnect (True) / --no-interconnect (False): overrides the policy's; None: its own.
+    interconnect: bool | None = None
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
@@ -140,7 +142,7 @@ def run_certify(
     from validator.certificate import load_key
 
     key = load_key(request.sign_key) if request.sign_key else None
-    policy = effective_policy(request.policy_path, request.dcgm_level)
+    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
     problems: list[str] = []
@@ -191,6 +193,7 @@ def _certify_one(
         burn=request.burn,
         deadline_s=request.deadline_s,
         dcgm_level=request.dcgm_level,
+        interconnect=request.interconnect,
     )
     try:
         report = certify_node(node, progress=progress)

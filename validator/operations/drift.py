@@ -17,7 +17,7 @@ certificate in its place (that would let a tampered row roll the baseline back).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +69,9 @@ class DriftRequest:
     known_hosts: str | None = None
     prom_file: str | None = None  # write the node_exporter textfile here
     slurm_drain: bool = False  # drain drifted nodes, resume the clean ones gpuready drained
+    # --interconnect: measure it and compare with the certificate's figures (see
+    # interconnect_modes); off by default, drift being the cheap scheduled check.
+    measure_interconnect: bool = False
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
@@ -203,6 +206,21 @@ def stored_baseline(
     return None if cert is None else _checked(cert, key, hostname)
 
 
+def interconnect_modes(asked: bool) -> Callable[[Policy], str]:
+    """A policy's interconnect mode for drift: off unless ``--interconnect`` was given.
+
+    Given, it measures where certify's default does (auto: two or more GPUs with an
+    active NVLink), and everywhere for a policy with ``interconnect: true`` (on).
+    """
+
+    def mode(policy: Policy) -> str:
+        if not asked:
+            return "off"
+        return "on" if policy.interconnect is True else "auto"
+
+    return mode
+
+
 def _drift_here(
     request: DriftRequest, store: Store, policy: Policy
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
@@ -215,6 +233,7 @@ def _drift_here(
         burn=request.burn,
         dcgm_level=policy.dcgm_level,  # DCGM runs when the policy asks for it
         dcgm_timeout_s=policy.dcgm_timeout_s,
+        interconnect=interconnect_modes(request.measure_interconnect)(policy),
     )
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     key = request.sign_key
@@ -259,15 +278,21 @@ def _drift_fleet(
         if display is not None:
             display.result(result)
 
+    asked = agent_request(
+        request.burn, base, policies, interconnect_modes(request.measure_interconnect)
+    )
     try:
         outcome = run_fanout(
             hosts,
             transport,
-            agent_request(request.burn, base, policies),
+            asked,
             judge,
             parallel=request.parallel,
             deadline_s=host_deadline(
-                request.deadline_s, request.burn, longest_dcgm(base, policies)
+                request.deadline_s,
+                request.burn,
+                longest_dcgm(base, policies),
+                asked.measures_interconnect,
             ),
             progress=display,
             on_result=arrived,
@@ -310,6 +335,7 @@ __all__ = [
     "DriftOutcome",
     "DriftRequest",
     "SlurmStep",
+    "interconnect_modes",
     "run_drift",
     "stored_baseline",
     "tell_slurm",

@@ -15,9 +15,10 @@ class LocalTransport:
     """Runs the collector for the machine this process runs on (or the host's scenario).
 
     The deadline binds as on a remote host: the collector cuts its burn-in to end
-    within ``timeout_s`` (validator.node.agent.burn_within), and runs on a daemon
-    thread this transport stops waiting for soon after the deadline (``overrun_s``),
-    so a wedged collector holds neither the fan-out nor the process.
+    within ``timeout_s`` (validator.node.agent.burn_within), measures the interconnect
+    and runs DCGM in what the burn leaves, and runs on a daemon thread this transport
+    stops waiting for soon after the deadline (``overrun_s``), so a wedged collector
+    holds neither the fan-out nor the process.
     """
 
     name = "local"
@@ -41,6 +42,7 @@ class LocalTransport:
             until=until,
             dcgm_level=dcgm_level,
             dcgm_timeout_s=dcgm_timeout_s,
+            interconnect=request.interconnect_for(host),
         )
         try:
             got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))

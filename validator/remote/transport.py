@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts
+from validator.node.bandwidth import check_mode
 from validator.node.burnin.config import BurnConfig
 
 
@@ -42,6 +43,28 @@ class AgentRequest:
     # Hosts whose own policy (inventory variables) asks DCGM otherwise:
     # (host name, level, timeout), overriding the two above for that host.
     dcgm_by_host: tuple[tuple[str, int, float | None], ...] = ()
+    # The interconnect measurement after the burn-in: auto, on or off
+    # (validator.node.bandwidth.wanted); and the hosts whose own policy asks otherwise.
+    interconnect: str = "off"
+    interconnect_by_host: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # One mode check from the controller to the agent: a bad one never leaves here.
+        for mode in (self.interconnect, *(mode for _, mode in self.interconnect_by_host)):
+            check_mode(mode)
+
+    @property
+    def measures_interconnect(self) -> bool:
+        """Whether any host's agent may measure the interconnect (a mode other than off)."""
+        modes = (self.interconnect, *(mode for _, mode in self.interconnect_by_host))
+        return any(mode != "off" for mode in modes)
+
+    def interconnect_for(self, host: HostSpec) -> str:
+        """The interconnect mode this host's agent is asked for."""
+        for name, mode in self.interconnect_by_host:
+            if name == host.name:
+                return mode
+        return self.interconnect
 
     def dcgm_for(self, host: HostSpec) -> tuple[int, float | None]:
         """The DCGM level and timeout this host's agent is asked for."""
@@ -68,6 +91,9 @@ class AgentRequest:
             args += ["--simulate", host.simulate]
         if self.burn is not None and self.burn.duration_s > 0:
             args += self.burn.to_argv()
+        interconnect = self.interconnect_for(host)
+        if interconnect != "off":  # the agent's default
+            args += ["--interconnect", interconnect]
         level, timeout_s = self.dcgm_for(host)
         if level > 0:
             args += ["--dcgm-level", str(level)]

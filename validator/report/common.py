@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from validator.model import ACTION_WORDS as MODEL_ACTION_WORDS
 from validator.model import (
     HARDWARE_ACTIONS,
     Action,
+    AllReduce,
+    AllReducePoint,
+    Bandwidth,
     BurnStatus,
     CheckFamily,
     Finding,
     FleetSummary,
     GpuBurn,
+    GpuCopyBandwidth,
+    Interconnect,
     Measured,
     NodeFacts,
     NodeResult,
     NvLinkState,
     NvmlStatus,
+    PeerBandwidth,
     Reason,
     Report,
     Severity,
@@ -568,3 +574,223 @@ def has_facts(facts: NodeFacts) -> bool:
             )
         )
     )
+
+
+# ------------------------------------------------------------------ interconnect
+
+INTERCONNECT_PREFIX = f"{CheckFamily.INTERCONNECT.value}."
+# The per-GPU copies: (field of GpuCopyBandwidth, its check id, how reports name it).
+COPY_FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("h2d", "interconnect.h2d", "H2D"),
+    ("d2h", "interconnect.d2h", "D2H"),
+    ("hbm", "interconnect.hbm", "HBM"),
+)
+ALL_REDUCE_CHECK = "interconnect.all_reduce"
+# A floor the judge wrote as a figure (``>= 431 GB/s busbw (H200 SXM)``: the house
+# form of every floor, its origin in parentheses), not in prose: only that is drawn,
+# prose is never parsed for a number.
+_FLOOR = re.compile(r">=\s*(\d+(?:,\d{3})*(?:\.\d+)?)\s*GB/s(?:\s+busbw)?(?:\s+\([^()]*\))?")
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def gbs_text(value: float) -> str:
+    """A GB/s figure: ``53.1``, ``2,612`` from a thousand up (HBM), without its unit."""
+    # Compared after rounding, so 999.96 reads 1,000 rather than 1000.0.
+    return f"{value:,.0f}" if abs(round(value, 1)) >= 1000 else f"{value:.1f}"
+
+
+def gbs_range(values: Sequence[float]) -> str:
+    """``53.1-55.0``: the lowest and highest figure; one figure when they read alike."""
+    low, high = gbs_text(min(values)), gbs_text(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def size_text(size_bytes: int) -> str:
+    """A message or buffer size in binary units: ``4 GiB``, ``512 MiB``, ``1.5 KiB``, ``8 B``."""
+    value = float(size_bytes)
+    unit = 0
+    while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    # Two decimals at most, trailing zeros dropped: never 1e+03 for 1000 bytes.
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{text} {_BINARY_UNITS[unit]}"
+
+
+def bandwidth_figure(bandwidth: Bandwidth) -> float | None:
+    """A copy's median in GB/s, or ``None`` when it was not measured."""
+    value = bandwidth.gb_s
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def largest_point(points: Sequence[AllReducePoint]) -> AllReducePoint | None:
+    """The sweep's largest message: where busbw settles and the judge reads the node."""
+    return max(points, key=lambda point: point.size_bytes, default=None)
+
+
+def slowest_pair(peers: Sequence[PeerBandwidth]) -> PeerBandwidth | None:
+    """The ordered pair with the lowest measured unidirectional figure (first of equals)."""
+    measured = [pair for pair in peers if bandwidth_figure(pair.unidirectional) is not None]
+    return min(
+        measured, key=lambda pair: bandwidth_figure(pair.unidirectional) or 0.0, default=None
+    )
+
+
+def pair_words(src: int, dst: int) -> str:
+    """``GPU 2 -> GPU 5``: how every format names an ordered pair."""
+    return f"GPU {src} -> GPU {dst}"
+
+
+def peer_tooltip(pair: PeerBandwidth, *, bidirectional: bool = False) -> str:
+    """``GPU 2 -> GPU 5: 372.1 GB/s (bidirectional 365.0)``, or why there is no figure.
+
+    Args:
+        pair: one ordered pair.
+        bidirectional: word it for the bidirectional map (its figure first).
+
+    Returns:
+        One line; a pair without peer access says so.
+    """
+    main, other = (pair.bidirectional, pair.unidirectional)
+    if not bidirectional:
+        main, other = other, main
+    figure = bandwidth_figure(main)
+    head = pair_words(pair.src, pair.dst)
+    if figure is None:
+        text = f"{head}: {show(main.gb_s)}"
+    else:
+        other_figure = bandwidth_figure(other)
+        kind = " bidirectional" if bidirectional else ""
+        other_name = "unidirectional" if bidirectional else "bidirectional"
+        text = f"{head}: {gbs_text(figure)} GB/s{kind}"
+        if other_figure is not None:
+            text += f" ({other_name} {gbs_text(other_figure)})"
+    if pair.access is False:
+        text += "; no peer access"
+    elif isinstance(pair.access, Unavailable):
+        text += f"; peer access {show(pair.access)}"
+    return one_line(text)
+
+
+def all_reduce_floor(findings: Iterable[Finding]) -> float | None:
+    """The all-reduce floor the judge applied, when its finding states it as a figure.
+
+    Only an ``expected`` of the form ``>= 431 GB/s`` (optionally followed by
+    ``busbw`` and the floor's origin in parentheses, as the judge writes it) counts;
+    anything else (prose, a share of a median, ``0 wrong``) gives no floor, so no
+    line is drawn.
+
+    Args:
+        findings: the node's findings.
+
+    Returns:
+        The floor in GB/s, or ``None``.
+    """
+    for finding in findings:
+        if finding.check != ALL_REDUCE_CHECK:
+            continue
+        match = _FLOOR.fullmatch(finding.expected.strip())
+        if match:
+            return float(match.group(1).replace(",", ""))
+    return None
+
+
+def interconnect_flags(findings: Iterable[Finding]) -> dict[tuple[str, int], Severity]:
+    """The worst non-PASS severity of each interconnect check on each GPU.
+
+    Args:
+        findings: the node's findings.
+
+    Returns:
+        ``{(check, gpu_index): severity}``; node-wide findings are left out.
+    """
+    flags: dict[tuple[str, int], Severity] = {}
+    for finding in findings:
+        if (
+            finding.severity is Severity.PASS
+            or finding.gpu_index is None
+            or not finding.check.startswith(INTERCONNECT_PREFIX)
+        ):
+            continue
+        key = (finding.check, finding.gpu_index)
+        known_severity = flags.get(key)
+        if (
+            known_severity is None
+            or SEVERITY_ORDER[finding.severity] < SEVERITY_ORDER[known_severity]
+        ):
+            flags[key] = finding.severity
+    return flags
+
+
+def _copy_part(gpus: Sequence[GpuCopyBandwidth], name: str, words: str, unit: str) -> str:
+    figures = [bandwidth_figure(getattr(gpu, name)) for gpu in gpus]
+    values = [value for value in figures if value is not None]
+    if not values:
+        return f"{words} n/a"
+    missing = len(figures) - len(values)
+    text = f"{words} {gbs_range(values)}{unit}"
+    return text + (f" ({missing} n/a)" if missing else "")
+
+
+def _copy_parts(gpus: Measured[tuple[GpuCopyBandwidth, ...]]) -> list[str]:
+    if isinstance(gpus, Unavailable):
+        return ["copies n/a"]
+    parts: list[str] = []
+    for name, _, words in COPY_FIGURES:
+        # The unit once, after the first figure, as people write a list of them.
+        has_unit = any(" GB/s" in part for part in parts)
+        parts.append(_copy_part(gpus, name, words, "" if has_unit else " GB/s"))
+    return parts
+
+
+def _peer_part(peers: Measured[tuple[PeerBandwidth, ...]]) -> str | None:
+    if isinstance(peers, Unavailable):
+        return "P2P n/a"
+    if not peers:
+        return None  # one GPU: no pairs to speak of
+    values = [v for v in (bandwidth_figure(p.unidirectional) for p in peers) if v is not None]
+    if not values:
+        return "P2P n/a"
+    notes = []
+    slowest = slowest_pair(peers)
+    if slowest is not None and len(values) > 1:
+        notes.append(f"slowest {pair_words(slowest.src, slowest.dst)}")
+    if len(values) < len(peers):
+        notes.append(f"{plural(len(peers) - len(values), 'pair')} n/a")
+    return f"P2P {gbs_range(values)}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _all_reduce_part(all_reduce: Measured[AllReduce]) -> str:
+    if isinstance(all_reduce, Unavailable) or isinstance(all_reduce.points, Unavailable):
+        return "all-reduce n/a"
+    point = largest_point(all_reduce.points)
+    if point is None:
+        return "all-reduce n/a"
+    return (
+        f"all-reduce {gbs_text(point.busbw_gb_s)} GB/s busbw at {size_text(point.size_bytes)}"
+        f" ({plural(all_reduce.ranks, 'GPU')})"
+    )
+
+
+def interconnect_parts(interconnect: Interconnect) -> list[str]:
+    """The node's interconnect in a few phrases, the terminal's and the page's summary.
+
+    ``H2D 53.1-55.0 GB/s``, ``D2H 52.8-54.9``, ``HBM 2,612-2,650``,
+    ``P2P 370.2-391.0 (slowest GPU 6 -> GPU 2)``,
+    ``all-reduce 477.4 GB/s busbw at 4 GiB (8 GPUs)``: each the range over the GPUs
+    (or pairs), with how many had no figure; ``n/a`` where none was measured.
+
+    Args:
+        interconnect: the node's interconnect facts (without an error).
+
+    Returns:
+        The phrases, in that order.
+    """
+    parts = _copy_parts(interconnect.gpus)
+    peer = _peer_part(interconnect.peers)
+    if peer is not None:
+        parts.append(peer)
+    parts.append(_all_reduce_part(interconnect.all_reduce))
+    return parts

@@ -3,8 +3,10 @@
 Everything is inline (style, a small sorting script); the page loads nothing
 from anywhere and reads completely without JavaScript. Its Content Security
 Policy allows only the one script whose hash it carries, so even a hostname that
-slipped past escaping could not run code. The burn-in charts are inline SVG
-drawn here on the server (:mod:`validator.report.svg`), so they need no script.
+slipped past escaping could not run code. The burn-in charts, the peer-bandwidth
+heat maps and the all-reduce sweep are inline SVG drawn here on the server
+(:mod:`validator.report.svg`), so they need no script; each has its figures in a
+table beside it for readers who cannot see it.
 """
 
 from __future__ import annotations
@@ -12,19 +14,26 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import math
 
 from markupsafe import Markup
 
 from validator.model import (
+    AllReduce,
+    AllReducePoint,
     BurnResult,
     Finding,
     FleetSummary,
     GpuBurn,
+    GpuCopyBandwidth,
     GpuFacts,
     GpuStatus,
+    Interconnect,
     Measured,
     NodeResult,
+    PeerBandwidth,
     Report,
+    Severity,
     Unavailable,
     Verdict,
     XidEvent,
@@ -350,6 +359,331 @@ def burn_view(node: NodeResult) -> BurnView | None:
     )
 
 
+# ------------------------------------------------------------------ interconnect
+
+
+@dataclasses.dataclass(frozen=True)
+class Flagged:
+    """A table cell and the worst non-PASS severity of its check on its GPU ("" if none)."""
+
+    cell: Cell
+    severity: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyRow:
+    """One GPU's copies: H2D, D2H and HBM medians, the NUMA node of its host buffer."""
+
+    index: int
+    flagged: str  # the worst non-PASS interconnect severity on this GPU, "" if none
+    figures: list[Flagged]
+    numa: Cell
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixRow:
+    """One source GPU of the peer matrix as a table: its figure to each destination."""
+
+    label: str
+    cells: list[tuple[str, str, str]]  # (text, tooltip, class) per destination
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRow:
+    """One all-reduce message size, as nccl-tests prints its row."""
+
+    size: str
+    time_us: str
+    algbw: str
+    busbw: str
+    busbw_in_place: str
+    wrong: str
+
+
+@dataclasses.dataclass(frozen=True)
+class InterconnectView:
+    """A node's interconnect, ready for the template: facts, tables, charts."""
+
+    simulated: bool
+    error: str
+    summary: str
+    facts: list[tuple[str, Cell]]
+    copy_note: str  # why there is no per-GPU table, when there is none
+    copies: list[CopyRow]
+    columns: list[str]  # the matrix table's destination labels
+    matrix: list[MatrixRow]
+    sweep: list[SweepRow]
+    charts: list[Chart]
+
+
+_PEER_TITLE = "Peer bandwidth"
+_BIDI_TITLE = "Peer bandwidth, both directions at once"
+_SWEEP_TITLE = "All-reduce bus bandwidth"
+_WORST_FIRST = sorted(Severity, key=lambda severity: common.SEVERITY_ORDER[severity])
+
+
+def _gbs_cell(bandwidth: Measured[float]) -> Cell:
+    if isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool):
+        return Cell(common.gbs_text(float(bandwidth)))
+    return _brief(bandwidth)
+
+
+def _copy_row(gpu: GpuCopyBandwidth, flags: dict[tuple[str, int], Severity]) -> CopyRow:
+    figures = []
+    for name, check, _ in common.COPY_FIGURES:
+        bandwidth = getattr(gpu, name)
+        severity = flags.get((check, gpu.index))
+        cell = _gbs_cell(bandwidth.gb_s)
+        if severity is not None:
+            # Colour alone is no mark for everyone: the severity is written too.
+            note = f"{severity.value} {check}"
+            cell = dataclasses.replace(cell, note=f"{cell.note}; {note}" if cell.note else note)
+        figures.append(Flagged(cell, "" if severity is None else severity.value))
+    on_gpu = {flags[key] for key in flags if key[1] == gpu.index}
+    worst = next((severity.value for severity in _WORST_FIRST if severity in on_gpu), "")
+    return CopyRow(index=gpu.index, flagged=worst, figures=figures, numa=_brief(gpu.numa_node))
+
+
+def _gpu_order(interconnect: Interconnect) -> list[int]:
+    """The NVML indices the matrix spans: every GPU copied to and every pair's ends."""
+    indices: set[int] = set()
+    if not isinstance(interconnect.gpus, Unavailable):
+        indices.update(gpu.index for gpu in interconnect.gpus)
+    if not isinstance(interconnect.peers, Unavailable):
+        for pair in interconnect.peers:
+            indices.update((pair.src, pair.dst))
+    return sorted(indices)
+
+
+def _heat_cells(
+    peers: tuple[PeerBandwidth, ...], order: list[int], *, bidirectional: bool
+) -> dict[tuple[int, int], svg.HeatCell]:
+    position = {index: at for at, index in enumerate(order)}
+    cells = {}
+    for pair in peers:
+        figure = common.bandwidth_figure(
+            pair.bidirectional if bidirectional else pair.unidirectional
+        )
+        tooltip = common.peer_tooltip(pair, bidirectional=bidirectional)
+        cells[(position[pair.src], position[pair.dst])] = svg.HeatCell(figure, tooltip)
+    for src in order:
+        for dst in order:
+            key = (position[src], position[dst])
+            if src != dst and key not in cells:
+                cells[key] = svg.HeatCell(None, f"{common.pair_words(src, dst)}: not measured")
+    return cells
+
+
+def _peer_charts(interconnect: Interconnect, order: list[int]) -> list[Chart]:
+    peers = interconnect.peers
+    if isinstance(peers, Unavailable):
+        return [Chart(_PEER_TITLE, None, common.unavailable_text(peers))]
+    if not peers:
+        return [Chart(_PEER_TITLE, None, "a single GPU has no peers")]
+    labels = [f"GPU {index}" for index in order]
+    charts = []
+    for bidirectional, title in ((False, _PEER_TITLE), (True, _BIDI_TITLE)):
+        cells = _heat_cells(peers, order, bidirectional=bidirectional)
+        if bidirectional and all(cell.value is None for cell in cells.values()):
+            continue  # no bidirectional figure at all: one map says everything
+        chart = svg.heat_map(
+            labels,
+            cells,
+            title=f"{title} (GB/s){_simulated_words(interconnect)}",
+            row_label="from GPU (source)",
+            column_label="to GPU (destination)",
+            unit="GB/s",
+            value_format=common.gbs_text,
+        )
+        charts.append(Chart(title, chart))
+    return charts
+
+
+def _simulated_words(interconnect: Interconnect) -> str:
+    return ", SIMULATED" if interconnect.simulated else ""
+
+
+def _matrix(interconnect: Interconnect, order: list[int]) -> list[MatrixRow]:
+    """The peer matrix in words: the heat map's text alternative."""
+    peers = interconnect.peers
+    if isinstance(peers, Unavailable) or not peers:
+        return []
+    by_pair = {(pair.src, pair.dst): pair for pair in peers}
+    rows = []
+    for src in order:
+        cells = []
+        for dst in order:
+            pair = by_pair.get((src, dst))
+            if src == dst:
+                cells.append(("\u2014", "the same GPU", "na"))
+            elif pair is None:
+                cells.append(("n/a", f"{common.pair_words(src, dst)}: not measured", "na"))
+            else:
+                figure = common.bandwidth_figure(pair.unidirectional)
+                text = "n/a" if figure is None else common.gbs_text(figure)
+                cells.append((text, common.peer_tooltip(pair), "" if figure is not None else "na"))
+        rows.append(MatrixRow(f"GPU {src}", cells))
+    return rows
+
+
+def _optional(value: float | int | None, text: str = "{:.2f}") -> str:
+    return "-" if value is None else text.format(value)
+
+
+def _sweep_row(point: AllReducePoint) -> SweepRow:
+    return SweepRow(
+        size=common.size_text(point.size_bytes),
+        time_us=f"{point.time_us:.1f}",
+        algbw=f"{point.algbw_gb_s:.2f}",
+        busbw=f"{point.busbw_gb_s:.2f}",
+        busbw_in_place=_optional(point.busbw_in_place_gb_s),
+        wrong=_optional(point.wrong, "{}"),
+    )
+
+
+def _sweep_points(all_reduce: Measured[AllReduce]) -> Measured[tuple[AllReducePoint, ...]]:
+    if isinstance(all_reduce, Unavailable):
+        return all_reduce
+    return all_reduce.points
+
+
+def _sweep_chart(interconnect: Interconnect, findings: tuple[Finding, ...]) -> Chart:
+    """busbw against message size, sizes on a log2 axis, the judge's floor dashed."""
+    points = _sweep_points(interconnect.all_reduce)
+    if isinstance(points, Unavailable):
+        return Chart(_SWEEP_TITLE, None, common.unavailable_text(points))
+    # A zero-byte row (nccl-tests prints them) has no place on a log axis.
+    sized = sorted((p for p in points if p.size_bytes > 0), key=lambda p: p.size_bytes)
+    if not sized:
+        return Chart(_SWEEP_TITLE, None, "no message size above 0 bytes was measured")
+    words = [f"{common.size_text(p.size_bytes)}: {p.busbw_gb_s:.1f} GB/s busbw" for p in sized]
+    in_place = [p for p in sized if p.busbw_in_place_gb_s is not None]
+    in_place_words = [
+        f"{common.size_text(p.size_bytes)}: {p.busbw_in_place_gb_s or 0.0:.1f} GB/s busbw in place"
+        for p in in_place
+    ]
+    series = [
+        svg.Series(
+            "busbw, out of place",
+            tuple((math.log2(p.size_bytes), p.busbw_gb_s) for p in sized),
+            svg.color(0),
+            point_labels=tuple(words),
+        )
+    ]
+    if in_place:
+        series.append(
+            svg.Series(
+                "busbw, in place",
+                tuple((math.log2(p.size_bytes), p.busbw_in_place_gb_s or 0.0) for p in in_place),
+                svg.color(1),
+                point_labels=tuple(in_place_words),
+            )
+        )
+    floor = common.all_reduce_floor(findings)
+    references = (
+        [] if floor is None else [svg.Reference(floor, f"floor {common.gbs_text(floor)} GB/s")]
+    )
+    low, high = math.log2(sized[0].size_bytes), math.log2(sized[-1].size_bytes)
+    chart = svg.line_chart(
+        series,
+        title=f"{_SWEEP_TITLE}{_simulated_words(interconnect)}",
+        x_label="Message size (log2 scale)",
+        y_label="busbw (GB/s)",
+        references=references,
+        x_ticks=svg.power_of_two_ticks(low, high, lambda e: common.size_text(2**e)),
+    )
+    return Chart(_SWEEP_TITLE, chart)
+
+
+def _idle_text(interconnect: Interconnect) -> Cell:
+    if interconnect.idle_wait_s is None:
+        return Cell("-", missing=True)
+    text = f"waited {interconnect.idle_wait_s:.1f} s"
+    if interconnect.busy_gpus:
+        busy = ", ".join(f"GPU {index}" for index in interconnect.busy_gpus)
+        return Cell(text, note=f"still busy: {busy} (figures may be low)")
+    return Cell(text)
+
+
+def _copy_size(interconnect: Interconnect) -> Cell:
+    gpus = interconnect.gpus
+    sizes = [] if isinstance(gpus, Unavailable) else [g.h2d.size_bytes for g in gpus]
+    known_sizes = sorted({size for size in sizes if size})
+    if not known_sizes:
+        return Cell("-", missing=True)
+    return Cell(", ".join(common.size_text(size) for size in known_sizes))
+
+
+def _interconnect_facts(interconnect: Interconnect) -> list[tuple[str, Cell]]:
+    elapsed = interconnect.elapsed_s
+    facts = [
+        ("Source", Cell(common.one_line(interconnect.source))),
+        ("Started at", _cell(interconnect.started_at)),
+        ("Elapsed", Cell("-", missing=True) if elapsed is None else Cell(f"{elapsed:.1f} s")),
+        ("Idle gate", _idle_text(interconnect)),
+        ("Copy size", _copy_size(interconnect)),
+    ]
+    all_reduce = interconnect.all_reduce
+    if isinstance(all_reduce, Unavailable):
+        facts.append(("All-reduce", _cell(all_reduce)))
+    else:
+        how = f"{common.plural(all_reduce.ranks, 'GPU')}, {common.one_line(all_reduce.dtype)}"
+        facts.append(("All-reduce", Cell(how, note=common.one_line(all_reduce.source))))
+        facts.append(("NCCL", _cell(all_reduce.nccl_version)))
+    return facts
+
+
+def interconnect_view(node: NodeResult) -> InterconnectView | None:
+    """A node's interconnect as the template shows it, or ``None`` when none was measured.
+
+    A per-GPU table (H2D, D2H, HBM medians, NUMA node; a cell whose check did not
+    pass is marked with its severity), the peer matrix as a heat map (and the
+    bidirectional one when measured) with the matrix as a table, and busbw against
+    message size. An interconnect that could not run at all shows its error only.
+
+    Args:
+        node: one judged node.
+
+    Returns:
+        The view, or ``None`` when the facts hold no interconnect.
+    """
+    interconnect = node.facts.interconnect
+    if interconnect is None:
+        return None
+    facts = _interconnect_facts(interconnect)
+    error = common.one_line(interconnect.error or "")
+    if error:
+        # Nothing was measured: the error says why, no empty tables or charts around it.
+        return InterconnectView(
+            simulated=interconnect.simulated,
+            error=error,
+            summary="",
+            facts=facts,
+            copy_note="",
+            copies=[],
+            columns=[],
+            matrix=[],
+            sweep=[],
+            charts=[],
+        )
+    flags = common.interconnect_flags(node.findings)
+    gpus = interconnect.gpus
+    order = _gpu_order(interconnect)
+    points = _sweep_points(interconnect.all_reduce)
+    return InterconnectView(
+        simulated=interconnect.simulated,
+        error="",
+        summary=", ".join(common.interconnect_parts(interconnect)),
+        facts=facts,
+        copy_note=common.unavailable_text(gpus) if isinstance(gpus, Unavailable) else "",
+        copies=[] if isinstance(gpus, Unavailable) else [_copy_row(g, flags) for g in gpus],
+        columns=[f"GPU {index}" for index in order],
+        matrix=_matrix(interconnect, order),
+        sweep=[] if isinstance(points, Unavailable) else [_sweep_row(p) for p in points],
+        charts=[*_peer_charts(interconnect, order), _sweep_chart(interconnect, node.findings)],
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeView:
     """One node, ready for the template."""
@@ -368,6 +702,7 @@ class NodeView:
     xid_events: list[XidEvent]
     xid_note: str
     burn: BurnView | None
+    interconnect: InterconnectView | None
     elapsed: str
     stderr: str  # the agent's stderr, control characters made visible
     stderr_lines: int
@@ -461,6 +796,7 @@ def _node_view(position: int, node: NodeResult) -> NodeView:
         xid_events=events,
         xid_note=note,
         burn=None if node.facts.burn is None else burn_view(node),
+        interconnect=interconnect_view(node),
         elapsed=common.elapsed_text(node.elapsed_s),
         stderr=stderr,
         stderr_lines=len(stderr.splitlines()),

@@ -1,7 +1,9 @@
 """Charts as inline SVG, drawn here rather than in the browser.
 
 The report page must load nothing and needs no script to be read, so the burn-in
-charts are plain SVG elements written into the page. Every piece of text goes
+charts, the peer-bandwidth heat maps and the all-reduce sweep are plain SVG
+elements written into the page (no gradients or patterns: nothing for ``url()``
+to reference). Every piece of text goes
 through MarkupSafe: a GPU label or unit taken from a device cannot become markup.
 """
 
@@ -61,11 +63,16 @@ class Bar:
 
 @dataclasses.dataclass(frozen=True)
 class Series:
-    """One line of a line chart: ``(x, y)`` points in x order, and its colour."""
+    """One line of a line chart: ``(x, y)`` points in x order, and its colour.
+
+    ``point_labels``, one per point, marks every point with a dot whose tooltip is
+    its label: for a short series (an all-reduce sweep) where each point is a figure.
+    """
 
     label: str
     points: tuple[tuple[float, float], ...]
     color: str = PALETTE[0]
+    point_labels: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -478,6 +485,77 @@ def _legend(keys: Sequence[_Key], top: float) -> tuple[list[Markup], float]:
     return parts, height
 
 
+def _x_axis(
+    xs: Sequence[float], given: Sequence[tuple[float, str]] | None
+) -> tuple[float, float, list[tuple[float, str]]]:
+    """The horizontal axis's span and its labelled ticks.
+
+    Round ticks inside the data's span by default; the caller's own ticks (within
+    the span) when given. A span of one value is widened so the point has an axis.
+    """
+    x_low, x_high = min(xs, default=0.0), max(xs, default=1.0)
+    if given is not None:
+        if x_high <= x_low:
+            x_low, x_high = x_low - 1.0, x_high + 1.0
+        inside = [(t, label) for t, label in given if x_low - 1e-9 <= t <= x_high + 1e-9]
+        return x_low, x_high, inside
+    round_ticks = nice_ticks(x_low, x_high, count=6)
+    if x_high > x_low:
+        # Time runs from the first sample to the last: no empty stretch after the end.
+        round_ticks = [t for t in round_ticks if x_low - 1e-9 <= t <= x_high + 1e-9]
+    else:
+        x_low, x_high = round_ticks[0], round_ticks[-1]
+    step = round_ticks[1] - round_ticks[0] if len(round_ticks) > 1 else 1.0
+    return x_low, x_high, [(t, tick_label(t, step)) for t in round_ticks]
+
+
+def _markers(
+    points: Sequence[tuple[float, float]], item: Series, x_scale: _Scale, y_scale: _Scale
+) -> list[Markup]:
+    """A dot on every point of a short series, its label as the tooltip."""
+    return [
+        _el(
+            "circle",
+            {
+                "class": "point",
+                "cx": _num(x_scale(x)),
+                "cy": _num(y_scale(y)),
+                "r": 3.5,
+                "fill": item.color,
+            },
+            _el("title", {}, label),
+        )
+        for (x, y), label in zip(points, item.point_labels)
+    ]
+
+
+def power_of_two_ticks(
+    low: float, high: float, label: Callable[[int], str], most: int = 8
+) -> list[tuple[float, str]]:
+    """Ticks at whole powers of two between ``low`` and ``high`` (log2 values).
+
+    Every power when few enough, else every second (fourth, ...), so at most about
+    ``most`` labels share the axis; counted down from the largest, which is always
+    labelled (a sweep is read at its largest size).
+
+    Args:
+        low: log2 of the smallest value shown.
+        high: log2 of the largest.
+        label: the text for ``2 ** exponent`` (e.g. ``4 GiB``).
+        most: about how many ticks at most.
+
+    Returns:
+        ``(exponent, label)`` pairs, ascending.
+    """
+    first, last = math.ceil(low - 1e-9), math.floor(high + 1e-9)
+    if last < first:
+        return []
+    stride = 1
+    while (last - first) // stride + 1 > most:
+        stride *= 2
+    return [(float(e), label(e)) for e in reversed(range(last, first - 1, -stride))]
+
+
 def line_chart(
     series: Sequence[Series],
     *,
@@ -486,6 +564,7 @@ def line_chart(
     y_label: str,
     references: Iterable[Reference] = (),
     x_range: tuple[float, float] | None = None,
+    x_ticks: Sequence[tuple[float, str]] | None = None,
 ) -> Markup:
     """A line chart: one polyline per series, a legend naming every series.
 
@@ -500,6 +579,9 @@ def line_chart(
         y_label: the vertical axis title, with its unit.
         references: dashed horizontal lines, e.g. the enforced power limit.
         x_range: the least the horizontal axis must show, e.g. the whole run.
+        x_ticks: ``(position, label)`` ticks in place of round numbers, for an axis
+            the caller has transformed (message sizes on a log2 scale, labelled
+            ``1 MiB``); those outside the axis are left out.
 
     Returns:
         The ``<svg>`` element.
@@ -511,19 +593,12 @@ def line_chart(
     bottom = top + PLOT_HEIGHT
     if x_range is not None:
         xs.extend(x_range)
-    x_low, x_high = min(xs, default=0.0), max(xs, default=1.0)
-    x_ticks = nice_ticks(x_low, x_high, count=6)
-    if x_high > x_low:
-        # Time runs from the first sample to the last: no empty stretch after the end.
-        x_ticks = [t for t in x_ticks if x_low - 1e-9 <= t <= x_high + 1e-9]
-    else:
-        x_low, x_high = x_ticks[0], x_ticks[-1]
+    x_low, x_high, ticks = _x_axis(xs, x_ticks)
     y_ticks = nice_ticks(min(ys, default=0.0), max(ys, default=1.0))
     x_scale = _Scale(x_low, x_high, MARGIN_LEFT, WIDTH - MARGIN_RIGHT)
     y_scale = _Scale(y_ticks[0], y_ticks[-1], bottom, top)
     parts = [_title(title), *_y_axis(y_scale, y_ticks, y_label)]
-    x_step = x_ticks[1] - x_ticks[0] if len(x_ticks) > 1 else 1.0
-    for tick in x_ticks:
+    for tick, text in ticks:
         x = _num(x_scale(tick))
         parts.append(
             _el(
@@ -548,7 +623,7 @@ def line_chart(
                     "text-anchor": "middle",
                     "fill": MUTED,
                 },
-                tick_label(tick, x_step),
+                text,
             )
         )
     parts.append(
@@ -586,7 +661,9 @@ def line_chart(
                 _el("title", {}, item.label),
             )
         )
-        if len(points) == 1:
+        if item.point_labels and len(points) == len(item.point_labels):
+            parts.extend(_markers(points, item, x_scale, y_scale))
+        elif len(points) == 1:
             # A single point draws no line; mark it so it is not lost.
             only_x, only_y = points[0]
             parts.append(
@@ -614,3 +691,290 @@ def line_chart(
     legend, legend_height = _legend(keys, bottom + AXIS_BAND + 12)
     parts.extend(legend)
     return _svg("line", bottom + AXIS_BAND + legend_height + 8, title, *parts)
+
+
+# ------------------------------------------------------------------ heat map
+
+# Diverging red-white-blue (ColorBrewer RdBu ends): the node's best cells read deep
+# blue, and a link well below its siblings turns pale and then red, so a slow row and
+# column show at a glance; the words in every cell keep it readable without colour.
+HEAT_LOW = (178, 24, 43)
+HEAT_MIDDLE = (247, 247, 247)
+HEAT_HIGH = (33, 102, 172)
+# The scale runs from this share of the node's best figure to the best; anything
+# lower is as red as it gets. Spread over the whole 0..max range, a link at 85% of
+# its siblings (a real failure) would differ from them by a barely visible shade.
+HEAT_FLOOR_SHARE = 0.5
+MISSING_FILL = "#d0d7de"
+SELF_FILL = "#ffffff"
+HEAT_LEFT = 100  # room for the row labels and the rotated axis title
+HEAT_TOP = 74  # title, column axis title and column labels
+HEAT_CELL_MAX = 48.0
+HEAT_GRID_MAX = 400.0
+HEAT_TEXT_MIN_CELL = 30.0  # below this a cell is too small for its figure
+HEAT_LEGEND_STEPS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatCell:
+    """One cell of a heat map: its figure (``None``: none, drawn hatched) and its tooltip."""
+
+    value: float | None
+    tooltip: str
+
+
+def _mix(start: tuple[int, int, int], end: tuple[int, int, int], share: float) -> str:
+    red, green, blue = (round(a + (b - a) * share) for a, b in zip(start, end))
+    return f"#{red:02x}{green:02x}{blue:02x}"
+
+
+def heat_color(value: float, top: float) -> str:
+    """The fill of a cell worth ``value`` on a map whose best cell is ``top``.
+
+    Args:
+        value: the cell's figure.
+        top: the largest figure on the map (the scale's end).
+
+    Returns:
+        ``#rrggbb``: red at or below HEAT_FLOOR_SHARE of ``top``, white halfway,
+        blue at ``top``.
+    """
+    if top <= 0:
+        return _mix(HEAT_LOW, HEAT_LOW, 0.0)
+    share = (value / top - HEAT_FLOOR_SHARE) / (1 - HEAT_FLOOR_SHARE)
+    share = min(max(share, 0.0), 1.0)
+    if share < 0.5:
+        return _mix(HEAT_LOW, HEAT_MIDDLE, share * 2)
+    return _mix(HEAT_MIDDLE, HEAT_HIGH, (share - 0.5) * 2)
+
+
+def _ink_on(value: float, top: float) -> str:
+    """White words on the deep ends of the scale, dark ones on the pale middle."""
+    share = (value / top - HEAT_FLOOR_SHARE) / (1 - HEAT_FLOOR_SHARE) if top > 0 else 0.0
+    return "#ffffff" if abs(min(max(share, 0.0), 1.0) - 0.5) > 0.3 else INK
+
+
+def _hatch(x: float, y: float, size: float) -> Markup:
+    """Three diagonal strokes inside a square: "no figure" without a pattern to reference."""
+    half = size / 2
+    path = (
+        f"M{_num(x)},{_num(y + half)} L{_num(x + half)},{_num(y)} "
+        f"M{_num(x)},{_num(y + size)} L{_num(x + size)},{_num(y)} "
+        f"M{_num(x + half)},{_num(y + size)} L{_num(x + size)},{_num(y + half)}"
+    )
+    return _el(
+        "path",
+        {"class": "hatch", "d": path, "stroke": AXIS, "stroke-width": 1, "pointer-events": "none"},
+    )
+
+
+def _heat_labels(
+    labels: Sequence[str], cell: float, row_label: str, column_label: str
+) -> list[Markup]:
+    grid = cell * len(labels)
+    parts = [
+        _el(
+            "text",
+            {
+                "class": "axis-label",
+                "x": _num(HEAT_LEFT + grid / 2),
+                "y": 44,
+                "text-anchor": "middle",
+                "fill": MUTED,
+            },
+            column_label,
+        ),
+        _el(
+            "text",
+            {
+                "class": "axis-label",
+                "transform": f"translate(16 {_num(HEAT_TOP + grid / 2)}) rotate(-90)",
+                "text-anchor": "middle",
+                "fill": MUTED,
+            },
+            row_label,
+        ),
+    ]
+    for position, label in enumerate(labels):
+        middle = position * cell + cell / 2
+        parts.append(
+            _el(
+                "text",
+                {
+                    "class": "tick column",
+                    "x": _num(HEAT_LEFT + middle),
+                    "y": HEAT_TOP - 8,
+                    "text-anchor": "middle",
+                    "fill": MUTED,
+                },
+                label,
+            )
+        )
+        parts.append(
+            _el(
+                "text",
+                {
+                    "class": "tick row",
+                    "x": HEAT_LEFT - 8,
+                    "y": _num(HEAT_TOP + middle),
+                    "dy": "0.32em",
+                    "text-anchor": "end",
+                    "fill": MUTED,
+                },
+                label,
+            )
+        )
+    return parts
+
+
+def _heat_cell(
+    row: int,
+    column: int,
+    cell: HeatCell | None,
+    *,
+    size: float,
+    top: float,
+    value_format: Callable[[float], str],
+) -> list[Markup]:
+    """One square: the self cell blank, a figure coloured, a missing figure hatched grey."""
+    x, y = HEAT_LEFT + column * size, HEAT_TOP + row * size
+    base: dict[str, object] = {
+        "data-row": row,
+        "data-col": column,
+        "x": _num(x),
+        "y": _num(y),
+        "width": _num(size),
+        "height": _num(size),
+    }
+    if row == column:
+        tooltip = cell.tooltip if cell is not None else "the same GPU: no figure"
+        attrs = {"class": "cell self", **base, "fill": SELF_FILL, "stroke": GRID}
+        return [_el("rect", attrs, _el("title", {}, tooltip))]
+    if cell is None or cell.value is None:
+        tooltip = cell.tooltip if cell is not None else "not measured"
+        attrs = {"class": "cell missing", **base, "fill": MISSING_FILL, "stroke": "#fff"}
+        return [_el("rect", attrs, _el("title", {}, tooltip)), _hatch(x, y, size)]
+    fill = heat_color(cell.value, top)
+    attrs = {"class": "cell", **base, "fill": fill, "stroke": "#fff"}
+    parts = [_el("rect", attrs, _el("title", {}, cell.tooltip))]
+    if size >= HEAT_TEXT_MIN_CELL:
+        parts.append(
+            _el(
+                "text",
+                {
+                    "class": "cell-value",
+                    "x": _num(x + size / 2),
+                    "y": _num(y + size / 2),
+                    "dy": "0.32em",
+                    "text-anchor": "middle",
+                    "font-size": 11,
+                    "fill": _ink_on(cell.value, top),
+                    "pointer-events": "none",
+                },
+                value_format(cell.value),
+            )
+        )
+    return parts
+
+
+def _heat_legend(
+    top_value: float, y: float, unit: str, value_format: Callable[[float], str]
+) -> list[Markup]:
+    """The colour scale as ten steps from the floor share to the best, and the two blanks."""
+    step_width = 24.0
+    parts: list[Markup] = []
+    for step in range(HEAT_LEGEND_STEPS):
+        share = HEAT_FLOOR_SHARE + (1 - HEAT_FLOOR_SHARE) * step / (HEAT_LEGEND_STEPS - 1)
+        parts.append(
+            _el(
+                "rect",
+                {
+                    "class": "legend-step",
+                    "x": _num(HEAT_LEFT + step * step_width),
+                    "y": _num(y),
+                    "width": _num(step_width),
+                    "height": 12,
+                    "fill": heat_color(share * top_value, top_value),
+                },
+            )
+        )
+    end = HEAT_LEFT + HEAT_LEGEND_STEPS * step_width
+    low_text = f"\u2264 {value_format(top_value * HEAT_FLOOR_SHARE)}"
+    labels = (
+        (HEAT_LEFT, "start", low_text),
+        (end, "end", f"{value_format(top_value)} {unit}".strip()),
+    )
+    for x, anchor, text in labels:
+        parts.append(
+            _el(
+                "text",
+                {"x": _num(x), "y": _num(y + 28), "text-anchor": anchor, "fill": MUTED},
+                text,
+            )
+        )
+    x = end + 24
+    parts.append(
+        _el(
+            "rect",
+            {"x": _num(x), "y": _num(y), "width": 12, "height": 12, "fill": MISSING_FILL},
+        )
+    )
+    parts.append(_hatch(x, y, 12))
+    parts.append(
+        _el("text", {"x": _num(x + 18), "y": _num(y + 6), "dy": "0.32em", "fill": INK}, "no figure")
+    )
+    return parts
+
+
+def heat_map(
+    labels: Sequence[str],
+    cells: Mapping[tuple[int, int], HeatCell],
+    *,
+    title: str,
+    row_label: str,
+    column_label: str,
+    unit: str,
+    value_format: Callable[[float], str] = "{:.1f}".format,
+) -> Markup:
+    """A square matrix of coloured cells, e.g. the bandwidth between every pair of GPUs.
+
+    Rows and columns follow ``labels``; ``cells`` is keyed by ``(row, column)``
+    positions. The diagonal is left blank (a GPU to itself is no pair). A cell
+    without a figure is hatched grey and its tooltip says why. The colour scale
+    ends at the largest figure on the map, so one slow row or column stands out
+    against its siblings whatever the hardware's speed; every cell also carries
+    its figure in words (its ``<title>``, and in the cell when there is room).
+
+    Args:
+        labels: one per row and column, e.g. ``GPU 0``.
+        cells: the off-diagonal cells; an absent one reads ``not measured``.
+        title: shown at the top and given to screen readers.
+        row_label: the row axis title (e.g. ``from GPU``).
+        column_label: the column axis title.
+        unit: the figures' unit, for the scale's legend.
+        value_format: how a figure is written in its cell and on the legend.
+
+    Returns:
+        The ``<svg>`` element.
+    """
+    count = max(len(labels), 1)
+    size = min(HEAT_CELL_MAX, (WIDTH - HEAT_LEFT - MARGIN_RIGHT) / count, HEAT_GRID_MAX / count)
+    figures = [cell.value for cell in cells.values() if cell.value is not None]
+    top_value = max(figures, default=0.0)
+    parts = [_title(title), *_heat_labels(labels, size, row_label, column_label)]
+    for row in range(len(labels)):
+        for column in range(len(labels)):
+            parts.extend(
+                _heat_cell(
+                    row,
+                    column,
+                    cells.get((row, column)),
+                    size=size,
+                    top=top_value,
+                    value_format=value_format,
+                )
+            )
+    legend_top = HEAT_TOP + size * len(labels) + 16
+    if figures:
+        parts.extend(_heat_legend(top_value, legend_top, unit, value_format))
+    return _svg("heat", legend_top + 40, title, *parts)

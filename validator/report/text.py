@@ -113,6 +113,44 @@ def _burn_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
     return lines
 
 
+_INTERCONNECT_HEAD = "  Interconnect: "
+
+
+def _two_lines(parts: list[str]) -> tuple[str, str]:
+    """The phrases split into two lines, the longer of them as short as can be."""
+    indent = " " * len(_INTERCONNECT_HEAD)
+    splits = [
+        (_INTERCONNECT_HEAD + ", ".join(parts[:cut]) + ",", indent + ", ".join(parts[cut:]))
+        for cut in range(1, len(parts))
+    ]
+    return min(splits, key=lambda pair: max(len(pair[0]), len(pair[1])))
+
+
+def _interconnect_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
+    """``  Interconnect: H2D 53.1-55.0 GB/s, D2H ..., all-reduce ... (8 GPUs)``, or its error.
+
+    One line when it fits the width, else two, broken between phrases (the second
+    indented under the first), so the summary never grows into a table. Simulated
+    figures end with ``SIMULATED``, as the burn-in's header does.
+    """
+    interconnect = facts.interconnect
+    if interconnect is None:
+        return []
+    simulated = interconnect.simulated
+    mark = "  " + paint("SIMULATED", _SEVERITY_COLOR[Severity.WARN]) if simulated else ""
+    room = _WIDTH - (len("  SIMULATED") if simulated else 0)
+    if interconnect.error:
+        head = "  Interconnect could not be measured: "
+        error = common.shorten(interconnect.error, room - len(head))
+        return [head + paint(error, _SEVERITY_COLOR[Severity.FAIL]) + mark]
+    parts = common.interconnect_parts(interconnect)
+    line = _INTERCONNECT_HEAD + ", ".join(parts)
+    if len(line) <= room or len(parts) < 2:
+        return [line + mark]
+    first, second = _two_lines(parts)
+    return [first, second + mark]
+
+
 def _stderr_line(node: NodeResult) -> list[str]:
     """The agent's last words on stderr, one line; the HTML report keeps all of it."""
     lines = [line for line in common.clean(node.agent_stderr).splitlines() if line.strip()]
@@ -158,6 +196,7 @@ def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> li
         lines.append(f"  {paint(common.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
     lines.extend(_stderr_line(node))
     lines.extend(_burn_lines(node.facts, paint))
+    lines.extend(_interconnect_lines(node.facts, paint))
     findings = [f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS]
     check_width = min(max((len(f.check) for f in findings), default=0), 32)
     for finding in findings:
@@ -188,9 +227,12 @@ def render_text(report: Report, *, color: bool = False) -> str:
     Per node: a header (hostname, verdict, SKU, GPU count); when a burn-in ran, a
     line saying how and one compact line per GPU (status, TFLOPS, iterations,
     errors, peak power and its share of the limit, peak temperature, lowest SM
-    clock); each finding that did not pass (severity, check, GPU, message and what
-    to do, ``-> drain and RMA``), the count line and the summary; the last line of
-    the agent's stderr, if it wrote any.
+    clock); when the interconnect was measured, its summary in a line or two (the
+    range of each copy figure over the GPUs, the peer range and its slowest pair,
+    busbw at the largest message), or why it could not be; each finding that did
+    not pass (severity, check, GPU, message and what to do, ``-> drain and RMA``),
+    the count line and the summary; the last line of the agent's stderr, if it
+    wrote any.
     A fleet report (``report.fleet`` set) lists failing nodes first, says how each
     host was reached and how long it took, and after the nodes gives the fleet line
     (``fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown``) and one line per

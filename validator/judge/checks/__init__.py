@@ -7,6 +7,7 @@ from validator.judge.checks import (
     consistency,
     dcgm,
     errors,
+    interconnect,
     inventory,
     memory,
     nvlink,
@@ -21,6 +22,9 @@ from validator.judge.checks.common import CheckFn
 from validator.model import CheckFamily
 
 # In report order: what is there, then what it is running, then how healthy it is.
+# The interconnect comes last, after DCGM: CheckFamily lists it there, it is an active
+# measurement judged like the burn-in and DCGM (after the passive NVLink state and
+# counters it builds on), and appending it leaves every other family's order as it was.
 FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.INVENTORY, inventory.check),
     (CheckFamily.INVENTORY, consistency.check),
@@ -35,6 +39,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.ERRORS, errors.check),
     (CheckFamily.BURN, burn.check),
     (CheckFamily.DCGM, dcgm.check),
+    (CheckFamily.INTERCONNECT, interconnect.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

@@ -34,6 +34,9 @@ MEMCPY_DEVICE_TO_DEVICE = 3
 # cudaStreamCreateWithFlags: work on the stream does not wait for, nor hold up, stream 0
 STREAM_NON_BLOCKING = 1
 HOST_ALLOC_DEFAULT = 0  # cudaHostAlloc: page-locked, visible to the current context
+# cudaError_t values that mean "already so" for peer access, not a failure.
+ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+ERROR_PEER_ACCESS_NOT_ENABLED = 705
 
 # cuBLAS status names, for libraries older than cublasGetStatusString (cuBLAS 11.4).
 CUBLAS_STATUS_NAMES = {
@@ -88,6 +91,21 @@ CUDART_FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cudaGetErrorString": (ctypes.c_char_p, [_INT]),
 }
 
+# The interconnect measurement's calls beyond the burn's. Declared when the library has
+# them and required only by the measurement (validator.node.bandwidth), so a runtime or a
+# test fake the burn runs on is not refused for lacking them.
+CUDART_PEER_FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
+    # int* canAccessPeer, int device, int peerDevice
+    "cudaDeviceCanAccessPeer": (_INT, [_INT_P, _INT, _INT]),
+    # int peerDevice, unsigned int flags (must be 0)
+    "cudaDeviceEnablePeerAccess": (_INT, [_INT, _UINT]),
+    "cudaDeviceDisablePeerAccess": (_INT, [_INT]),
+    # void* dst, int dstDevice, const void* src, int srcDevice, size_t count, cudaStream_t
+    "cudaMemcpyPeerAsync": (_INT, [_PTR, _INT, _PTR, _INT, _SIZE, _PTR]),
+    # returns and clears the last error (peer access calls leave 704 behind)
+    "cudaGetLastError": (_INT, []),
+}
+
 CUBLAS_FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cublasCreate_v2": (_INT, [_PTR_P]),
     "cublasDestroy_v2": (_INT, [_PTR]),
@@ -127,6 +145,14 @@ class CudaLibraries:
         """The picked files, for messages."""
         files = [self.cudart, *([self.cublaslt] if self.cublaslt else []), self.cublas]
         return ", ".join(files)
+
+
+@dataclass(frozen=True)
+class CudaRuntime:
+    """The CUDA runtime alone, for what needs no cuBLAS (the copy measurements)."""
+
+    major: int
+    cudart: str  # a path, or a bare name the loader resolves
 
 
 def _version_key(path: str) -> tuple[int, ...]:
@@ -256,6 +282,26 @@ def find_cuda_libraries(dirs: Sequence[str]) -> list[CudaLibraries]:
     raise BackendUnavailable(f"{' and '.join(missing)} not found in {where}: {PROVISION_HINT}")
 
 
+def find_cuda_runtimes(dirs: Sequence[str]) -> list[CudaRuntime]:
+    """Every CUDA major version with a runtime (libcudart) in ``dirs``, newest first.
+
+    Raises:
+        BackendUnavailable: no runtime at all; the message names the files, the dirs and the fix.
+    """
+    loose = _unversioned_major(dirs, "libcudart.so")
+    found = []
+    for major in CUDA_MAJORS:
+        files = [f"libcudart.so.{major}", f"libcudart.so.{major}.0"]
+        path = _first(dirs, files) or loose.get(major)
+        if path:
+            found.append(CudaRuntime(major=major, cudart=path))
+    if found:
+        return found
+    where = ", ".join(dirs) if dirs else "no existing library directory"
+    names = "/".join(f"libcudart.so.{major}" for major in CUDA_MAJORS)
+    raise BackendUnavailable(f"{names} not found in {where}: {PROVISION_HINT}")
+
+
 def load_library(path: str) -> Any:  # noqa: ANN401 - a ctypes.CDLL
     """Open a shared library so later ones resolve their dependencies against it.
 
@@ -296,15 +342,25 @@ class CudaApi:
 
     Args:
         cudart: the runtime library (a ``ctypes.CDLL`` or a test's fake).
-        cublas: the cuBLAS library (likewise).
+        cublas: the cuBLAS library (likewise); None for the runtime alone (no cuBLAS call).
     """
 
-    def __init__(self, cudart: Any, cublas: Any) -> None:  # noqa: ANN401
+    def __init__(self, cudart: Any, cublas: Any = None) -> None:  # noqa: ANN401
         declare(cudart, CUDART_FUNCTIONS)
-        declare(cublas, CUBLAS_FUNCTIONS)
-        declare(cublas, CUBLAS_OPTIONAL_FUNCTIONS, optional=True)
+        declare(cudart, CUDART_PEER_FUNCTIONS, optional=True)
+        if cublas is not None:
+            declare(cublas, CUBLAS_FUNCTIONS)
+            declare(cublas, CUBLAS_OPTIONAL_FUNCTIONS, optional=True)
         self.cudart = cudart
         self.cublas = cublas
+
+    def require_peer_functions(self) -> None:
+        """Refuse a runtime without the peer-copy calls (each declared with its signature).
+
+        Raises:
+            BackendUnavailable: one is missing; the message names it.
+        """
+        declare(self.cudart, CUDART_PEER_FUNCTIONS)
 
     def cuda_error_string(self, status: int) -> str:
         """The runtime's words for a status."""
@@ -438,6 +494,50 @@ class CudaApi:
         """Release an event."""
         self._rt("cudaEventDestroy", ctypes.c_void_p(event))
 
+    # --- peers (CUDART_PEER_FUNCTIONS; see require_peer_functions) -------------------------
+
+    def can_access_peer(self, device: int, peer: int) -> bool:
+        """Whether ``device`` can reach ``peer``'s memory directly (NVLink or PCIe P2P)."""
+        can = ctypes.c_int(0)
+        self._rt("cudaDeviceCanAccessPeer", ctypes.byref(can), device, peer)
+        return bool(can.value)
+
+    def enable_peer_access(self, peer: int) -> bool:
+        """Let the current device reach ``peer``'s memory.
+
+        Returns:
+            True when this call enabled it; False when it was enabled already (the
+            runtime's 704, cleared from the thread's last error so no later call sees it).
+        """
+        status = int(self.cudart.cudaDeviceEnablePeerAccess(peer, 0))
+        if status == ERROR_PEER_ACCESS_ALREADY_ENABLED:
+            self.cudart.cudaGetLastError()
+            return False
+        if status != 0:
+            raise CudaError("cudaDeviceEnablePeerAccess", status, self.cuda_error_string(status))
+        return True
+
+    def disable_peer_access(self, peer: int) -> None:
+        """Stop the current device reaching ``peer``'s memory (not enabled: nothing to do)."""
+        status = int(self.cudart.cudaDeviceDisablePeerAccess(peer))
+        if status == ERROR_PEER_ACCESS_NOT_ENABLED:
+            self.cudart.cudaGetLastError()
+            return
+        if status != 0:
+            raise CudaError("cudaDeviceDisablePeerAccess", status, self.cuda_error_string(status))
+
+    def memcpy_peer_async(
+        self, dst: int, dst_device: int, src: int, src_device: int, size: int, stream: int
+    ) -> None:
+        """Queue a copy of ``size`` bytes from ``src_device`` to ``dst_device`` on ``stream``.
+
+        Without peer access the driver stages it through host memory: slower, still a copy.
+        """
+        self._rt(
+            "cudaMemcpyPeerAsync", ctypes.c_void_p(dst), dst_device, ctypes.c_void_p(src),
+            src_device, size, ctypes.c_void_p(stream),
+        )  # fmt: skip
+
     # --- cuBLAS ----------------------------------------------------------------------------
 
     def blas_create(self) -> int:
@@ -533,3 +633,28 @@ def open_api(
             return api, libs, count
         reasons.append(f"CUDA {libs.major} ({libs.describe()}): no CUDA device")
     raise BackendUnavailable("; ".join(reasons) or "no CUDA libraries to try")
+
+
+def open_runtime(
+    candidates: Sequence[CudaRuntime], opener: Opener = load_library
+) -> tuple[CudaApi, CudaRuntime, int]:
+    """The first runtime that loads and sees at least one device (no cuBLAS opened).
+
+    Returns:
+        The API (runtime calls only), the runtime it uses, and the device count.
+
+    Raises:
+        BackendUnavailable: no runtime loads, or none sees a device; the message says why for each.
+    """
+    reasons = []
+    for runtime in candidates:
+        try:
+            api = CudaApi(opener(runtime.cudart))
+            count = api.device_count()
+        except (BackendUnavailable, CudaError) as exc:
+            reasons.append(f"CUDA {runtime.major} ({runtime.cudart}): {exc}")
+            continue
+        if count > 0:
+            return api, runtime, count
+        reasons.append(f"CUDA {runtime.major} ({runtime.cudart}): no CUDA device")
+    raise BackendUnavailable("; ".join(reasons) or "no CUDA runtime to try")

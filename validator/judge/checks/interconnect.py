@@ -1,0 +1,1113 @@
+"""Interconnect: what joins the GPUs copies as fast as the SKU's, and as fast as its siblings.
+
+Checks (``facts.interconnect``, measured after the burn-in or read from a bundle):
+
+* ``interconnect.h2d`` / ``interconnect.d2h`` / ``interconnect.hbm``, per GPU: pinned host
+  memory to the GPU and back over PCIe, and a copy within the GPU's own memory;
+* ``interconnect.peer_access``: every ordered pair of GPUs can reach each other directly
+  (required where the SKU joins its GPUs by NVLink);
+* ``interconnect.p2p``: each pair's one-direction copy bandwidth, diagnosed by row and
+  column: a GPU slow to most of its peers, as source and as destination, is one finding
+  for that GPU (its links), not one per pair; a pair slow on its own is that pair;
+* ``interconnect.all_reduce``: NCCL all-reduce busbw at the largest size measured, which
+  must be 1 GiB or more (smaller sizes have not reached the plateau), and no wrong element;
+* ``interconnect.run``: the interconnect could not be measured, or was not measured where
+  it is required (:func:`interconnect_required`).
+
+Each figure is held to a floor, the policy's threshold where set, else the catalog's
+(``Sku.*_min_gbs``), and to the node's own median: a GPU or pair below
+``interconnect_sibling_min`` of the median fails even above the floor. A median needs
+:data:`MIN_SIBLINGS` figures to mean something: with two, their median is their mean,
+which a slow one drags down and which cannot tell the slow one from the fast one, so two
+GPUs are judged against the floor alone (and say so). Without a floor and without a
+median nothing judges a figure: UNKNOWN, not blocking, naming the policy key to set.
+Peer copies are held to their median only where every pair crosses one fabric (an
+NVSwitch, or a superchip's NVLink switch trays); elsewhere (PCIe switches, bridges, a
+partial mesh) pairs differ by design and only a floor judges them.
+
+A GPU the idle gate found still busy (``Interconnect.busy_gpus``) may be slow for that
+reason: its low figure is UNKNOWN (measure again with it idle), never a FAIL. Simulated
+figures are judged like measured ones.
+
+What to do: a slow host copy is the GPU's PCIe path: reseat or replace the riser or cable
+(the message names a link trained below the SKU's); slow HBM is the chip (drain and RMA);
+a GPU slow to every peer, or without peer access, is its NVLinks, fixed as
+:func:`~validator.judge.checks.nvlink.link_repair` says for the board; all-reduce slow
+while every pair copies at speed is the NVSwitch fabric: the fabric manager where a GPU's
+registration is not completed, else the baseboard; a wrong all-reduce result is data
+corruption (drain and RMA).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from validator.judge.catalog import Sku
+from validator.judge.checks.common import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    gpu_finding,
+    gpu_list,
+    node_finding,
+    readable_gpus,
+    why_not,
+)
+from validator.judge.checks.nvlink import link_repair
+from validator.judge.policy import Policy
+from validator.model import (
+    Action,
+    AllReduce,
+    AllReducePoint,
+    Finding,
+    GpuCopyBandwidth,
+    GpuFacts,
+    Interconnect,
+    Measured,
+    NodeFacts,
+    PeerBandwidth,
+    Reason,
+    Severity,
+    Unavailable,
+)
+
+RUN = "interconnect.run"
+H2D = "interconnect.h2d"
+D2H = "interconnect.d2h"
+HBM = "interconnect.hbm"
+PEER_ACCESS = "interconnect.peer_access"
+P2P = "interconnect.p2p"
+ALL_REDUCE = "interconnect.all_reduce"
+
+# Fewer figures than this make no median worth the name (see the module doc).
+MIN_SIBLINGS = 3
+# busbw is judged from 1 GiB: below it the sweep has not reached its plateau (the 8x A100
+# capture: 202 GB/s at 128 MiB, 230 at 1 GiB, 235 at 8 GiB).
+MIN_ALL_REDUCE_BYTES = 1 << 30
+
+Pair = tuple[int, int]  # (src, dst) NVML indices
+
+RERUN_SOURCE = "gpuready: the interconnect could not be measured; measure it again"
+BUSY_SOURCE = "gpuready: the GPU was busy when measured; measure it again with the GPU idle"
+PCIE_SOURCE = "gpuready: a slow host copy is the GPU's PCIe path: its riser, cable or slot"
+HBM_SOURCE = "gpuready: a copy within the GPU's own memory is the chip: no field repair"
+CORRUPTION_SOURCE = "gpuready: NCCL all-reduce returned wrong values: data corruption"
+FABRIC_SOURCE = "gpuready: a GPU's NVSwitch fabric registration is not completed"
+BASEBOARD_SOURCE = (
+    "gpuready: all-reduce slow while every GPU pair copies at speed: the NVSwitch fabric "
+    "on the baseboard"
+)
+
+# Libraries whose absence the measurement reports by name, and how to install them.
+_MISSING_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("libnccl", "install NCCL (gpuready provision installs it with the nccl role)"),
+    ("libcudart", "install the CUDA runtime (gpuready provision, the cuda_toolkit role)"),
+    ("libcuda.so", "install the NVIDIA driver's CUDA library (gpuready provision)"),
+)
+
+
+def interconnect_required(policy: Policy, sku: Sku | None) -> bool:
+    """Whether the interconnect must be measured for the node to be certified.
+
+    ``interconnect: true`` always, ``false`` never; left unset (None), where the SKU's
+    GPUs are joined by NVLink on the board (the catalog's ``nvlinks`` is set).
+    """
+    if policy.interconnect is not None:
+        return policy.interconnect
+    return sku is not None and sku.nvlinks is not None
+
+
+def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
+    """Judge the node's host, HBM and peer copies and its all-reduce; see the module doc."""
+    measured = facts.interconnect
+    required = interconnect_required(policy, sku)
+    if measured is None:
+        return [_not_measured(policy, sku)] if required else []
+    if measured.error:
+        return [_could_not_run(measured.error, required)]
+    node = _Node.of(facts, measured, policy, sku, required)
+    findings = _copies(node, measured)
+    peers = _peers(node, measured)
+    return findings + peers + _all_reduce(node, measured, peers)
+
+
+# ---------------------------------------------------------------- the node and its bars
+
+
+@dataclass(frozen=True)
+class _Node:
+    """What every part of the check needs to know about the node being judged."""
+
+    facts: NodeFacts
+    policy: Policy
+    sku: Sku | None
+    required: bool
+    gpus: tuple[GpuFacts, ...]  # the GPUs that answered, which the figures are judged for
+    busy: frozenset[int]
+
+    @classmethod
+    def of(
+        cls,
+        facts: NodeFacts,
+        measured: Interconnect,
+        policy: Policy,
+        sku: Sku | None,
+        required: bool,
+    ) -> _Node:
+        return cls(
+            facts,
+            policy,
+            sku,
+            required,
+            tuple(readable_gpus(facts)),
+            frozenset(measured.busy_gpus),
+        )
+
+    @property
+    def indexes(self) -> list[int]:
+        return [gpu.index for gpu in self.gpus]
+
+    def gpu(self, index: int) -> GpuFacts:
+        return next(gpu for gpu in self.gpus if gpu.index == index)
+
+    def floor(self, policy_value: float | None, sku_value: float | None) -> _Floor:
+        """The policy's floor where set, else the catalog's, else none (and why)."""
+        if policy_value is not None:
+            return _Floor(policy_value, "the policy")
+        if self.sku is None:
+            return _Floor(None, "the GPU model is not in the catalog")
+        if sku_value is not None:
+            return _Floor(sku_value, self.sku.label)
+        return _Floor(None, self.sku.label)
+
+    def no_floor_words(self, floor: _Floor) -> str:
+        if self.sku is None:
+            return f"no floor is known: {floor.origin}"
+        return f"no floor is known for {self.sku.label}"
+
+
+@dataclass(frozen=True)
+class _Floor:
+    value: float | None
+    origin: str  # the policy / the SKU's label / why there is none
+
+
+@dataclass(frozen=True)
+class _Bar:
+    """What one kind of figure is held to: a floor, and a share of the node's median."""
+
+    floor: _Floor
+    median: float | None  # None: no median judges (why_no_median says why)
+    share: float
+    count: int  # how many figures the median is of
+    why_no_median: str = ""
+
+    @classmethod
+    def of(cls, floor: _Floor, values: Sequence[float], share: float, *, siblings: bool) -> _Bar:
+        """The bar for ``values``; ``siblings`` False: they differ by design, no median."""
+        if not siblings:
+            return cls(floor, None, share, len(values), "pairs that differ by design")
+        if len(values) < MIN_SIBLINGS:
+            too_few = f"{_count(len(values), 'figure')}, too few for a node median"
+            return cls(floor, None, share, len(values), too_few)
+        return cls(floor, statistics.median(values), share, len(values))
+
+    @property
+    def judges(self) -> bool:
+        return self.floor.value is not None or self.median is not None
+
+    def shortfalls(self, value: float) -> list[str]:
+        """How ``value`` falls short, in words; empty when it meets the bar."""
+        found = []
+        if self.floor.value is not None and value < self.floor.value:
+            found.append(f"below the floor of {self.floor.value:g} GB/s")
+        if self.median is not None and value < self.share * self.median:
+            found.append(f"below {self.share:.0%} of the node median {gbs(self.median)}")
+        return found
+
+    def context(self, shortfalls: Sequence[str], no_floor: str) -> str:
+        """The part of the bar the shortfall did not name, for the parentheses."""
+        parts = []
+        if self.floor.value is None:
+            parts.append(no_floor)
+        elif not any(s.startswith("below the floor") for s in shortfalls):
+            parts.append(f"floor {self.floor.value:g} GB/s")
+        if self.median is None:
+            parts.append(self.why_no_median)
+        elif not any("node median" in s for s in shortfalls):
+            parts.append(f"node median {gbs(self.median)}")
+        return ", ".join(parts)
+
+    def expected(self) -> str:
+        parts = []
+        if self.floor.value is not None:
+            parts.append(f">= {self.floor.value:g} GB/s ({self.floor.origin})")
+        if self.median is not None:
+            parts.append(f">= {self.share:.0%} of the node median ({gbs(self.median)})")
+        return " and ".join(parts) or "a floor, or three figures for a node median"
+
+
+def _count(count: int, noun: str) -> str:
+    """'1 figure', '2 figures'."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _aside(text: str) -> str:
+    """' (text)', or nothing for no text."""
+    return f" ({text})" if text else ""
+
+
+def gbs(value: float) -> str:
+    """372 GB/s, 24.1 GB/s: three figures are enough to read a bandwidth."""
+    return f"{value:.0f} GB/s" if value >= 100 else f"{value:.1f} GB/s"
+
+
+def _figure(value: Measured[float]) -> Measured[float]:
+    """A measured figure, or why not; a non-finite or non-positive one was not measured."""
+    if isinstance(value, Unavailable):
+        return value
+    if not math.isfinite(value) or value <= 0:
+        return Unavailable(Reason.ERROR, f"implausible value {value!r}")
+    return value
+
+
+def _with_action(finding: Finding, action: Action, source: str) -> Finding:
+    return dataclasses.replace(finding, action=action, action_source=source)
+
+
+def _busy_words(indexes: Iterable[int]) -> str:
+    named = gpu_list(indexes)
+    verb = "was" if named.startswith("GPU ") else "were"
+    return f"{named} {verb} still busy when measured (the idle gate gave up waiting)"
+
+
+# ---------------------------------------------------------------- interconnect.run
+
+
+def _not_measured(policy: Policy, sku: Sku | None) -> Finding:
+    if policy.interconnect:
+        why = "the policy asks for it (interconnect: true)"
+    else:
+        label = sku.label if sku is not None else "these"
+        why = f"{label} GPUs are joined by NVLink, so their PCIe, HBM, peer and all-reduce "
+        why += "bandwidth are required"
+    finding = node_finding(
+        RUN,
+        UNKNOWN,
+        f"The interconnect was not measured: {why}; certify with --interconnect (or set "
+        "interconnect: false in the policy to certify without it)",
+        observed="not measured",
+        expected="measured",
+    )
+    return _with_action(finding, Action.RERUN, "gpuready: measure it (certify --interconnect)")
+
+
+def _missing_library(detail: str) -> str | None:
+    """How to install the library ``detail`` says is missing, or None."""
+    for library, fix in _MISSING_LIBRARIES:
+        if library in detail:
+            return fix
+    return None
+
+
+def _repair_for(detail: str) -> tuple[str, Action, str]:
+    """The fix to append to a reason, its action and the action's source."""
+    fix = _missing_library(detail)
+    if fix is not None:
+        return f"; {fix}", Action.FIX_SOFTWARE, f"gpuready: a library is missing: {fix}"
+    return "; measure it again", Action.RERUN, RERUN_SOURCE
+
+
+def _could_not_run(error: str, required: bool) -> Finding:
+    fix, action, source = _repair_for(error)
+    finding = node_finding(
+        RUN,
+        UNKNOWN,
+        f"The interconnect could not be measured: {error}{fix}",
+        observed="could not run",
+        expected="measured",
+        required=required,
+    )
+    return _with_action(finding, action, source)
+
+
+def _part_not_measured(check_id: str, what: str, why: Unavailable, required: bool) -> Finding:
+    text = why_not(why)
+    fix, action, source = _repair_for(text)
+    finding = node_finding(
+        check_id,
+        UNKNOWN,
+        f"{what} was not measured: {text}{fix}",
+        observed=why,
+        expected="measured",
+        required=required,
+    )
+    return _with_action(finding, action, source)
+
+
+# ---------------------------------------------------------------- host and HBM copies
+
+
+@dataclass(frozen=True)
+class _Copy:
+    check: str
+    words: str  # as messages name the copy
+    part: str  # the GpuCopyBandwidth field
+    threshold: str  # the policy threshold
+    catalog: str  # the Sku field
+
+
+_COPIES = (
+    _Copy(H2D, "host-to-device", "h2d", "h2d_min_gbs", "h2d_min_gbs"),
+    _Copy(D2H, "device-to-host", "d2h", "d2h_min_gbs", "d2h_min_gbs"),
+    _Copy(HBM, "HBM copy", "hbm", "hbm_min_gbs", "hbm_copy_min_gbs"),
+)
+
+
+def _copies(node: _Node, measured: Interconnect) -> list[Finding]:
+    entries = measured.gpus
+    if isinstance(entries, Unavailable):
+        return [
+            _part_not_measured(
+                copy.check, f"The {copy.words} bandwidth of the GPUs", entries, node.required
+            )
+            for copy in _COPIES
+        ]
+    by_index = {entry.index: entry for entry in entries}
+    findings: list[Finding] = []
+    for copy in _COPIES:
+        findings += _copy_findings(node, copy, by_index)
+    return findings
+
+
+def _copy_findings(
+    node: _Node, copy: _Copy, by_index: dict[int, GpuCopyBandwidth]
+) -> list[Finding]:
+    figures: dict[int, Measured[float]] = {}
+    for index in node.indexes:
+        entry = by_index.get(index)
+        figures[index] = (
+            _figure(getattr(entry, copy.part).gb_s)
+            if entry is not None
+            else Unavailable(Reason.NOT_MEASURED, "the interconnect results hold no entry for it")
+        )
+    values = [value for value in figures.values() if isinstance(value, float)]
+    floor = node.floor(
+        getattr(node.policy.thresholds, copy.threshold),
+        getattr(node.sku, copy.catalog) if node.sku is not None else None,
+    )
+    bar = _Bar.of(floor, values, node.policy.thresholds.interconnect_sibling_min, siblings=True)
+    return [
+        _copy_finding(node, copy, node.gpu(index), value, bar) for index, value in figures.items()
+    ]
+
+
+def _copy_finding(
+    node: _Node, copy: _Copy, gpu: GpuFacts, value: Measured[float], bar: _Bar
+) -> Finding:
+    subject = f"GPU {gpu.index} {copy.words} bandwidth"
+    if isinstance(value, Unavailable):
+        finding = gpu_finding(
+            copy.check,
+            UNKNOWN,
+            gpu,
+            f"{subject} was not measured: {why_not(value)}",
+            observed=value,
+            expected=bar.expected(),
+            required=node.required,
+        )
+        return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+    no_floor = node.no_floor_words(bar.floor)
+    if not bar.judges:
+        return gpu_finding(
+            copy.check,
+            UNKNOWN,
+            gpu,
+            f"{subject} {gbs(value)} cannot be judged: {no_floor}, and "
+            f"{_count(bar.count, 'figure')} {'is' if bar.count == 1 else 'are'} too few for a "
+            f"node median; set {copy.threshold} in the policy's thresholds",
+            observed=gbs(value),
+            expected=bar.expected(),
+            required=False,
+        )
+    shortfalls = bar.shortfalls(value)
+    context = bar.context(shortfalls, no_floor)
+    if not shortfalls:
+        return gpu_finding(
+            copy.check,
+            PASS,
+            gpu,
+            f"{subject} {gbs(value)}{_aside(context)}",
+            observed=gbs(value),
+            expected=bar.expected(),
+        )
+    text = f"{subject} {gbs(value)} is {' and '.join(shortfalls)}{_aside(context)}"
+    if gpu.index in node.busy:
+        return _busy(copy.check, gpu, text, value, bar, node.required)
+    link = _link_below(gpu, node) if copy.part in ("h2d", "d2h") else ""
+    finding = gpu_finding(
+        copy.check,
+        FAIL,
+        gpu,
+        text + link,
+        observed=gbs(value),
+        expected=bar.expected(),
+    )
+    if copy.part == "hbm":
+        return _with_action(finding, Action.DRAIN_RMA, HBM_SOURCE)
+    return _with_action(finding, Action.RESEAT_CABLE_RISER, PCIE_SOURCE)
+
+
+def _busy(
+    check_id: str, gpu: GpuFacts, text: str, value: float, bar: _Bar, required: bool
+) -> Finding:
+    finding = gpu_finding(
+        check_id,
+        UNKNOWN,
+        gpu,
+        f"{text}, but {_busy_words([gpu.index])}: measure it again with the GPU idle",
+        observed=f"{gbs(value)} (busy)",
+        expected=bar.expected(),
+        required=required,
+    )
+    return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+
+
+def _link_below(gpu: GpuFacts, node: _Node) -> str:
+    """'; its PCIe link trained at x8 of x16' where the link is below the SKU's (or policy's)."""
+    policy, sku = node.policy, node.sku
+    want_gen = policy.min_pcie_gen if policy.min_pcie_gen is not None else None
+    want_width = policy.min_pcie_width if policy.min_pcie_width is not None else None
+    if sku is not None:
+        want_gen = want_gen if want_gen is not None else sku.pcie_gen
+        want_width = want_width if want_width is not None else sku.pcie_width
+    # The maximum generation, as pcie.gen judges it: the current one drops at idle.
+    gen, width = gpu.pcie_gen_max, gpu.pcie_width_current
+    low_gen = isinstance(gen, int) and want_gen is not None and gen < want_gen
+    low_width = isinstance(width, int) and want_width is not None and width < want_width
+    if low_gen and low_width:
+        return f"; its PCIe link trained at Gen{gen} x{width} of Gen{want_gen} x{want_width}"
+    if low_width:
+        return f"; its PCIe link trained at x{width} of x{want_width}"
+    if low_gen:
+        return f"; its PCIe link trained at Gen{gen} of Gen{want_gen}"
+    return ""
+
+
+# ---------------------------------------------------------------- the peer matrix
+
+
+def _uniform_fabric(node: _Node) -> bool:
+    """True where every GPU pair crosses one fabric, so every pair should copy alike."""
+    switches = node.facts.pci_nvswitch_count
+    if isinstance(switches, int) and switches > 0:
+        return True
+    sku = node.sku
+    if sku is None:
+        return False
+    return sku.nvswitch or (sku.form_factor == "superchip" and sku.nvlinks is not None)
+
+
+def _has_nvlink(node: _Node) -> bool:
+    return node.sku is not None and node.sku.nvlinks is not None
+
+
+def _peers(node: _Node, measured: Interconnect) -> list[Finding]:
+    indexes = node.indexes
+    if len(indexes) < 2:
+        return []  # one GPU has no peer
+    peers = measured.peers
+    if isinstance(peers, Unavailable):
+        return [_part_not_measured(P2P, "The GPU peer matrix", peers, node.required)]
+    by_pair = {(peer.src, peer.dst): peer for peer in peers}
+    pairs = [(src, dst) for src in indexes for dst in indexes if src != dst]
+    matrix = {pair: by_pair.get(pair) for pair in pairs}
+    access = _access(node, matrix)
+    denied = {pair for pair, peer in matrix.items() if peer is not None and peer.access is False}
+    judged = {
+        pair: peer for pair, peer in matrix.items() if not (_has_nvlink(node) and pair in denied)
+    }
+    return access + _bandwidth(node, judged)
+
+
+def _diagnose(pairs: set[Pair], indexes: list[int]) -> tuple[dict[int, list[Pair]], list[Pair]]:
+    """The GPUs slow to most peers (as source and as destination), and the pairs left over.
+
+    Each GPU found takes all its pairs in ``pairs`` not taken by a GPU before it.
+
+    With fewer than three GPUs a row and a column are the same pair: nothing to diagnose.
+    """
+    peers = len(indexes) - 1
+    if peers < 2:
+        return {}, sorted(pairs)
+    by_gpu: dict[int, list[Pair]] = {}
+    taken: set[Pair] = set()
+    for gpu in indexes:
+        as_src = sum(1 for src, _ in pairs if src == gpu)
+        as_dst = sum(1 for _, dst in pairs if dst == gpu)
+        if as_src * 2 > peers and as_dst * 2 > peers:
+            mine = sorted(pair for pair in pairs if gpu in pair and pair not in taken)
+            by_gpu[gpu] = mine
+            taken.update(mine)
+    return by_gpu, sorted(pairs - taken)
+
+
+def _partners(gpu: int, pairs: Iterable[Pair]) -> set[int]:
+    return {dst if src == gpu else src for src, dst in pairs}
+
+
+def _pair_groups(pairs: Sequence[Pair]) -> list[tuple[Pair, ...]]:
+    """Ordered pairs grouped by their two GPUs: both directions of a pair go together."""
+    groups: dict[tuple[int, int], list[Pair]] = {}
+    for src, dst in pairs:
+        groups.setdefault((min(src, dst), max(src, dst)), []).append((src, dst))
+    return [tuple(group) for _, group in sorted(groups.items())]
+
+
+def _pairs_words(group: Sequence[Pair]) -> str:
+    """'GPU 2 and GPU 5 ... each other' words for one pair's directions."""
+    if len(group) == 2:
+        low, high = sorted(group[0])
+        return f"GPUs {low} and {high}"
+    src, dst = group[0]
+    return f"GPU {src} -> GPU {dst}"
+
+
+def _peer_count(partners: set[int], indexes: list[int], every: str = "every peer") -> str:
+    """'every peer', or '5 of its 7 peers'."""
+    others = len(indexes) - 1
+    if len(partners) == others:
+        return every
+    return f"{len(partners)} of its {others} peers"
+
+
+def _links_of(node: _Node) -> str:
+    """Where a GPU's peer links run, in words, for the board."""
+    sku = node.sku
+    if sku is None:
+        return "its NVLinks or its PCIe path"
+    if sku.nvswitch:
+        return "its NVLinks or its NVSwitch port"
+    if sku.form_factor == "superchip" and sku.nvlinks is not None:
+        return "its NVLinks to the rack's NVLink switch trays"
+    if sku.nvlinks is not None:
+        return "its NVLinks"
+    return "its NVLink bridge or its PCIe path"
+
+
+# ---------------------------------------------------------------- interconnect.peer_access
+
+
+def _fabric_unfinished(node: _Node, indexes: Iterable[int]) -> list[tuple[int, str]]:
+    """(GPU, state) for each of ``indexes`` whose NVSwitch fabric registration is not done."""
+    wanted = set(indexes)
+    return [
+        (gpu.index, gpu.fabric_state)
+        for gpu in node.gpus
+        if gpu.index in wanted
+        and isinstance(gpu.fabric_state, str)
+        and gpu.fabric_state.lower() != "completed"
+    ]
+
+
+def _fabric_words(unfinished: Sequence[tuple[int, str]]) -> str:
+    states = ", ".join(f"GPU {index} ({state})" for index, state in unfinished)
+    return (
+        f"the fabric manager has not completed the NVSwitch registration of {states}: start "
+        "nvidia-fabricmanager (systemctl enable --now nvidia-fabricmanager)"
+    )
+
+
+def _link_action(node: _Node, indexes: Iterable[int]) -> tuple[str, Action, str]:
+    """The cause to name and what to do for slow or denied links of ``indexes``."""
+    unfinished = _fabric_unfinished(node, indexes)
+    if unfinished:
+        return _fabric_words(unfinished), Action.FIX_SOFTWARE, FABRIC_SOURCE
+    action, source = link_repair(node.sku)
+    return "", action, source
+
+
+def _access(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Finding]:
+    unread = {
+        pair
+        for pair, peer in matrix.items()
+        if peer is None or isinstance(peer.access, Unavailable)
+    }
+    denied = {pair for pair, peer in matrix.items() if peer is not None and peer.access is False}
+    findings: list[Finding] = []
+    if denied and node.sku is not None and node.sku.nvlinks is not None:
+        findings += _denied(node, denied, node.sku)
+    elif denied:
+        findings.append(_denied_not_judged(node, denied, len(matrix)))
+    findings += _unread_access(node, unread, matrix)
+    if not findings:
+        findings.append(
+            node_finding(
+                PEER_ACCESS,
+                PASS,
+                f"All {len(matrix)} GPU pairs have peer access",
+                observed=f"{len(matrix)} of {len(matrix)}",
+                expected="every pair" if _has_nvlink(node) else "not judged",
+            )
+        )
+    return findings
+
+
+def _denied(node: _Node, denied: set[Pair], sku: Sku) -> list[Finding]:
+    why = f"though {sku.label} GPUs are joined by NVLink"
+    by_gpu, rest = _diagnose(denied, node.indexes)
+    findings = []
+    for gpu, pairs in by_gpu.items():
+        partners = _partners(gpu, pairs)
+        cause, action, source = _link_action(node, [gpu])
+        finding = gpu_finding(
+            PEER_ACCESS,
+            FAIL,
+            node.gpu(gpu),
+            f"GPU {gpu} has no peer access to {_peer_count(partners, node.indexes, 'any peer')} "
+            f"({gpu_list(partners)}), {why}: {cause or _links_of(node)}",
+            observed=f"no access to {len(partners)} peers",
+            expected="peer access to every GPU",
+        )
+        findings.append(_with_action(finding, action, source))
+    for group in _pair_groups(rest):
+        ends = sorted({index for pair in group for index in pair})
+        cause, action, source = _link_action(node, ends)
+        if len(group) == 2:
+            subject = f"{_pairs_words(group)} have no peer access to each other"
+        else:
+            subject = f"GPU {group[0][0]} has no peer access to GPU {group[0][1]}"
+        finding = node_finding(
+            PEER_ACCESS,
+            FAIL,
+            f"{subject}, {why}: {cause or 'the link between them'}",
+            observed="no access",
+            expected="peer access",
+        )
+        findings.append(_with_action(finding, action, source))
+    return findings
+
+
+def _denied_not_judged(node: _Node, denied: set[Pair], total: int) -> Finding:
+    gpus = sorted({index for pair in denied for index in pair})
+    board = node.sku.label if node.sku is not None else "this node"
+    return node_finding(
+        PEER_ACCESS,
+        PASS,
+        f"{len(denied)} of {total} GPU pairs have no peer access ({gpu_list(gpus)}): not judged, "
+        f"{board} has no NVLink the board fixes, and PCIe peer access depends on the platform",
+        observed=f"{total - len(denied)} of {total}",
+        expected="not judged",
+        required=False,
+    )
+
+
+def _unread_access(
+    node: _Node, unread: set[Pair], matrix: dict[Pair, PeerBandwidth | None]
+) -> list[Finding]:
+    if not unread:
+        return []
+    by_gpu, rest = _diagnose(unread, node.indexes)
+    first = matrix.get(min(unread))
+    why = (
+        why_not(first.access)
+        if first is not None and isinstance(first.access, Unavailable)
+        else "not in the peer matrix"
+    )
+    groups = [
+        f"GPU {gpu} (to and from {len(_partners(gpu, pairs))} peers)"
+        for gpu, pairs in by_gpu.items()
+    ]
+    groups += [_pairs_words(group) for group in _pair_groups(rest)]
+    finding = node_finding(
+        PEER_ACCESS,
+        UNKNOWN,
+        f"Peer access of {_count(len(unread), 'GPU pair')} could not be read: "
+        f"{', '.join(groups)}: {why}",
+        observed=f"{len(unread)} pairs not read",
+        expected="peer access read for every pair",
+        required=node.required and _has_nvlink(node),
+    )
+    return [_with_action(finding, Action.RERUN, RERUN_SOURCE)]
+
+
+# ---------------------------------------------------------------- interconnect.p2p
+
+
+def _bandwidth(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Finding]:
+    figures: dict[Pair, Measured[float]] = {
+        pair: _figure(peer.unidirectional.gb_s)
+        if peer is not None
+        else Unavailable(Reason.NOT_MEASURED, "not in the peer matrix")
+        for pair, peer in matrix.items()
+    }
+    values = {pair: value for pair, value in figures.items() if isinstance(value, float)}
+    floor = node.floor(
+        node.policy.thresholds.p2p_min_gbs,
+        node.sku.p2p_min_gbs if node.sku is not None else None,
+    )
+    uniform = _uniform_fabric(node)
+    bar = _Bar.of(
+        floor,
+        list(values.values()),
+        node.policy.thresholds.interconnect_sibling_min,
+        siblings=uniform,
+    )
+    findings = _unmeasured_pairs(node, figures)
+    if not values:
+        return findings
+    if not bar.judges:
+        return [*findings, _pairs_not_judged(node, values, bar, uniform)]
+    slow = {pair for pair, value in values.items() if bar.shortfalls(value)}
+    if not slow:
+        return [*findings, _pairs_pass(node, values, bar)]
+    return findings + _slow_pairs(node, slow, values, bar)
+
+
+def _span(values: Iterable[float]) -> str:
+    """'121-130 GB/s', or '121 GB/s' when they round alike."""
+    items = sorted(values)
+    low, high = gbs(items[0]), gbs(items[-1])
+    if low == high:
+        return low
+    return f"{low.removesuffix(' GB/s')}-{high}"
+
+
+def _bar_words(bar: _Bar, node: _Node) -> str:
+    """'a node median of 372 GB/s, floor 335 GB/s': what the slow pairs are set against."""
+    parts = []
+    if bar.median is not None:
+        parts.append(f"a node median of {gbs(bar.median)}")
+    if bar.floor.value is not None:
+        parts.append(f"floor {bar.floor.value:g} GB/s")
+    else:
+        parts.append(node.no_floor_words(bar.floor))
+    return ", ".join(parts)
+
+
+def _pairs_pass(node: _Node, values: dict[Pair, float], bar: _Bar) -> Finding:
+    return node_finding(
+        P2P,
+        PASS,
+        f"All {len(values)} GPU pairs copy at {_span(values.values())}"
+        f"{_aside(bar.context([], node.no_floor_words(bar.floor)))}",
+        observed=_span(values.values()),
+        expected=bar.expected(),
+    )
+
+
+def _pairs_not_judged(node: _Node, values: dict[Pair, float], bar: _Bar, uniform: bool) -> Finding:
+    why = node.no_floor_words(bar.floor)
+    if not uniform:
+        why += ", and the pairs do not all cross one fabric (PCIe switches, bridges or a "
+        why += "partial mesh), so they differ by design and no median judges them"
+    else:
+        why += f", and {_count(bar.count, 'figure')} are too few for a node median"
+    return node_finding(
+        P2P,
+        UNKNOWN,
+        f"{len(values)} GPU pairs copy at {_span(values.values())}, not judged: {why}; set "
+        "p2p_min_gbs in the policy's thresholds to judge them",
+        observed=_span(values.values()),
+        expected=bar.expected(),
+        required=False,
+    )
+
+
+def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list[Finding]:
+    missing = {pair: why for pair, why in figures.items() if isinstance(why, Unavailable)}
+    if not missing:
+        return []
+    by_gpu, rest = _diagnose(set(missing), node.indexes)
+    findings = []
+    for gpu, pairs in by_gpu.items():
+        partners = _partners(gpu, pairs)
+        finding = gpu_finding(
+            P2P,
+            UNKNOWN,
+            node.gpu(gpu),
+            f"GPU {gpu} peer copies to and from {_peer_count(partners, node.indexes)} "
+            f"were not measured: {why_not(missing[pairs[0]])}",
+            observed=missing[pairs[0]],
+            expected="measured",
+            required=node.required,
+        )
+        findings.append(_with_action(finding, Action.RERUN, RERUN_SOURCE))
+    for group in _pair_groups(rest):
+        finding = node_finding(
+            P2P,
+            UNKNOWN,
+            f"{_pairs_words(group)} peer copy was not measured: {why_not(missing[group[0]])}",
+            observed=missing[group[0]],
+            expected="measured",
+            required=node.required,
+        )
+        findings.append(_with_action(finding, Action.RERUN, RERUN_SOURCE))
+    return findings
+
+
+def _slow_pairs(
+    node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _Bar
+) -> list[Finding]:
+    by_gpu, rest = _diagnose(slow, node.indexes)
+    if len(by_gpu) * 2 > len(node.indexes):
+        return [_slow_fabric(node, slow, values, bar)]
+    findings = [_slow_gpu(node, gpu, pairs, values, bar) for gpu, pairs in by_gpu.items()]
+    findings += [_slow_pair(node, group, values, bar) for group in _pair_groups(rest)]
+    return findings
+
+
+def _slow_gpu(
+    node: _Node, gpu: int, pairs: list[Pair], values: dict[Pair, float], bar: _Bar
+) -> Finding:
+    partners = _partners(gpu, pairs)
+    figures = [values[pair] for pair in pairs]
+    text = (
+        f"GPU {gpu} is slow to {_peer_count(partners, node.indexes)}: {_span(figures)} "
+        f"against {_bar_words(bar, node)}"
+    )
+    observed = f"{_span(figures)} to {len(partners)} peers"
+    if gpu in node.busy:
+        finding = gpu_finding(
+            P2P,
+            UNKNOWN,
+            node.gpu(gpu),
+            f"{text}, but {_busy_words([gpu])}: measure it again with the GPU idle",
+            observed=f"{observed} (busy)",
+            expected=bar.expected(),
+            required=node.required,
+        )
+        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+    cause, action, source = _link_action(node, [gpu])
+    finding = gpu_finding(
+        P2P,
+        FAIL,
+        node.gpu(gpu),
+        f"{text}: {cause or _links_of(node)}",
+        observed=observed,
+        expected=bar.expected(),
+    )
+    return _with_action(finding, action, source)
+
+
+def _slow_pair(
+    node: _Node, group: tuple[Pair, ...], values: dict[Pair, float], bar: _Bar
+) -> Finding:
+    figures = [values[pair] for pair in group]
+    shortfalls = bar.shortfalls(min(figures))
+    ends = sorted({index for pair in group for index in pair})
+    verb = "copy to each other at" if len(group) == 2 else "copies at"
+    text = (
+        f"{_pairs_words(group)} {verb} {_span(figures)}, {' and '.join(shortfalls)}"
+        f"{_aside(bar.context(shortfalls, node.no_floor_words(bar.floor)))}"
+    )
+    busy = sorted(node.busy.intersection(ends))
+    if busy:
+        finding = node_finding(
+            P2P,
+            UNKNOWN,
+            f"{text}, but {_busy_words(busy)}: measure them again idle",
+            observed=f"{_span(figures)} (busy)",
+            expected=bar.expected(),
+            required=node.required,
+        )
+        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+    cause, action, source = _link_action(node, ends)
+    finding = node_finding(
+        P2P,
+        FAIL,
+        f"{text}: {cause or 'the link between them'}",
+        observed=_span(figures),
+        expected=bar.expected(),
+    )
+    return _with_action(finding, action, source)
+
+
+def _slow_fabric(node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _Bar) -> Finding:
+    figures = [values[pair] for pair in slow]
+    text = (
+        f"{len(slow)} of {len(values)} GPU pairs are slow across the node: {_span(figures)} "
+        f"against {_bar_words(bar, node)}"
+    )
+    busy = sorted(node.busy)
+    if busy:
+        finding = node_finding(
+            P2P,
+            UNKNOWN,
+            f"{text}, but {_busy_words(busy)}: measure them again idle",
+            observed=f"{_span(figures)} (busy)",
+            expected=bar.expected(),
+            required=node.required,
+        )
+        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+    cause, action, source = _link_action(node, node.indexes)
+    finding = node_finding(
+        P2P,
+        FAIL,
+        f"{text}: {cause or 'the NVLink fabric the pairs share'}",
+        observed=f"{_span(figures)} on {len(slow)} pairs",
+        expected=bar.expected(),
+    )
+    return _with_action(finding, action, source)
+
+
+# ---------------------------------------------------------------- interconnect.all_reduce
+
+
+def _size(size_bytes: int) -> str:
+    """8 GiB, 512 MiB, 4 KiB: the sweep's sizes are powers of two."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size_bytes >= 1 << shift:
+            return f"{size_bytes / (1 << shift):g} {unit}"
+    return f"{size_bytes} B"
+
+
+def _all_reduce(node: _Node, measured: Interconnect, peers: list[Finding]) -> list[Finding]:
+    if len(node.indexes) < 2:
+        return []  # a node of one GPU reduces nothing across GPUs
+    result = measured.all_reduce
+    if isinstance(result, Unavailable):
+        return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", result, node.required)]
+    points = result.points
+    if isinstance(points, Unavailable):
+        return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", points, node.required)]
+    if not points:
+        missing = Unavailable(Reason.NOT_MEASURED, "the sweep holds no message size")
+        return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", missing, node.required)]
+    wrong = [point for point in points if point.wrong]
+    if wrong:
+        return [_corrupted(result, wrong)]
+    return [_busbw(node, result, max(points, key=lambda point: point.size_bytes), peers)]
+
+
+def _over(result: AllReduce) -> str:
+    return f"over {result.ranks} GPUs"
+
+
+def _corrupted(result: AllReduce, wrong: list[AllReducePoint]) -> Finding:
+    elements = sum(point.wrong or 0 for point in wrong)
+    sizes = ", ".join(_size(point.size_bytes) for point in wrong)
+    finding = node_finding(
+        ALL_REDUCE,
+        FAIL,
+        f"NCCL all-reduce {_over(result)} returned {elements} wrong elements (at {sizes}): "
+        "data corruption on a GPU or on the links between them",
+        observed=f"{elements} wrong",
+        expected="0 wrong",
+    )
+    return _with_action(finding, Action.DRAIN_RMA, CORRUPTION_SOURCE)
+
+
+def _busbw(
+    node: _Node, result: AllReduce, largest: AllReducePoint, peers: list[Finding]
+) -> Finding:
+    if largest.size_bytes < MIN_ALL_REDUCE_BYTES:
+        return _too_short(node, result, largest)
+    floor = node.floor(
+        node.policy.thresholds.all_reduce_min_gbs,
+        node.sku.all_reduce_floor(result.ranks) if node.sku is not None else None,
+    )
+    at = f"at {_size(largest.size_bytes)} {_over(result)}"
+    busbw = largest.busbw_gb_s
+    if floor.value is None:
+        board = f"{result.ranks}x {node.sku.label}" if node.sku is not None else ""
+        why = f"no floor is known for {board}" if board else node.no_floor_words(floor)
+        return node_finding(
+            ALL_REDUCE,
+            UNKNOWN,
+            f"NCCL all-reduce busbw {gbs(busbw)} {at} cannot be judged: {why}; set "
+            "all_reduce_min_gbs in the policy's thresholds to judge it",
+            observed=gbs(busbw),
+            expected="a floor",
+            required=False,
+        )
+    expected = f">= {floor.value:g} GB/s busbw ({floor.origin})"
+    if busbw >= floor.value:
+        return node_finding(
+            ALL_REDUCE,
+            PASS,
+            f"NCCL all-reduce busbw {gbs(busbw)} {at} (floor {floor.value:g} GB/s)",
+            observed=gbs(busbw),
+            expected=expected,
+        )
+    text = f"NCCL all-reduce busbw {gbs(busbw)} {at} is below the floor of {floor.value:g} GB/s"
+    if node.busy:
+        finding = node_finding(
+            ALL_REDUCE,
+            UNKNOWN,
+            f"{text}, but {_busy_words(node.busy)}: measure it again with the GPUs idle",
+            observed=f"{gbs(busbw)} (busy)",
+            expected=expected,
+            required=node.required,
+        )
+        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+    cause, action, source = _fabric_cause(node, peers)
+    finding = node_finding(
+        ALL_REDUCE, FAIL, f"{text}: {cause}", observed=gbs(busbw), expected=expected
+    )
+    return _with_action(finding, action, source)
+
+
+def _too_short(node: _Node, result: AllReduce, largest: AllReducePoint) -> Finding:
+    size = _size(largest.size_bytes)
+    finding = node_finding(
+        ALL_REDUCE,
+        UNKNOWN,
+        f"NCCL all-reduce sweep too short: its largest size is {size}, and busbw is judged "
+        f"at {_size(MIN_ALL_REDUCE_BYTES)} or more, where it levels off "
+        f"({gbs(largest.busbw_gb_s)} at {size} {_over(result)}); measure up to 1 GiB or more",
+        observed=f"largest {size}",
+        expected=f">= {_size(MIN_ALL_REDUCE_BYTES)}",
+        required=node.required,
+    )
+    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+
+
+def _fabric_cause(node: _Node, peers: list[Finding]) -> tuple[str, Action, str]:
+    """Why a node's all-reduce is slow, from what the peer matrix says: words and action."""
+    unfinished = _fabric_unfinished(node, node.indexes)
+    if unfinished:
+        return _fabric_words(unfinished), Action.FIX_SOFTWARE, FABRIC_SOURCE
+    p2p = [finding for finding in peers if finding.check in (P2P, PEER_ACCESS)]
+    if any(finding.severity is Severity.FAIL for finding in p2p):
+        action, source = link_repair(node.sku)
+        explained = "the failing peer links (interconnect.p2p, interconnect.peer_access) explain it"
+        return explained, action, source
+    fine = any(f.check == P2P and f.severity is Severity.PASS for f in p2p)
+    if fine and node.sku is not None and node.sku.nvswitch:
+        return (
+            "every GPU pair copies at speed, so the NVSwitch fabric on the baseboard",
+            Action.DRAIN_RMA,
+            BASEBOARD_SOURCE,
+        )
+    action, source = link_repair(node.sku)
+    if fine:
+        return "every GPU pair copies at speed, so the links NCCL's rings share", action, source
+    return "the peer copies were not judged, so the links or the fabric", action, source
+
+
+__all__ = [
+    "ALL_REDUCE",
+    "BASEBOARD_SOURCE",
+    "BUSY_SOURCE",
+    "CORRUPTION_SOURCE",
+    "D2H",
+    "FABRIC_SOURCE",
+    "H2D",
+    "HBM",
+    "HBM_SOURCE",
+    "MIN_ALL_REDUCE_BYTES",
+    "MIN_SIBLINGS",
+    "P2P",
+    "PCIE_SOURCE",
+    "PEER_ACCESS",
+    "RERUN_SOURCE",
+    "RUN",
+    "check",
+    "gbs",
+    "interconnect_required",
+]
