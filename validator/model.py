@@ -483,6 +483,16 @@ class Bandwidth:
     size_bytes: Optional[int] = None  # bytes moved per copy, where known
 
 
+def measured_gb_s(bandwidth: Bandwidth) -> Optional[float]:
+    """A copy's median where it was measured (finite, above zero); None otherwise."""
+    value = bandwidth.gb_s
+    if isinstance(value, (Unavailable, bool)):
+        return None
+    if not (value > 0 and value != float("inf")):  # NaN fails the first test too
+        return None
+    return float(value)
+
+
 @dataclass(frozen=True)
 class GpuCopyBandwidth:
     """One GPU's copies: to and from pinned host memory over PCIe, and within its own HBM."""
@@ -539,6 +549,9 @@ class AllReduce:
     dtype: str = "float"
     points: Measured[Tuple[AllReducePoint, ...]] = NOT_MEASURED  # why not, when not run
     gpu_indices: Tuple[int, ...] = ()  # NVML indices of the ranks, where known
+    # Wrong elements over the whole run where the output counts them only in total (old
+    # nccl-tests' "Out of bounds values : N FAILED"); None: not counted that way.
+    wrong: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,16 @@ def bus_key(bus_id: str) -> tuple[int, int, int] | None:
 
 
 __all__ = ["ANSI", "ansible_error", "bus_key", "one_line", "strip_ansi"]
+
+
+def size_words(size_bytes: int) -> str:
+    """A message or buffer size in binary units as people write them: 4 GiB, 1.5 GiB, 512 MiB."""
+    value = float(size_bytes)
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    unit = 0
+    while abs(value) >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    # Two decimals at most, trailing zeros dropped: never 1e+03 for 1000 bytes.
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{text} {units[unit]}"
