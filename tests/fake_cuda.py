@@ -6,14 +6,17 @@ must be one its declared C type accepts (``from_param``, as ctypes itself checks
 call marshalled wrongly fails here as it would on a real library. Results are written
 through the pointers the caller passed.
 
-Time: each stream runs its queued work in order; a copy takes its bytes over the link's
+Time: each stream runs its queued work in order; a copy moves its bytes at the link's
 speed (GB/s, 10^9 bytes/s) from the speed tables, so every bandwidth the measurement
 computes is exact. Work runs when the host waits for it (a stream, event or device
 synchronize, or a blocking copy); the host clock (:class:`FakeClock`, also the
-measurement's wall clock) then moves to when that work ended. Two peer copies in opposite
-directions queued before the host waits run at once and each gets the pair's
-bidirectional speed. A peer copy without peer access enabled goes through the host at
-``staged_gb_s``.
+measurement's wall clock) then moves to when that work ended. Queuing costs the host
+``call_s`` seconds a call (default 0), and work cannot start before it was queued, so a
+host gap inside a timing shows in its figure. A peer copy moves at the pair's
+bidirectional speed only while a copy the other way is moving at the same moment, and
+alone at its unidirectional speed, so two directions that do not start together show
+too; ``cudaStreamWaitEvent`` holds a stream until the event's recording has happened.
+A peer copy without peer access enabled goes through the host at ``staged_gb_s``.
 """
 
 from __future__ import annotations
@@ -118,12 +121,16 @@ class Op:
 
     stream: int
     nbytes: int = 0
-    kind: str = "event"  # event | h2d | d2h | d2d | peer | nccl
+    kind: str = "event"  # event | wait | h2d | d2h | d2d | peer | nccl
     src: int = -1  # devices of a peer copy
     dst: int = -1
     seconds: float | None = None  # fixed duration (nccl)
     queued_at: float = 0.0
-    end: float | None = None  # set when it ran
+    after: Op | None = None  # a wait: the event recording it waits for
+    start: float | None = None  # set when it started
+    end: float | None = None  # set when it ended
+    left: float = 0.0  # bytes (seconds for nccl) still to go while it runs
+    speeds: dict[bool, float] = field(default_factory=dict)  # concurrent? -> GB/s, as taken
 
 
 @dataclass
@@ -145,6 +152,7 @@ class FakeNode:
         both: GB/s of each direction of a pair copying both ways at once (default 380).
         no_access: ordered pairs cudaDeviceCanAccessPeer says no for.
         staged_gb_s: a peer copy without peer access.
+        call_s: host seconds each queued call (copy, event, wait, collective) costs.
     """
 
     def __init__(
@@ -160,6 +168,7 @@ class FakeNode:
         no_access: Sequence[tuple[int, int]] = (),
         staged_gb_s: float = 10.0,
         free_bytes: int = 1 << 34,
+        call_s: float = 0.0,
     ) -> None:
         self.bus_ids = list(bus_ids)
         self.clock = clock
@@ -171,6 +180,7 @@ class FakeNode:
         self.no_access = set(no_access)
         self.staged_gb_s = staged_gb_s
         self.free_bytes = free_bytes
+        self.call_s = call_s
         self.current = 0
         self.memory: dict[int, tuple[int, bytearray]] = {}  # address -> (device, bytes)
         self.pinned: dict[int, Any] = {}  # address -> ctypes buffer
@@ -186,6 +196,7 @@ class FakeNode:
         self.host_allocs: list[int] = []  # size of each pinned allocation
         self.on_host_alloc: Callable[[], None] | None = None  # called at each cudaHostAlloc
         self.copies: list[tuple[str, int, int, int]] = []  # (kind, src, dst, bytes), as run
+        self.ran: list[Op] = []  # every copy, as it ran (its start and end)
         # devices a blocking pageable H2D copy may still be landing on (legacy stream)
         self.in_flight: set[int] = set()
 
@@ -233,6 +244,7 @@ class FakeNode:
 
     def queue(self, stream: Any, op: Op) -> Op:
         target = self._stream(stream)
+        self.clock.now += self.call_s  # the host's own time to queue it
         op.stream = value_of(stream)
         op.queued_at = self.clock.now
         target.queue.append(op)
@@ -241,6 +253,12 @@ class FakeNode:
     # --- time ---------------------------------------------------------------------------
 
     def _speed(self, op: Op, concurrent: bool) -> float:
+        """GB/s of this copy now; taken from the tables once per copy and mode."""
+        if concurrent not in op.speeds:
+            op.speeds[concurrent] = self._take_speed(op, concurrent)
+        return op.speeds[concurrent]
+
+    def _take_speed(self, op: Op, concurrent: bool) -> float:
         if op.kind == "h2d":
             return _take(self.h2d, op.dst, 50.0)
         if op.kind == "d2h":
@@ -257,26 +275,100 @@ class FakeNode:
             return _take(self.peer, pair, 400.0)
         raise AssertionError(op.kind)
 
+    def _rate(self, op: Op, running: Sequence[Op]) -> float:
+        """Bytes a second of a running copy (seconds a second for a collective)."""
+        if op.seconds is not None:
+            return 1.0
+        concurrent = op.kind == "peer" and any(
+            other.kind == "peer" and (other.src, other.dst) == (op.dst, op.src) for other in running
+        )
+        return self._speed(op, concurrent) * 1e9
+
+    @staticmethod
+    def _ready(stream: Stream, op: Op) -> float | None:
+        """When the stream's next op may start; None while it waits for an event to happen."""
+        at = max(stream.cursor, op.queued_at)
+        if op.kind == "wait" and op.after is not None:
+            if op.after.end is None:
+                return None
+            at = max(at, op.after.end)
+        return at
+
+    def _start_ready(self, at: float, running: dict[int, Op]) -> None:
+        """Start every stream's next op that may start by ``at`` (events end at once)."""
+        started = True
+        while started:
+            started = False
+            for key, stream in self.streams.items():
+                if key in running or not stream.queue:
+                    continue
+                head = stream.queue[0]
+                ready = self._ready(stream, head)
+                if ready is None or ready > at:
+                    continue
+                stream.queue.pop(0)
+                head.start = at
+                started = True
+                if head.kind in ("event", "wait"):
+                    head.end = stream.cursor = at
+                    continue
+                head.left = head.seconds if head.seconds is not None else float(head.nbytes)
+                running[key] = head
+                if head.kind != "nccl":
+                    self.copies.append((head.kind, head.src, head.dst, head.nbytes))
+
+    def _next_ready(self, after: float, running: dict[int, Op]) -> float | None:
+        times = [
+            ready
+            for key, stream in self.streams.items()
+            if key not in running and stream.queue
+            for ready in [self._ready(stream, stream.queue[0])]
+            if ready is not None and ready > after
+        ]
+        return min(times) if times else None
+
     def run_all(self) -> None:
-        """Run everything queued; the host clock moves to when the last of it ended."""
-        pending = [op for stream in self.streams.values() for op in stream.queue]
-        peers = {(op.src, op.dst) for op in pending if op.kind == "peer"}
+        """Run everything queued; the host clock moves to when the last of it ended.
+
+        Time moves from one change to the next (an op starting or ending); in between,
+        each running copy moves at its rate of that moment.
+        """
+        running: dict[int, Op] = {}
+        heads = [
+            ready
+            for stream in self.streams.values()
+            if stream.queue
+            for ready in [self._ready(stream, stream.queue[0])]
+            if ready is not None
+        ]
+        at = min(heads) if heads else self.clock.now
         latest = self.clock.now
-        for stream in self.streams.values():
-            for op in stream.queue:
-                start = max(stream.cursor, op.queued_at)
-                if op.kind == "event":
-                    duration = 0.0
-                elif op.seconds is not None:
-                    duration = op.seconds
+        while True:
+            self._start_ready(at, running)
+            latest = max(latest, at)
+            coming = self._next_ready(at, running)
+            if not running:
+                if coming is None:
+                    break
+                at = coming
+                continue
+            ops = list(running.values())
+            rates = {key: self._rate(op, ops) for key, op in running.items()}
+            finish = {key: at + running[key].left / rates[key] for key in running}
+            step = min(finish.values())
+            if coming is not None:
+                step = min(step, coming)
+            for key in list(running):
+                op = running[key]
+                if finish[key] <= step:
+                    op.end = self.streams[key].cursor = step
+                    self.ran.append(op)
+                    del running[key]
                 else:
-                    concurrent = op.kind == "peer" and (op.dst, op.src) in peers
-                    duration = op.nbytes / (self._speed(op, concurrent) * 1e9)
-                    self.copies.append((op.kind, op.src, op.dst, op.nbytes))
-                op.end = start + duration
-                stream.cursor = op.end
-                latest = max(latest, op.end)
-            stream.queue.clear()
+                    op.left -= rates[key] * (step - at)
+            at = step
+        stuck = [stream for stream in self.streams.values() if stream.queue]
+        assert not stuck, "a stream waits for an event that never happens"
         self.clock.now = latest
 
     # --- the runtime -----------------------------------------------------------------------
@@ -420,7 +512,14 @@ class FakeNode:
         return SUCCESS
 
     def cudaStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> int:
-        raise AssertionError("not used by the measurement")
+        """Later work on ``stream`` waits for the event's latest recording (of any device)."""
+        assert flags == 0
+        key = value_of(event)
+        if key not in self.events:
+            return INVALID_RESOURCE_HANDLE
+        _, recording = self.events[key]
+        self.queue(stream, Op(0, kind="wait", after=recording))
+        return SUCCESS
 
     def cudaMemset(self, pointer: Any, value: int, size: int) -> int:
         raise AssertionError("not used by the measurement")
@@ -529,7 +628,9 @@ class FakeNccl:
         self.comms: dict[int, tuple[int, int]] = {}  # comm -> (rank, device)
         self.group: list[tuple[int, int, int, int, int]] | None = None
         self.failures: dict[str, int] = {}
-        self.wrong_rank: int | None = None  # its results get one element wrong
+        self.wrong_rank: int | None = None  # its results get the elements at wrong_at wrong
+        self.wrong_at: tuple[int, ...] = (0,)  # element numbers (negative: from the end)
+        self.wrong_from_count = 0  # only collectives of at least this many elements go wrong
         self.launched: list[int] = []  # count of each collective
 
     def _fail(self, name: str) -> int:
@@ -598,8 +699,9 @@ class FakeNccl:
         for send, recv, _, comm, _ in calls:
             del send
             out = list(total)
-            if self.wrong_rank == self.comms[comm][0]:
-                out[0] += 1.0
+            if self.wrong_rank == self.comms[comm][0] and count >= self.wrong_from_count:
+                for element in self.wrong_at:
+                    out[element] += 1.0
             block, offset = self.node.block(recv, size)
             block[offset : offset + size] = struct.pack(f"<{count}f", *out)
 

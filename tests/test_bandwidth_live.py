@@ -35,7 +35,7 @@ from validator.model import (
     to_dict,
 )
 from validator.node import nvml
-from validator.node.bandwidth import measure
+from validator.node.bandwidth import live, measure
 from validator.node.bandwidth.config import InterconnectConfig
 from validator.node.bandwidth.live import (
     Affinity,
@@ -258,7 +258,7 @@ def test_a_healthy_node_gives_every_figure_exactly(tmp_path: Path) -> None:
         assert point.busbw_gb_s == point.busbw_in_place_gb_s == 300.0
         assert point.algbw_gb_s == 200.0  # 300 / (2 x 3 / 4)
         assert point.time_us == round(point.size_bytes / 200e9 * 1e6, 2)
-    assert [p.wrong for p in reduce.points] == [0, None, None]
+    assert [p.wrong for p in reduce.points] == [0, None, 0]  # checked smallest and largest
     assert result.idle_wait_s == 0.0
     assert result.busy_gpus == ()
     assert from_dict(Interconnect, json.loads(json.dumps(to_dict(result)))) == result
@@ -272,12 +272,50 @@ def test_only_the_runtime_is_opened_never_cublas(tmp_path: Path) -> None:
     assert rig.opened == ["libcudart.so.12"]
 
 
-def test_medians_of_the_timed_repeats_after_the_warmup(tmp_path: Path) -> None:
-    # the first copy is the warm-up (slow, not counted); the median of the five after it
-    rig = Rig(tmp_path, [cuda_bus(0x18)], h2d={0: [1.0, 40.0, 60.0, 50.0, 45.0, 55.0]})
+def test_each_repeat_times_a_loop_of_copies_sized_from_the_warmup(tmp_path: Path) -> None:
+    # The warm-up copy goes at 1 GB/s: 1 ms, so a repeat of at least 5 ms is 5 copies, and
+    # each repeat's figure is its own five copies' (bytes x 5 over the loop's time).
+    speeds = [1.0] + [40.0] * 5 + [60.0] * 5 + [50.0] * 5 + [45.0] * 5 + [55.0] * 5
+    rig = Rig(tmp_path, [cuda_bus(0x18)], h2d={0: speeds})
     copies = gpu(rig.measure(node_facts(1)), 0)
     assert copies.h2d.repeats_gb_s == (40.0, 60.0, 50.0, 45.0, 55.0)
     assert copies.h2d.gb_s == 50.0
+    h2d = [copy for copy in rig.node.copies if copy[0] == "h2d"]
+    assert len(h2d) == 1 + 5 * 5
+
+
+def test_loops_are_long_enough_and_capped() -> None:
+    assert measure.copy_loops(0.001) == 5  # 1 ms copies: 5 ms a repeat
+    assert measure.copy_loops(0.0011) == 5
+    assert measure.copy_loops(0.02) == 1  # longer than the target alone
+    assert measure.copy_loops(110e-6) == 46  # 256 MiB within an H200's HBM
+    assert measure.copy_loops(1e-9) == measure.MAX_COPY_LOOPS
+
+
+def test_the_hosts_queuing_gap_is_outside_the_figure(tmp_path: Path) -> None:
+    # Queuing costs the host 5 us a call; a 1 MB H2D copy takes 20 us. One copy timed from
+    # an idle stream would give 1 MB / 25 us = 40 GB/s; a loop leaves one gap in 5 ms.
+    rig = Rig(tmp_path, [cuda_bus(0x18)], call_s=5e-6)
+    copies = gpu(rig.measure(node_facts(1), replace(SMALL, peers=False, all_reduce=False)), 0)
+    for figures in (copies.h2d, copies.d2h):
+        assert min(figures.repeats_gb_s) >= 49.8, figures
+    rig.released()
+
+
+@pytest.mark.parametrize("slower", [(0, 1), (1, 0)])
+def test_both_directions_start_together(tmp_path: Path, slower: tuple[int, int]) -> None:
+    # Queuing costs the host 0.5 us a call, so one direction's loop is queued after the
+    # other's. Each round must still start both together: the faster direction then runs
+    # at 380 GB/s throughout, and the slower at 300 until the faster is done, then alone
+    # at 400: 1 / (1/380 + (1 - 300/380)/400) = 316.67 GB/s. A round that started one
+    # direction early (no wait for the other stream) would run it alone first, faster.
+    faster = (slower[1], slower[0])
+    rig = Rig(tmp_path, [cuda_bus(0x18), cuda_bus(0x19)], call_s=0.5e-6, both={slower: 300.0})
+    result = rig.measure(node_facts(2), replace(SMALL, all_reduce=False))
+    assert pair(result, *faster).bidirectional.repeats_gb_s == (380.0,) * 5
+    assert pair(result, *slower).bidirectional.repeats_gb_s == (316.67,) * 5
+    assert "cudaStreamWaitEvent" in rig.cudart_lib.names()
+    rig.released()
 
 
 def test_every_copy_runs_on_a_non_blocking_stream_with_pinned_memory(tmp_path: Path) -> None:
@@ -344,6 +382,33 @@ def test_a_gpu_that_fell_off_the_bus_has_its_reason(tmp_path: Path) -> None:
     assert figure(gpu(result, 0).hbm) == 4000.0
 
 
+def test_gpus_that_cannot_be_matched_safely_are_errors_not_unasked(tmp_path: Path) -> None:
+    # The runtime reads no bus ids and sees 2 devices for 3 GPUs: none can be matched.
+    rig = Rig(tmp_path, ["", ""])
+    result = rig.measure(node_facts(3))
+    why = Unavailable(
+        Reason.ERROR,
+        "the backend cannot read its devices' PCI bus ids and sees 2 devices for 3 GPUs: "
+        "no GPU can be matched to a device safely",
+    )
+    for index in range(3):
+        assert gpu(result, index).h2d.gb_s == why
+        assert gpu(result, index).numa_node == why
+    reason = pair(result, 0, 1).unidirectional.gb_s
+    assert isinstance(reason, Unavailable)
+    assert reason.reason is Reason.ERROR
+    assert pair(result, 0, 1).access == reason
+    assert isinstance(result.all_reduce, Unavailable)
+    assert result.all_reduce.reason is Reason.ERROR
+    rig.released()
+
+
+def test_a_gpu_without_a_bus_id_has_no_numa_node_by_error(tmp_path: Path) -> None:
+    node, cpus = live.numa_cpus(None, str(tmp_path))
+    assert node == Unavailable(Reason.ERROR, "NVML gave no PCI bus id to find its NUMA node")
+    assert cpus == set()
+
+
 # ------------------------------------------------------------------ the peer matrix
 
 
@@ -357,9 +422,11 @@ def test_a_slow_link_shows_as_its_pair_both_ways(tmp_path: Path) -> None:
     result = rig.measure(node_facts(3), replace(SMALL, all_reduce=False))
     assert figure(pair(result, 1, 2).unidirectional) == 120.0
     assert figure(pair(result, 2, 1).unidirectional) == 130.0
-    # each direction's own figure while the other runs, stored in its own entry
+    # each direction's own figure while the other runs, stored in its own entry; the
+    # slower direction's last copies run alone (at 130 GB/s) once the faster one is done:
+    # 1 / (1/100 + (1 - 90/100)/130) = 92.86 GB/s
     assert figure(pair(result, 1, 2).bidirectional) == 100.0
-    assert figure(pair(result, 2, 1).bidirectional) == 90.0
+    assert figure(pair(result, 2, 1).bidirectional) == 92.86
     assert figure(pair(result, 0, 1).bidirectional) == 380.0
     rig.released()
 
@@ -451,6 +518,27 @@ def test_wrong_results_are_counted(tmp_path: Path) -> None:
     assert isinstance(points, tuple)
     assert points[0].wrong == 1  # one element of one rank's result is not 1 + 2 + 3
     assert points[1].wrong is None
+    assert points[2].wrong == 1  # the large check too
+
+
+def test_a_fault_only_large_messages_meet_is_counted(tmp_path: Path, monkeypatch: Any) -> None:
+    # NCCL takes another protocol for large messages: a fault there leaves 4 KiB right.
+    # Compared a chunk at a time (4 KiB here), wrong elements in two chunks both count.
+    monkeypatch.setattr(measure, "CHECK_CHUNK_BYTES", 4096)
+    rig = Rig(tmp_path, [cuda_bus(0x18 + i) for i in range(3)])
+    rig.nccl.wrong_rank = 2
+    rig.nccl.wrong_at = (0, -1)
+    rig.nccl.wrong_from_count = 16384  # 64 KiB of floats
+    points = reduce_of(rig.measure(node_facts(3), replace(SMALL, peers=False))).points
+    assert isinstance(points, tuple)
+    assert [(p.size_bytes, p.wrong) for p in points] == [(4096, 0), (16384, None), (65536, 2)]
+
+
+def test_the_check_is_at_the_smallest_size_and_near_256_mib() -> None:
+    default = InterconnectConfig().all_reduce_sizes
+    assert measure.checked_sizes(default) == (1 << 20, 256 << 20)
+    assert measure.checked_sizes((1 << 20, 512 << 20)) == (1 << 20,)
+    assert measure.checked_sizes((4096,)) == (4096,)
 
 
 def test_busbw_is_nccl_tests_definition() -> None:
@@ -572,22 +660,24 @@ def test_pinned_memory_refused_is_that_gpus_finding(tmp_path: Path) -> None:
 
 
 def test_nothing_starts_that_cannot_finish_by_the_deadline(tmp_path: Path) -> None:
-    # 1 GB/s: each H2D or D2H measurement (6 copies of 1 MB) takes 6 ms of device time.
+    # 1 GB/s: each H2D or D2H measurement of 1 MB copies is a 1 ms warm-up, then 5 repeats
+    # of 5 copies (5 ms each): 26 ms of device time.
     rig = Rig(tmp_path, [cuda_bus(0x18), cuda_bus(0x19)], h2d={0: 1.0, 1: 1.0}, d2h={0: 1.0})
     start = rig.clock.now
-    result = rig.measure(node_facts(2), until=start + 0.019)
+    result = rig.measure(node_facts(2), until=start + 0.090)
     first = gpu(result, 0)
-    assert figure(first.h2d) == figure(first.d2h) == 1.0  # done by 12 ms
-    # no HBM copy measured yet: estimated at the slowest rate seen (6 ms), it fits by 18 ms
+    assert figure(first.h2d) == figure(first.d2h) == 1.0  # done by 52 ms
+    # no HBM copy measured yet: estimated at the slowest rate seen (32 ms), it fits by 84 ms
+    # and takes a third of a millisecond
     assert figure(first.hbm) == 4000.0
     second = gpu(result, 1)
-    assert figure(second.h2d) == 1.0  # 6 ms more, as GPU 0's took: ends at 18 ms
+    assert figure(second.h2d) == 1.0  # 26 ms more, as GPU 0's took: ends by 79 ms
     cut = Unavailable(Reason.ERROR, "no time left within the deadline")
-    assert second.d2h.gb_s == cut  # another 6 ms would end past 19 ms
-    assert figure(second.hbm) == 4000.0  # a few microseconds, as GPU 0's took: it fits
+    assert second.d2h.gb_s == cut  # another 26 ms, as GPU 0's took, would end past 90 ms
+    assert figure(second.hbm) == 4000.0  # well under a millisecond, as GPU 0's took: it fits
     assert {p.unidirectional.gb_s for p in result.peers} == {cut}  # type: ignore[union-attr]
     assert reduce_of(result).points == cut  # NCCL's set-up alone needs more than is left
-    assert rig.clock.now <= start + 0.019
+    assert rig.clock.now <= start + 0.090
     assert rig.nccl_lib.names() == ["ncclGetVersion"]
     rig.released()
 

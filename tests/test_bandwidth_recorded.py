@@ -17,6 +17,7 @@ import pytest
 from validator.errors import CaptureError
 from validator.model import (
     IMPLAUSIBLE,
+    AllReduce,
     GpuFacts,
     Interconnect,
     NodeFacts,
@@ -339,20 +340,95 @@ def test_multi_node_run_is_not_a_one_node_figure(tmp_path: Path, captures_dir: P
     )
 
 
-def test_old_format_out_of_bounds_failed_is_never_a_figure(
+def _all_reduce(interconnect: Interconnect) -> AllReduce:
+    all_reduce = interconnect.all_reduce
+    assert isinstance(all_reduce, AllReduce), all_reduce
+    return all_reduce
+
+
+A100_LAST_ROW = "134.44  235.26    N/A    63959  134.30  235.03    N/A"
+
+
+def test_old_format_out_of_bounds_failed_is_wrong_data_with_its_figures(
+    tmp_path: Path, captures_dir: Path
+) -> None:
+    # Before 2.13 nccl-tests counts the results out of bounds only in its footer: the
+    # run's figures stay, and the count is the all-reduce's wrong (the judge fails it).
+    text = (captures_dir / "nccl-tests" / A100_NCCL).read_text(encoding="utf-8")
+    system = _bundle(tmp_path, {ALL_REDUCE: text.replace("0 OK", "2 FAILED")})
+    all_reduce = _all_reduce(_recorded(system, _facts(A100_BUSES)))
+    assert all_reduce.wrong == 2
+    assert isinstance(all_reduce.points, tuple)
+    assert len(all_reduce.points) == 32
+    assert all_reduce.points[-1].busbw_gb_s == 235.26
+    assert all(point.wrong is None for point in all_reduce.points)  # counted per run only
+
+
+def test_old_format_error_column_above_tolerance_is_wrong_data(
+    tmp_path: Path, captures_dir: Path
+) -> None:
+    # A validated old-format run cut before its footer: its error column still says.
+    text = (captures_dir / "nccl-tests" / A100_NCCL).read_text(encoding="utf-8")
+    bad = A100_LAST_ROW.replace("235.26    N/A", "235.26  4e-01").replace("N/A", "2e-07")
+    cut = text.replace(A100_LAST_ROW, bad)
+    cut = cut[: cut.index("# Out of bounds")]
+    all_reduce = _all_reduce(_recorded(_bundle(tmp_path, {ALL_REDUCE: cut}), _facts(A100_BUSES)))
+    assert all_reduce.wrong == 1  # the out-of-place half; 2e-07 is within 1e-5
+    assert isinstance(all_reduce.points, tuple)
+    assert len(all_reduce.points) == 32
+
+
+def test_old_format_errors_within_tolerance_are_no_wrong_data(
     tmp_path: Path, captures_dir: Path
 ) -> None:
     text = (captures_dir / "nccl-tests" / A100_NCCL).read_text(encoding="utf-8")
-    system = _bundle(tmp_path, {ALL_REDUCE: text.replace("0 OK", "2 FAILED")})
-    why = _reason(_reason_or_points(_recorded(system, _facts(A100_BUSES))))
-    assert why.reason is Reason.ERROR
-    assert "2 out-of-bounds results" in why.detail
+    fine = text.replace(A100_LAST_ROW, A100_LAST_ROW.replace("N/A", "2e-07"))
+    all_reduce = _all_reduce(_recorded(_bundle(tmp_path, {ALL_REDUCE: fine}), _facts(A100_BUSES)))
+    assert all_reduce.wrong == 0
 
 
-def _reason_or_points(interconnect: Interconnect) -> object:
-    all_reduce = interconnect.all_reduce
-    assert not isinstance(all_reduce, Unavailable)
-    return all_reduce.points
+def test_an_unvalidated_old_format_run_counts_nothing(tmp_path: Path, captures_dir: Path) -> None:
+    system = _bundle(tmp_path, {ALL_REDUCE: captures_dir / "nccl-tests" / A100_NCCL})
+    assert _all_reduce(_recorded(system, _facts(A100_BUSES))).wrong is None  # validation 0
+
+
+def test_new_format_wrong_counts_stay_on_their_points(tmp_path: Path, captures_dir: Path) -> None:
+    text = (captures_dir / "nccl-tests" / H200_NCCL).read_text(encoding="utf-8")
+    text = text.replace("478.11      0", "478.11      3").replace("0 OK", "3 FAILED")
+    all_reduce = _all_reduce(_recorded(_bundle(tmp_path, {ALL_REDUCE: text}), _facts(H100_BUSES)))
+    assert isinstance(all_reduce.points, tuple)
+    assert [point.wrong for point in all_reduce.points] == [3]
+    assert all_reduce.wrong is None  # the rows account for the footer
+
+
+def test_a_footer_the_rows_do_not_account_for_is_wrong_data(
+    tmp_path: Path, captures_dir: Path
+) -> None:
+    text = (captures_dir / "nccl-tests" / H200_NCCL).read_text(encoding="utf-8")
+    system = _bundle(tmp_path, {ALL_REDUCE: text.replace("0 OK", "5 FAILED")})
+    all_reduce = _all_reduce(_recorded(system, _facts(H100_BUSES)))
+    assert all_reduce.wrong == 5
+    assert isinstance(all_reduce.points, tuple)
+    assert [point.wrong for point in all_reduce.points] == [0]
+
+
+@pytest.mark.parametrize("spelling", ["[0000:{bus}:00]", "[0x{bus}]"])
+def test_ranks_are_matched_to_gpus_by_their_bus_ids(
+    tmp_path: Path, captures_dir: Path, spelling: str
+) -> None:
+    # nccl-tests 2.19.6 prints domain:bus:device, older builds the bus alone; NVML the
+    # long form: the same boards either way. NVML numbers them in reverse here.
+    text = (captures_dir / "nccl-tests" / H200_NCCL).read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if "Rank  0" in line)
+    for rank in range(8):
+        bus = spelling.format(bus=H100_BUSES[rank].lower())
+        lines[start + rank] = lines[start + rank].replace("[0x00]", bus)
+    system = _bundle(tmp_path, {ALL_REDUCE: "".join(lines)})
+    facts = _facts(H100_BUSES, order=tuple(range(7, -1, -1)))
+    interconnect = _recorded(system, facts)
+    assert _all_reduce(interconnect).gpu_indices == tuple(range(7, -1, -1))
+    assert "matched to GPUs by CUDA device number" not in interconnect.source
 
 
 def test_both_files_name_the_source(tmp_path: Path, captures_dir: Path) -> None:

@@ -172,6 +172,39 @@ def _median_of_others(values: dict[int, float], skip: int) -> float:
             "'interconnect.peer_access_off[1]' is not a pair, got '1+3': write 'A-B'",
         ),
         ({"peer_access_off": "1-3"}, "'interconnect.peer_access_off' must be a list of pairs"),
+        # isdigit() takes '²', which int() refuses: an ASCII GPU number or a one-line error.
+        (
+            {"gpu_overrides": {"²": {"h2d_gb_s": 1.0}}},
+            r"""'interconnect.gpu_overrides["\\u00b2"]' must be a GPU index 0-7 (the scenario's""",
+        ),
+        (
+            {"gpu_overrides": {"٣": {"h2d_gb_s": 1.0}}},
+            r"""'interconnect.gpu_overrides["\\u0663"]' must be a GPU index 0-7 (the scenario's""",
+        ),
+        # "02" would be accepted and then never looked up (the GPU is "2"): refused.
+        (
+            {"gpu_overrides": {"02": {"h2d_gb_s": 1.0}}},
+            "'interconnect.gpu_overrides.02' must be a GPU index written as it is numbered: "
+            "write 2, not 02",
+        ),
+        (
+            {"link_overrides": {"02-5": {"p2p_gb_s": 1.0}}},
+            "'interconnect.link_overrides.02-5' must name GPUs as they are numbered: "
+            "write '2-5', not '02-5'",
+        ),
+        (
+            {"link_overrides": {"6->00": {}}},
+            "must name GPUs as they are numbered: write '6->0', not '6->00'",
+        ),
+        (
+            {"peer_access_off": ["03-*"]},
+            "'interconnect.peer_access_off[0]' must name GPUs as they are numbered: "
+            "write '3-*', not '03-*'",
+        ),
+        (
+            {"peer_access_off": ["٣-5"]},
+            "'interconnect.peer_access_off[0]' is not a pair, got '٣-5': write 'A-B'",
+        ),
     ],
 )
 def test_each_bad_key_or_value_is_one_line_naming_the_file_and_key(

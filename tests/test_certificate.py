@@ -732,3 +732,72 @@ def test_the_figure_declarations_cover_their_fields() -> None:
     assert CERTIFIED_ALL_REDUCE_FIELDS.names == tuple(
         f.name for f in dataclasses.fields(CertifiedAllReduce)
     )
+
+
+def _with_figure(path: tuple[Any, ...], value: object) -> str:
+    data = json.loads(certificate_to_json(issue_certificate(measured(), now=ISSUED)))
+    *parents, last = path
+    target = data
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "shown"),
+    [
+        (("gpus", 3, "h2d_gb_s"), 0.0, "0.0 (float)"),
+        (("gpus", 3, "hbm_gb_s"), 100001.0, "100001.0 (float)"),
+        (("peers", 7, "unidirectional_gb_s"), 0, "0 (int)"),
+        (("all_reduce", "busbw_gb_s"), -1.0, "-1.0 (float)"),
+        (("gpus", 0, "nvlinks", 0, "speed_gb_s"), 0.0, "0.0 (float)"),
+    ],
+)
+def test_a_bandwidth_figure_is_a_gb_s_above_zero_and_below_any_link(
+    path: tuple[Any, ...], value: object, shown: str
+) -> None:
+    # A zero or absurd figure is no baseline: drift would call everything since "as before".
+    where = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
+    assert _cert_error(_with_figure(path, value)) == (
+        f"certificate: '{where.lstrip('.')}' must be a number above 0 up to 100000, got {shown}"
+    )
+
+
+def test_a_bandwidth_figure_must_be_finite() -> None:
+    text = _with_figure(("all_reduce", "busbw_gb_s"), 474.89).replace(
+        '"busbw_gb_s": 474.89', '"busbw_gb_s": NaN'
+    )
+    assert (
+        _cert_error(text)
+        == "certificate: 'all_reduce.busbw_gb_s' must be a finite number, got nan (float)"
+    )
+
+
+def test_a_null_bandwidth_figure_still_loads() -> None:
+    # Not measured at certification: null, as issued.
+    assert (
+        certificate_from_json(_with_figure(("gpus", 3, "h2d_gb_s"), None)).gpus[3].h2d_gb_s is None
+    )
+
+
+def test_an_all_reduce_with_a_wrong_total_is_no_baseline() -> None:
+    run = measured_interconnect().all_reduce
+    assert isinstance(run, AllReduce)
+    cert = issue_certificate(
+        with_interconnect(all_reduce=dataclasses.replace(run, wrong=3)), now=ISSUED
+    )
+    assert cert.all_reduce is None
+    zero = issue_certificate(
+        with_interconnect(all_reduce=dataclasses.replace(run, wrong=0)), now=ISSUED
+    )
+    assert zero.all_reduce is not None
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_an_implausible_copy_figure_is_not_certified(value: float) -> None:
+    copies = measured_interconnect().gpus
+    assert isinstance(copies, tuple)
+    odd = (dataclasses.replace(copies[0], h2d=Bandwidth(value)), *copies[1:])
+    cert = issue_certificate(with_interconnect(gpus=odd), now=ISSUED)
+    assert cert.gpus[0].h2d_gb_s is None

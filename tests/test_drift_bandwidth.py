@@ -24,6 +24,7 @@ from prometheus_client import parser
 from tests.test_drift_interconnect import now_facts as schema_2_facts
 from validator.certificate import (
     Certificate,
+    CertifiedAllReduce,
     certificate_from_json,
     issue_certificate,
     verify_certificate,
@@ -31,7 +32,12 @@ from validator.certificate import (
 from validator.drift import compare, drift_node, nhc_line
 from validator.judge import Policy, Thresholds, judge_node
 from validator.judge.catalog import load_catalog
-from validator.judge.checks.interconnect import BASEBOARD_SOURCE, HBM_SOURCE, PCIE_SOURCE
+from validator.judge.checks.interconnect import (
+    BASEBOARD_SOURCE,
+    CORRUPTION_SOURCE,
+    HBM_SOURCE,
+    PCIE_SOURCE,
+)
 from validator.judge.checks.nvlink import link_repair
 from validator.model import (
     DRIFT_CHECKS,
@@ -403,3 +409,58 @@ def test_terminal_and_nhc_name_the_gpu_and_what_to_do() -> None:
     code, nhc = nhc_line([result])
     assert code == 1
     assert nhc.endswith(": interconnect (GPU 3)")
+
+
+# ------------------------------------------------------------------ the review's findings
+
+
+def _run_now() -> AllReduce:
+    run = measured_interconnect().all_reduce
+    assert isinstance(run, AllReduce)
+    return run
+
+
+def test_a_wrong_count_for_the_whole_run_is_corruption_not_a_speed() -> None:
+    # Old nccl-tests count wrong elements only in total ("Out of bounds values : 3 FAILED").
+    (found,) = drift(with_interconnect(all_reduce=dataclasses.replace(_run_now(), wrong=3)))
+    assert found.message == (
+        "The all-reduce over 8 GPUs returned 3 wrong elements now: data corruption on a GPU "
+        "or on the links between them"
+    )
+    assert (found.severity, found.observed, found.expected) == (Severity.FAIL, "3 wrong", "0 wrong")
+    assert (found.action, found.action_source) == (Action.DRAIN_RMA, CORRUPTION_SOURCE)
+
+
+def test_a_wrong_total_and_wrong_points_add_up() -> None:
+    run = _run_now()
+    assert isinstance(run.points, tuple)
+    points = (dataclasses.replace(run.points[0], wrong=2), *run.points[1:])
+    changed = dataclasses.replace(run, points=points, wrong=3)
+    (found,) = drift(with_interconnect(all_reduce=changed))
+    assert found.observed == "5 wrong"
+
+
+def test_a_zero_wrong_total_is_compared_as_a_speed() -> None:
+    assert drift(with_interconnect(all_reduce=dataclasses.replace(_run_now(), wrong=0))) == []
+
+
+def test_a_slow_all_reduce_with_the_pairs_not_measured_now_is_not_the_baseboard() -> None:
+    # As interconnect.all_reduce: the baseboard only when every pair copies at speed.
+    facts = with_interconnect(
+        measured("nvswitch-degraded-all-reduce-low"),
+        peers=Unavailable(Reason.NOT_MEASURED, "peers not asked for"),
+    )
+    (all_reduce,) = [f for f in drift(facts) if f.message.startswith("All-reduce")]
+    assert all_reduce.message.endswith(
+        "(more than 15% below): the pairs were not compared now, so the links or the fabric"
+    )
+    assert (all_reduce.action, all_reduce.action_source) == SXM_LINKS
+
+
+def test_a_certified_all_reduce_size_is_said_in_binary_units() -> None:
+    odd = CertifiedAllReduce(ranks=8, size_bytes=3 << 29, busbw_gb_s=470.0)
+    (found,) = drift(measured(), dataclasses.replace(baseline(), all_reduce=odd))
+    assert found.message.startswith(
+        "The all-reduce at 1.5 GiB over 8 GPUs was not measured now: error: the sweep now has "
+        "no 1.5 GiB message"
+    )

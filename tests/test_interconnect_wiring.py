@@ -123,16 +123,30 @@ def test_on_measures_any_node_and_off_none() -> None:
     assert not wanted(collect_simulated(SCENARIO), "off")
 
 
-def test_auto_wants_two_gpus_and_an_active_nvlink() -> None:
+def test_auto_wants_two_gpus_unless_every_nvlink_is_known_down() -> None:
     assert wanted(collect_simulated(SCENARIO), "auto")
     assert wanted(node(linked(0, False, True), linked(1, False, False)), "auto")
     # One GPU: no peer and no all-reduce to measure, whatever its links say.
     assert not wanted(node(linked(0, True, True)), "auto")
-    # PCIe only: links present but down, or not reported at all.
+    # PCIe only: links present but down, or none (NVML: not supported, no NVLink).
     assert not wanted(node(linked(0, False), linked(1, False)), "auto")
-    unread = GpuFacts(index=0, nvlinks=Unavailable(Reason.NOT_SUPPORTED))
-    assert not wanted(node(unread, dataclasses.replace(unread, index=1)), "auto")
+    none = GpuFacts(index=0, nvlinks=Unavailable(Reason.NOT_SUPPORTED, "no NVLink on this GPU"))
+    assert not wanted(node(none, dataclasses.replace(none, index=1)), "auto")
+    assert not wanted(node(none, linked(1, False)), "auto")
     assert not wanted(collect_simulated("no-gpu-driver"), "auto")
+
+
+@pytest.mark.parametrize("reason", [Reason.ERROR, Reason.NO_PERMISSION, Reason.NOT_MEASURED])
+def test_auto_measures_two_or_more_gpus_whose_nvlink_state_cannot_be_read(reason: Reason) -> None:
+    # The judge requires the interconnect of an NVLink SKU's node of two or more GPUs
+    # whatever NVML said of its links: an unread link state must not skip the measurement.
+    unread = GpuFacts(index=0, nvlinks=Unavailable(reason, "nvmlDeviceGetNvLinkState failed"))
+    eight = node(*(dataclasses.replace(unread, index=index) for index in range(8)))
+    assert wanted(eight, "auto")
+    # One GPU unread among GPUs known to have no active link: still measured.
+    assert wanted(node(linked(0, False), dataclasses.replace(unread, index=1)), "auto")
+    # One GPU: nothing between GPUs to measure, whatever its links say.
+    assert not wanted(node(unread), "auto")
 
 
 def test_a_bad_mode_is_refused() -> None:

@@ -7,6 +7,18 @@ from typing import Any
 
 import pytest
 
+from validator.judge.catalog import load_catalog
+from validator.judge.checks.interconnect_actions import (
+    BASEBOARD_SOURCE,
+    FABRIC_SOURCE,
+    HBM_SOURCE,
+    PCIE_SOURCE,
+    PeerCopies,
+    all_reduce_action,
+    fabric_unfinished,
+    peer_copies,
+)
+from validator.judge.checks.nvlink import link_repair
 from validator.judge.fleet import CHECK, INTERCONNECT_CHECK, judge_fleet
 from validator.judge.policy import Policy, Thresholds
 from validator.model import (
@@ -522,3 +534,123 @@ def test_speed_and_interconnect_judged_together_and_twice_the_same() -> None:
     # A stale fleet.interconnect finding is dropped when no longer judged.
     alone, _ = judge_fleet([once[1]], Policy())
     assert ic_findings(alone[0]) == []
+
+
+# ------------------------------------------------------------------ the action of a slow all-reduce
+
+
+def _with_node_findings(result: NodeResult, *findings: Finding) -> NodeResult:
+    return dataclasses.replace(result, findings=(*result.findings, *findings))
+
+
+def _slow_all_reduce(results: tuple[NodeResult, ...], hostname: str) -> Finding:
+    (node,) = [r for r in results if r.hostname == hostname]
+    (failed,) = [f for f in ic_findings(node, "all-reduce") if f.severity is Severity.FAIL]
+    return failed
+
+
+def test_a_slow_all_reduce_with_the_nodes_pairs_failing_is_the_links_not_the_baseboard() -> None:
+    # interconnect.all_reduce says "the failing peer links explain it": the fleet agrees.
+    slow = wired("gpu-slow", interconnect(busbw=474.89 * 0.8))
+    p2p = Finding("interconnect.p2p", Severity.FAIL, "GPU 6 slow to every peer", gpu_index=6)
+    nodes = [wired(f"gpu{n:02}") for n in range(9)] + [_with_node_findings(slow, p2p)]
+    results, _ = judge_fleet(nodes, Policy())
+    failed = _slow_all_reduce(results, "gpu-slow")
+    assert (failed.action, failed.action_source) == link_repair(load_catalog().get(H100))
+    assert (
+        failed.action_source
+        == "gpuready: NVLink on an SXM baseboard has no part to reseat in the field"
+    )
+
+
+def test_a_slow_all_reduce_with_peer_access_denied_is_the_links_too() -> None:
+    slow = wired("gpu-slow", interconnect(busbw=474.89 * 0.8))
+    denied = Finding("interconnect.peer_access", Severity.FAIL, "GPU 2 -> GPU 5 denied")
+    nodes = [wired(f"gpu{n:02}") for n in range(4)] + [_with_node_findings(slow, denied)]
+    results, _ = judge_fleet(nodes, Policy())
+    assert _slow_all_reduce(results, "gpu-slow").action_source != BASEBOARD_SOURCE
+
+
+def test_a_slow_all_reduce_with_its_slowest_pair_slow_against_the_fleet_is_the_links() -> None:
+    slow = wired("gpu-slow", interconnect(busbw=474.89 * 0.8, p2p={(2, 5): 300.0}))
+    results, _ = judge_fleet([wired(f"gpu{n:02}") for n in range(4)] + [slow], Policy())
+    failed = _slow_all_reduce(results, "gpu-slow")
+    assert (failed.action, failed.action_source) == link_repair(load_catalog().get(H100))
+
+
+def test_a_slow_all_reduce_with_the_pairs_passing_on_the_node_is_the_baseboard() -> None:
+    slow = wired("gpu-slow", interconnect(busbw=474.89 * 0.8))
+    p2p = Finding("interconnect.p2p", Severity.PASS, "every pair at speed")
+    results, _ = judge_fleet(
+        [wired(f"gpu{n:02}") for n in range(4)] + [_with_node_findings(slow, p2p)], Policy()
+    )
+    failed = _slow_all_reduce(results, "gpu-slow")
+    assert (failed.action, failed.action_source) == (Action.DRAIN_RMA, BASEBOARD_SOURCE)
+
+
+def test_a_slow_all_reduce_with_no_pair_judged_anywhere_is_not_blamed_on_the_baseboard() -> None:
+    # No node finding on its pairs and no pair figure to compare (peers not measured):
+    # the links or the fabric, as interconnect.all_reduce says; the links come first.
+    no_peers = Unavailable(Reason.NOT_MEASURED, "peers not asked for")
+    slow = wired("gpu-slow", dataclasses.replace(interconnect(busbw=474.89 * 0.8), peers=no_peers))
+    results, _ = judge_fleet([wired(f"gpu{n:02}") for n in range(4)] + [slow], Policy())
+    failed = _slow_all_reduce(results, "gpu-slow")
+    assert (failed.action, failed.action_source) == link_repair(load_catalog().get(H100))
+
+
+def test_the_fleet_and_the_node_check_share_one_answer_per_peer_state() -> None:
+    sku = load_catalog().get(H100)
+    assert all_reduce_action(sku, (), PeerCopies.AT_SPEED) == (Action.DRAIN_RMA, BASEBOARD_SOURCE)
+    assert all_reduce_action(sku, (), PeerCopies.FAILED) == link_repair(sku)
+    assert all_reduce_action(sku, (), PeerCopies.NOT_JUDGED) == link_repair(sku)
+    pcie = load_catalog().get("h100-pcie")
+    assert all_reduce_action(pcie, (), PeerCopies.AT_SPEED) == link_repair(pcie)
+    unregistered = (GpuFacts(index=3, name="NVIDIA H100 80GB HBM3", fabric_state="in progress"),)
+    assert all_reduce_action(sku, unregistered, PeerCopies.FAILED)[0] is Action.FIX_SOFTWARE
+    assert fabric_unfinished(unregistered) == [(3, "in progress")]
+    assert fabric_unfinished(unregistered, {0, 1}) == []
+
+
+@pytest.mark.parametrize(
+    ("severities", "expected"),
+    [
+        ({"interconnect.p2p": Severity.PASS}, PeerCopies.AT_SPEED),
+        (
+            {"interconnect.p2p": Severity.PASS, "interconnect.peer_access": Severity.FAIL},
+            PeerCopies.FAILED,
+        ),
+        ({"interconnect.p2p": Severity.UNKNOWN}, PeerCopies.NOT_JUDGED),
+        ({"interconnect.peer_access": Severity.PASS}, PeerCopies.NOT_JUDGED),
+        ({"fleet.interconnect": Severity.FAIL}, PeerCopies.NOT_JUDGED),
+    ],
+)
+def test_what_the_pairs_said(severities: dict[str, Severity], expected: PeerCopies) -> None:
+    findings = [Finding(check, severity, "") for check, severity in severities.items()]
+    assert peer_copies(findings, "interconnect.p2p", "interconnect.peer_access") is expected
+
+
+def test_the_judges_action_sources_are_the_shared_ones() -> None:
+    # checks/interconnect.py still defines its own copies: they must read the same.
+    from validator.judge.checks import interconnect as node_check
+
+    assert (
+        node_check.PCIE_SOURCE,
+        node_check.HBM_SOURCE,
+        node_check.FABRIC_SOURCE,
+        node_check.BASEBOARD_SOURCE,
+    ) == (PCIE_SOURCE, HBM_SOURCE, FABRIC_SOURCE, BASEBOARD_SOURCE)
+
+
+def test_an_all_reduce_size_is_said_in_binary_units() -> None:
+    sized = [wired(f"gpu{n:02}", interconnect(size=3 * GIB // 2)) for n in range(3)]
+    results, _ = judge_fleet(sized, Policy())
+    (busbw,) = ic_findings(results[0], "all-reduce")
+    assert busbw.message.startswith("all-reduce at 1.5 GiB over 8 GPUs of gpu00: ")
+    assert busbw.message.endswith("for H100 SXM5 80GB (8 GPUs at 1.5 GiB)")
+
+
+@pytest.mark.parametrize("value", [0.0, -3.0, float("nan"), float("inf")])
+def test_an_implausible_copy_figure_is_left_out(value: float) -> None:
+    odd = interconnect(h2d={2: value})
+    results, _ = judge_fleet([wired("a"), wired("b"), wired("c", odd)], Policy())
+    assert 2 not in {f.gpu_index for f in ic_findings(results[2], "H2D")}

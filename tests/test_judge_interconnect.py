@@ -24,7 +24,7 @@ from tests.interconnect_samples import (
     peers,
     sweep,
 )
-from tests.test_judge_healthy import healthy_node, with_gpu
+from tests.test_judge_healthy import healthy_burn, healthy_node, with_gpu
 from validator.judge import Policy, judge_node
 from validator.judge.catalog import Sku, load_catalog
 from validator.judge.checks import interconnect as checks
@@ -85,23 +85,64 @@ def thresholds(**limits: float) -> Policy:
 # ---------------------------------------------------------------- required or not
 
 
+def one_gpu(interconnect: Interconnect | None = None) -> NodeFacts:
+    """A healthy 1x H100 SXM cloud instance: an NVLink SKU with nothing to link to."""
+    facts = healthy_node()
+    assert facts.burn is not None
+    return dataclasses.replace(
+        facts,
+        gpus=facts.gpus[:1],
+        pci_gpu_count=1,
+        pci_nvswitch_count=0,
+        burn=healthy_burn(gpus=facts.burn.gpus[:1]),
+        interconnect=interconnect,
+    )
+
+
 @pytest.mark.parametrize(
-    ("interconnect", "sku_id", "required"),
+    ("interconnect", "sku_id", "gpus", "required"),
     [
-        (None, "h100-sxm", True),  # NVLink on the board
-        (None, "gb200", True),
-        (None, "l40s", False),  # no NVLink
-        (None, "h100-nvl", False),  # optional bridges: no fixed count
-        (True, "l40s", True),
-        (False, "h100-sxm", False),
+        (None, "h100-sxm", 8, True),  # NVLink on the board
+        (None, "gb200", 8, True),
+        (None, "h100-sxm", 2, True),
+        (None, "h100-sxm", 1, False),  # one GPU: nothing between GPUs to measure
+        (None, "l40s", 8, False),  # no NVLink
+        (None, "h100-nvl", 8, False),  # optional bridges: no fixed count
+        (True, "l40s", 8, True),
+        (True, "h100-sxm", 1, True),
+        (False, "h100-sxm", 8, False),
     ],
 )
-def test_required_by_the_policy_or_where_the_board_has_nvlink(
-    interconnect: bool | None, sku_id: str, required: bool
+def test_required_by_the_policy_or_where_two_gpus_of_the_board_have_nvlink(
+    interconnect: bool | None, sku_id: str, gpus: int, required: bool
 ) -> None:
     sku = load_catalog().get(sku_id)
-    assert interconnect_required(Policy(interconnect=interconnect), sku) is required
-    assert interconnect_required(Policy(), None) is False
+    facts = healthy_node()
+    facts = dataclasses.replace(facts, gpus=facts.gpus[:gpus])
+    assert interconnect_required(Policy(interconnect=interconnect), sku, facts) is required
+    assert interconnect_required(Policy(), None, facts) is False
+
+
+def test_one_gpu_of_an_nvlink_sku_is_certified_without_its_interconnect() -> None:
+    # As certify runs it (interconnect: null, --interconnect auto): one GPU is not measured.
+    result = judge_node(one_gpu(), Policy())
+    assert result.verdict is Verdict.CERTIFIED, result.summary
+    assert [f for f in result.findings if f.check.startswith("interconnect.")] == []
+    # Measured (--interconnect on): its own copies, nothing between GPUs.
+    measured = one_gpu(
+        healthy_interconnect(
+            gpus=copies(count=1),
+            peers=Unavailable(Reason.NOT_SUPPORTED, "one GPU"),
+            all_reduce=Unavailable(Reason.NOT_SUPPORTED, "one GPU"),
+        )
+    )
+    result = judge_node(measured, Policy())
+    assert result.verdict is Verdict.CERTIFIED, result.summary
+    assert sorted(f.check for f in result.findings if f.check.startswith("interconnect.")) == [
+        checks.D2H,
+        checks.H2D,
+        checks.HBM,
+    ]
 
 
 def test_not_measured_where_required_blocks_and_says_how_to_measure() -> None:
@@ -422,6 +463,48 @@ def test_a_busy_gpu_slow_to_its_peers_is_unknown() -> None:
     )
 
 
+def test_busy_gpus_are_left_out_of_the_copy_median() -> None:
+    # Four busy GPUs at 30 GB/s would pull the median to 37 and let GPU 7's 44 pass.
+    slow = dict.fromkeys(range(4), (30.0, 55.0, 2540.0)) | {7: (44.0, 55.0, 2540.0)}
+    facts = node(gpus=copies(slow), busy_gpus=(0, 1, 2, 3))
+    findings = of(judged(facts, thresholds(h2d_min_gbs=20)), checks.H2D)
+    assert [(f.gpu_index, f.severity) for f in findings if f.severity is not PASS] == [
+        (0, UNKNOWN),
+        (1, UNKNOWN),
+        (2, UNKNOWN),
+        (3, UNKNOWN),
+        (7, FAIL),
+    ]
+    assert findings[7].message == (
+        "GPU 7 host-to-device bandwidth 44.0 GB/s is below 85% of the node median 54.0 GB/s "
+        "(floor 20 GB/s)"
+    )
+
+
+def test_pairs_touching_busy_gpus_are_left_out_of_the_peer_median() -> None:
+    busy = (0, 1, 2, 3)
+    slow = {(4, 5): 300.0, (5, 4): 300.0}
+
+    def copy(src: int, dst: int) -> float:
+        return 150.0 if {src, dst} & set(busy) else slow.get((src, dst), PEER)
+
+    findings = of(
+        judged(node(peers=peers(copy), busy_gpus=busy), thresholds(p2p_min_gbs=100)), checks.P2P
+    )
+    failed = [f for f in findings if f.severity is FAIL]
+    assert [f.message for f in failed] == [
+        "GPUs 4 and 5 copy to each other at 300 GB/s, below 85% of the node median 372 GB/s "
+        "(floor 100 GB/s): the link between them"
+    ]
+    # The busy GPUs' pairs are theirs, UNKNOWN: GPU 4 is not slow for being paired with them.
+    unknown = [f for f in findings if f.severity is UNKNOWN]
+    assert [f.gpu_index for f in unknown] == [0, 1, 2, 3]
+    assert all("still busy when measured" in f.message for f in unknown)
+    assert unknown[0].message.startswith(
+        "GPU 0 is slow to every peer: 150 GB/s against a node median of 372 GB/s"
+    )
+
+
 # ---------------------------------------------------------------- the peer matrix
 
 
@@ -507,6 +590,18 @@ def test_every_pair_slow_is_the_fabric_not_eight_gpus() -> None:
     assert p2p.message == (
         "56 of 56 GPU pairs are slow across the node: 250-257 GB/s against a node median of "
         "254 GB/s, floor 335 GB/s: the NVLink fabric the pairs share"
+    )
+
+
+def test_every_pair_slow_while_every_gpu_is_busy_is_one_unknown() -> None:
+    facts = node(peers=peers(lambda s, d: 250.0 + s), busy_gpus=tuple(range(8)))
+    p2p = one(judged(facts), checks.P2P)
+    assert (p2p.severity, p2p.required, p2p.action) == (UNKNOWN, True, Action.RERUN)
+    # No idle pair to take a median of: the floor alone judges.
+    assert p2p.message == (
+        "56 of 56 GPU pairs are slow across the node: 250-257 GB/s against floor 335 GB/s, "
+        "but GPUs 0, 1, 2, 3, 4, 5, 6, 7 were still busy when measured (the idle gate gave up "
+        "waiting): measure them again idle"
     )
 
 
@@ -718,22 +813,123 @@ def test_a_sweep_that_stops_below_1_gib_is_too_short() -> None:
     assert one(judged(node(all_reduce=sweep(largest=GiB))), checks.ALL_REDUCE).severity is PASS
 
 
-def test_no_floor_for_the_gpu_count_is_not_judged() -> None:
-    four = one(judged(node(all_reduce=sweep(ranks=4))), checks.ALL_REDUCE)
-    assert (four.severity, four.required) == (UNKNOWN, False)
-    assert four.message == (
-        "NCCL all-reduce busbw 481 GB/s at 4 GiB over 4 GPUs cannot be judged: no floor is "
-        "known for 4x H100 SXM5 80GB; set all_reduce_min_gbs in the policy's thresholds to "
+def test_no_floor_for_the_gpu_count_without_an_nvswitch_is_not_judged() -> None:
+    # V100 SXM2: a hybrid cube mesh, no NVSwitch to derive a floor from, none in the catalog.
+    v100 = load_catalog().get("v100-sxm2-16gb")
+    facts = dataclasses.replace(node(), pci_nvswitch_count=0)
+    finding = one(judged(facts, sku=v100), checks.ALL_REDUCE)
+    assert (finding.severity, finding.required) == (UNKNOWN, False)
+    assert finding.message == (
+        "NCCL all-reduce busbw 481 GB/s at 4 GiB over 8 GPUs cannot be judged: no floor is "
+        "known for 8x V100 SXM2 16GB; set all_reduce_min_gbs in the policy's thresholds to "
         "judge it"
     )
-    b200 = one(
-        judged(node(all_reduce=sweep(busbw=830.0)), sku=load_catalog().get("b200")),
-        checks.ALL_REDUCE,
+
+
+def _four_gpus(busbw: float) -> NodeFacts:
+    facts = healthy_node()
+    measured = healthy_interconnect(
+        gpus=copies(count=4), peers=peers(count=4), all_reduce=sweep(busbw=busbw, ranks=4)
     )
-    assert b200.message.startswith(
-        "NCCL all-reduce busbw 830 GB/s at 4 GiB over 8 GPUs cannot be judged: no floor is "
-        "known for 8x B200"
+    return dataclasses.replace(facts, gpus=facts.gpus[:4], burn=None, interconnect=measured)
+
+
+def test_an_nvswitch_without_a_catalog_floor_is_judged_against_its_own_p2p() -> None:
+    b200 = load_catalog().get("b200")  # all_reduce_min_gbs: null
+    derived = (
+        ">= 279 GB/s busbw (0.75x the node's median P2P 372 GB/s: derived from its own peer copies)"
     )
+    healthy = one(judged(node(all_reduce=sweep(busbw=477.0)), sku=b200), checks.ALL_REDUCE)
+    assert (healthy.severity, healthy.expected) == (PASS, derived)
+    assert healthy.message == (
+        "NCCL all-reduce busbw 477 GB/s at 4 GiB over 8 GPUs (floor 279 GB/s, 0.75x the node's "
+        "median P2P 372 GB/s: derived from its own peer copies)"
+    )
+    # Without NVLink SHARP busbw runs ~0.9x P2P: still above 0.75x.
+    assert (
+        one(judged(node(all_reduce=sweep(busbw=335.0)), sku=b200), checks.ALL_REDUCE).severity
+        is PASS
+    )
+    degraded = one(judged(node(all_reduce=sweep(busbw=200.0)), sku=b200), checks.ALL_REDUCE)
+    assert (degraded.severity, degraded.expected) == (FAIL, derived)
+    assert degraded.message == (
+        "NCCL all-reduce busbw 200 GB/s at 4 GiB over 8 GPUs is below the floor of 279 GB/s "
+        "(0.75x the node's median P2P 372 GB/s: derived from its own peer copies): every GPU "
+        "pair copies at speed, so the NVSwitch fabric on the baseboard"
+    )
+    assert degraded.action is Action.DRAIN_RMA
+    # The count of GPUs the catalog has no floor for, on an NVSwitch SKU: derived too.
+    four = one(judged(_four_gpus(busbw=200.0)), checks.ALL_REDUCE)
+    assert four.severity is FAIL
+    assert four.expected == derived
+    # An NVSwitch the PCI bus shows, on a SKU the catalog does not mark: derived too.
+    gb200 = load_catalog().get("gb200")
+    assert (
+        one(judged(node(all_reduce=sweep(busbw=200.0)), sku=gb200), checks.ALL_REDUCE).severity
+        is FAIL
+    )
+
+
+def test_an_nvswitch_without_a_floor_or_p2p_figures_is_a_blocking_unknown() -> None:
+    b200 = load_catalog().get("b200")
+    facts = node(
+        peers=Unavailable(Reason.ERROR, "no time left for the peer matrix"),
+        all_reduce=sweep(busbw=200.0),
+    )
+    finding = one(judged(facts, sku=b200), checks.ALL_REDUCE)
+    assert (finding.severity, finding.required) == (UNKNOWN, True)
+    assert finding.message == (
+        "NCCL all-reduce busbw 200 GB/s at 4 GiB over 8 GPUs cannot be judged: no floor is "
+        "known for 8x B200 (HGX, 1000 W), and no peer copy was measured to derive one from "
+        "(0.75x the node's median P2P); measure the peer matrix again, or set "
+        "all_reduce_min_gbs in the policy's thresholds"
+    )
+    not_required = one(judged(facts, Policy(interconnect=False), b200), checks.ALL_REDUCE)
+    assert not_required.required is False
+
+
+@pytest.mark.parametrize(
+    ("ranks", "indices", "covered"),
+    [
+        (2, (0, 1), 2),  # a bundle's all_reduce_perf -g 2 on an 8-GPU node
+        (4, (), 4),  # the ranks' GPUs not named: their count says it
+        (8, (0, 1, 2, 3, 4, 5, 6, 6), 7),  # a GPU twice, GPU 7 left out
+    ],
+)
+def test_an_all_reduce_that_does_not_cover_every_gpu_is_a_blocking_unknown(
+    ranks: int, indices: tuple[int, ...], covered: int
+) -> None:
+    partial = dataclasses.replace(sweep(ranks=ranks), gpu_indices=indices)
+    finding = one(judged(node(all_reduce=partial)), checks.ALL_REDUCE)
+    assert (finding.severity, finding.required) == (UNKNOWN, True)
+    assert finding.message == (
+        f"NCCL all-reduce covered {covered} of 8 GPUs: run all_reduce_perf -g 8 (or -np 8)"
+    )
+    assert finding.action is Action.RERUN
+    # Not required by the policy: still UNKNOWN, not blocking.
+    loose = one(judged(node(all_reduce=partial), Policy(interconnect=False)), checks.ALL_REDUCE)
+    assert (loose.severity, loose.required) == (UNKNOWN, False)
+    # Through the judge the node is not certified on it.
+    assert judge_node(node(all_reduce=partial), Policy()).verdict is Verdict.NOT_CERTIFIED
+
+
+def test_wrong_elements_counted_over_the_whole_run_are_data_corruption() -> None:
+    counted = dataclasses.replace(sweep(wrong=None), wrong=7)
+    all_reduce = one(judged(node(all_reduce=counted)), checks.ALL_REDUCE)
+    assert all_reduce.severity is FAIL
+    assert all_reduce.message == (
+        "NCCL all-reduce over 8 GPUs returned 7 wrong elements: data corruption on a GPU or "
+        "on the links between them"
+    )
+    assert (all_reduce.action, all_reduce.action_source) == (
+        Action.DRAIN_RMA,
+        checks.CORRUPTION_SOURCE,
+    )
+    # Counted so even where the rows were not read, and on a sweep of some GPUs only.
+    unread = dataclasses.replace(counted, points=Unavailable(Reason.ERROR, "no rows"))
+    assert one(judged(node(all_reduce=unread)), checks.ALL_REDUCE).severity is FAIL
+    zero = dataclasses.replace(sweep(), wrong=0)
+    assert one(judged(node(all_reduce=zero)), checks.ALL_REDUCE).severity is PASS
 
 
 def test_the_policys_all_reduce_floor_overrides_the_catalogs() -> None:

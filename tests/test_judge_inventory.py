@@ -94,8 +94,6 @@ CASES = [
             ("pcie.width", UNKNOWN, None),
             # No catalog peak: burn speed is judged only against the node's best GPU.
             *{("burn.speed", UNKNOWN, i) for i in range(8)},
-            # No catalog floor, and one node-wide figure is no median to judge against.
-            ("interconnect.all_reduce", UNKNOWN, None),
         },
     ),
     (

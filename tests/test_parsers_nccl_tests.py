@@ -176,3 +176,69 @@ def test_hostile_or_foreign_output_is_one_line_of_bad_input(
 def test_text_that_is_not_nccl_tests_output_is_bad_input() -> None:
     with pytest.raises(ParseError, match="not nccl-tests output"):
         parse_all_reduce("Total: 42\nall good\n")
+
+
+# ---------------------------------------------------------------- non-ASCII digits
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        # str.isdigit() takes '²' (int() refuses it) and '٣' (int() reads it as 3).
+        ("  8589934592    2147483648", "  ²    2147483648", "size '²' is not a count"),
+        ("  8589934592    2147483648", "  ٣    2147483648", "size '٣' is not a count"),
+        ("    2147483648     float", "    ²     float", "count '²' is not a count"),
+    ],
+)
+def test_a_row_of_non_ascii_digits_is_one_line_of_bad_input(
+    captures_dir: Path, old: str, new: str, words: str
+) -> None:
+    text = _capture(captures_dir, H200_ONE_SIZE)
+    assert old in text
+    with pytest.raises(ParseError, match=words) as raised:
+        parse_all_reduce(text.replace(old, new, 1))
+    assert "\n" not in str(raised.value)
+
+
+def test_non_ascii_digits_in_the_footer_are_not_a_count(captures_dir: Path) -> None:
+    text = _capture(captures_dir, H200_ONE_SIZE).replace("0 OK", "٣ OK")
+    parsed = parse_all_reduce(text)
+    assert parsed.out_of_bounds is None  # not nccl-tests' footer: the run reads as cut
+    assert not parsed.complete
+
+
+# ---------------------------------------------------------------- old layout's error column
+
+
+def test_an_error_column_above_nccl_tests_tolerance_is_out_of_bounds(captures_dir: Path) -> None:
+    # nccl-tests before 2.13 prints the largest relative error; above DeltaMaxValue (1e-5
+    # for float) the size is out of bounds. Here the 8 GiB row, validated, one half bad.
+    text = _capture(captures_dir, A100_OLD)
+    row = "134.44  235.26    N/A    63959  134.30  235.03    N/A"
+    assert row in text
+    bad = row.replace("235.26    N/A", "235.26  4e-01").replace("235.03    N/A", "235.03  2e-07")
+    parsed = parse_all_reduce(text.replace(row, bad))
+    last = parsed.rows[-1]
+    assert (last.max_error, last.in_place_max_error) == (0.4, 2e-07)
+    assert last.out_of_bounds == 1  # 0.4 is beyond 1e-5; 2e-07 within
+    assert parsed.rows[-2].out_of_bounds is None  # N/A: not checked
+
+
+def test_error_tolerance_follows_the_data_type(captures_dir: Path) -> None:
+    text = _capture(captures_dir, A100_OLD)
+    row = "134.44  235.26    N/A    63959  134.30  235.03    N/A"
+    half = text.replace(row, row.replace("N/A", "1e-03")).replace(
+        "8589934592    2147483648   float", "8589934592    2147483648    half"
+    )
+    assert parse_all_reduce(half).rows[-1].out_of_bounds == 0  # half allows 5e-02
+    as_float = text.replace(row, row.replace("N/A", "1e-03"))
+    assert parse_all_reduce(as_float).rows[-1].out_of_bounds == 2
+    unknown = text.replace("8589934592    2147483648   float", "8589934592    2147483648   fp8e4")
+    unknown = unknown.replace(row, row.replace("N/A", "1e-03"))
+    assert parse_all_reduce(unknown).rows[-1].out_of_bounds is None  # no known tolerance
+
+
+def test_new_layout_rows_carry_counts_not_errors(captures_dir: Path) -> None:
+    row = parse_all_reduce(_capture(captures_dir, H200_ONE_SIZE)).rows[0]
+    assert row.max_error is None
+    assert row.out_of_bounds is None

@@ -446,3 +446,39 @@ def test_a_blank_line_after_a_row_cut_with_the_output_is_still_cut(captures_dir:
     d2h = parse_nvbandwidth_text(cut).testcase("device_to_host_memcpy_ce")
     assert d2h is not None
     assert d2h.status is NvbStatus.CUT
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # str.isdigit() takes '²' (int() refuses it) and '٣' (int() reads it as 3).
+        ("\n1    276.19", "\n²    276.19"),
+        ("\n1    276.19", "\n٣    276.19"),
+    ],
+)
+def test_a_row_label_of_non_ascii_digits_is_one_line_of_bad_input(
+    captures_dir: Path, old: str, new: str
+) -> None:
+    text = _shared(captures_dir, README_OLD)
+    assert old in text
+    with pytest.raises(ParseError, match=r"nvbandwidth output line 5: .* is not a device number"):
+        parse_nvbandwidth_text(text.replace(old, new, 1))
+
+
+def test_column_numbers_of_non_ascii_digits_are_bad_input(captures_dir: Path) -> None:
+    text = _shared(captures_dir, README_OLD).replace("         7\n", "         \u0667\n", 1)
+    with pytest.raises(ParseError, match="has no row of column numbers below it"):
+        parse_nvbandwidth_text(text)
+
+
+@pytest.mark.parametrize("label", ["Device ²:", "Device ٣:"])
+def test_a_device_line_of_non_ascii_digits_is_no_device(captures_dir: Path, label: str) -> None:
+    text = _shared(captures_dir, RTX4090_V02).replace("Device 3:", label, 1)
+    parsed = parse_nvbandwidth_text(text)
+    assert [device.index for device in parsed.devices] == [0, 1, 2, 4, 5, 6, 7]
+
+
+def test_json_device_entry_of_non_ascii_digits_is_bad_input() -> None:
+    text = json.dumps({"nvbandwidth": {"GPU Device list": ["²: NVIDIA H100"], "testcases": []}})
+    with pytest.raises(ParseError, match=r"device entry .* is unreadable"):
+        parse_nvbandwidth_json(text)

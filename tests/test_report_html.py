@@ -950,6 +950,20 @@ def test_a_pair_without_a_figure_is_hatched_with_its_reason() -> None:
     assert chart.count('class="hatch"') == 3  # the two cells and the legend's swatch
 
 
+@pytest.mark.parametrize("value", [0.0, float("nan")])
+def test_a_pair_at_zero_or_nan_is_hatched_not_coloured(value: float) -> None:
+    pairs = list(peer_pairs(uniform_figures(4, slow=None)))
+    pairs[0] = dataclasses.replace(pairs[0], unidirectional=Bandwidth(value))
+    four = ic_sample(gpus=copy_rows([25.0] * 4, [26.0] * 4, [2600.0] * 4), peers=tuple(pairs))
+    html = render_html(sample_report(interconnect_node(four)))
+    cells = _cells(_chart(html, "Peer bandwidth (GB/s)"))
+    missing = [el for el in cells if el.get("class") == "cell missing"]
+    assert [(el.get("data-row"), el.get("data-col")) for el in missing] == [("0", "1")]
+    title = missing[0].findtext("title") or ""
+    assert title.startswith(f"GPU 0 -> GPU 1: n/a ({value} GB/s is no measurement)")
+    assert 'class="num na"' in _ic_section(html)  # the matrix's text alternative: n/a too
+
+
 def test_busbw_chart_points_and_log2_axis(ic_page: str) -> None:
     chart = _chart(ic_page, "All-reduce bus bandwidth")
     root = ET.fromstring(chart)  # noqa: S314 - our own output

@@ -6,6 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.test_report_html import (
     H200_SWEEP,
     IC_GPUS,
@@ -32,6 +34,7 @@ from tests.test_report_samples import (
 from validator.model import Action, Bandwidth, Interconnect, Reason, Report, Unavailable
 from validator.report import common
 from validator.report.text import render_text
+from validator.text import size_words
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -325,7 +328,7 @@ def test_interconnect_summary_from_the_real_captures(captures_dir: Path) -> None
 
 
 def test_sizes_and_figures_read_as_people_write_them() -> None:
-    assert [common.size_text(size) for size in (0, 8, 1000, 1536, 1 << 20, 4 << 30, 3 << 29)] == [
+    assert [size_words(size) for size in (0, 8, 1000, 1536, 1 << 20, 4 << 30, 3 << 29)] == [
         "0 B",
         "8 B",
         "1000 B",
@@ -342,3 +345,23 @@ def test_sizes_and_figures_read_as_people_write_them() -> None:
     ]
     assert common.gbs_range([26.77, 26.47, 26.25]) == "26.2-26.8"
     assert common.gbs_range([276.01, 275.98]) == "276.0"
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_zero_negative_or_nan_figure_is_no_figure(value: float) -> None:
+    # The shared rule (validator.model.measured_gb_s): such a median was not measured.
+    rows = list(copy_rows([53.0] * 4, [52.0] * 4, [2600.0] * 4))
+    rows[1] = dataclasses.replace(rows[1], h2d=Bandwidth(value))
+    pairs = list(peer_pairs(uniform_figures(4, slow=None)))
+    pairs[2] = dataclasses.replace(pairs[2], unidirectional=Bandwidth(value))
+    odd = ic_sample(
+        gpus=tuple(rows), peers=tuple(pairs), all_reduce=Unavailable(Reason.ERROR, "no NCCL")
+    )
+    text = " ".join(
+        line.strip()
+        for line in render_text(sample_report(interconnect_node(odd))).splitlines()[1:3]
+    )
+    assert text.startswith(
+        "Interconnect: H2D 53.0 GB/s (1 n/a), D2H 52.0, HBM 2,600, "
+        "P2P 276.0 (slowest GPU 0 -> GPU 1; 1 pair n/a), all-reduce n/a"
+    )

@@ -43,7 +43,6 @@ import datetime
 import hashlib
 import hmac
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +65,7 @@ from validator.model import (
     Severity,
     Unavailable,
     Verdict,
+    measured_gb_s,
 )
 from validator.text import one_line
 
@@ -81,6 +81,10 @@ INTERCONNECT_SCHEMA_VERSION = 2
 BANDWIDTH_SCHEMA_VERSION = 3
 
 T = TypeVar("T")
+
+# Above any link or memory a GPU has (B200 HBM: 8,000 GB/s): the policy's bound on its
+# bandwidth floors (validator.judge.policy), so a figure no floor could ask for is refused.
+_BANDWIDTH_MAX_GBS = 100_000.0
 
 
 class CertificateError(BadInputError):
@@ -334,12 +338,17 @@ _NO_COPIES: Copies = (None, None, None)
 _NOT_PASSED = (Severity.FAIL, Severity.UNKNOWN)
 
 
+def _certifiable(value: float | None) -> float | None:
+    """A measured GB/s figure the certificate's fields take back (:func:`_gb_s`); else None.
+
+    Issuing a figure that loading refuses would leave a certificate nobody can verify.
+    """
+    return value if value is not None and 0 < value <= _BANDWIDTH_MAX_GBS else None
+
+
 def _figure(bandwidth: Bandwidth) -> float | None:
-    """A copy's median where it was measured: finite and above zero, else None."""
-    value = bandwidth.gb_s
-    if isinstance(value, Unavailable) or not math.isfinite(value) or value <= 0:
-        return None
-    return value
+    """A copy's median where it was measured and certifiable (validator.model.measured_gb_s)."""
+    return _certifiable(measured_gb_s(bandwidth))
 
 
 def _measured(facts: NodeFacts) -> Interconnect | None:
@@ -425,8 +434,9 @@ def _peer_figures(result: NodeResult) -> tuple[CertifiedPeer, ...] | None:
 def _all_reduce_figure(result: NodeResult) -> CertifiedAllReduce | None:
     """The node's busbw at the largest size measured, where the whole sweep summed right.
 
-    A sweep with a wrong sum at any size, over a busy GPU, or whose check failed or
-    stayed unknown is no baseline.
+    A sweep with a wrong sum at any size (or wrong elements counted over the whole run,
+    ``AllReduce.wrong``), over a busy GPU, or whose check failed or stayed unknown is no
+    baseline.
     """
     interconnect = _measured(result.facts)
     if interconnect is None or isinstance(interconnect.all_reduce, Unavailable):
@@ -436,10 +446,11 @@ def _all_reduce_figure(result: NodeResult) -> CertifiedAllReduce | None:
         isinstance(run.points, Unavailable)
         or set(run.gpu_indices) & set(interconnect.busy_gpus)
         or _not_passed(result, "interconnect.all_reduce")
+        or run.wrong
         or any(point.wrong for point in run.points)
     ):
         return None
-    sized = [p for p in run.points if math.isfinite(p.busbw_gb_s) and p.busbw_gb_s > 0]
+    sized = [p for p in run.points if _certifiable(p.busbw_gb_s) is not None]
     if not sized:
         return None
     largest = max(sized, key=lambda point: point.size_bytes)
@@ -651,6 +662,20 @@ def _watts(name: str) -> Field:
     return Field(name, float, minimum=0.0, nullable=True, required=True)
 
 
+def _gb_s(name: str, *, nullable: bool = True) -> Field:
+    """A bandwidth in GB/s (10^9 bytes/s): finite, above 0 (a measured figure), bounded."""
+    return Field(
+        name,
+        float,
+        minimum=0.0,
+        above=True,
+        maximum=_BANDWIDTH_MAX_GBS,
+        finite=True,
+        nullable=nullable,
+        required=True,
+    )
+
+
 def _added(declared: Field) -> Field:
     """A field a later schema added (2 or 3): absent from an older certificate, not required."""
     return dataclasses.replace(declared, nullable=True, required=False)
@@ -660,7 +685,7 @@ CERTIFIED_LINK_FIELDS = Document(
     (
         Field("link", int, minimum=0, required=True),
         Field("active", bool, required=True),
-        _watts("speed_gb_s"),
+        _gb_s("speed_gb_s"),
     ),
     noun="field",
     wanted="a JSON object",
@@ -717,7 +742,7 @@ CERTIFIED_PEER_FIELDS = Document(
         Field("dst", int, minimum=0, required=True),
         _text("src_uuid"),
         _text("dst_uuid"),
-        Field("unidirectional_gb_s", float, minimum=0.0, required=True),
+        _gb_s("unidirectional_gb_s", nullable=False),
     ),
     noun="field",
     wanted="a JSON object",
@@ -727,7 +752,7 @@ CERTIFIED_ALL_REDUCE_FIELDS = Document(
     (
         Field("ranks", int, minimum=1, required=True),
         Field("size_bytes", int, minimum=1, required=True),
-        Field("busbw_gb_s", float, minimum=0.0, required=True),
+        _gb_s("busbw_gb_s", nullable=False),
     ),
     noun="field",
     wanted="a JSON object",
@@ -794,9 +819,9 @@ CERTIFIED_GPU_FIELDS = Document(
         ),
         _added(_count("pcie_replay_count")),
         _added(Field("recovery_action", str, non_empty=True)),
-        _added(_watts("h2d_gb_s")),
-        _added(_watts("d2h_gb_s")),
-        _added(_watts("hbm_gb_s")),
+        _added(_gb_s("h2d_gb_s")),
+        _added(_gb_s("d2h_gb_s")),
+        _added(_gb_s("hbm_gb_s")),
     ),
     noun="field",
     wanted="a JSON object",

@@ -11,9 +11,14 @@ Decisions:
 
 * A figure that fell more than ``thresholds.drift_interconnect_drop`` (default 0.15)
   below the certificate is drift (FAIL), with what the certify checks would do about
-  it (:func:`validator.judge.fleet.figure_action`): H2D or D2H the riser, HBM the chip,
-  a pair its links (the fabric manager first where a GPU's NVSwitch registration is not
-  completed now), the all-reduce the NVSwitch fabric, or the links where pairs fell too.
+  it (:func:`validator.judge.checks.interconnect_actions.figure_action`): H2D or D2H the
+  riser, HBM the chip, a pair its links (the fabric manager first where a GPU's NVSwitch
+  registration is not completed now), the all-reduce the links where pairs fell too, the
+  NVSwitch fabric only where every certified pair held, and the links first where the
+  pairs were not compared (not measured now, busy, none certified), as
+  ``interconnect.all_reduce`` says.
+* An all-reduce with wrong elements now (at a size, or counted over the whole run:
+  ``AllReduce.wrong``) is corruption: FAIL, drain and RMA, its busbw not compared.
 * Pairs are diagnosed by row and column, as ``interconnect.p2p`` does: a GPU whose
   copies to and from most of its certified peers fell is one finding for that GPU (its
   links); most GPUs so, one finding for the node's fabric; the rest pair by pair (both
@@ -59,7 +64,8 @@ from validator.judge.checks.common import (
     why_not,
 )
 from validator.judge.checks.interconnect import CORRUPTION_SOURCE, gbs
-from validator.judge.fleet import FIGURES, figure_action, measured_gb_s, size_label
+from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
+from validator.judge.fleet import FIGURES
 from validator.judge.policy import Policy
 from validator.model import (
     Action,
@@ -76,7 +82,9 @@ from validator.model import (
     PeerBandwidth,
     Reason,
     Unavailable,
+    measured_gb_s,
 )
+from validator.text import size_words
 
 CHECK = DriftCheck.INTERCONNECT
 COPIES = ("h2d", "d2h", "hbm")
@@ -442,15 +450,13 @@ def _diagnosed(
 
 def _peer_drift(
     cert: Certificate, pairs: Sequence[Pair], interconnect: Interconnect, context: _Context
-) -> tuple[list[Finding], bool]:
-    """The pairs' findings, and whether any pair fell (which explains a slow all-reduce)."""
+) -> list[Finding]:
+    """The certified pairs' findings (what they say explains a slow all-reduce or not)."""
     links = _now_links(cert, pairs)
     if not links:
-        return [], False
+        return []
     if isinstance(interconnect.peers, Unavailable):
-        return [
-            _part_unmeasured("The GPU pairs' copies were", interconnect.peers, len(links))
-        ], False
+        return [_part_unmeasured("The GPU pairs' copies were", interconnect.peers, len(links))]
     now: dict[Link, PeerBandwidth] = {(p.src, p.dst): p for p in interconnect.peers}
     fallen: dict[Link, _Fallen] = {}
     unmeasured: list[tuple[Link, Unavailable]] = []
@@ -480,7 +486,7 @@ def _peer_drift(
                 expected=f"within {context.drop:.0%} of each certified pair",
             )
         )
-    return findings, bool(fallen)
+    return findings
 
 
 def _pairs_unmeasured(unmeasured: Sequence[tuple[Link, Unavailable]]) -> list[Finding]:
@@ -504,10 +510,10 @@ def _pairs_unmeasured(unmeasured: Sequence[tuple[Link, Unavailable]]) -> list[Fi
 
 
 def _all_reduce_drift(
-    was: CertifiedAllReduce, interconnect: Interconnect, context: _Context, pairs_fell: bool
+    was: CertifiedAllReduce, interconnect: Interconnect, context: _Context, peers: PeerCopies
 ) -> Finding:
     """The all-reduce at its certified size and rank count, against its certified busbw."""
-    size = size_label(was.size_bytes)
+    size = size_words(was.size_bytes)
     at = f"at {size} over {was.ranks} GPUs"
     run = interconnect.all_reduce
     if isinstance(run, Unavailable):
@@ -524,8 +530,10 @@ def _all_reduce_drift(
             expected=f"{was.ranks} GPUs",
             required=False,
         )
-    wrong = sum(point.wrong or 0 for point in run.points)
-    if wrong:
+    # A sum with wrong elements is corruption whatever its speed, and no speed to compare;
+    # old nccl-tests count them only over the whole run (AllReduce.wrong).
+    wrong = (run.wrong or 0) + sum(point.wrong or 0 for point in run.points)
+    if wrong > 0:
         finding = node_finding(
             CHECK,
             FAIL,
@@ -535,7 +543,15 @@ def _all_reduce_drift(
             expected="0 wrong",
         )
         return _acted(finding, (Action.DRAIN_RMA, CORRUPTION_SOURCE))
-    return _busbw_drift(was, run, run.points, context, pairs_fell)
+    return _busbw_drift(was, run, run.points, context, peers)
+
+
+# Why a slow all-reduce is slow, from what the certified pairs say now.
+_CAUSES = {
+    PeerCopies.FAILED: "the pairs that fell explain it",
+    PeerCopies.AT_SPEED: "the fabric the GPUs share",
+    PeerCopies.NOT_JUDGED: "the pairs were not compared now, so the links or the fabric",
+}
 
 
 def _busbw_drift(
@@ -543,9 +559,9 @@ def _busbw_drift(
     run: AllReduce,
     points: Sequence[AllReducePoint],
     context: _Context,
-    pairs_fell: bool,
+    peers: PeerCopies,
 ) -> Finding:
-    size = size_label(was.size_bytes)
+    size = size_words(was.size_bytes)
     at = f"at {size} over {was.ranks} GPUs"
     expected = context.expected(was.busbw_gb_s)
     point = next((p for p in points if p.size_bytes == was.size_bytes), None)
@@ -572,16 +588,14 @@ def _busbw_drift(
             observed=f"{gbs(busbw)} (busy)",
             expected=expected,
         )
-    cause = "the pairs that fell explain it" if pairs_fell else "the fabric the GPUs share"
     finding = node_finding(
         CHECK,
         FAIL,
-        f"{text} (more than {context.drop:.0%} below): {cause}",
+        f"{text} (more than {context.drop:.0%} below): {_CAUSES[peers]}",
         observed=gbs(busbw),
         expected=expected,
     )
-    figure = "p2p" if pairs_fell else "all_reduce"
-    return _acted(finding, figure_action(figure, context.sku, context.gpus))
+    return _acted(finding, figure_action("all_reduce", context.sku, context.gpus, peers))
 
 
 # ------------------------------------------------------------------ the check
@@ -624,10 +638,11 @@ def bandwidth_findings(
         gpus=tuple(gpu for _, gpu in pairs),
     )
     findings = _copy_drift(pairs, interconnect, context)
-    peers, pairs_fell = _peer_drift(cert, pairs, interconnect, context)
+    peers = _peer_drift(cert, pairs, interconnect, context)
     findings += peers
     if cert.all_reduce is not None:
-        findings.append(_all_reduce_drift(cert.all_reduce, interconnect, context, pairs_fell))
+        said = peer_copies(peers, CHECK, CHECK)
+        findings.append(_all_reduce_drift(cert.all_reduce, interconnect, context, said))
     return findings
 
 

@@ -30,7 +30,11 @@ the fleet median of the same figure on the same SKU: each GPU's H2D, D2H and HBM
 NVSwitch lowers every pair of a node alike, which its siblings cannot show) and each
 node's all-reduce busbw at its largest size (per SKU, rank count and that size: busbw
 grows with the message). Below ``thresholds.fleet_interconnect_min`` (default 0.90) of
-the median fails, with the action that fixes that figure (:func:`figure_action`).
+the median fails, with the action that fixes that figure
+(:func:`validator.judge.checks.interconnect_actions.figure_action`, the node checks' and
+drift's answer too): a slow all-reduce is the links where the node's pairs failed
+(``interconnect.p2p`` or ``interconnect.peer_access``, or its slowest pair below the
+fleet's), the NVSwitch baseboard only where they copy at speed.
 
 * A figure counts when it was measured (a finite median above zero; a pair with peer
   access) on a node with a SKU, a verdict other than UNKNOWN and an interconnect
@@ -54,32 +58,25 @@ from collections.abc import Callable, Sequence
 from validator.errors import PolicyError
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
-from validator.judge.checks.interconnect import (
-    BASEBOARD_SOURCE,
-    FABRIC_SOURCE,
-    HBM_SOURCE,
-    PCIE_SOURCE,
-    gbs,
-)
-from validator.judge.checks.nvlink import link_repair
+from validator.judge.checks.interconnect import P2P, PEER_ACCESS, gbs
+from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings
 from validator.model import (
-    Action,
     AllReduce,
-    Bandwidth,
     BurnStatus,
     Finding,
     FleetSummary,
     GpuBurn,
-    GpuFacts,
     Interconnect,
     NodeResult,
     Severity,
     SkuFleetStats,
     Unavailable,
     Verdict,
+    measured_gb_s,
 )
+from validator.text import size_words
 
 CHECK = "fleet.speed"
 INTERCONNECT_CHECK = "fleet.interconnect"
@@ -165,54 +162,6 @@ def _rejudged(node: NodeResult, fleet: list[Finding], label: str | None) -> Node
 FIGURES = {"h2d": "H2D", "d2h": "D2H", "hbm": "HBM", "p2p": "P2P", "all_reduce": "all-reduce busbw"}
 
 
-def _fabric_unfinished(gpus: Sequence[GpuFacts]) -> str:
-    """The GPUs whose NVSwitch fabric registration is not completed, in words ("" for none)."""
-    return ", ".join(
-        f"GPU {gpu.index} ({gpu.fabric_state})"
-        for gpu in gpus
-        if isinstance(gpu.fabric_state, str) and gpu.fabric_state.lower() != "completed"
-    )
-
-
-def figure_action(
-    figure: str, sku: Sku | None, gpus: Sequence[GpuFacts] = ()
-) -> tuple[Action, str]:
-    """What fixes a bandwidth figure that is low, and why: the fleet's and drift's one answer.
-
-    As the interconnect checks decide it (:mod:`validator.judge.checks.interconnect`):
-    H2D and D2H are the GPU's PCIe path (riser, cable, slot); HBM is the chip; a pair or
-    the all-reduce first the fabric manager where a GPU of ``gpus`` has not completed
-    its NVSwitch registration, else a pair its NVLinks as the nvlink checks repair them on
-    this SKU (:func:`validator.judge.checks.nvlink.link_repair`) and the all-reduce the
-    NVSwitch fabric on the baseboard where the SKU has one, its links elsewhere.
-    """
-    if figure in ("h2d", "d2h"):
-        return Action.RESEAT_CABLE_RISER, PCIE_SOURCE
-    if figure == "hbm":
-        return Action.DRAIN_RMA, HBM_SOURCE
-    if _fabric_unfinished(gpus):
-        return Action.FIX_SOFTWARE, FABRIC_SOURCE
-    if figure == "all_reduce" and sku is not None and sku.nvswitch:
-        return Action.DRAIN_RMA, BASEBOARD_SOURCE
-    return link_repair(sku)
-
-
-def size_label(size_bytes: int) -> str:
-    """A message size as nccl-tests' users say it: 4 GiB, 256 MiB, 8 KiB, 100 B."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
-            return f"{size_bytes >> shift} {unit}"
-    return f"{size_bytes} B"
-
-
-def measured_gb_s(bandwidth: Bandwidth) -> float | None:
-    """A copy's median where it was measured (finite, above zero); None otherwise."""
-    value = bandwidth.gb_s
-    if isinstance(value, Unavailable) or not math.isfinite(value) or value <= 0:
-        return None
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
 class _Figure:
     """One measured bandwidth of one node, to be held against its group's median."""
@@ -274,7 +223,7 @@ def _largest_all_reduce(position: int, interconnect: Interconnect, ratio: float)
     if not points:
         return []
     largest = max(points, key=lambda point: point.size_bytes)
-    size = size_label(largest.size_bytes)
+    size = size_words(largest.size_bytes)
     scope = f"{run.ranks} GPUs at {size}"
     where = f"all-reduce at {size} over {run.ranks} GPUs"
     return [_Figure(position, "all_reduce", scope, largest.busbw_gb_s, ratio, where)]
@@ -302,30 +251,44 @@ def _interconnect_groups(
     return groups
 
 
-def _interconnect_finding(
-    sample: _Figure, node: NodeResult, label: str, median: float, sku: Sku | None
-) -> Finding:
-    hostname, gpus = node.hostname, node.facts.gpus
-    threshold = sample.ratio * median
-    slow = sample.value < threshold
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    """A figure with its group's median: what its finding says."""
+
+    sample: _Figure
+    median: float
+    label: str
+    sku: Sku | None
+
+    @property
+    def threshold(self) -> float:
+        return self.sample.ratio * self.median
+
+    @property
+    def slow(self) -> bool:
+        return self.sample.value < self.threshold
+
+
+def _interconnect_finding(judged: _Judged, node: NodeResult, peers: PeerCopies) -> Finding:
+    sample, median = judged.sample, judged.median
     share = sample.value / median
     name = FIGURES[sample.figure]
-    of = label if not sample.scope else f"{label} ({sample.scope})"
+    of = judged.label if not sample.scope else f"{judged.label} ({sample.scope})"
     finding = Finding(
         check=INTERCONNECT_CHECK,
-        severity=Severity.FAIL if slow else Severity.PASS,
+        severity=Severity.FAIL if judged.slow else Severity.PASS,
         message=(
-            f"{sample.where} of {hostname}: {name} {gbs(sample.value)}, {share:.0%} of the "
-            f"fleet median {gbs(median)} for {of}"
+            f"{sample.where} of {node.hostname}: {name} {gbs(sample.value)}, {share:.0%} of "
+            f"the fleet median {gbs(median)} for {of}"
         ),
         observed=f"{name} {gbs(sample.value)}",
-        expected=f">= {gbs(threshold)} ({sample.ratio:.0%} of the fleet median)",
+        expected=f">= {gbs(judged.threshold)} ({sample.ratio:.0%} of the fleet median)",
         gpu_index=sample.gpu_index,
         gpu_uuid=sample.gpu_uuid,
     )
-    if not slow:
+    if not judged.slow:
         return finding
-    action, source = figure_action(sample.figure, sku, gpus)
+    action, source = figure_action(sample.figure, judged.sku, node.facts.gpus, peers)
     return dataclasses.replace(finding, action=action, action_source=source)
 
 
@@ -336,19 +299,44 @@ def _sku(catalog: Catalog, sku: str) -> Sku | None:
         return None
 
 
-def _interconnect_findings(
+def _node_peers(node: NodeResult, fleet_pair: _Judged | None) -> PeerCopies:
+    """What a node's pairs say of its slow all-reduce: its own checks, then the fleet's pair.
+
+    As interconnect.all_reduce decides from interconnect.p2p and interconnect.peer_access;
+    the node's slowest pair held against the fleet counts too: below the fleet, the pairs
+    explain the all-reduce; at the fleet's speed, they copy at speed.
+    """
+    said = peer_copies(node.findings, P2P, PEER_ACCESS)
+    if fleet_pair is None or said is PeerCopies.FAILED:
+        return said
+    return PeerCopies.FAILED if fleet_pair.slow else PeerCopies.AT_SPEED
+
+
+def _judged_figures(
     results: Sequence[NodeResult], lookup: Callable[[str], Policy], catalog: Catalog
-) -> dict[int, list[Finding]]:
-    """The fleet.interconnect findings of every node with a figure in a large enough group."""
-    added: dict[int, list[Finding]] = collections.defaultdict(list)
+) -> list[_Judged]:
+    """Every figure in a group large enough for a fleet, with its group's median."""
+    judged: list[_Judged] = []
     for (sku, _, _), samples in _interconnect_groups(results, lookup).items():
         if len(samples) < MIN_FLEET_GPUS or len({sample.node for sample in samples}) < 2:
             continue
         median = statistics.median(sample.value for sample in samples)
         label, row = _label(catalog, sku), _sku(catalog, sku)
-        for sample in samples:
-            finding = _interconnect_finding(sample, results[sample.node], label, median, row)
-            added[sample.node].append(finding)
+        judged += [_Judged(sample, median, label, row) for sample in samples]
+    return judged
+
+
+def _interconnect_findings(
+    results: Sequence[NodeResult], lookup: Callable[[str], Policy], catalog: Catalog
+) -> dict[int, list[Finding]]:
+    """The fleet.interconnect findings of every node with a figure in a large enough group."""
+    judged = _judged_figures(results, lookup, catalog)
+    pairs = {item.sample.node: item for item in judged if item.sample.figure == "p2p"}
+    added: dict[int, list[Finding]] = collections.defaultdict(list)
+    for item in judged:
+        node = results[item.sample.node]
+        peers = _node_peers(node, pairs.get(item.sample.node))
+        added[item.sample.node].append(_interconnect_finding(item, node, peers))
     return added
 
 

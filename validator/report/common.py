@@ -16,7 +16,6 @@ from validator.model import (
     Action,
     AllReduce,
     AllReducePoint,
-    Bandwidth,
     BurnStatus,
     CheckFamily,
     Finding,
@@ -38,9 +37,11 @@ from validator.model import (
     Unavailable,
     Verdict,
     known,
+    measured_gb_s,
 )
 from validator.model import overall_verdict as verdict_of_nodes
 from validator.text import one_line as fold_line
+from validator.text import size_words
 from validator.trace import LOW_PERCENTILE, percentile, under_load
 
 # The order operators read in: what blocks certification first.
@@ -590,7 +591,6 @@ ALL_REDUCE_CHECK = "interconnect.all_reduce"
 # form of every floor, its origin in parentheses), not in prose: only that is drawn,
 # prose is never parsed for a number.
 _FLOOR = re.compile(r">=\s*(\d+(?:,\d{3})*(?:\.\d+)?)\s*GB/s(?:\s+busbw)?(?:\s+\([^()]*\))?")
-_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def gbs_text(value: float) -> str:
@@ -605,26 +605,6 @@ def gbs_range(values: Sequence[float]) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def size_text(size_bytes: int) -> str:
-    """A message or buffer size in binary units: ``4 GiB``, ``512 MiB``, ``1.5 KiB``, ``8 B``."""
-    value = float(size_bytes)
-    unit = 0
-    while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    # Two decimals at most, trailing zeros dropped: never 1e+03 for 1000 bytes.
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return f"{text} {_BINARY_UNITS[unit]}"
-
-
-def bandwidth_figure(bandwidth: Bandwidth) -> float | None:
-    """A copy's median in GB/s, or ``None`` when it was not measured."""
-    value = bandwidth.gb_s
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def largest_point(points: Sequence[AllReducePoint]) -> AllReducePoint | None:
     """The sweep's largest message: where busbw settles and the judge reads the node."""
     return max(points, key=lambda point: point.size_bytes, default=None)
@@ -632,10 +612,8 @@ def largest_point(points: Sequence[AllReducePoint]) -> AllReducePoint | None:
 
 def slowest_pair(peers: Sequence[PeerBandwidth]) -> PeerBandwidth | None:
     """The ordered pair with the lowest measured unidirectional figure (first of equals)."""
-    measured = [pair for pair in peers if bandwidth_figure(pair.unidirectional) is not None]
-    return min(
-        measured, key=lambda pair: bandwidth_figure(pair.unidirectional) or 0.0, default=None
-    )
+    measured = [pair for pair in peers if measured_gb_s(pair.unidirectional) is not None]
+    return min(measured, key=lambda pair: measured_gb_s(pair.unidirectional) or 0.0, default=None)
 
 
 def pair_words(src: int, dst: int) -> str:
@@ -656,12 +634,15 @@ def peer_tooltip(pair: PeerBandwidth, *, bidirectional: bool = False) -> str:
     main, other = (pair.bidirectional, pair.unidirectional)
     if not bidirectional:
         main, other = other, main
-    figure = bandwidth_figure(main)
+    figure = measured_gb_s(main)
     head = pair_words(pair.src, pair.dst)
-    if figure is None:
+    if figure is None and not isinstance(main.gb_s, Unavailable):
+        # A median of 0, below 0 or NaN: recorded, but no measurement (measured_gb_s).
+        text = f"{head}: n/a ({main.gb_s} GB/s is no measurement)"
+    elif figure is None:
         text = f"{head}: {show(main.gb_s)}"
     else:
-        other_figure = bandwidth_figure(other)
+        other_figure = measured_gb_s(other)
         kind = " bidirectional" if bidirectional else ""
         other_name = "unidirectional" if bidirectional else "bidirectional"
         text = f"{head}: {gbs_text(figure)} GB/s{kind}"
@@ -725,7 +706,7 @@ def interconnect_flags(findings: Iterable[Finding]) -> dict[tuple[str, int], Sev
 
 
 def _copy_part(gpus: Sequence[GpuCopyBandwidth], name: str, words: str, unit: str) -> str:
-    figures = [bandwidth_figure(getattr(gpu, name)) for gpu in gpus]
+    figures = [measured_gb_s(getattr(gpu, name)) for gpu in gpus]
     values = [value for value in figures if value is not None]
     if not values:
         return f"{words} n/a"
@@ -750,7 +731,7 @@ def _peer_part(peers: Measured[tuple[PeerBandwidth, ...]]) -> str | None:
         return "P2P n/a"
     if not peers:
         return None  # one GPU: no pairs to speak of
-    values = [v for v in (bandwidth_figure(p.unidirectional) for p in peers) if v is not None]
+    values = [v for v in (measured_gb_s(p.unidirectional) for p in peers) if v is not None]
     if not values:
         return "P2P n/a"
     notes = []
@@ -769,7 +750,7 @@ def _all_reduce_part(all_reduce: Measured[AllReduce]) -> str:
     if point is None:
         return "all-reduce n/a"
     return (
-        f"all-reduce {gbs_text(point.busbw_gb_s)} GB/s busbw at {size_text(point.size_bytes)}"
+        f"all-reduce {gbs_text(point.busbw_gb_s)} GB/s busbw at {size_words(point.size_bytes)}"
         f" ({plural(all_reduce.ranks, 'GPU')})"
     )
 

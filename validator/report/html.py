@@ -38,9 +38,11 @@ from validator.model import (
     Verdict,
     XidEvent,
     known,
+    measured_gb_s,
 )
 from validator.report import common, svg
 from validator.report.environment import render_template
+from validator.text import size_words
 
 TEMPLATE = "report.html.j2"
 SCRIPT_TEMPLATE = "report_sort.js.j2"
@@ -461,9 +463,7 @@ def _heat_cells(
     position = {index: at for at, index in enumerate(order)}
     cells = {}
     for pair in peers:
-        figure = common.bandwidth_figure(
-            pair.bidirectional if bidirectional else pair.unidirectional
-        )
+        figure = measured_gb_s(pair.bidirectional if bidirectional else pair.unidirectional)
         tooltip = common.peer_tooltip(pair, bidirectional=bidirectional)
         cells[(position[pair.src], position[pair.dst])] = svg.HeatCell(figure, tooltip)
     for src in order:
@@ -519,7 +519,7 @@ def _matrix(interconnect: Interconnect, order: list[int]) -> list[MatrixRow]:
             elif pair is None:
                 cells.append(("n/a", f"{common.pair_words(src, dst)}: not measured", "na"))
             else:
-                figure = common.bandwidth_figure(pair.unidirectional)
+                figure = measured_gb_s(pair.unidirectional)
                 text = "n/a" if figure is None else common.gbs_text(figure)
                 cells.append((text, common.peer_tooltip(pair), "" if figure is not None else "na"))
         rows.append(MatrixRow(f"GPU {src}", cells))
@@ -532,7 +532,7 @@ def _optional(value: float | int | None, text: str = "{:.2f}") -> str:
 
 def _sweep_row(point: AllReducePoint) -> SweepRow:
     return SweepRow(
-        size=common.size_text(point.size_bytes),
+        size=size_words(point.size_bytes),
         time_us=f"{point.time_us:.1f}",
         algbw=f"{point.algbw_gb_s:.2f}",
         busbw=f"{point.busbw_gb_s:.2f}",
@@ -556,10 +556,10 @@ def _sweep_chart(interconnect: Interconnect, findings: tuple[Finding, ...]) -> C
     sized = sorted((p for p in points if p.size_bytes > 0), key=lambda p: p.size_bytes)
     if not sized:
         return Chart(_SWEEP_TITLE, None, "no message size above 0 bytes was measured")
-    words = [f"{common.size_text(p.size_bytes)}: {p.busbw_gb_s:.1f} GB/s busbw" for p in sized]
+    words = [f"{size_words(p.size_bytes)}: {p.busbw_gb_s:.1f} GB/s busbw" for p in sized]
     in_place = [p for p in sized if p.busbw_in_place_gb_s is not None]
     in_place_words = [
-        f"{common.size_text(p.size_bytes)}: {p.busbw_in_place_gb_s or 0.0:.1f} GB/s busbw in place"
+        f"{size_words(p.size_bytes)}: {p.busbw_in_place_gb_s or 0.0:.1f} GB/s busbw in place"
         for p in in_place
     ]
     series = [
@@ -590,7 +590,7 @@ def _sweep_chart(interconnect: Interconnect, findings: tuple[Finding, ...]) -> C
         x_label="Message size (log2 scale)",
         y_label="busbw (GB/s)",
         references=references,
-        x_ticks=svg.power_of_two_ticks(low, high, lambda e: common.size_text(2**e)),
+        x_ticks=svg.power_of_two_ticks(low, high, lambda e: size_words(2**e)),
     )
     return Chart(_SWEEP_TITLE, chart)
 
@@ -611,7 +611,7 @@ def _copy_size(interconnect: Interconnect) -> Cell:
     known_sizes = sorted({size for size in sizes if size})
     if not known_sizes:
         return Cell("-", missing=True)
-    return Cell(", ".join(common.size_text(size) for size in known_sizes))
+    return Cell(", ".join(size_words(size) for size in known_sizes))
 
 
 def _interconnect_facts(interconnect: Interconnect) -> list[tuple[str, Cell]]:

@@ -9,8 +9,9 @@ Checks (``facts.interconnect``, measured after the burn-in or read from a bundle
 * ``interconnect.p2p``: each pair's one-direction copy bandwidth, diagnosed by row and
   column: a GPU slow to most of its peers, as source and as destination, is one finding
   for that GPU (its links), not one per pair; a pair slow on its own is that pair;
-* ``interconnect.all_reduce``: NCCL all-reduce busbw at the largest size measured, which
-  must be 1 GiB or more (smaller sizes have not reached the plateau), and no wrong element;
+* ``interconnect.all_reduce``: NCCL all-reduce over every GPU of the node, busbw at the
+  largest size measured, which must be 1 GiB or more (smaller sizes have not reached the
+  plateau), and no wrong element (per size, or counted over the whole run);
 * ``interconnect.run``: the interconnect could not be measured, or was not measured where
   it is required (:func:`interconnect_required`).
 
@@ -26,8 +27,16 @@ NVSwitch, or a superchip's NVLink switch trays); elsewhere (PCIe switches, bridg
 partial mesh) pairs differ by design and only a floor judges them.
 
 A GPU the idle gate found still busy (``Interconnect.busy_gpus``) may be slow for that
-reason: its low figure is UNKNOWN (measure again with it idle), never a FAIL. Simulated
-figures are judged like measured ones.
+reason: its low figure, and a low pair touching it, is UNKNOWN (measure again with it
+idle), never a FAIL, and neither is in the node median, so a busy GPU does not lower the
+bar for its siblings. Simulated figures are judged like measured ones.
+
+The all-reduce must cover every GPU that answered (a bundle's ``all_reduce_perf -g 2``
+on an 8-GPU node says nothing of the other six): else UNKNOWN. Where neither the policy
+nor the catalog has a floor for its GPU count and the GPUs share an NVSwitch, busbw is
+held to :data:`DERIVED_ALL_REDUCE_SHARE` of the node's own median peer copy: a healthy
+NVSwitch all-reduces at 0.9x (without NVLink SHARP) to 1.2x (with it) its one-direction
+peer bandwidth, a degraded one well below.
 
 What to do: a slow host copy is the GPU's PCIe path: reseat or replace the riser or cable
 (the message names a link trained below the SKU's); slow HBM is the chip (drain and RMA);
@@ -41,9 +50,8 @@ corruption (drain and RMA).
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from validator.judge.catalog import Sku
@@ -63,6 +71,7 @@ from validator.model import (
     Action,
     AllReduce,
     AllReducePoint,
+    Bandwidth,
     Finding,
     GpuCopyBandwidth,
     GpuFacts,
@@ -73,7 +82,9 @@ from validator.model import (
     Reason,
     Severity,
     Unavailable,
+    measured_gb_s,
 )
+from validator.text import size_words
 
 RUN = "interconnect.run"
 H2D = "interconnect.h2d"
@@ -88,6 +99,10 @@ MIN_SIBLINGS = 3
 # busbw is judged from 1 GiB: below it the sweep has not reached its plateau (the 8x A100
 # capture: 202 GB/s at 128 MiB, 230 at 1 GiB, 235 at 8 GiB).
 MIN_ALL_REDUCE_BYTES = 1 << 30
+# Busbw floor on an NVSwitch without one for the GPU count: this share of the node's median
+# one-direction peer copy. Healthy 8x H100: busbw ~477 GB/s against P2P ~395 (1.2x, NVLink
+# SHARP), ~0.9x without it; a degraded NVSwitch (~200 GB/s) falls well below 0.75x.
+DERIVED_ALL_REDUCE_SHARE = 0.75
 
 Pair = tuple[int, int]  # (src, dst) NVML indices
 
@@ -110,21 +125,24 @@ _MISSING_LIBRARIES: tuple[tuple[str, str], ...] = (
 )
 
 
-def interconnect_required(policy: Policy, sku: Sku | None) -> bool:
+def interconnect_required(policy: Policy, sku: Sku | None, facts: NodeFacts) -> bool:
     """Whether the interconnect must be measured for the node to be certified.
 
-    ``interconnect: true`` always, ``false`` never; left unset (None), where the SKU's
-    GPUs are joined by NVLink on the board (the catalog's ``nvlinks`` is set).
+    ``interconnect: true`` always, ``false`` never; left unset (None), where two or more
+    GPUs of a SKU joined by NVLink on the board (the catalog's ``nvlinks`` is set) have
+    something between them to measure. It is the agent's ``--interconnect auto`` rule
+    (:func:`validator.node.bandwidth.wanted`) seen from the catalog: a node of one GPU
+    (a 1x H100 SXM cloud instance) is neither measured nor required.
     """
     if policy.interconnect is not None:
         return policy.interconnect
-    return sku is not None and sku.nvlinks is not None
+    return sku is not None and sku.nvlinks is not None and len(facts.gpus) >= 2
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
     """Judge the node's host, HBM and peer copies and its all-reduce; see the module doc."""
     measured = facts.interconnect
-    required = interconnect_required(policy, sku)
+    required = interconnect_required(policy, sku, facts)
     if measured is None:
         return [_not_measured(policy, sku)] if required else []
     if measured.error:
@@ -193,7 +211,8 @@ class _Node:
 @dataclass(frozen=True)
 class _Floor:
     value: float | None
-    origin: str  # the policy / the SKU's label / why there is none
+    origin: str  # the policy / the SKU's label / why there is none / how it was derived
+    derived: bool = False  # from the node's own figures, not from the policy or catalog
 
 
 @dataclass(frozen=True)
@@ -266,13 +285,14 @@ def gbs(value: float) -> str:
     return f"{value:.0f} GB/s" if value >= 100 else f"{value:.1f} GB/s"
 
 
-def _figure(value: Measured[float]) -> Measured[float]:
-    """A measured figure, or why not; a non-finite or non-positive one was not measured."""
-    if isinstance(value, Unavailable):
+def _figure(bandwidth: Bandwidth) -> Measured[float]:
+    """A copy's median, or why not, naming an implausible value (non-finite, not above 0)."""
+    value = measured_gb_s(bandwidth)
+    if value is not None:
         return value
-    if not math.isfinite(value) or value <= 0:
-        return Unavailable(Reason.ERROR, f"implausible value {value!r}")
-    return value
+    if isinstance(bandwidth.gb_s, Unavailable):
+        return bandwidth.gb_s
+    return Unavailable(Reason.ERROR, f"implausible value {bandwidth.gb_s!r}")
 
 
 def _with_action(finding: Finding, action: Action, source: str) -> Finding:
@@ -391,11 +411,15 @@ def _copy_findings(
     for index in node.indexes:
         entry = by_index.get(index)
         figures[index] = (
-            _figure(getattr(entry, copy.part).gb_s)
+            _figure(getattr(entry, copy.part))
             if entry is not None
             else Unavailable(Reason.NOT_MEASURED, "the interconnect results hold no entry for it")
         )
-    values = [value for value in figures.values() if isinstance(value, float)]
+    values = [
+        value
+        for index, value in figures.items()
+        if isinstance(value, float) and index not in node.busy
+    ]
     floor = node.floor(
         getattr(node.policy.thresholds, copy.threshold),
         getattr(node.sku, copy.catalog) if node.sku is not None else None,
@@ -446,35 +470,69 @@ def _copy_finding(
             expected=bar.expected(),
         )
     text = f"{subject} {gbs(value)} is {' and '.join(shortfalls)}{_aside(context)}"
-    if gpu.index in node.busy:
-        return _busy(copy.check, gpu, text, value, bar, node.required)
-    link = _link_below(gpu, node) if copy.part in ("h2d", "d2h") else ""
-    finding = gpu_finding(
-        copy.check,
-        FAIL,
-        gpu,
-        text + link,
-        observed=gbs(value),
-        expected=bar.expected(),
-    )
     if copy.part == "hbm":
-        return _with_action(finding, Action.DRAIN_RMA, HBM_SOURCE)
-    return _with_action(finding, Action.RESEAT_CABLE_RISER, PCIE_SOURCE)
-
-
-def _busy(
-    check_id: str, gpu: GpuFacts, text: str, value: float, bar: _Bar, required: bool
-) -> Finding:
-    finding = gpu_finding(
-        check_id,
-        UNKNOWN,
-        gpu,
-        f"{text}, but {_busy_words([gpu.index])}: measure it again with the GPU idle",
-        observed=f"{gbs(value)} (busy)",
-        expected=bar.expected(),
-        required=required,
+        failure = (text, Action.DRAIN_RMA, HBM_SOURCE)
+    else:
+        failure = (text + _link_below(gpu, node), Action.RESEAT_CABLE_RISER, PCIE_SOURCE)
+    return _busy_or_fail(
+        node,
+        _Low(copy.check, text, gbs(value), bar.expected(), gpu),
+        node.busy.intersection([gpu.index]),
+        "measure it again with the GPU idle",
+        failure,
     )
-    return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+
+
+@dataclass(frozen=True)
+class _Low:
+    """A figure below its bar, as its finding says it."""
+
+    check: str
+    text: str  # what is low, and against what
+    observed: str
+    expected: str
+    gpu: GpuFacts | None = None  # None: a finding about the node (a pair, the fabric)
+
+
+def _busy_or_fail(
+    node: _Node,
+    low: _Low,
+    busy: Collection[int],
+    again: str,
+    failure: tuple[str, Action, str],
+) -> Finding:
+    """UNKNOWN where a GPU ``low`` depends on was ``busy`` (measure ``again``), else FAIL.
+
+    ``failure``: the FAIL's message, its action and the action's source.
+    """
+    if busy:
+        severity, required = UNKNOWN, node.required
+        message = f"{low.text}, but {_busy_words(busy)}: {again}"
+        observed, action, source = f"{low.observed} (busy)", Action.RERUN, BUSY_SOURCE
+    else:
+        severity, required = FAIL, True
+        message, action, source = failure
+        observed = low.observed
+    if low.gpu is not None:
+        finding = gpu_finding(
+            low.check,
+            severity,
+            low.gpu,
+            message,
+            observed=observed,
+            expected=low.expected,
+            required=required,
+        )
+    else:
+        finding = node_finding(
+            low.check,
+            severity,
+            message,
+            observed=observed,
+            expected=low.expected,
+            required=required,
+        )
+    return _with_action(finding, action, source)
 
 
 def _link_below(gpu: GpuFacts, node: _Node) -> str:
@@ -740,7 +798,7 @@ def _unread_access(
 
 def _bandwidth(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Finding]:
     figures: dict[Pair, Measured[float]] = {
-        pair: _figure(peer.unidirectional.gb_s)
+        pair: _figure(peer.unidirectional)
         if peer is not None
         else Unavailable(Reason.NOT_MEASURED, "not in the peer matrix")
         for pair, peer in matrix.items()
@@ -753,7 +811,7 @@ def _bandwidth(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Fi
     uniform = _uniform_fabric(node)
     bar = _Bar.of(
         floor,
-        list(values.values()),
+        _idle_values(node, values),
         node.policy.thresholds.interconnect_sibling_min,
         siblings=uniform,
     )
@@ -850,15 +908,39 @@ def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list
     return findings
 
 
+def _idle_values(node: _Node, values: dict[Pair, float]) -> list[float]:
+    """The pairs' figures with neither GPU busy: what the node median is taken of."""
+    return [value for pair, value in values.items() if not node.busy.intersection(pair)]
+
+
 def _slow_pairs(
     node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _Bar
 ) -> list[Finding]:
-    by_gpu, rest = _diagnose(slow, node.indexes)
+    """Slow pairs of idle GPUs diagnosed (GPU, pair or fabric); those of busy GPUs UNKNOWN."""
+    waiting = {pair for pair in slow if node.busy.intersection(pair)}
+    idle = slow - waiting
+    by_gpu, rest = _diagnose(idle, node.indexes)
     if len(by_gpu) * 2 > len(node.indexes):
-        return [_slow_fabric(node, slow, values, bar)]
-    findings = [_slow_gpu(node, gpu, pairs, values, bar) for gpu, pairs in by_gpu.items()]
-    findings += [_slow_pair(node, group, values, bar) for group in _pair_groups(rest)]
-    return findings
+        findings = [_slow_fabric(node, idle, values, bar)]
+    else:
+        findings = [_slow_gpu(node, gpu, pairs, values, bar) for gpu, pairs in by_gpu.items()]
+        findings += [_slow_pair(node, group, values, bar) for group in _pair_groups(rest)]
+    by_busy = _by_busy_gpu(node, waiting)
+    if len(by_busy) * 2 > len(node.indexes):
+        return [*findings, _slow_fabric(node, waiting, values, bar)]
+    return findings + [_slow_gpu(node, gpu, pairs, values, bar) for gpu, pairs in by_busy]
+
+
+def _by_busy_gpu(node: _Node, pairs: set[Pair]) -> list[tuple[int, list[Pair]]]:
+    """Each busy GPU with the pairs of ``pairs`` touching it that no GPU before it took."""
+    grouped = []
+    left = set(pairs)
+    for gpu in sorted(node.busy):
+        mine = sorted(pair for pair in left if gpu in pair)
+        if mine:
+            grouped.append((gpu, mine))
+            left -= set(mine)
+    return grouped
 
 
 def _slow_gpu(
@@ -870,28 +952,16 @@ def _slow_gpu(
         f"GPU {gpu} is slow to {_peer_count(partners, node.indexes)}: {_span(figures)} "
         f"against {_bar_words(bar, node)}"
     )
-    observed = f"{_span(figures)} to {len(partners)} peers"
-    if gpu in node.busy:
-        finding = gpu_finding(
-            P2P,
-            UNKNOWN,
-            node.gpu(gpu),
-            f"{text}, but {_busy_words([gpu])}: measure it again with the GPU idle",
-            observed=f"{observed} (busy)",
-            expected=bar.expected(),
-            required=node.required,
-        )
-        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
     cause, action, source = _link_action(node, [gpu])
-    finding = gpu_finding(
-        P2P,
-        FAIL,
-        node.gpu(gpu),
-        f"{text}: {cause or _links_of(node)}",
-        observed=observed,
-        expected=bar.expected(),
+    return _busy_or_fail(
+        node,
+        _Low(
+            P2P, text, f"{_span(figures)} to {len(partners)} peers", bar.expected(), node.gpu(gpu)
+        ),
+        node.busy.intersection([gpu]),
+        "measure it again with the GPU idle",
+        (f"{text}: {cause or _links_of(node)}", action, source),
     )
-    return _with_action(finding, action, source)
 
 
 def _slow_pair(
@@ -905,26 +975,14 @@ def _slow_pair(
         f"{_pairs_words(group)} {verb} {_span(figures)}, {' and '.join(shortfalls)}"
         f"{_aside(bar.context(shortfalls, node.no_floor_words(bar.floor)))}"
     )
-    busy = sorted(node.busy.intersection(ends))
-    if busy:
-        finding = node_finding(
-            P2P,
-            UNKNOWN,
-            f"{text}, but {_busy_words(busy)}: measure them again idle",
-            observed=f"{_span(figures)} (busy)",
-            expected=bar.expected(),
-            required=node.required,
-        )
-        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
     cause, action, source = _link_action(node, ends)
-    finding = node_finding(
-        P2P,
-        FAIL,
-        f"{text}: {cause or 'the link between them'}",
-        observed=_span(figures),
-        expected=bar.expected(),
+    return _busy_or_fail(
+        node,
+        _Low(P2P, text, _span(figures), bar.expected()),
+        sorted(node.busy.intersection(ends)),
+        "measure them again idle",
+        (f"{text}: {cause or 'the link between them'}", action, source),
     )
-    return _with_action(finding, action, source)
 
 
 def _slow_fabric(node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _Bar) -> Finding:
@@ -933,37 +991,18 @@ def _slow_fabric(node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _
         f"{len(slow)} of {len(values)} GPU pairs are slow across the node: {_span(figures)} "
         f"against {_bar_words(bar, node)}"
     )
-    busy = sorted(node.busy)
-    if busy:
-        finding = node_finding(
-            P2P,
-            UNKNOWN,
-            f"{text}, but {_busy_words(busy)}: measure them again idle",
-            observed=f"{_span(figures)} (busy)",
-            expected=bar.expected(),
-            required=node.required,
-        )
-        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
+    ends = {index for pair in slow for index in pair}
     cause, action, source = _link_action(node, node.indexes)
-    finding = node_finding(
-        P2P,
-        FAIL,
-        f"{text}: {cause or 'the NVLink fabric the pairs share'}",
-        observed=f"{_span(figures)} on {len(slow)} pairs",
-        expected=bar.expected(),
+    return _busy_or_fail(
+        node,
+        _Low(P2P, text, f"{_span(figures)} on {len(slow)} pairs", bar.expected()),
+        sorted(node.busy.intersection(ends)),
+        "measure them again idle",
+        (f"{text}: {cause or 'the NVLink fabric the pairs share'}", action, source),
     )
-    return _with_action(finding, action, source)
 
 
 # ---------------------------------------------------------------- interconnect.all_reduce
-
-
-def _size(size_bytes: int) -> str:
-    """8 GiB, 512 MiB, 4 KiB: the sweep's sizes are powers of two."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size_bytes >= 1 << shift:
-            return f"{size_bytes / (1 << shift):g} {unit}"
-    return f"{size_bytes} B"
 
 
 def _all_reduce(node: _Node, measured: Interconnect, peers: list[Finding]) -> list[Finding]:
@@ -972,16 +1011,24 @@ def _all_reduce(node: _Node, measured: Interconnect, peers: list[Finding]) -> li
     result = measured.all_reduce
     if isinstance(result, Unavailable):
         return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", result, node.required)]
-    points = result.points
+    points = _points(result)
+    wrong = [p for p in points if (p.wrong or 0) > 0] if isinstance(points, tuple) else []
+    if wrong or (result.wrong or 0) > 0:
+        return [_corrupted(result, wrong)]
     if isinstance(points, Unavailable):
         return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", points, node.required)]
-    if not points:
-        missing = Unavailable(Reason.NOT_MEASURED, "the sweep holds no message size")
-        return [_part_not_measured(ALL_REDUCE, "NCCL all-reduce", missing, node.required)]
-    wrong = [point for point in points if point.wrong]
-    if wrong:
-        return [_corrupted(result, wrong)]
-    return [_busbw(node, result, max(points, key=lambda point: point.size_bytes), peers)]
+    partial = _partial(node, result)
+    if partial is not None:
+        return [partial]
+    largest = max(points, key=lambda point: point.size_bytes)
+    return [_busbw(node, measured, result, largest, peers)]
+
+
+def _points(result: AllReduce) -> Measured[tuple[AllReducePoint, ...]]:
+    """The sweep's rows, or why there are none."""
+    if isinstance(result.points, tuple) and not result.points:
+        return Unavailable(Reason.NOT_MEASURED, "the sweep holds no message size")
+    return result.points
 
 
 def _over(result: AllReduce) -> str:
@@ -989,79 +1036,160 @@ def _over(result: AllReduce) -> str:
 
 
 def _corrupted(result: AllReduce, wrong: list[AllReducePoint]) -> Finding:
-    elements = sum(point.wrong or 0 for point in wrong)
-    sizes = ", ".join(_size(point.size_bytes) for point in wrong)
+    by_size = sum(point.wrong or 0 for point in wrong)
+    # A whole-run count (old nccl-tests' "Out of bounds values") already holds the sizes'.
+    elements = max(by_size, result.wrong or 0)
+    sizes = ", ".join(size_words(point.size_bytes) for point in wrong)
     finding = node_finding(
         ALL_REDUCE,
         FAIL,
-        f"NCCL all-reduce {_over(result)} returned {elements} wrong elements (at {sizes}): "
-        "data corruption on a GPU or on the links between them",
+        f"NCCL all-reduce {_over(result)} returned {elements} wrong elements"
+        f"{_aside(f'at {sizes}' if sizes else '')}: data corruption on a GPU or on the links "
+        "between them",
         observed=f"{elements} wrong",
         expected="0 wrong",
     )
     return _with_action(finding, Action.DRAIN_RMA, CORRUPTION_SOURCE)
 
 
+def _partial(node: _Node, result: AllReduce) -> Finding | None:
+    """UNKNOWN where the ranks leave out a GPU that answered: the node's busbw is not known."""
+    count = len(node.indexes)
+    if result.gpu_indices:
+        covered = len(set(node.indexes).intersection(result.gpu_indices))
+    else:
+        covered = min(result.ranks, count)
+    if covered >= count:
+        return None
+    finding = node_finding(
+        ALL_REDUCE,
+        UNKNOWN,
+        f"NCCL all-reduce covered {covered} of {count} GPUs: run all_reduce_perf -g {count} "
+        f"(or -np {count})",
+        observed=f"{covered} of {count} GPUs",
+        expected=f"all {count} GPUs",
+        required=node.required,
+    )
+    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+
+
+def _has_nvswitch(node: _Node) -> bool:
+    switches = node.facts.pci_nvswitch_count
+    if isinstance(switches, int) and switches > 0:
+        return True
+    return node.sku is not None and node.sku.nvswitch
+
+
+def _median_p2p(node: _Node, measured: Interconnect) -> float | None:
+    """The median one-direction copy of the pairs of idle GPUs that answered, if any."""
+    if isinstance(measured.peers, Unavailable):
+        return None
+    indexes = set(node.indexes) - node.busy
+    values = [
+        value
+        for peer in measured.peers
+        if {peer.src, peer.dst} <= indexes and peer.src != peer.dst
+        for value in [measured_gb_s(peer.unidirectional)]
+        if value is not None
+    ]
+    return statistics.median(values) if values else None
+
+
+def _all_reduce_floor(node: _Node, measured: Interconnect, ranks: int) -> _Floor:
+    """The policy's floor, else the catalog's, else on an NVSwitch one from the node's P2P."""
+    floor = node.floor(
+        node.policy.thresholds.all_reduce_min_gbs,
+        node.sku.all_reduce_floor(ranks) if node.sku is not None else None,
+    )
+    if floor.value is not None or not _has_nvswitch(node):
+        return floor
+    p2p = _median_p2p(node, measured)
+    if p2p is None:
+        return floor
+    origin = (
+        f"{DERIVED_ALL_REDUCE_SHARE:g}x the node's median P2P {gbs(p2p)}: derived from its "
+        "own peer copies"
+    )
+    return _Floor(round(DERIVED_ALL_REDUCE_SHARE * p2p, 1), origin, derived=True)
+
+
 def _busbw(
-    node: _Node, result: AllReduce, largest: AllReducePoint, peers: list[Finding]
+    node: _Node,
+    measured: Interconnect,
+    result: AllReduce,
+    largest: AllReducePoint,
+    peers: list[Finding],
 ) -> Finding:
     if largest.size_bytes < MIN_ALL_REDUCE_BYTES:
         return _too_short(node, result, largest)
-    floor = node.floor(
-        node.policy.thresholds.all_reduce_min_gbs,
-        node.sku.all_reduce_floor(result.ranks) if node.sku is not None else None,
-    )
-    at = f"at {_size(largest.size_bytes)} {_over(result)}"
+    floor = _all_reduce_floor(node, measured, result.ranks)
+    at = f"at {size_words(largest.size_bytes)} {_over(result)}"
     busbw = largest.busbw_gb_s
     if floor.value is None:
-        board = f"{result.ranks}x {node.sku.label}" if node.sku is not None else ""
-        why = f"no floor is known for {board}" if board else node.no_floor_words(floor)
-        return node_finding(
-            ALL_REDUCE,
-            UNKNOWN,
-            f"NCCL all-reduce busbw {gbs(busbw)} {at} cannot be judged: {why}; set "
-            "all_reduce_min_gbs in the policy's thresholds to judge it",
-            observed=gbs(busbw),
-            expected="a floor",
-            required=False,
-        )
+        return _no_all_reduce_floor(node, result, floor, busbw, at)
     expected = f">= {floor.value:g} GB/s busbw ({floor.origin})"
+    origin = f", {floor.origin}" if floor.derived else ""
     if busbw >= floor.value:
         return node_finding(
             ALL_REDUCE,
             PASS,
-            f"NCCL all-reduce busbw {gbs(busbw)} {at} (floor {floor.value:g} GB/s)",
+            f"NCCL all-reduce busbw {gbs(busbw)} {at} (floor {floor.value:g} GB/s{origin})",
             observed=gbs(busbw),
             expected=expected,
         )
-    text = f"NCCL all-reduce busbw {gbs(busbw)} {at} is below the floor of {floor.value:g} GB/s"
-    if node.busy:
-        finding = node_finding(
+    text = (
+        f"NCCL all-reduce busbw {gbs(busbw)} {at} is below the floor of {floor.value:g} GB/s"
+        f"{_aside(floor.origin if floor.derived else '')}"
+    )
+    cause, action, source = _fabric_cause(node, peers)
+    return _busy_or_fail(
+        node,
+        _Low(ALL_REDUCE, text, gbs(busbw), expected),
+        sorted(node.busy),
+        "measure it again with the GPUs idle",
+        (f"{text}: {cause}", action, source),
+    )
+
+
+def _no_all_reduce_floor(
+    node: _Node, result: AllReduce, floor: _Floor, busbw: float, at: str
+) -> Finding:
+    """No floor at all: not judged; on an NVSwitch (no P2P to derive one) a blocking UNKNOWN."""
+    board = f"{result.ranks}x {node.sku.label}" if node.sku is not None else ""
+    why = f"no floor is known for {board}" if board else node.no_floor_words(floor)
+    subject = f"NCCL all-reduce busbw {gbs(busbw)} {at} cannot be judged"
+    if not _has_nvswitch(node):
+        return node_finding(
             ALL_REDUCE,
             UNKNOWN,
-            f"{text}, but {_busy_words(node.busy)}: measure it again with the GPUs idle",
-            observed=f"{gbs(busbw)} (busy)",
-            expected=expected,
-            required=node.required,
+            f"{subject}: {why}; set all_reduce_min_gbs in the policy's thresholds to judge it",
+            observed=gbs(busbw),
+            expected="a floor",
+            required=False,
         )
-        return _with_action(finding, Action.RERUN, BUSY_SOURCE)
-    cause, action, source = _fabric_cause(node, peers)
     finding = node_finding(
-        ALL_REDUCE, FAIL, f"{text}: {cause}", observed=gbs(busbw), expected=expected
+        ALL_REDUCE,
+        UNKNOWN,
+        f"{subject}: {why}, and no peer copy was measured to derive one from "
+        f"({DERIVED_ALL_REDUCE_SHARE:g}x the node's median P2P); measure the peer matrix "
+        "again, or set all_reduce_min_gbs in the policy's thresholds",
+        observed=gbs(busbw),
+        expected="a floor, or peer copies to derive one from",
+        required=node.required,
     )
-    return _with_action(finding, action, source)
+    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
 
 
 def _too_short(node: _Node, result: AllReduce, largest: AllReducePoint) -> Finding:
-    size = _size(largest.size_bytes)
+    size = size_words(largest.size_bytes)
     finding = node_finding(
         ALL_REDUCE,
         UNKNOWN,
         f"NCCL all-reduce sweep too short: its largest size is {size}, and busbw is judged "
-        f"at {_size(MIN_ALL_REDUCE_BYTES)} or more, where it levels off "
+        f"at {size_words(MIN_ALL_REDUCE_BYTES)} or more, where it levels off "
         f"({gbs(largest.busbw_gb_s)} at {size} {_over(result)}); measure up to 1 GiB or more",
         observed=f"largest {size}",
-        expected=f">= {_size(MIN_ALL_REDUCE_BYTES)}",
+        expected=f">= {size_words(MIN_ALL_REDUCE_BYTES)}",
         required=node.required,
     )
     return _with_action(finding, Action.RERUN, RERUN_SOURCE)
@@ -1096,6 +1224,7 @@ __all__ = [
     "BUSY_SOURCE",
     "CORRUPTION_SOURCE",
     "D2H",
+    "DERIVED_ALL_REDUCE_SHARE",
     "FABRIC_SOURCE",
     "H2D",
     "HBM",

@@ -9,7 +9,7 @@ recorded) load only when used.
 from __future__ import annotations
 
 from validator.errors import BadInputError
-from validator.model import NodeFacts, Unavailable
+from validator.model import NodeFacts, Reason, Unavailable
 from validator.node.bandwidth.config import MODES
 
 
@@ -36,12 +36,29 @@ def has_active_nvlink(facts: NodeFacts) -> bool:
     return False
 
 
+def nvlinks_known_down(facts: NodeFacts) -> bool:
+    """Whether every GPU's NVLink state was read and none has an active link.
+
+    A GPU NVML says has no NVLink (not supported) counts as read; one whose state could
+    not be read (an error, no permission, not asked) leaves the node unknown.
+    """
+    for gpu in facts.gpus:
+        links = gpu.nvlinks
+        if isinstance(links, Unavailable):
+            if links.reason is not Reason.NOT_SUPPORTED:
+                return False
+        elif any(link.active for link in links):
+            return False
+    return True
+
+
 def wanted(facts: NodeFacts, mode: str) -> bool:
     """Whether the node's interconnect is to be measured under ``mode``.
 
-    ``on``: always; ``off``: never; ``auto``: where there is something between GPUs to
-    measure that a PCIe-only node lacks, i.e. two or more GPUs and one with an active
-    NVLink (the policy's default, ``interconnect: null``, judges it only there too).
+    ``on``: always; ``off``: never; ``auto``: two or more GPUs, unless every GPU's NVLink
+    state is known and none is active (a PCIe-only node). The judge's default
+    (``interconnect: null``) requires it of an NVLink SKU's node of two or more GPUs, so
+    a node whose link state NVML cannot read is measured, never skipped.
 
     Raises:
         BadInputError: a mode that is none of :data:`MODES`.
@@ -51,7 +68,7 @@ def wanted(facts: NodeFacts, mode: str) -> bool:
         return True
     if mode == "off":
         return False
-    return len(facts.gpus) >= 2 and has_active_nvlink(facts)
+    return len(facts.gpus) >= 2 and not nvlinks_known_down(facts)
 
 
-__all__ = ["check_mode", "has_active_nvlink", "wanted"]
+__all__ = ["check_mode", "has_active_nvlink", "nvlinks_known_down", "wanted"]

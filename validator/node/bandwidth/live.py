@@ -49,7 +49,7 @@ from validator.model import (
 from validator.node import nvml
 from validator.node.bandwidth import measure
 from validator.node.bandwidth.config import InterconnectConfig
-from validator.node.bandwidth.measure import Budget, Cleanup, Device, PeerAccess
+from validator.node.bandwidth.measure import Budget, Cleanup, Device, PeerAccess, Tally
 from validator.node.bandwidth.nccl_lib import NOT_FOUND, open_nccl
 from validator.node.burnin.backend import BackendUnavailable
 from validator.node.burnin.cuda_libs import (
@@ -192,7 +192,7 @@ def _read(path: str) -> str | None:
 def numa_cpus(bus_id: str | None, sysfs: str) -> tuple[Measured[int], set[int]]:
     """The GPU's NUMA node and that node's CPUs, from sysfs; why not when unreadable."""
     if bus_id is None:
-        return Unavailable(Reason.NOT_MEASURED, "NVML gave no PCI bus id"), set()
+        return Unavailable(Reason.ERROR, "NVML gave no PCI bus id to find its NUMA node"), set()
     device = sysfs_bus_id(bus_id)
     path = os.path.join(sysfs, "bus", "pci", "devices", device, "numa_node")
     text = _read(path)
@@ -311,10 +311,8 @@ class _Run:
                 )
                 continue
             if index in self.matching.unseen:
-                hidden = self.matching.method != "pci_bus_id"
-                self.reasons[index] = Unavailable(
-                    Reason.NOT_MEASURED if hidden else Reason.ERROR, self.matching.unseen[index]
-                )
+                # Asked for and not measurable: a finding, never "nobody asked".
+                self.reasons[index] = Unavailable(Reason.ERROR, self.matching.unseen[index])
                 continue
             ordinal = self.matching.devices[index]
             try:
@@ -326,16 +324,32 @@ class _Run:
                     Reason.ERROR, f"setting up CUDA device {ordinal} failed: {exc}"
                 )
 
+    def _reason(self, index: int) -> Unavailable:
+        """Why a GPU has no open device: its own reason, else that it was not set up."""
+        return self.reasons.get(index) or Unavailable(
+            Reason.ERROR, f"GPU {index} has no CUDA device set up to measure"
+        )
+
     # --- per GPU -----------------------------------------------------------------------
 
-    def _copy(self, kind: str, run: Callable[[], Bandwidth]) -> Bandwidth:
-        moved = self.size * (self.config.warmup + self.config.repeats)
-        if not self.budget.fits(kind, moved):
+    def _copy(
+        self,
+        kind: str,
+        step_bytes: int,
+        devices: Iterable[Device],
+        run: Callable[[Tally], Bandwidth],
+    ) -> Bandwidth:
+        """One copy measurement within the deadline; a failure is its figure's reason.
+
+        ``step_bytes``: what one step of its loop moves, for the deadline's estimate.
+        """
+        if not self.budget.fits_copies(kind, step_bytes, self.config):
             return measure.unmeasured(measure.no_time(), self.size)
+        tally = Tally()
         try:
-            return self.budget.timed(kind, moved, run)
+            return self.budget.timed(kind, tally, lambda: run(tally))
         except Exception as exc:  # noqa: BLE001 - this copy's finding
-            self._settle(self.devices.values())
+            self._settle(devices)
             return measure.unmeasured(measure.failed(exc), self.size)
 
     def _settle(self, devices: Iterable[Device]) -> None:
@@ -350,7 +364,7 @@ class _Run:
         base = GpuCopyBandwidth(index=gpu.index, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id)
         device = self.devices.get(gpu.index)
         if device is None:
-            why = self.reasons.get(gpu.index) or Unavailable(Reason.NOT_MEASURED)
+            why = self._reason(gpu.index)
             nothing = measure.unmeasured(why)
             return replace(base, numa_node=why, h2d=nothing, d2h=nothing, hbm=nothing)
         bus_id = gpu.pci_bus_id if isinstance(gpu.pci_bus_id, str) else None
@@ -358,7 +372,12 @@ class _Run:
         api, config = self.api, self.config
         with on_numa_node(bus_id, self.seams.sysfs, affinity) as node:
             h2d, d2h = self._host_copies(device)
-        hbm = self._copy("hbm", lambda: measure.within_device(api, device, config))
+        hbm = self._copy(
+            "hbm",
+            2 * self.size,
+            [device],
+            lambda tally: measure.within_device(api, device, config, tally),
+        )
         return replace(base, numa_node=node, h2d=h2d, d2h=d2h, hbm=hbm)
 
     def _host_copies(self, device: Device) -> tuple[Bandwidth, Bandwidth]:
@@ -371,8 +390,18 @@ class _Run:
             why = Unavailable(Reason.ERROR, f"page-locked host memory: {exc}")
             return measure.unmeasured(why, self.size), measure.unmeasured(why, self.size)
         try:
-            h2d = self._copy("h2d", lambda: measure.host_to_device(api, device, host, config))
-            d2h = self._copy("d2h", lambda: measure.device_to_host(api, device, host, config))
+            h2d = self._copy(
+                "h2d",
+                self.size,
+                [device],
+                lambda tally: measure.host_to_device(api, device, host, config, tally),
+            )
+            d2h = self._copy(
+                "d2h",
+                self.size,
+                [device],
+                lambda tally: measure.device_to_host(api, device, host, config, tally),
+            )
         finally:
             try:
                 api.set_device(device.ordinal)
@@ -417,7 +446,7 @@ class _Run:
         """Why a pair cannot be measured (a GPU without figures, peer access that failed)."""
         for index in pair:
             if index not in self.devices:
-                why = self.reasons.get(index) or Unavailable(Reason.NOT_MEASURED)
+                why = self._reason(index)
                 return Unavailable(why.reason, f"GPU {index}: {why.detail}")
         ordinals = (self.devices[pair[0]].ordinal, self.devices[pair[1]].ordinal)
         if ordinals in access.errors:
@@ -427,30 +456,24 @@ class _Run:
     def _access(self, src: int, dst: int, access: PeerAccess) -> Measured[bool]:
         if src not in self.devices or dst not in self.devices:
             why = self._pair_reason((src, dst), access)
-            return why or Unavailable(Reason.NOT_MEASURED)
+            return why or Unavailable(Reason.ERROR, f"GPU {src} or {dst} has no CUDA device")
         ordinals = (self.devices[src].ordinal, self.devices[dst].ordinal)
-        return access.access.get(ordinals, Unavailable(Reason.NOT_MEASURED))
+        return access.access.get(
+            ordinals,
+            Unavailable(Reason.ERROR, f"cudaDeviceCanAccessPeer gave no answer for {ordinals}"),
+        )
 
     def _unidirectional(self, pair: tuple[int, int], access: PeerAccess) -> Bandwidth:
         why = self._pair_reason(pair, access)
         if why is not None:
             return measure.unmeasured(why, self.size)
         src, dst = self.devices[pair[0]], self.devices[pair[1]]
-        return self._peer_copy(
-            "peer", [src, dst], lambda: measure.peer_unidirectional(self.api, src, dst, self.config)
+        return self._copy(
+            "peer",
+            self.size,
+            [src, dst],
+            lambda tally: measure.peer_unidirectional(self.api, src, dst, self.config, tally),
         )
-
-    def _peer_copy(
-        self, kind: str, devices: Sequence[Device], run: Callable[[], Bandwidth]
-    ) -> Bandwidth:
-        moved = self.size * (self.config.warmup + self.config.repeats)
-        if not self.budget.fits(kind, moved):
-            return measure.unmeasured(measure.no_time(), self.size)
-        try:
-            return self.budget.timed(kind, moved, run)
-        except Exception as exc:  # noqa: BLE001 - this pair's finding
-            self._settle(devices)
-            return measure.unmeasured(measure.failed(exc), self.size)
 
     def _bidirectional(
         self, pairs: Sequence[tuple[int, int]], access: PeerAccess
@@ -468,13 +491,19 @@ class _Run:
             outcome: list[Bandwidth] = []
 
             def run(
-                first: Device = first, second: Device = second, outcome: list[Bandwidth] = outcome
+                tally: Tally,
+                first: Device = first,
+                second: Device = second,
+                outcome: list[Bandwidth] = outcome,
             ) -> Bandwidth:
-                there, back = measure.peer_bidirectional(self.api, first, second, self.config)
+                there, back = measure.peer_bidirectional(
+                    self.api, first, second, self.config, tally
+                )
                 outcome.append(back)
                 return there
 
-            results[(a, b)] = self._peer_copy("peer_both", [first, second], run)
+            # A step of the loop moves a copy each way.
+            results[(a, b)] = self._copy("peer_both", 2 * self.size, [first, second], run)
             results[(b, a)] = outcome[0] if outcome else results[(a, b)]
         return results
 

@@ -3,8 +3,10 @@
 Everything here talks to the device through :class:`~validator.node.burnin.cuda_libs.CudaApi`
 and :class:`~validator.node.bandwidth.nccl_lib.NcclApi`, so the tests run it against fake
 libraries with the same signatures. Each figure is timed on the device (an event recorded
-before and after the copies on the same stream), repeated, and the median kept; GB/s are
-10^9 bytes per second, as nvbandwidth and nccl-tests print them.
+before and after a loop of back-to-back copies on the same stream, as nvbandwidth's loop
+count does, so the host's queuing gap before the first copy is a sliver of the time),
+repeated, and the median kept; GB/s are 10^9 bytes per second, as nvbandwidth and
+nccl-tests print them.
 
 A measurement that fails becomes that figure's reason (:func:`failed`), and the caller goes
 on with the next. :class:`Budget` keeps the whole run inside its deadline: a measurement
@@ -13,10 +15,14 @@ whose estimate (from the rates measured so far) does not fit is not started.
 
 from __future__ import annotations
 
+import array
 import ctypes
+import dataclasses
 import functools
+import math
 import statistics
 import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
@@ -51,6 +57,16 @@ NCCL_INIT_GUESS_S = 5.0
 # All-reduce buffers may take this share of the smallest free device memory.
 ALL_REDUCE_MEMORY_SHARE = 0.8
 FLOAT32 = 4
+# A timed repeat runs copies back to back for at least this long: queuing one copy costs
+# the host 5-10 us, which is several percent of one 256 MiB copy within an H200 (~110 us).
+REPEAT_MIN_S = 0.005
+# ... but never more copies than this in one repeat (small copies would be host-bound).
+MAX_COPY_LOOPS = 128
+# The all-reduce's results are checked at the smallest size (NCCL's small-message
+# protocols) and at the largest of the sweep up to this one (its large-message protocol).
+LARGE_CHECK_BYTES = 256 << 20
+# Results are compared with the expected bytes this much at a time.
+CHECK_CHUNK_BYTES = 4 << 20
 
 
 class MeasureError(RuntimeError):
@@ -100,6 +116,21 @@ def bus_bandwidth(algbw_gb_s: float, ranks: int) -> float:
 # ------------------------------------------------------------------ time
 
 
+def copy_loops(copy_s: float) -> int:
+    """Copies in one timed repeat: enough to last ``REPEAT_MIN_S``, at most ``MAX_COPY_LOOPS``."""
+    if not copy_s > 0:
+        return MAX_COPY_LOOPS
+    # A hair below the ratio first: 5 ms of 1 ms copies is 5, not 6 by a rounding error.
+    return max(1, min(MAX_COPY_LOOPS, math.ceil(REPEAT_MIN_S / copy_s * (1 - 1e-9))))
+
+
+@dataclass
+class Tally:
+    """The bytes a measurement queued, for the budget to learn its rate from."""
+
+    moved: int = 0
+
+
 @dataclass
 class Budget:
     """The deadline, and how fast each kind of measurement went so far.
@@ -140,13 +171,30 @@ class Budget:
         """Whether ``moved_bytes`` of ``kind`` should end before the deadline."""
         return self.allows(self.estimate(kind, moved_bytes, latest=latest))
 
-    def timed(self, kind: str, moved_bytes: int, measure: Callable[[], T]) -> T:
-        """Run ``measure`` and learn the kind's rate from its wall time (even if it fails)."""
+    def copy_seconds(self, kind: str, step_bytes: int, config: InterconnectConfig) -> float:
+        """Seconds a copy measurement should take: its warm-up, then each repeat's loop.
+
+        ``step_bytes``: what one step of the loop moves (one copy; both of a pair's).
+        """
+        step_s = self.estimate(kind, step_bytes)
+        loops = copy_loops(step_s)
+        return step_s * (max(1, config.warmup) + config.repeats * loops)
+
+    def fits_copies(self, kind: str, step_bytes: int, config: InterconnectConfig) -> bool:
+        """Whether a copy measurement should end before the deadline."""
+        return self.allows(self.copy_seconds(kind, step_bytes, config))
+
+    def timed(self, kind: str, moved: int | Tally, measure: Callable[[], T]) -> T:
+        """Run ``measure`` and learn the kind's rate from its wall time (even if it fails).
+
+        ``moved``: the bytes it moves, or the tally it counts them in as it goes.
+        """
         start = self.clock()
         try:
             return measure()
         finally:
             elapsed = self.clock() - start
+            moved_bytes = moved.moved if isinstance(moved, Tally) else moved
             if elapsed > 0 and moved_bytes > 0:
                 self.rates.setdefault(kind, []).append(moved_bytes / elapsed)
 
@@ -208,14 +256,35 @@ def open_device(api: CudaApi, ordinal: int, size: int, cleanup: Cleanup) -> Devi
 # ------------------------------------------------------------------ copies
 
 
-def _timed_once(api: CudaApi, device: Device, enqueue: Callable[[], None]) -> float:
-    """Milliseconds the device took for what ``enqueue`` queues on its stream."""
+def _loop(enqueue: Callable[[], None], copies: int, tally: Tally | None, step_bytes: int) -> None:
+    for _ in range(copies):
+        enqueue()
+    if tally is not None:
+        tally.moved += step_bytes * copies
+
+
+def _time_loop(
+    api: CudaApi,
+    device: Device,
+    enqueue: Callable[[], None],
+    copies: int,
+    tally: Tally | None,
+    step_bytes: int,
+) -> float:
+    """Milliseconds the device took for ``copies`` back-to-back copies on its stream."""
     api.set_device(device.ordinal)
     api.event_record(device.start, device.stream)
-    enqueue()
+    _loop(enqueue, copies, tally, step_bytes)
     api.event_record(device.end, device.stream)
     api.event_synchronize(device.end)
     return api.event_elapsed_ms(device.start, device.end)
+
+
+def _per_copy_s(elapsed_ms: float, copies: int) -> float:
+    """Seconds one warm-up copy took, for the loop count."""
+    if not elapsed_ms > 0:
+        raise MeasureError(f"the events around the warm-up gave {elapsed_ms} ms")
+    return elapsed_ms / 1e3 / copies
 
 
 def timed_copies(
@@ -224,8 +293,13 @@ def timed_copies(
     enqueue: Callable[[], None],
     counted_bytes: int,
     config: InterconnectConfig,
+    tally: Tally | None = None,
 ) -> Bandwidth:
-    """``config.warmup`` untimed copies, then ``config.repeats`` timed ones: the median.
+    """A timed warm-up, then ``config.repeats`` timed loops of copies: their median.
+
+    The warm-up (``config.warmup`` copies, at least one) gives one copy's time, and so
+    each repeat's loop count (:func:`copy_loops`); a repeat's figure is its copies' bytes
+    over the loop's device time.
 
     Args:
         api: the runtime.
@@ -233,19 +307,23 @@ def timed_copies(
         enqueue: queues one copy on ``device.stream`` (its device is current).
         counted_bytes: the bytes one copy counts for (2 x size for a copy within HBM).
         config: warm-up and repeats.
+        tally: where the bytes queued are counted (for the deadline's estimates).
     """
-    api.set_device(device.ordinal)
-    for _ in range(config.warmup):
-        enqueue()
-    api.stream_synchronize(device.stream)
+    warmup = max(1, config.warmup)
+    loops = copy_loops(
+        _per_copy_s(_time_loop(api, device, enqueue, warmup, tally, counted_bytes), warmup)
+    )
     repeats = [
-        gb_per_s(counted_bytes, _timed_once(api, device, enqueue)) for _ in range(config.repeats)
+        gb_per_s(
+            counted_bytes * loops, _time_loop(api, device, enqueue, loops, tally, counted_bytes)
+        )
+        for _ in range(config.repeats)
     ]
     return bandwidth(repeats, counted_bytes)
 
 
 def host_to_device(
-    api: CudaApi, device: Device, host: int, config: InterconnectConfig
+    api: CudaApi, device: Device, host: int, config: InterconnectConfig, tally: Tally | None = None
 ) -> Bandwidth:
     """Pinned host memory to the device, on the copy engine."""
     size = device.size
@@ -253,11 +331,11 @@ def host_to_device(
     def copy() -> None:
         api.memcpy_async(device.recv, host, size, MEMCPY_HOST_TO_DEVICE, device.stream)
 
-    return timed_copies(api, device, copy, size, config)
+    return timed_copies(api, device, copy, size, config, tally)
 
 
 def device_to_host(
-    api: CudaApi, device: Device, host: int, config: InterconnectConfig
+    api: CudaApi, device: Device, host: int, config: InterconnectConfig, tally: Tally | None = None
 ) -> Bandwidth:
     """The device to pinned host memory, on the copy engine."""
     size = device.size
@@ -265,21 +343,23 @@ def device_to_host(
     def copy() -> None:
         api.memcpy_async(host, device.send, size, MEMCPY_DEVICE_TO_HOST, device.stream)
 
-    return timed_copies(api, device, copy, size, config)
+    return timed_copies(api, device, copy, size, config, tally)
 
 
-def within_device(api: CudaApi, device: Device, config: InterconnectConfig) -> Bandwidth:
+def within_device(
+    api: CudaApi, device: Device, config: InterconnectConfig, tally: Tally | None = None
+) -> Bandwidth:
     """A copy within the device's memory, counted as bytes read plus written (2 x size)."""
     size = device.size
 
     def copy() -> None:
         api.memcpy_async(device.recv, device.send, size, MEMCPY_DEVICE_TO_DEVICE, device.stream)
 
-    return timed_copies(api, device, copy, 2 * size, config)
+    return timed_copies(api, device, copy, 2 * size, config, tally)
 
 
 def peer_unidirectional(
-    api: CudaApi, src: Device, dst: Device, config: InterconnectConfig
+    api: CudaApi, src: Device, dst: Device, config: InterconnectConfig, tally: Tally | None = None
 ) -> Bandwidth:
     """``src`` to ``dst`` alone, timed on the source's stream."""
     size = src.size
@@ -287,13 +367,42 @@ def peer_unidirectional(
     def copy() -> None:
         api.memcpy_peer_async(dst.recv, dst.ordinal, src.send, src.ordinal, size, src.stream)
 
-    return timed_copies(api, src, copy, size, config)
+    return timed_copies(api, src, copy, size, config, tally)
+
+
+@dataclass
+class _Rounds:
+    """Each device's events for the rounds of a copy both ways: when each began and ended."""
+
+    began: dict[int, list[int]] = field(default_factory=dict)  # ordinal -> event per round
+    ended: dict[int, list[int]] = field(default_factory=dict)
+
+
+def _round_events(
+    api: CudaApi, devices: Sequence[Device], rounds: int, cleanup: Cleanup
+) -> _Rounds:
+    events = _Rounds()
+    for device in devices:
+        api.set_device(device.ordinal)
+        for marks in (events.began, events.ended):
+            own = marks.setdefault(device.ordinal, [])
+            for _ in range(rounds):
+                event = api.event_create()
+                cleanup.add(_on(api, device.ordinal, api.event_destroy, event))
+                own.append(event)
+    return events
 
 
 def peer_bidirectional(
-    api: CudaApi, a: Device, b: Device, config: InterconnectConfig
+    api: CudaApi, a: Device, b: Device, config: InterconnectConfig, tally: Tally | None = None
 ) -> tuple[Bandwidth, Bandwidth]:
     """``a`` to ``b`` and ``b`` to ``a`` at once, each on its source's stream.
+
+    Both directions must start together, or one's first copies (and the other's last) run
+    alone and faster. So each round of loops is queued behind the last: ``a``'s stream
+    waits for ``b``'s previous round to end and marks its start; ``b``'s stream waits for
+    that mark (``cudaStreamWaitEvent``). The first round is untimed: it keeps the streams
+    busy while the host queues the timed rounds, so none of them begins with a queue gap.
 
     Returns:
         The a->b copy's own bandwidth and the b->a copy's, each timed by its own events.
@@ -306,28 +415,87 @@ def peer_bidirectional(
     def backward() -> None:
         api.memcpy_peer_async(a.recv, a.ordinal, b.send, b.ordinal, size, b.stream)
 
-    for _ in range(config.warmup):
-        api.set_device(a.ordinal)
-        forward()
-        api.set_device(b.ordinal)
-        backward()
+    warmup = max(1, config.warmup)
+    loops = copy_loops(
+        _per_copy_s(_both_warmup(api, a, b, forward, backward, warmup, tally), warmup)
+    )
+    rounds = config.repeats + 1
+    cleanup = Cleanup()
+    try:
+        marks = _round_events(api, (a, b), rounds, cleanup)
+        for number in range(rounds):
+            _queue_round(api, (a, forward), (b, backward), marks, number, loops, tally)
+        for device in (a, b):
+            api.set_device(device.ordinal)
+            api.event_synchronize(marks.ended[device.ordinal][-1])
+        there = _round_figures(api, a, marks, size * loops)
+        back = _round_figures(api, b, marks, size * loops)
+    finally:
+        cleanup.run()
+    return bandwidth(there, size), bandwidth(back, size)
+
+
+def _both_warmup(
+    api: CudaApi,
+    a: Device,
+    b: Device,
+    forward: Callable[[], None],
+    backward: Callable[[], None],
+    copies: int,
+    tally: Tally | None,
+) -> float:
+    """Milliseconds ``copies`` steps both ways took, on ``a``'s events."""
+    size = a.size
+    api.set_device(a.ordinal)
+    api.event_record(a.start, a.stream)
+    api.set_device(b.ordinal)
+    api.stream_wait_event(b.stream, a.start)
+    for device, copy in ((a, forward), (b, backward)):
+        api.set_device(device.ordinal)
+        _loop(copy, copies, tally, size)
+    api.set_device(a.ordinal)
+    api.event_record(a.end, a.stream)
     for device in (a, b):
         api.set_device(device.ordinal)
         api.stream_synchronize(device.stream)
-    there: list[float] = []
-    back: list[float] = []
-    for _ in range(config.repeats):
-        # Both queued before either is waited for: they run at once.
-        for device, copy in ((a, forward), (b, backward)):
-            api.set_device(device.ordinal)
-            api.event_record(device.start, device.stream)
-            copy()
-            api.event_record(device.end, device.stream)
-        for device, out in ((a, there), (b, back)):
-            api.set_device(device.ordinal)
-            api.event_synchronize(device.end)
-            out.append(gb_per_s(size, api.event_elapsed_ms(device.start, device.end)))
-    return bandwidth(there, size), bandwidth(back, size)
+    api.set_device(a.ordinal)
+    return api.event_elapsed_ms(a.start, a.end)
+
+
+def _round_figures(api: CudaApi, device: Device, marks: _Rounds, round_bytes: int) -> list[float]:
+    """GB/s of each timed round (all but the first) of ``device``'s direction."""
+    api.set_device(device.ordinal)
+    began, ended = marks.began[device.ordinal], marks.ended[device.ordinal]
+    return [
+        gb_per_s(round_bytes, api.event_elapsed_ms(start, end))
+        for start, end in zip(began[1:], ended[1:])
+    ]
+
+
+def _queue_round(
+    api: CudaApi,
+    first: tuple[Device, Callable[[], None]],
+    second: tuple[Device, Callable[[], None]],
+    marks: _Rounds,
+    number: int,
+    loops: int,
+    tally: Tally | None,
+) -> None:
+    """Queue one round: both loops, starting together once both streams' last round ended."""
+    (a, forward), (b, backward) = first, second
+    size = a.size
+    api.set_device(a.ordinal)
+    if number:
+        api.stream_wait_event(a.stream, marks.ended[b.ordinal][number - 1])
+    go = marks.began[a.ordinal][number]
+    api.event_record(go, a.stream)
+    api.set_device(b.ordinal)
+    api.stream_wait_event(b.stream, go)
+    api.event_record(marks.began[b.ordinal][number], b.stream)
+    for device, copy in ((a, forward), (b, backward)):
+        api.set_device(device.ordinal)
+        _loop(copy, loops, tally, size)
+        api.event_record(marks.ended[device.ordinal][number], device.stream)
 
 
 # ------------------------------------------------------------------ peer access
@@ -427,33 +595,84 @@ def _time_all_reduce(
     return slowest / 1e3 / iterations
 
 
+def checked_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
+    """The sweep's sizes whose results are checked: the smallest, and the largest up to 256 MiB.
+
+    The two meet NCCL's small- and large-message protocols; a larger check would hold as
+    much host memory as the GPUs' buffers.
+    """
+    if not sizes:
+        return ()
+    smallest = min(sizes)
+    large = max((size for size in sizes if size <= LARGE_CHECK_BYTES), default=smallest)
+    return (smallest,) if large == smallest else (smallest, large)
+
+
+def _fill(buffer: ctypes.Array[ctypes.c_char], pattern: bytes) -> None:
+    """Repeat ``pattern`` over the whole buffer, a chunk at a time."""
+    size = ctypes.sizeof(buffer)
+    chunk = pattern * max(1, CHECK_CHUNK_BYTES // len(pattern))
+    base = ctypes.addressof(buffer)
+    for offset in range(0, size, len(chunk)):
+        ctypes.memmove(base + offset, chunk, min(len(chunk), size - offset))
+
+
+def count_wrong(buffer: ctypes.Array[ctypes.c_char], expected: float) -> int:
+    """Float32 elements of ``buffer`` that are not ``expected`` (NaN is wrong).
+
+    Compared as bytes a chunk at a time; only a chunk that differs is read as floats.
+    """
+    size = ctypes.sizeof(buffer)
+    chunk_bytes = max(FLOAT32, CHECK_CHUNK_BYTES - CHECK_CHUNK_BYTES % FLOAT32)
+    pattern = struct.pack("<f", expected) * (chunk_bytes // FLOAT32)
+    base = ctypes.addressof(buffer)
+    wrong = 0
+    for offset in range(0, size, chunk_bytes):
+        length = min(chunk_bytes, size - offset)
+        got = ctypes.string_at(base + offset, length)
+        if got == (pattern if length == chunk_bytes else pattern[:length]):
+            continue
+        values = array.array("f")
+        values.frombytes(got)
+        if sys.byteorder == "big":
+            values.byteswap()
+        wrong += len(values) - values.count(expected)
+    return wrong
+
+
 def check_all_reduce(api: CudaApi, nccl: NcclApi, ranks: Sequence[Rank], count: int) -> int:
     """Elements wrong after one all-reduce where rank r sends r+1 everywhere (nccl-tests' #wrong).
 
     Every element of every rank's result must be n(n+1)/2, exactly (small integers in float32).
+    One host buffer of the message's size fills each rank's input and reads each result.
     """
     size = count * FLOAT32
+    host = ctypes.create_string_buffer(size)
     for number, rank in enumerate(ranks):
-        fill = ctypes.create_string_buffer(struct.pack("<f", number + 1.0) * count, size)
+        _fill(host, struct.pack("<f", number + 1.0))
         api.set_device(rank.ordinal)
-        api.memcpy(rank.send, ctypes.addressof(fill), size, MEMCPY_HOST_TO_DEVICE)
+        api.memcpy(rank.send, ctypes.addressof(host), size, MEMCPY_HOST_TO_DEVICE)
         # From pageable memory the copy returns once staged, on the legacy stream, which
         # the ranks' non-blocking streams do not wait for: wait for it here.
         api.synchronize()
     _launch(nccl, ranks, count, in_place=False)
     total = len(ranks) * (len(ranks) + 1) / 2
-    expected = struct.pack("<f", total) * count
     wrong = 0
     for rank in ranks:
         api.set_device(rank.ordinal)
         api.stream_synchronize(rank.stream)
-        back = ctypes.create_string_buffer(size)
-        api.memcpy(ctypes.addressof(back), rank.recv, size, MEMCPY_DEVICE_TO_HOST)
-        got = back.raw
-        if got != expected:
-            values = struct.unpack(f"<{count}f", got)
-            wrong += sum(1 for value in values if value != total)
+        api.memcpy(ctypes.addressof(host), rank.recv, size, MEMCPY_DEVICE_TO_HOST)
+        wrong += count_wrong(host, total)
     return wrong
+
+
+def _checked(api: CudaApi, nccl: NcclApi, ranks: Sequence[Rank], size: int, budget: Budget) -> int:
+    """The check at ``size``, its pace learnt for the next (host copies and comparison)."""
+    return budget.timed(
+        "all_reduce_check",
+        size * len(ranks),
+        lambda: check_all_reduce(api, nccl, ranks, size // FLOAT32),
+    )
 
 
 def _sizes_that_fit(api: CudaApi, ranks: Sequence[Rank], sizes: Sequence[int]) -> list[int]:
@@ -525,9 +744,11 @@ def all_reduce_sweep(
     """NCCL all-reduce (float32 sum) over every size of the sweep that fits memory and time.
 
     Per size: warm-up, then ``all_reduce_iterations`` timed on every rank's stream; the
-    time is the slowest rank's; out of place, then in place. The smallest size is checked
-    first (``wrong``). Sizes the deadline leaves no time for are not run; the sweep stops
-    there. An NCCL or CUDA failure leaves no points: its reason instead.
+    time is the slowest rank's; out of place, then in place. Results are checked
+    (``wrong``) at the smallest size, first, and after timing the largest up to 256 MiB
+    (:func:`checked_sizes`), where the deadline leaves time. Sizes the deadline leaves no
+    time for are not run; the sweep stops there. An NCCL or CUDA failure leaves no
+    points: its reason instead.
     """
     version: Measured[str]
     try:
@@ -554,14 +775,7 @@ def all_reduce_sweep(
 
 
 def _with_points(result: AllReduce, points: Measured[tuple[AllReducePoint, ...]]) -> AllReduce:
-    return AllReduce(
-        ranks=result.ranks,
-        source=result.source,
-        nccl_version=result.nccl_version,
-        dtype=result.dtype,
-        points=points,
-        gpu_indices=result.gpu_indices,
-    )
+    return dataclasses.replace(result, points=points)
 
 
 def _sweep(
@@ -584,7 +798,8 @@ def _sweep(
         cleanup.add(_on(api, rank.ordinal, api.free, rank.send))
         rank.recv = api.malloc(largest)
         cleanup.add(_on(api, rank.ordinal, api.free, rank.recv))
-    wrong = check_all_reduce(api, nccl, ranks, sizes[0] // FLOAT32)
+    checks = checked_sizes(sizes)
+    wrong = {checks[0]: _checked(api, nccl, ranks, checks[0], budget)}
     iterations, warmup = config.all_reduce_iterations, config.all_reduce_warmup
     points = []
     for size in sizes:
@@ -601,9 +816,13 @@ def _sweep(
             return out_of_place, in_place
 
         seconds, in_place_seconds = budget.timed("all_reduce", moved, measure)
-        points.append(
-            _point(size, seconds, in_place_seconds, len(ranks), wrong if size == sizes[0] else None)
-        )
+        if (
+            size in checks
+            and size not in wrong
+            and budget.fits("all_reduce_check", size * len(ranks), latest=True)
+        ):
+            wrong[size] = _checked(api, nccl, ranks, size, budget)
+        points.append(_point(size, seconds, in_place_seconds, len(ranks), wrong.get(size)))
     if not points:
         return no_time()
     return tuple(points)

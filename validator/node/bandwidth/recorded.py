@@ -20,7 +20,9 @@ nvbandwidth numbers the GPUs as CUDA does; they are matched to NVML's by the bus
 device list gives (v0.6 to v0.8), else by order, and the source says so. A figure that
 is not a measurement (``N/A``, an old build's ``0.00``, a testcase that failed, was cut
 short or waived) is its reason, never a number. A multi-node nccl-tests run is no
-figure of one node.
+figure of one node. Wrong data is never "not measured": ``#wrong`` stays on each point;
+older nccl-tests' "Out of bounds values : N FAILED" (or an ``error`` column beyond its
+tolerance) becomes :attr:`AllReduce.wrong`, the figures kept, and the judge fails it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from validator.node.parsers.nvbandwidth import (
     NvbTestcase,
     parse_nvbandwidth,
 )
+from validator.text import bus_key
 
 if TYPE_CHECKING:
     from validator.node.capture import CaptureSystem
@@ -139,17 +142,15 @@ def _parse(system: CaptureSystem, name: str, text: str, parse: Callable[[str], T
 
 
 def _bus_parts(bus_id: str) -> tuple[int | None, int, int | None] | None:
-    """(domain, bus, device) of ``00000000:18:00.0``, ``0000:18:00`` or ``0x18``."""
-    text = bus_id.strip()
-    full = re.fullmatch(
-        r"([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?", text
-    )
-    if full:
-        return int(full.group(1), 16), int(full.group(2), 16), int(full.group(3), 16)
-    bus_only = re.fullmatch(r"0x([0-9A-Fa-f]{1,2})", text)
-    if bus_only:
-        return None, int(bus_only.group(1), 16), None
-    return None
+    """(domain, bus, device) of a bus id; old nccl-tests' ``0x18`` names the bus alone.
+
+    NVML's ``00000000:18:00.0`` and nccl-tests' ``0000:18:00`` are validator.text.bus_key's.
+    """
+    full = bus_key(bus_id)
+    if full is not None:
+        return full
+    bus_only = re.fullmatch(r"0x([0-9A-Fa-f]{1,2})", bus_id.strip())
+    return (None, int(bus_only.group(1), 16), None) if bus_only else None
 
 
 def _same_board(wanted: tuple[int | None, int, int | None], gpu: GpuFacts) -> bool:
@@ -518,6 +519,7 @@ def all_reduce_of(
         dtype=parsed.rows[0].dtype if parsed.rows else "float",
         points=_points(parsed, name),
         gpu_indices=gpu_indices,
+        wrong=_run_wrong(parsed),
     )
 
 
@@ -527,14 +529,6 @@ def _points(parsed: NcclParsed, name: str) -> Measured[tuple[AllReducePoint, ...
     if not rows:
         return Unavailable(
             Reason.ERROR, f"{name} holds no result row (the run stopped before its first size)"
-        )
-    wrongs = [row.wrong for row in rows] + [row.in_place_wrong for row in rows]
-    if parsed.out_of_bounds and not any(w for w in wrongs if w is not None):
-        # Older nccl-tests count the sizes whose error is out of bounds, not elements.
-        return Unavailable(
-            Reason.ERROR,
-            f"nccl-tests reports {parsed.out_of_bounds} out-of-bounds results "
-            "(Out of bounds values ... FAILED): the all-reduce gave wrong data",
         )
     figures = [
         f for row in rows for f in (row.busbw_gb_s, row.algbw_gb_s, row.in_place_busbw_gb_s) if f
@@ -556,6 +550,25 @@ def _points(parsed: NcclParsed, name: str) -> Measured[tuple[AllReducePoint, ...
         )
         for row in rows
     )
+
+
+def _run_wrong(parsed: NcclParsed) -> int | None:
+    """Wrong results the output counts only over the whole run; None where it does not.
+
+    The ``#wrong`` layout counts per row (the points carry it): only a footer the rows
+    do not account for is the run's. The older ``error`` layout counts in its footer the
+    results whose error is beyond nccl-tests' tolerance; a run cut before the footer
+    still shows them in its error column. Either way wrong data, never "not measured".
+    """
+    rows = parsed.rows
+    footer = parsed.out_of_bounds or 0
+    counts = [w for row in rows for w in (row.wrong, row.in_place_wrong) if w is not None]
+    if counts:
+        return footer if footer > sum(counts) else None
+    beyond = [row.out_of_bounds for row in rows if row.out_of_bounds is not None]
+    if not beyond and not footer:
+        return None  # nothing was checked (validation 0, N/A), or nothing says
+    return max(footer, sum(beyond))
 
 
 def _wrong(out_of_place: int | None, in_place: int | None) -> int | None:

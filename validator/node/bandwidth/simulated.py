@@ -128,7 +128,7 @@ def _whole(low: int, high: int) -> Callable[[object], bool]:
 
 
 def _version(value: object) -> bool:
-    return isinstance(value, str) and re.fullmatch(r"\d+\.\d+(\.\d+)*", value) is not None
+    return isinstance(value, str) and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)*", value) is not None
 
 
 _RATE = _Rule(_rate, f"GB/s above 0 up to {_RATE_LIMIT:g}")
@@ -164,9 +164,11 @@ SECTION_KEYS = (
     "link_overrides",
 )
 
-_ONE_WAY = re.compile(r"(\d{1,2})->(\d{1,2})")
-_BOTH_WAYS = re.compile(r"(\d{1,2})-(\d{1,2})")
-_EVERY_PEER = re.compile(r"(\d{1,2})-\*")
+# ASCII digits only: str.isdigit() and \d take '²' or '٣', which int() refuses or reads.
+_GPU_NUMBER = re.compile(r"[0-9]{1,4}")
+_ONE_WAY = re.compile(r"([0-9]{1,2})->([0-9]{1,2})")
+_BOTH_WAYS = re.compile(r"([0-9]{1,2})-([0-9]{1,2})")
+_EVERY_PEER = re.compile(r"([0-9]{1,2})-\*")
 _PAIR_WANTED = "'A-B' (both directions), 'A->B' (one) or 'A-*' (GPU A and every peer)"
 
 
@@ -264,7 +266,7 @@ class _Checker:
 
     def gpu_index(self, text: object) -> int | None:
         """A GPU index within the scenario's GPUs, or None."""
-        if isinstance(text, str) and text.isdigit():
+        if isinstance(text, str) and _GPU_NUMBER.fullmatch(text):
             index = int(text)
         elif is_int(text):
             index = int(str(text))
@@ -289,10 +291,18 @@ class _Checker:
                 self.problems.append(must_be(self.path(*at, position), self._gpus_wanted(), item))
 
     def gpu_key(self, key: str, at: tuple[str, ...]) -> bool:
-        if self.gpu_index(key) is not None:
-            return True
-        self.problems.append(f"{quoted(self.path(*at, key))} must be {self._gpus_wanted()}")
-        return False
+        where = quoted(self.path(*at, key))
+        index = self.gpu_index(key)
+        if index is None:
+            self.problems.append(f"{where} must be {self._gpus_wanted()}")
+            return False
+        if key != str(index):
+            # The GPU is looked up as "2": an entry "02" would be accepted and never used.
+            self.problems.append(
+                f"{where} must be a GPU index written as it is numbered: write {index}, not {key}"
+            )
+            return False
+        return True
 
     def pair(self, key: str, at: tuple[str, ...]) -> bool:
         """Whether the mapping key ``key`` is a pair of the scenario's GPUs."""
@@ -307,7 +317,14 @@ class _Checker:
             shown = "" if path[-1] == value else f", got {excerpt(value)}"
             self.problems.append(f"{where} is not a pair{shown}: write {_PAIR_WANTED}")
             return False
-        src, dst, _ = parsed
+        src, dst, both = parsed
+        written = _pair_text(src, dst, both)
+        if value != written:
+            # "02-5" would read as GPUs 2 and 5; one spelling a pair keeps scenarios plain.
+            self.problems.append(
+                f"{where} must name GPUs as they are numbered: write {written!r}, not {value!r}"
+            )
+            return False
         if src == dst:
             self.problems.append(f"{where} names GPU {src} twice: a pair joins two GPUs")
             return False
@@ -352,6 +369,13 @@ def parse_pair(text: str) -> tuple[int, int | None, bool] | None:
             return int(match.group(1)), int(match.group(2)), both
     match = _EVERY_PEER.fullmatch(text)
     return (int(match.group(1)), None, True) if match else None
+
+
+def _pair_text(src: int, dst: int | None, both_ways: bool) -> str:
+    """The one spelling of a pair: ``2-5``, ``2->5`` or ``2-*``."""
+    if dst is None:
+        return f"{src}-*"
+    return f"{src}-{dst}" if both_ways else f"{src}->{dst}"
 
 
 # ---------------------------------------------------------------- simulating

@@ -35,22 +35,37 @@ from validator.node.parsers.base import ParseError
 _MAX_INT_DIGITS = 20  # a message size fits 64 bits
 _MAX_NUMBER_CHARS = 40
 _FLOAT = re.compile(r"^[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?$")
+# Digits are ASCII ([0-9]) throughout: \d and str.isdigit() also take '٣' or '²', which
+# int() reads as 3 or refuses (a crash, not a parse error).
+_COUNT = re.compile(r"[0-9]+")
 _RANK = re.compile(
-    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+"
-    r"(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
+    r"^#\s*Rank\s+(?P<rank>[0-9]+)\s+(?:Group\s+(?P<group>[0-9]+)\s+)?Pid\s+(?P<pid>[0-9]+)\s+"
+    r"on\s+(?P<host>\S+)\s+device\s+(?P<device>[0-9]+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
-_NCCL_VERSION = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+\S*)")
-_TESTS_VERSION = re.compile(r"^#\s*nccl-tests version \S+.*\bnccl-library=(?P<code>\d{4,6})\b")
+_NCCL_VERSION = re.compile(r"\bNCCL version (?P<version>[0-9]+\.[0-9]+\.[0-9]+\S*)")
+_TESTS_VERSION = re.compile(
+    r"^#\s*nccl-tests version \S+.*\bnccl-library=(?P<code>[0-9]{4,6})(?![0-9A-Za-z_])"
+)
 _PROGRAM = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(?P<program>\S+)")
-_SETTINGS = re.compile(r"^#\s*nThread\s+\d+\s+nGpus\s+\d+\b")
-_VALIDATION = re.compile(r"\bvalidation:\s*(?P<value>\d+)")
+_SETTINGS = re.compile(r"^#\s*nThread\s+[0-9]+\s+nGpus\s+[0-9]+(?![0-9A-Za-z_])")
+_VALIDATION = re.compile(r"\bvalidation:\s*(?P<value>[0-9]+)")
 _OUT_OF_BOUNDS = re.compile(
-    r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s*(?P<word>OK|FAILED)?"
+    r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<word>OK|FAILED)?"
 )
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
 # The reductions all_reduce_perf runs (-o); all_gather and the others print "none".
 _REDUCTIONS = ("sum", "prod", "max", "min", "avg", "mulsum")
 ALL_REDUCE_PROGRAMS = ("all_reduce_perf", "all_reduce_perf_mpi")
+# nccl-tests' DeltaMaxValue: the largest relative error a reduction's result may have
+# before the layouts with an ``error`` column count it out of bounds. The 16-bit floats
+# take the loosest value any release used (5e-2), so what nccl-tests passed passes here.
+ERROR_TOLERANCE = {
+    **dict.fromkeys(("half", "float16", "bfloat16"), 5e-2),
+    **dict.fromkeys(("float", "float32"), 1e-5),
+    **dict.fromkeys(("double", "float64"), 1e-12),
+    # Integers must be exact (1e-200 in nccl-tests).
+    **dict.fromkeys(("int8", "uint8", "int32", "uint32", "int64", "uint64", "int"), 0.0),
+}
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,8 @@ class NcclRow:
 
     ``wrong`` is nccl-tests' ``#wrong`` (elements wrong); None where not validated
     (``N/A``) or where the layout prints the largest relative error instead
-    (``error``, then in ``max_error``).
+    (``error``, then in ``max_error``; :attr:`out_of_bounds` says which halves exceed
+    nccl-tests' tolerance).
     """
 
     size_bytes: int
@@ -97,6 +113,19 @@ class NcclRow:
     in_place_wrong: int | None = None
     max_error: float | None = None
     in_place_max_error: float | None = None
+
+    @property
+    def out_of_bounds(self) -> int | None:
+        """Halves (out of place, in place) whose ``error`` is above nccl-tests' tolerance.
+
+        The older layouts' footer counts exactly these. None where no half printed an
+        error (``N/A``, or the ``#wrong`` layout) or the data type's tolerance is unknown.
+        """
+        tolerance = ERROR_TOLERANCE.get(self.dtype.lower())
+        errors = [e for e in (self.max_error, self.in_place_max_error) if e is not None]
+        if tolerance is None or not errors:
+            return None
+        return sum(1 for error in errors if error > tolerance)
 
 
 @dataclass(frozen=True)
@@ -185,7 +214,7 @@ def _columns(tokens: list[str], number: int) -> _Columns:
 
 
 def _whole(token: str, what: str, number: int) -> int:
-    if not token.isdigit() or len(token) > _MAX_INT_DIGITS:
+    if not _COUNT.fullmatch(token) or len(token) > _MAX_INT_DIGITS:
         raise ParseError(f"nccl-tests output line {number}: {what} {token[:24]!r} is not a count")
     return int(token)
 
@@ -270,6 +299,9 @@ class _Reader:
             self._comment(number, line)
             return
         tokens = line.split()
+        # isdigit() is wider than a count on purpose: a row starting '²' or '٣' is
+        # refused by _whole, not skipped as foreign text (a host name may start with a
+        # digit, so the whole first field must look like a number).
         if self.columns is not None and tokens[0].isdigit():
             self._data(number, tokens)
         # Anything else (NCCL's INFO and WARN lines, a shell prompt, prose around a
@@ -378,6 +410,7 @@ def parse_all_reduce(text: str) -> NcclParsed:
 
 __all__: Sequence[str] = (
     "ALL_REDUCE_PROGRAMS",
+    "ERROR_TOLERANCE",
     "NcclParsed",
     "NcclRank",
     "NcclRow",

@@ -54,6 +54,9 @@ BIDIRECTIONAL_PARTS = {"read": ("read1", "read2", "total"), "write": ("write1", 
 # A number nvbandwidth prints is short; a longer run of digits is no figure of its.
 _MAX_NUMBER_CHARS = 40
 _MAX_INDEX_DIGITS = 6
+# Digits are ASCII ([0-9]) throughout: \d and str.isdigit() also take '٣' or '²', which
+# int() reads as 3 or refuses (a crash, not a parse error).
+_DIGITS = re.compile(r"[0-9]+")
 _MAX_ERROR_CHARS = 400
 _MAX_NOTES = 8
 
@@ -65,8 +68,8 @@ _SUM = re.compile(r"^(?:SUM|&&&& PERF)\s+(?P<key>[A-Za-z0-9_]+)\s+(?P<value>\S+)
 _COV = re.compile(r"^COEFFICIENT_OF_VARIATION\s+(?P<key>[A-Za-z0-9_]+)\s+(?P<value>\S+)")
 _VERBOSE_STAT = re.compile(r"^(?:MIN|MAX|AVG)\s+[A-Za-z0-9_]+\s+\S+$")
 _BUS = r"(?P<domain>[0-9A-Fa-f]{1,8}):(?P<bus>[0-9A-Fa-f]{1,2}):(?P<device>[0-9A-Fa-f]{1,2})"
-_DEVICE = re.compile(rf"^Device\s+(?P<index>\d+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?$")
-_JSON_DEVICE = re.compile(rf"^(?P<index>\d+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?(?::\s*\(.*\))?$")
+_DEVICE = re.compile(rf"^Device\s+(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?$")
+_JSON_DEVICE = re.compile(rf"^(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?(?::\s*\(.*\))?$")
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<version>\S+)")
 _RUNTIME = re.compile(r"^CUDA Runtime Version:\s*(?P<value>.*)$")
 _DRIVER = re.compile(r"^Driver Version:\s*(?P<value>\S+)")
@@ -204,6 +207,8 @@ def _number(token: object, where: str) -> float | None:
 
 
 def _index(digits: str, where: str) -> int:
+    if not _DIGITS.fullmatch(digits):
+        raise ParseError(f"nvbandwidth {where}: {digits[:12]!r} is not a device number")
     if len(digits) > _MAX_INDEX_DIGITS:
         raise ParseError(f"nvbandwidth {where}: {digits[:12]}... is not a device number")
     return int(digits)
@@ -380,13 +385,15 @@ class _TextReader:
             raise ParseError(f"nvbandwidth output line {table.line}: {table.broken}")
         tokens = line.split()
         if table.columns is None:
-            if tokens and all(token.isdigit() for token in tokens):
+            if tokens and all(_DIGITS.fullmatch(token) for token in tokens):
                 table.columns = len(tokens)
                 return True
             raise ParseError(
                 f"nvbandwidth output line {number}: the table {table.description!r} "
                 "has no row of column numbers below it"
             )
+        # isdigit() is wider than a device number on purpose: a row labelled '²' or '٣'
+        # is refused by _index, not taken for the end of the table.
         if tokens and tokens[0].isdigit() and not _SUM.match(line):
             self._table_row(table, table.columns, number, tokens)
             return True
@@ -520,7 +527,7 @@ def _name_of_key(key: str) -> str:
 
 def _runtime_version(value: str) -> int | None:
     """``12060`` or v0.10's ``13.2 (13020)``: CUDA's version number."""
-    match = re.search(r"\((\d{1,7})\)\s*$", value) or re.fullmatch(r"\s*(\d{1,7})\s*", value)
+    match = re.search(r"\(([0-9]{1,7})\)\s*$", value) or re.fullmatch(r"\s*([0-9]{1,7})\s*", value)
     return int(match.group(1)) if match else None
 
 
