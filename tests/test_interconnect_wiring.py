@@ -57,7 +57,8 @@ NO_TIME = (
 )
 BAD_MODE = (
     "gpuready-agent: error: --interconnect must be auto, on or off, got 'sometimes'; give "
-    "auto (measure where two or more GPUs have an active NVLink), on (always) or off (never)\n"
+    "auto (measure on two or more GPUs unless every NVLink is known down), on (always) "
+    "or off (never)\n"
 )
 
 

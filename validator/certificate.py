@@ -658,7 +658,8 @@ def _count(name: str) -> Field:
     return Field(name, int, minimum=0, nullable=True, required=True)
 
 
-def _watts(name: str) -> Field:
+def _non_negative(name: str) -> Field:
+    """A float at or above 0 (watts, TFLOPS), or null where it was not measured."""
     return Field(name, float, minimum=0.0, nullable=True, required=True)
 
 
@@ -787,11 +788,11 @@ CERTIFIED_GPU_FIELDS = Document(
         _text("name"),
         _text("vbios_version"),
         _count("memory_total_mib"),
-        _watts("power_limit_enforced_w"),
-        _watts("power_limit_default_w"),
+        _non_negative("power_limit_enforced_w"),
+        _non_negative("power_limit_default_w"),
         _count("pcie_gen_max"),
         _count("pcie_width_current"),
-        _watts("burn_tflops"),
+        _non_negative("burn_tflops"),
         _count("ecc_volatile_uncorrected"),
         _count("ecc_aggregate_uncorrected"),
         _count("remapped_rows_correctable"),

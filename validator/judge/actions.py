@@ -189,8 +189,9 @@ RULES: dict[str, Rule] = {
     # ---- fleet: a GPU slow against its fleet while its node passed: the chassis
     # (cooling or power), as validator.judge.fleet explains.
     "fleet.speed": Rule(COOLING),
-    # A bandwidth figure low against its fleet: fleet.figure_action sets the interconnect
-    # checks' own action on each FAIL (riser, chip, links, fabric); this is the fallback.
+    # A bandwidth figure low against its fleet: interconnect_actions.figure_action sets the
+    # interconnect checks' own action on each FAIL (riser, chip, links, fabric); this is
+    # the fallback.
     "fleet.interconnect": Rule(RESEAT),
     # ---- transport: the host did not answer or was cut at its deadline
     "transport.reach": Rule(RERUN),
@@ -218,8 +219,8 @@ RULES: dict[str, Rule] = {
     "drift.xid": Rule(RESET),
     "drift.recovery_action": Rule(RESET),
     "drift.dcgm": Rule(RMA),
-    # A bandwidth fell since certified: drift sets fleet.figure_action's answer on each
-    # FAIL, as the interconnect checks decide it; this is the fallback.
+    # A bandwidth fell since certified: drift sets interconnect_actions.figure_action's
+    # answer on each FAIL, as the interconnect checks decide it; this is the fallback.
     "drift.interconnect": Rule(RESEAT),
     "drift.burn": Rule(COOLING),  # slower than certified: the chassis before the chip
     "drift.gpu_removed": Rule(RESEAT),  # a GPU gone from the bus

@@ -111,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         "--interconnect",
         default=INTERCONNECT_OFF,
         metavar="auto|on|off",
-        help="measure copy, peer and all-reduce bandwidth after the burn-in: auto where "
-        "two or more GPUs have an active NVLink, on always, off never (default)",
+        help="measure copy, peer and all-reduce bandwidth after the burn-in: auto on two "
+        "or more GPUs unless every NVLink is known down, on always, off never (default)",
     )
     parser.add_argument(
         "--dcgm-level",

@@ -209,8 +209,8 @@ def stored_baseline(
 def interconnect_modes(asked: bool) -> Callable[[Policy], str]:
     """A policy's interconnect mode for drift: off unless ``--interconnect`` was given.
 
-    Given, it measures where certify's default does (auto: two or more GPUs with an
-    active NVLink), and everywhere for a policy with ``interconnect: true`` (on).
+    Given, it measures where certify's default does (auto: two or more GPUs, unless
+    every NVLink is known down), and everywhere for a policy with ``interconnect: true`` (on).
     """
 
     def mode(policy: Policy) -> str:

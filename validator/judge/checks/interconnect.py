@@ -65,6 +65,16 @@ from validator.judge.checks.common import (
     readable_gpus,
     why_not,
 )
+from validator.judge.checks.interconnect_actions import (
+    BASEBOARD_SOURCE,
+    FABRIC_SOURCE,
+    HBM_SOURCE,
+    PCIE_SOURCE,
+    PeerCopies,
+    all_reduce_action,
+    fabric_unfinished,
+    peer_copies,
+)
 from validator.judge.checks.nvlink import link_repair
 from validator.judge.policy import Policy
 from validator.model import (
@@ -80,7 +90,6 @@ from validator.model import (
     NodeFacts,
     PeerBandwidth,
     Reason,
-    Severity,
     Unavailable,
     measured_gb_s,
 )
@@ -108,14 +117,7 @@ Pair = tuple[int, int]  # (src, dst) NVML indices
 
 RERUN_SOURCE = "gpuready: the interconnect could not be measured; measure it again"
 BUSY_SOURCE = "gpuready: the GPU was busy when measured; measure it again with the GPU idle"
-PCIE_SOURCE = "gpuready: a slow host copy is the GPU's PCIe path: its riser, cable or slot"
-HBM_SOURCE = "gpuready: a copy within the GPU's own memory is the chip: no field repair"
 CORRUPTION_SOURCE = "gpuready: NCCL all-reduce returned wrong values: data corruption"
-FABRIC_SOURCE = "gpuready: a GPU's NVSwitch fabric registration is not completed"
-BASEBOARD_SOURCE = (
-    "gpuready: all-reduce slow while every GPU pair copies at speed: the NVSwitch fabric "
-    "on the baseboard"
-)
 
 # Libraries whose absence the measurement reports by name, and how to install them.
 _MISSING_LIBRARIES: tuple[tuple[str, str], ...] = (
@@ -660,18 +662,6 @@ def _links_of(node: _Node) -> str:
 # ---------------------------------------------------------------- interconnect.peer_access
 
 
-def _fabric_unfinished(node: _Node, indexes: Iterable[int]) -> list[tuple[int, str]]:
-    """(GPU, state) for each of ``indexes`` whose NVSwitch fabric registration is not done."""
-    wanted = set(indexes)
-    return [
-        (gpu.index, gpu.fabric_state)
-        for gpu in node.gpus
-        if gpu.index in wanted
-        and isinstance(gpu.fabric_state, str)
-        and gpu.fabric_state.lower() != "completed"
-    ]
-
-
 def _fabric_words(unfinished: Sequence[tuple[int, str]]) -> str:
     states = ", ".join(f"GPU {index} ({state})" for index, state in unfinished)
     return (
@@ -682,7 +672,7 @@ def _fabric_words(unfinished: Sequence[tuple[int, str]]) -> str:
 
 def _link_action(node: _Node, indexes: Iterable[int]) -> tuple[str, Action, str]:
     """The cause to name and what to do for slow or denied links of ``indexes``."""
-    unfinished = _fabric_unfinished(node, indexes)
+    unfinished = fabric_unfinished(node.gpus, set(indexes))
     if unfinished:
         return _fabric_words(unfinished), Action.FIX_SOFTWARE, FABRIC_SOURCE
     action, source = link_repair(node.sku)
@@ -1197,23 +1187,21 @@ def _too_short(node: _Node, result: AllReduce, largest: AllReducePoint) -> Findi
 
 def _fabric_cause(node: _Node, peers: list[Finding]) -> tuple[str, Action, str]:
     """Why a node's all-reduce is slow, from what the peer matrix says: words and action."""
-    unfinished = _fabric_unfinished(node, node.indexes)
+    action, source = all_reduce_action(node.sku, node.gpus, peer_copies(peers, P2P, PEER_ACCESS))
+    unfinished = fabric_unfinished(node.gpus, set(node.indexes))
     if unfinished:
-        return _fabric_words(unfinished), Action.FIX_SOFTWARE, FABRIC_SOURCE
-    p2p = [finding for finding in peers if finding.check in (P2P, PEER_ACCESS)]
-    if any(finding.severity is Severity.FAIL for finding in p2p):
-        action, source = link_repair(node.sku)
-        explained = "the failing peer links (interconnect.p2p, interconnect.peer_access) explain it"
-        return explained, action, source
-    fine = any(f.check == P2P and f.severity is Severity.PASS for f in p2p)
-    if fine and node.sku is not None and node.sku.nvswitch:
+        return _fabric_words(unfinished), action, source
+    if source == BASEBOARD_SOURCE:
         return (
             "every GPU pair copies at speed, so the NVSwitch fabric on the baseboard",
-            Action.DRAIN_RMA,
-            BASEBOARD_SOURCE,
+            action,
+            source,
         )
-    action, source = link_repair(node.sku)
-    if fine:
+    state = peer_copies(peers, P2P, PEER_ACCESS)
+    if state is PeerCopies.FAILED:
+        explained = "the failing peer links (interconnect.p2p, interconnect.peer_access) explain it"
+        return explained, action, source
+    if state is PeerCopies.AT_SPEED:
         return "every GPU pair copies at speed, so the links NCCL's rings share", action, source
     return "the peer copies were not judged, so the links or the fabric", action, source
 

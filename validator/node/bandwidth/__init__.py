@@ -22,18 +22,9 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise BadInputError(
             f"--interconnect must be auto, on or off, got {mode!r}; give auto (measure "
-            "where two or more GPUs have an active NVLink), on (always) or off (never)"
+            "on two or more GPUs unless every NVLink is known down), on (always) or off (never)"
         )
     return mode
-
-
-def has_active_nvlink(facts: NodeFacts) -> bool:
-    """Whether any GPU of the node reports an active NVLink."""
-    for gpu in facts.gpus:
-        links = gpu.nvlinks
-        if not isinstance(links, Unavailable) and any(link.active for link in links):
-            return True
-    return False
 
 
 def nvlinks_known_down(facts: NodeFacts) -> bool:
@@ -71,4 +62,4 @@ def wanted(facts: NodeFacts, mode: str) -> bool:
     return len(facts.gpus) >= 2 and not nvlinks_known_down(facts)
 
 
-__all__ = ["check_mode", "has_active_nvlink", "nvlinks_known_down", "wanted"]
+__all__ = ["check_mode", "nvlinks_known_down", "wanted"]
