@@ -97,9 +97,10 @@ ROOMS: dict[str, Room] = {
         (*LEAVES, "validator.trace", "validator.report"),
         frozenset({"jinja2", "markupsafe", "prometheus_client"}),
     ),
-    # Transports: the node agent is imported to ship it (and run it, for local).
+    # Transports: the node agent is imported to ship it (and run it, for local); Slurm's
+    # commands (validator.slurm, leaves only) for the transport that reaches through Slurm.
     "validator.remote": Room(
-        (ROOT, *LEAVES, "validator.node", "validator.remote"),
+        (ROOT, *LEAVES, "validator.node", "validator.remote", "validator.slurm"),
         frozenset({"paramiko", "ansible_runner"}),
     ),
     "validator.certificate": Room(STORE),

@@ -43,6 +43,9 @@ from validator.remote.transport import AgentRequest, Progress, Transport
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
+    from validator.operations.slurm import SlurmPlan
+    from validator.remote.slurm_fanout import SlurmOptions
+    from validator.remote.slurm_spool import Submission
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,24 @@ class FleetRequest:
     known_hosts: str | None = None
     dcgm_level: int | None = None  # overrides every host's policy dcgm_level; None: theirs
     interconnect: bool | None = None  # overrides every host's policy interconnect; None: theirs
+    # Through Slurm instead of a transport: its options; and a submission to gather
+    # (``gpuready slurm collect``: a token or job id) instead of submitting one.
+    slurm: SlurmOptions | None = None
+    slurm_collect: str | None = None
 
     def __post_init__(self) -> None:
         # click and inventories give the name as text: one type from here on.
         object.__setattr__(self, "transport", TransportName(self.transport))
+
+    def judging(self) -> dict[str, object]:
+        """The options a later ``slurm collect`` judges with (plain data, saved in the spool)."""
+        return {
+            "policy_path": os.path.abspath(self.policy_path) if self.policy_path else None,
+            "dcgm_level": self.dcgm_level,
+            "interconnect": self.interconnect,
+            "burn_s": self.burn.duration_s if self.burn is not None else None,
+            "deadline_s": self.deadline_s,
+        }
 
 
 def fleet_of(request: object) -> FleetRequest:
@@ -312,6 +329,77 @@ def longest_dcgm(policy: Policy, per_host: Mapping[str, Policy]) -> Policy:
     return max((policy, *per_host.values()), key=dcgm_allowance)
 
 
+@dataclass(frozen=True)
+class FleetPlan:
+    """A fleet run's hosts, their policies and what their agents are asked, before reaching them."""
+
+    base: Policy
+    hosts: list[HostSpec]
+    policies: dict[str, Policy]
+    asked: AgentRequest
+    deadline_s: float
+    slurm_plan: SlurmPlan | None = None
+
+
+def plan_fleet(request: FleetRequest) -> FleetPlan:
+    """The hosts (the inventory's, or Slurm's nodes), each host's policy and the agent request.
+
+    Raises:
+        BadInputError: a bad inventory, limit, policy file, per-host policy variable or
+            Slurm host-list.
+        SlurmError: Slurm's commands are missing or failed (``request.slurm``).
+    """
+    from validator.inventory import load_hosts, policy_for
+
+    base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    slurm_plan = None
+    if request.slurm is not None:
+        from validator.operations.slurm import plan
+
+        inventory_hosts = (
+            load_hosts(request.inventories, request.limit) if request.inventories else []
+        )
+        slurm_plan = plan(request.slurm, inventory_hosts, request.slurm_collect)
+        hosts = slurm_plan.hosts
+    else:
+        hosts = load_hosts(request.inventories, request.limit)
+    policies = {
+        host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
+        for host in hosts
+    }
+    asked = agent_request(request.burn, base, policies)
+    deadline_s = host_deadline(
+        request.deadline_s, request.burn, longest_dcgm(base, policies), asked.measures_interconnect
+    )
+    return FleetPlan(base, hosts, policies, asked, deadline_s, slurm_plan)
+
+
+def submit_fleet(request: FleetRequest) -> Submission:
+    """Submit a Slurm run and return at once (``--no-wait``): nothing is judged yet.
+
+    Raises:
+        BadInputError: as :func:`plan_fleet`; or the request is not a Slurm submission.
+        SlurmError: Slurm's commands are missing or failed.
+    """
+    from validator.errors import BadInputError
+    from validator.operations.slurm import judging_options
+    from validator.remote.slurm_fanout import submit_run
+
+    if request.slurm is None or request.slurm_collect is not None:
+        raise BadInputError("--no-wait needs --slurm: give --slurm, or leave out --no-wait")
+    fleet = plan_fleet(request)
+    if fleet.slurm_plan is None or fleet.slurm_plan.targets is None:
+        raise BadInputError("--no-wait submits: it cannot collect; leave out --no-wait")
+    return submit_run(
+        fleet.hosts,
+        fleet.slurm_plan.targets,
+        fleet.asked,
+        fleet.deadline_s,
+        request.slurm,
+        judging_options(fleet.hosts, request.judging()),
+    )
+
+
 def certify_fleet(
     request: FleetRequest,
     *,
@@ -319,51 +407,63 @@ def certify_fleet(
     on_result: Callable[[NodeResult], None] | None = None,
     on_hosts: Callable[[list[HostSpec]], None] | None = None,
     stop: threading.Event | None = None,
+    on_submitted: Callable[[Submission], None] | None = None,
 ) -> Report:
     """Certify every inventory host in parallel, then judge the fleet as a whole.
+
+    Through Slurm (``request.slurm``) the hosts are the nodes Slurm lists (or a saved
+    submission's), reached by jobs (validator.operations.slurm); ``on_submitted`` is
+    told the submission once its jobs are in.
 
     Raises:
         BadInputError: a bad inventory, limit, policy file or per-host policy variable.
     """
-    from validator.inventory import load_hosts, policy_for
     from validator.judge.fleet import judge_fleet
 
-    base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    hosts = load_hosts(request.inventories, request.limit)
-    policies = {
-        host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
-        for host in hosts
-    }
+    fleet = plan_fleet(request)
     if on_hosts is not None:
-        on_hosts(hosts)
+        on_hosts(fleet.hosts)
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
-        return judge_node(facts, policies[host.name])
+        return judge_node(facts, fleet.policies[host.name])
 
-    asked = agent_request(request.burn, base, policies)
-    with make_transport(request) as transport:
-        outcome = run_fanout(
-            hosts,
-            transport,
-            asked,
+    if fleet.slurm_plan is not None and request.slurm is not None:
+        from validator.operations.slurm import reach
+
+        outcome = reach(
+            fleet.slurm_plan,
+            request.slurm,
+            fleet.asked,
             judge,
-            parallel=request.parallel,
-            deadline_s=host_deadline(
-                request.deadline_s,
-                request.burn,
-                longest_dcgm(base, policies),
-                asked.measures_interconnect,
-            ),
+            deadline_s=fleet.deadline_s,
+            judging=request.judging(),
             progress=progress,
             on_result=on_result,
             stop=stop,
+            on_submitted=on_submitted,
         )
-    results, fleet = judge_fleet(
-        outcome.results, lambda name: policies.get(name, base), interrupted=outcome.interrupted
+    else:
+        with make_transport(request) as transport:
+            outcome = run_fanout(
+                fleet.hosts,
+                transport,
+                fleet.asked,
+                judge,
+                parallel=request.parallel,
+                deadline_s=fleet.deadline_s,
+                progress=progress,
+                on_result=on_result,
+                stop=stop,
+            )
+    base = fleet.base
+    results, report_fleet = judge_fleet(
+        outcome.results,
+        lambda name: fleet.policies.get(name, base),
+        interrupted=outcome.interrupted,
     )
     return Report(
         generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         nodes=results,
-        fleet=fleet,
+        fleet=report_fleet,
     )

@@ -54,6 +54,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 SUITE = "bookworm"
 # Kept minimal: python3 runs the agent, numpy the simulated burn-in; sftp for uploads.
 PACKAGES: tuple[str, ...] = ("openssh-server", "openssh-sftp-server", "python3", "python3-numpy")
+# What a Slurm compute node adds (the shape ``debian12-slurm``).
+SLURM_NODE_PACKAGES: tuple[str, ...] = ("munge", "slurm-client", "slurmd")
 # Bumped whenever the post-debootstrap tweaks change, so the cache key changes too.
 ROOTFS_LAYOUT = 1
 
@@ -141,6 +143,9 @@ SHAPES: dict[str, HostShape] = {
     "debian12": HostShape("debian12"),
     "ubuntu2404": _ubuntu("24.04", "24.04.1", "noble", "Noble Numbat", "trixie"),
     "ubuntu2204": _ubuntu("22.04", "22.04.5", "jammy", "Jammy Jellyfish", "bookworm"),
+    # Debian 12 with a Slurm compute node's packages (tests/hosts/slurmcluster.py):
+    # slurmd, munge, and slurm-client for the scontrol a health check drains itself with.
+    "debian12-slurm": HostShape("debian12-slurm", packages=SLURM_NODE_PACKAGES),
 }
 
 
@@ -175,6 +180,8 @@ MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
 MS_BIND = 4096
+MS_RDONLY = 1
+MS_REMOUNT = 32
 MNT_DETACH = 2
 
 
@@ -290,6 +297,25 @@ def pids_in_netns(names: Iterable[str]) -> dict[str, list[int]]:
     return found
 
 
+def processes_mentioning(path: Path) -> list[int]:
+    """Processes (not this one) whose command line names ``path`` or a path below it."""
+    prefix = str(path).rstrip("/")
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for raw in args:
+            arg = raw.decode(errors="replace")
+            if arg == prefix or prefix + "/" in arg:
+                found.append(int(entry))
+                break
+    return found
+
+
 def _kill_netns_processes(names: Sequence[str], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -299,6 +325,23 @@ def _kill_netns_processes(names: Sequence[str], timeout: float = 5.0) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _kill_mentioning(path: Path, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = processes_mentioning(path)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            # Our own children stay zombies (still listed) until reaped.
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
@@ -553,6 +596,9 @@ def teardown_slot(slot: int, state_dir: Path = STATE_DIR) -> list[str]:
     namespaces = _slot_netns(slot)
     _kill_netns_processes(namespaces)
     run_dir = state_dir / f"slot-{slot}"
+    # Daemons on this machine's side that serve the slot's hosts (a test Slurm
+    # cluster's slurmctld and munged) name files in the run directory.
+    _kill_mentioning(run_dir)
     problems += [f"mount {point}" for point in unmount_all_under(run_dir)]
     # Deleting the root-side veth ends first is synchronous; a namespace's own
     # teardown in the kernel is not, and would leave the links for a moment.
@@ -852,6 +898,68 @@ class TestHost:
         """Where the scenario file lies, seen from this machine."""
         return self.root / SCENARIO_PATH.lstrip("/")
 
+    # ------------------------------------------------------------ binds
+
+    def bind(self, path: Path | str, *, read_only: bool = False) -> Path:
+        """Bind-mount this machine's ``path`` into the host at the same absolute path.
+
+        Like a shared filesystem (an NFS home): what one side writes the other
+        reads. Not recursive: mounts below ``path`` on this machine are not carried.
+
+        Args:
+            path: an absolute path of a directory or file on this machine.
+            read_only: whether the host sees it read-only.
+
+        Returns:
+            Where the mount point lies, seen from this machine.
+
+        Raises:
+            HostsError: for a relative or missing path, or when the mount fails.
+        """
+        self._require_reachable()
+        source = Path(path)
+        target = self._inner_path(source)
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch(exist_ok=True)
+        _mount(str(source), target, "none", MS_BIND)
+        if read_only:
+            try:
+                _mount("none", target, "none", MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+            except HostsError:
+                _umount(str(target))
+                raise
+        return target
+
+    def unbind(self, path: Path | str) -> None:
+        """Undo :meth:`bind` (nothing happens when ``path`` is not bound).
+
+        Raises:
+            HostsError: when the mount would not go.
+        """
+        self._require_reachable()
+        target = self._inner_path(Path(path), create=False)
+        if str(target) in mounts_under(target) and not _umount(str(target)):
+            raise HostsError(f"could not unmount {target}")
+
+    def _inner_path(self, path: Path, create: bool = True) -> Path:
+        # The kernel resolves a mount target from this machine's root: a symlink
+        # in the host's tree (Debian's /var/run -> /run) would land outside it.
+        if not path.is_absolute() or ".." in path.parts or path == Path("/"):
+            raise HostsError(f"bind needs an absolute path other than /, not {str(path)!r}")
+        if create and not path.exists():
+            raise HostsError(f"cannot bind {path} into {self.name}: no such file or directory")
+        target = self.root
+        for part in path.parts[1:]:
+            target = target / part
+            if target.is_symlink():
+                raise HostsError(
+                    f"cannot bind {path} into {self.name}: {target} is a symlink in its root"
+                )
+        return target
+
 
 def _sshd_config(address: str, port: int) -> str:
     return "\n".join(
@@ -921,6 +1029,7 @@ class TestHostPool:
         self._next_down = LAST_OCTET
         self._count = 0
         self._closed = False
+        self.binds: dict[Path, bool] = {}
 
     @property
     def network(self) -> ipaddress.IPv4Network:
@@ -1071,7 +1180,36 @@ class TestHostPool:
         host._write_host_key()
         assert host.scenario is not None
         host.set_scenario(host.scenario)
+        for path, read_only in self.binds.items():
+            host.bind(path, read_only=read_only)
         host.process = host._spawn_sshd()
+
+    def bind(self, path: Path | str, *, read_only: bool = False) -> None:
+        """Bind-mount this machine's ``path`` into every host at the same absolute path.
+
+        Hosts started later get it too. The mounts lie under the run directory,
+        so :meth:`close` removes them with the rest.
+
+        Args:
+            path: an absolute path of a directory or file on this machine.
+            read_only: whether the hosts see it read-only.
+
+        Raises:
+            HostsError: for a relative or missing path, or when a mount fails.
+        """
+        key = Path(path)
+        self.binds[key] = read_only
+        for host in self.hosts:
+            if host.reachable:
+                host.bind(key, read_only=read_only)
+
+    def unbind(self, path: Path | str) -> None:
+        """Undo :meth:`bind` in every host; hosts started later no longer get it."""
+        key = Path(path)
+        self.binds.pop(key, None)
+        for host in self.hosts:
+            if host.reachable:
+                host.unbind(key)
 
     # ------------------------------------------------------------ outputs
 

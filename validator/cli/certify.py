@@ -24,6 +24,12 @@ from validator.cli.options import (
     limit_option,
     policy_option,
 )
+from validator.cli.slurm_options import (
+    slurm_options,
+    slurm_settings,
+    tell_slurm_steps,
+    tell_submitted,
+)
 from validator.errors import ExitCode
 from validator.model import TransportName
 from validator.node.burnin.config import parse_duration
@@ -99,15 +105,29 @@ SIMULATED_BURN_DEFAULT = "10s"
     help="Sign certificates with HMAC-SHA256 using this key file.",
 )
 @fanout_options
+@slurm_options
+@click.option(
+    "--slurm-drain",
+    is_flag=True,
+    help="After judging, drain the nodes that failed (reason 'gpuready: ...', their failing "
+    "checks) and resume the ones gpuready drained that now pass; with --slurm, nodes "
+    "gpuready drained are re-tested in a quarantine reservation.",
+)
 @click.pass_context
 def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     request, note = _request(ctx, options)
+    if request.slurm is not None and not request.slurm.wait:
+        from validator.certify import submit_fleet
+
+        tell_submitted(submit_fleet(request.fleet()))
+        ctx.exit(int(ExitCode.OK))
     # Created by the first record: bad input found before anything is measured leaves no file.
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
-        outcome = _run(request, store, note)
-    _render(outcome, as_json=options["as_json"], color=options["color"])
+        outcome = run_with_display(request, store, note)
+    render_outcome(outcome, as_json=options["as_json"], color=options["color"])
+    tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:  # measured, but not stored: exit 3
         click.echo(f"gpuready: error: {problem}", err=True)
@@ -124,7 +144,9 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     """The request the options make, and a note for a shortened simulated burn."""
     burn_opts = BurnOptions.pop(options)
     simulate, capture = options["simulate"], options["capture_dir"]
-    _check_sources(simulate, capture, options["inventories"], options["limit"])
+    slurm_drain = options.pop("slurm_drain")
+    slurm = slurm_settings(options, manage_drains=slurm_drain)
+    _check_sources(simulate, capture, options["inventories"], options["limit"], slurm is not None)
     duration, note = _burn_seconds(ctx, burn_opts.burn_duration, simulate)
     dcgm_level = options.pop("dcgm_level")
     # Only when given: the policy's level stands otherwise.
@@ -142,6 +164,8 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         sign_key=options["sign_key"],
         argv=command_line(ctx),
         interconnect=interconnect,
+        slurm=slurm,
+        slurm_drain=slurm_drain,
         **fanout_settings(options),
         **dcgm,
     )
@@ -149,8 +173,17 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
 
 
 def _check_sources(
-    simulate: str | None, capture: str | None, inventories: tuple[str, ...], limit: str | None
+    simulate: str | None,
+    capture: str | None,
+    inventories: tuple[str, ...],
+    limit: str | None,
+    slurm: bool = False,
 ) -> None:
+    if slurm and (simulate is not None or capture is not None):
+        raise click.UsageError(
+            "--slurm certifies the cluster's nodes: set gpuready_simulate per host in an "
+            "inventory (-i) instead of --simulate, and certify a capture on its own"
+        )
     if simulate is not None and capture is not None:
         raise click.UsageError("--simulate and --capture are exclusive: choose one source of facts")
     if inventories and (simulate is not None or capture is not None):
@@ -176,7 +209,7 @@ def _burn_seconds(
     return duration, f"simulated node: burning {duration:g} s (give --burn to change)"
 
 
-def _run(request: CertifyRequest, store: Store, note: str | None) -> CertifyOutcome:
+def run_with_display(request: CertifyRequest, store: Store, note: str | None) -> CertifyOutcome:
     """The run under its live display: a fleet's table, or one node's burn.
 
     Ctrl-C before a single node's burn ends the run with nothing judged; one
@@ -185,7 +218,7 @@ def _run(request: CertifyRequest, store: Store, note: str | None) -> CertifyOutc
     from validator.cli.burn_display import BurnDisplay
     from validator.cli.progress import FleetProgress
 
-    if request.inventories:
+    if request.inventories or request.slurm is not None:
         with FleetProgress() as fleet:
             return run_certify(request, store, fleet_display=fleet)
     try:
@@ -198,7 +231,8 @@ def _run(request: CertifyRequest, store: Store, note: str | None) -> CertifyOutc
         raise click.exceptions.Exit(int(ExitCode.INTERRUPTED)) from None
 
 
-def _render(outcome: CertifyOutcome, *, as_json: bool, color: bool | None) -> None:
+def render_outcome(outcome: CertifyOutcome, *, as_json: bool, color: bool | None) -> None:
+    """The report on stdout (JSON or text), and where the report files went on stderr."""
     if outcome.written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:

@@ -21,6 +21,7 @@ from validator.cli.options import (
     limit_option,
     policy_option,
 )
+from validator.cli.slurm_options import slurm_options, slurm_settings, tell_slurm_steps
 from validator.model import TransportName
 from validator.node.burnin.config import BurnConfig, parse_duration
 from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
@@ -91,6 +92,7 @@ from validator.store import Store
     "(required for a signed --certificate file).",
 )
 @fanout_options
+@slurm_options
 @click.pass_context
 def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked."""
@@ -106,7 +108,10 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     """The request the options make; a --certificate file is read and verified first."""
     from validator.certificate import load_key
 
-    _check_usage(options)
+    slurm = slurm_settings(options, manage_drains=options["slurm_drain"])
+    if slurm is not None and not slurm.wait:
+        raise click.UsageError("drift --slurm compares as results arrive: leave out --no-wait")
+    _check_usage(options, slurm=slurm is not None)
     duration = parse_duration(options["burn_duration"])
     path, key_path = options["certificate_path"], options["key_path"]
     key = load_key(key_path) if key_path is not None else None
@@ -122,14 +127,20 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
         measure_interconnect=options["interconnect"],
+        slurm=slurm,
         argv=command_line(ctx),
         **fanout_settings(options),
     )
 
 
-def _check_usage(options: dict[str, Any]) -> None:
+def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
     """Refuse option combinations that cannot mean anything, naming the fix."""
     inventories, transport = options["inventories"], options["transport"]
+    if slurm and (options["simulate"] is not None or options["certificate_path"] is not None):
+        raise click.UsageError(
+            "--slurm checks the cluster's nodes: set gpuready_simulate per host in an "
+            "inventory (-i); each node's certificate comes from --db"
+        )
     if options["as_json"] and options["nhc"]:
         raise click.UsageError("--json and --nhc both print on stdout: choose one")
     if inventories and options["simulate"] is not None:
@@ -140,7 +151,7 @@ def _check_usage(options: dict[str, Any]) -> None:
         raise click.UsageError("--certificate is for one machine: each host's comes from --db")
     if not inventories and options["limit"] is not None:
         raise click.UsageError("--limit needs an inventory (-i)")
-    if not inventories and transport in ("ssh", "ansible"):
+    if not inventories and not slurm and transport in ("ssh", "ansible"):
         raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
     if options["prom_file"] is not None:
         _check_prom_file(options["prom_file"])
@@ -177,7 +188,7 @@ def _run(request: DriftRequest, store: Store, *, quiet: bool) -> DriftOutcome:
     """The run; a fleet's under its live display unless only one line is to be printed."""
     from validator.cli.progress import FleetProgress
 
-    if not request.inventories or quiet:
+    if not (request.inventories or request.slurm is not None) or quiet:
         return run_drift(request, store)
     with FleetProgress() as display:
         return run_drift(request, store, fleet_display=display)
@@ -185,14 +196,7 @@ def _run(request: DriftRequest, store: Store, *, quiet: bool) -> DriftOutcome:
 
 def _render(outcome: DriftOutcome, *, as_json: bool, nhc: bool) -> int:
     """Print what Slurm was told (stderr), then the results (stdout); the exit code."""
-    from validator.slurm import Action
-
-    for step in outcome.slurm:
-        if step.action is None:
-            click.echo(f"gpuready: slurm: {step.hostname}: {step.error}", err=True)
-        elif step.action in (Action.DRAINED, Action.UPDATED, Action.RESUMED, Action.LEFT_ALONE):
-            note = " (drained by someone else)" if step.action is Action.LEFT_ALONE else ""
-            click.echo(f"gpuready: slurm: {step.hostname}: {step.action.value}{note}", err=True)
+    tell_slurm_steps(outcome.slurm)
     if nhc:
         from validator.drift import nhc_line
 

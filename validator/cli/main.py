@@ -15,6 +15,7 @@ from validator.cli.drift import drift
 from validator.cli.history import history
 from validator.cli.provision import provision
 from validator.cli.scenarios import scenarios
+from validator.cli.slurm import slurm
 from validator.cli.verify_cert import verify_cert
 from validator.errors import ExitCode, GpureadyError
 from validator.text import one_line
@@ -38,6 +39,7 @@ cli.add_command(provision)
 cli.add_command(history)
 cli.add_command(drift)
 cli.add_command(verify_cert)
+cli.add_command(slurm)
 
 
 def _click_problem(exc: click.ClickException) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -43,6 +43,9 @@ from validator.store import RunKind
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.node.burnin.run import BurnProgress, ProgressSink
+    from validator.operations.drift import SlurmStep
+    from validator.remote.slurm_fanout import SlurmOptions
+    from validator.remote.slurm_spool import Submission
     from validator.report.rma import LastCertificate
     from validator.store import Store
 
@@ -73,6 +76,11 @@ class CertifyRequest:
     dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
     # --interconnect (True) / --no-interconnect (False): overrides the policy's; None: its own.
     interconnect: bool | None = None
+    # Through Slurm: its options; a submission to gather instead of submitting one; and
+    # whether to drain the nodes that fail (resuming those gpuready drained that pass).
+    slurm: SlurmOptions | None = None
+    slurm_collect: str | None = None
+    slurm_drain: bool = False
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
@@ -108,6 +116,8 @@ class CertifyOutcome:
     problems: tuple[str, ...] = ()
     # What the user should know: the run spooled to a pending file, pending runs imported.
     notices: tuple[str, ...] = ()
+    slurm: tuple[SlurmStep, ...] = ()  # what --slurm-drain did about each node
+    submission: Submission | None = None  # the Slurm submission the results came from
 
     @property
     def exit_code(self) -> ExitCode:
@@ -146,8 +156,11 @@ def run_certify(
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
     problems: list[str] = []
-    if request.inventories:
-        report, run_id = _certify_fleet(request, store, policy, fleet_display, problems)
+    submitted: list[Submission] = []
+    if request.inventories or request.slurm is not None:
+        report, run_id = _certify_fleet(
+            request, store, policy, fleet_display, problems, submitted.append
+        )
     else:
         report, run_id = _certify_one(request, store, policy, burn_progress)
     report = report_with_actions(report)
@@ -165,6 +178,12 @@ def run_certify(
         problems.append(str(exc))
     else:
         problems = [f"{problem} (the results are kept in history)" for problem in problems]
+    slurm: tuple[SlurmStep, ...] = ()
+    if request.slurm_drain:
+        from validator.operations.drift import tell_slurm
+        from validator.operations.slurm import certify_reason, with_quarantine
+
+        slurm = with_quarantine(tell_slurm(report.nodes, reason=certify_reason), report, submitted)
     return CertifyOutcome(
         report=report,
         run_id=run_id,
@@ -172,6 +191,8 @@ def run_certify(
         written=written,
         problems=tuple(problems),
         notices=tuple(store.take_notices()),
+        slurm=slurm,
+        submission=submitted[0] if submitted else None,
     )
 
 
@@ -269,6 +290,7 @@ def _certify_fleet(
     policy: Policy,
     display: FleetDisplay | None,
     problems: list[str],
+    on_submitted: Callable[[Submission], None] | None = None,
 ) -> tuple[Report, int]:
     """The fan-out; each host's result is recorded (and written) as it arrives.
 
@@ -305,7 +327,11 @@ def _certify_fleet(
 
     try:
         report = certify_fleet(
-            request.fleet(), progress=display, on_result=arrived, on_hosts=hosts_known
+            request.fleet(),
+            progress=display,
+            on_result=arrived,
+            on_hosts=hosts_known,
+            on_submitted=on_submitted,
         )
     except BaseException:
         if run:  # the results recorded so far stay; the run says it was cut short

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.model import HostSpec
     from validator.operations.certify import FleetDisplay
+    from validator.remote.slurm_fanout import SlurmOptions
     from validator.slurm import Action, Runner
     from validator.store import Store
 
@@ -72,6 +73,7 @@ class DriftRequest:
     # --interconnect: measure it and compare with the certificate's figures (see
     # interconnect_modes); off by default, drift being the cheap scheduled check.
     measure_interconnect: bool = False
+    slurm: SlurmOptions | None = None  # reach the nodes through Slurm's jobs instead
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
@@ -136,7 +138,7 @@ def run_drift(
         ReportError: the Prometheus file could not be written (history is closed first).
     """
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
-    if request.inventories:
+    if request.inventories or request.slurm is not None:
         results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
     else:
         results, run_id, interrupted = _drift_here(request, store, policy)
@@ -260,9 +262,16 @@ def _drift_fleet(
     from validator.remote.ssh import quiet_paramiko
 
     quiet_paramiko()
-    hosts = load_hosts(request.inventories, request.limit)
+    slurm_plan = None
+    if request.slurm is not None:
+        from validator.operations.slurm import plan
+
+        listed = load_hosts(request.inventories, request.limit) if request.inventories else []
+        slurm_plan = plan(request.slurm, listed)
+        hosts = slurm_plan.hosts
+    else:
+        hosts = load_hosts(request.inventories, request.limit)
     policies = {host.name: policy_for(host, base) for host in hosts}
-    transport = make_transport(request.fleet())
     if display is not None:
         display.set_hosts(hosts)
     run_id = store.start_run(RunKind.DRIFT, len(hosts), policy_digest(base), request.argv)
@@ -281,22 +290,35 @@ def _drift_fleet(
     asked = agent_request(
         request.burn, base, policies, interconnect_modes(request.measure_interconnect)
     )
+    deadline_s = host_deadline(
+        request.deadline_s, request.burn, longest_dcgm(base, policies), asked.measures_interconnect
+    )
     try:
-        outcome = run_fanout(
-            hosts,
-            transport,
-            asked,
-            judge,
-            parallel=request.parallel,
-            deadline_s=host_deadline(
-                request.deadline_s,
-                request.burn,
-                longest_dcgm(base, policies),
-                asked.measures_interconnect,
-            ),
-            progress=display,
-            on_result=arrived,
-        )
+        if slurm_plan is not None and request.slurm is not None:
+            from validator.operations.slurm import reach
+
+            judging = {"burn_s": request.burn.duration_s if request.burn else None}
+            outcome = reach(
+                slurm_plan,
+                request.slurm,
+                asked,
+                judge,
+                deadline_s=deadline_s,
+                judging={**judging, "deadline_s": request.deadline_s, "drift": True},
+                progress=display,
+                on_result=arrived,
+            )
+        else:
+            outcome = run_fanout(
+                hosts,
+                make_transport(request.fleet()),
+                asked,
+                judge,
+                parallel=request.parallel,
+                deadline_s=deadline_s,
+                progress=display,
+                on_result=arrived,
+            )
     except BaseException:
         store.finish_run(run_id, interrupted=True)
         raise
@@ -305,12 +327,15 @@ def _drift_fleet(
 
 
 def tell_slurm(
-    results: Sequence[NodeResult], runner: Runner | None = None
+    results: Sequence[NodeResult],
+    runner: Runner | None = None,
+    reason: Callable[[NodeResult], str] = slurm_reason,
 ) -> tuple[SlurmStep, ...]:
     """Drain drifted nodes; resume the clean ones gpuready drained; leave the rest alone.
 
     A node that could not be checked is neither: no drift to drain for, not shown clean.
-    A node Slurm could not be told about does not stop the others.
+    A node Slurm could not be told about does not stop the others. ``reason`` words a
+    failing node's drain (drift's summary; certify names its failing checks).
     """
     from validator.slurm import drain, resume_if_ours, run_scontrol
 
@@ -319,7 +344,7 @@ def tell_slurm(
     for result in results:
         try:
             if result.verdict is Verdict.NOT_CERTIFIED:
-                action = drain(result.hostname, slurm_reason(result), scontrol)
+                action = drain(result.hostname, reason(result), scontrol)
             elif result.verdict is Verdict.CERTIFIED:
                 action = resume_if_ours(result.hostname, scontrol)
             else:

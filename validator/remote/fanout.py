@@ -74,7 +74,7 @@ def unreachable(
     )
 
 
-def _result(
+def judged_result(
     host: HostSpec,
     transport: str,
     outcome: AgentOutcome,
@@ -82,6 +82,11 @@ def _result(
     request: AgentRequest,
     deadline_s: float,
 ) -> NodeResult:
+    """One host's result from its agent's outcome: judged, or UNKNOWN with why not.
+
+    A host whose run the deadline cut is judged on what it measured, then made UNKNOWN
+    as timed out (validator.remote.deadline); every transport's outcome goes through here.
+    """
     if outcome.facts is None:
         why = outcome.error or "the agent gave no facts"
         return unreachable(host, transport, why, outcome.phase, outcome.elapsed_s, outcome.stderr)
@@ -189,7 +194,7 @@ class _Run:
             try:
                 chosen = transport_for(self.transport, host)
                 outcome = chosen.run_agent(host, self.request, self.deadline_s, self.progress)
-                result = _result(
+                result = judged_result(
                     host, chosen.name, outcome, self.judge, self.request, self.deadline_s
                 )
             except Exception as exc:  # noqa: BLE001 - one host's bug must not end the run

@@ -17,37 +17,22 @@ from __future__ import annotations
 import enum
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from validator.errors import BadInputError, CouldNotRunError
+from validator.errors import BadInputError
+from validator.slurm.commands import CommandResult, Runner, SlurmError
 from validator.text import one_line
 
 PREFIX = "gpuready:"
 
 # Slurm node names: letters, digits, dots, dashes, underscores. Anything else
 # (a comma or bracket would name several nodes to scontrol) is refused.
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # scontrol appends " [user@time]" to the reason it shows.
 _REASON_SUFFIX = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")
 _REASON_MAX_CHARS = 240
 SCONTROL_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command gave back."""
-
-    returncode: int
-    stdout: str = ""
-    stderr: str = ""
-
-
-Runner = Callable[[Sequence[str]], CommandResult]
-
-
-class SlurmError(CouldNotRunError):
-    """scontrol is missing, or refused a command; one line saying which."""
 
 
 def run_scontrol(argv: Sequence[str]) -> CommandResult:
@@ -75,8 +60,13 @@ def run_scontrol(argv: Sequence[str]) -> CommandResult:
     return CommandResult(done.returncode, done.stdout, done.stderr)
 
 
-def _checked_name(host: str) -> str:
-    if not _NODE_NAME.fullmatch(host):
+def checked_name(host: str) -> str:
+    """``host`` itself when it is one Slurm name (a comma or bracket would name several).
+
+    Raises:
+        BadInputError: it is not.
+    """
+    if not NODE_NAME.fullmatch(host):
         raise BadInputError(f"{host!r} is not a Slurm node name (letters, digits, '.', '-', '_')")
     return host
 
@@ -147,7 +137,7 @@ def node_state(host: str, runner: Runner = run_scontrol) -> NodeState:
         BadInputError: ``host`` is not a node name.
         SlurmError: scontrol is missing or failed.
     """
-    name = _checked_name(host)
+    name = checked_name(host)
     result = _run(["scontrol", "show", "node", name], runner)
     return parse_show_node(result.stdout, name)
 
@@ -176,7 +166,7 @@ def drain(host: str, reason: str, runner: Runner = run_scontrol, *, prefix: str 
         BadInputError: ``host`` is not a node name.
         SlurmError: scontrol is missing or refused.
     """
-    name = _checked_name(host)
+    name = checked_name(host)
     text = one_line(
         reason if reason.startswith(prefix) else f"{prefix} {reason}", _REASON_MAX_CHARS
     )
@@ -202,7 +192,7 @@ def resume_if_ours(host: str, runner: Runner = run_scontrol, *, prefix: str = PR
         BadInputError: ``host`` is not a node name.
         SlurmError: scontrol is missing or refused.
     """
-    name = _checked_name(host)
+    name = checked_name(host)
     current = node_state(name, runner)
     if not current.drained:
         return Action.NOT_DRAINED
@@ -213,12 +203,11 @@ def resume_if_ours(host: str, runner: Runner = run_scontrol, *, prefix: str = PR
 
 
 __all__ = [
+    "NODE_NAME",
     "PREFIX",
     "Action",
-    "CommandResult",
     "NodeState",
-    "Runner",
-    "SlurmError",
+    "checked_name",
     "drain",
     "node_state",
     "parse_show_node",

@@ -1,0 +1,270 @@
+"""Certify and drift through Slurm: which nodes, how they are reached, what happens after.
+
+The fleet paths (validator.certify.certify_fleet, validator.operations.drift) ask
+:func:`plan` for their hosts and :func:`reach` for their results when the request
+names Slurm; everything else (judging, the fleet median, reports, history,
+certificates) is the SSH fleet's. A plan either submits (the nodes Slurm lists, each
+host's variables from the inventory where one is given) or collects a submission
+already in the spool (``gpuready slurm collect``), whose hosts and options were saved
+with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from validator.errors import BadInputError
+from validator.model import HostSpec, NodeResult, Report, Severity, Verdict, to_dict
+from validator.remote.fanout import FanoutResult, Judge
+from validator.remote.slurm_fanout import (
+    SlurmOptions,
+    Targets,
+    follow,
+    hosts_for,
+    restore_quarantined,
+    submit_run,
+    target_nodes,
+)
+from validator.remote.slurm_spool import Submission, find
+from validator.remote.transport import AgentRequest, Progress
+from validator.text import one_line
+
+if TYPE_CHECKING:
+    from validator.operations.certify import CertifyRequest
+    from validator.operations.drift import SlurmStep
+
+REASON_MAX_CHARS = 240
+
+
+@dataclass(frozen=True)
+class SlurmPlan:
+    """The hosts of a Slurm run, and either the nodes to submit to or the submission to read."""
+
+    hosts: list[HostSpec]
+    targets: Targets | None = None
+    submission: Submission | None = None
+
+
+def plan(
+    options: SlurmOptions,
+    inventory_hosts: Sequence[HostSpec] = (),
+    collect: str | None = None,
+) -> SlurmPlan:
+    """The hosts of a Slurm run.
+
+    Args:
+        options: the Slurm options (the spool to collect from, too).
+        inventory_hosts: hosts of the inventories given with ``--slurm``; a node they
+            name gets its variables (scenario, policy overrides, python).
+        collect: a submission's token or job id: its saved hosts, nothing submitted.
+
+    Raises:
+        BadInputError: no such submission, a bad host-list, or no node to certify.
+        SlurmError: Slurm's commands are missing or failed.
+    """
+    if collect is not None:
+        submission = find(options.spool, collect)
+        return SlurmPlan(saved_hosts(submission), submission=submission)
+    targets = target_nodes(options)
+    return SlurmPlan(hosts_for(targets, inventory_hosts), targets=targets)
+
+
+def saved_hosts(submission: Submission) -> list[HostSpec]:
+    """The hosts saved with a submission (every node, in order).
+
+    Raises:
+        BadInputError: request.json's hosts do not fit HostSpec.
+    """
+    saved = submission.options.get("hosts", [])
+    try:
+        hosts = [_host(data) for data in saved]
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(
+            f"{submission.directory}/request.json: its hosts do not fit ({one_line(exc)}); "
+            "submit again"
+        ) from None
+    by_name = {host.name: host for host in hosts}
+    return [by_name.get(node) or HostSpec(name=node, address=node) for node in submission.nodes]
+
+
+_HOST_TEXT = ("name", "address", "user", "key_file", "python", "simulate")
+
+
+def _host(data: object) -> HostSpec:
+    """One saved host (to_dict's form of HostSpec), each field's type checked."""
+    if not isinstance(data, dict):
+        raise TypeError("a host is not a map")
+    known = {*_HOST_TEXT, "port", "vars"}
+    extra = set(data) - known
+    if extra:
+        raise ValueError(f"unknown host fields {sorted(extra)}")
+    for key in _HOST_TEXT:
+        if key in data and data[key] is not None and not isinstance(data[key], str):
+            raise TypeError(f"host {key} is not text")
+    port, variables = data.get("port"), data.get("vars", {})
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise TypeError("host port is not a number")
+    if not isinstance(variables, dict):
+        raise TypeError("host vars is not a map")
+    if not isinstance(data.get("name"), str):
+        raise TypeError("a host has no name")
+    fields = {key: data[key] for key in _HOST_TEXT if data.get(key) is not None}
+    return HostSpec(**fields, port=port, vars=variables)
+
+
+def judging_options(hosts: Sequence[HostSpec], asked: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``slurm collect`` needs to judge later: the hosts and the request's options."""
+    return {**asked, "hosts": [to_dict(host) for host in hosts]}
+
+
+def reach(
+    slurm_plan: SlurmPlan,
+    options: SlurmOptions,
+    request: AgentRequest,
+    judge: Judge,
+    *,
+    deadline_s: float,
+    judging: Mapping[str, Any],
+    progress: Progress | None = None,
+    on_result: Callable[[NodeResult], None] | None = None,
+    stop: threading.Event | None = None,
+    on_submitted: Callable[[Submission], None] | None = None,
+) -> FanoutResult:
+    """Submit (unless collecting), then follow the jobs and judge each node's result.
+
+    Quarantined nodes (gpuready's own drains, re-tested) that end without a verdict are
+    drained again with the reason they had, and the quarantine reservation is deleted.
+    """
+    submission = slurm_plan.submission
+    if submission is None:
+        if slurm_plan.targets is None:  # a plan either submits or collects
+            raise BadInputError("a Slurm plan with neither nodes nor a submission")
+        submission = submit_run(
+            slurm_plan.hosts,
+            slurm_plan.targets,
+            request,
+            deadline_s,
+            options,
+            judging_options(slurm_plan.hosts, judging),
+        )
+    if on_submitted is not None:
+        on_submitted(submission)
+    outcome = follow(
+        submission,
+        slurm_plan.hosts,
+        request,
+        judge,
+        deadline_s=deadline_s,
+        wait=options.wait,
+        poll_s=options.poll_s,
+        progress=progress,
+        on_result=on_result,
+        stop=stop,
+    )
+    if submission.quarantined and (options.wait or outcome.interrupted):
+        restore_quarantined(submission, outcome.results)
+        from validator.remote.slurm_fanout import release_quarantine
+
+        release_quarantine(submission)
+    return outcome
+
+
+def collect_request(
+    spool: str,
+    token: str,
+    *,
+    wait: bool,
+    poll_s: float,
+    slurm_drain: bool,
+    report_dir: str | None = None,
+    sign_key: str | None = None,
+    argv: Sequence[str] = (),
+) -> CertifyRequest:
+    """The certify request that gathers (and judges) a saved submission as it was asked.
+
+    Raises:
+        BadInputError: no such submission, or its saved options are damaged.
+    """
+    from validator.node.burnin.config import BurnConfig
+    from validator.operations.certify import CertifyRequest
+
+    submission = find(spool, token)
+    saved = submission.options
+
+    def number(key: str) -> float | None:
+        value = saved.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadInputError(
+                f"{submission.directory}/request.json: {key} is not a number; submit again"
+            )
+        return float(value)
+
+    burn_s = number("burn_s")
+    level = number("dcgm_level")
+    interconnect = saved.get("interconnect")
+    policy_path = saved.get("policy_path")
+    return CertifyRequest(
+        policy_path=policy_path if isinstance(policy_path, str) else None,
+        burn=BurnConfig(duration_s=burn_s) if burn_s else None,
+        deadline_s=number("deadline_s"),
+        dcgm_level=int(level) if level is not None else None,
+        interconnect=interconnect if isinstance(interconnect, bool) else None,
+        report_dir=report_dir,
+        sign_key=sign_key,
+        slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain),
+        slurm_collect=token,
+        slurm_drain=slurm_drain,
+        argv=argv,
+    )
+
+
+def certify_reason(result: NodeResult) -> str:
+    """The drain reason for a node certify failed: ``gpuready:`` and its failing checks."""
+    failing = list(dict.fromkeys(f.check for f in result.findings if f.severity is Severity.FAIL))
+    checks = ", ".join(failing) if failing else result.summary
+    return one_line(f"gpuready: not certified: {checks}", REASON_MAX_CHARS)
+
+
+def with_quarantine(
+    steps: Sequence[SlurmStep], report: Report, submitted: Sequence[Submission]
+) -> tuple[SlurmStep, ...]:
+    """What --slurm-drain did, counting the quarantined nodes that passed as resumed.
+
+    They were resumed inside the quarantine reservation before they ran, so the drain
+    pass after judging finds them not drained; passing, they stay resumed.
+    """
+    from validator.operations.drift import SlurmStep as Step
+    from validator.slurm import Action
+
+    quarantined = {node for submission in submitted for node in submission.quarantined}
+    passed = {n.hostname for n in report.nodes if n.verdict is Verdict.CERTIFIED}
+    return tuple(
+        Step(step.hostname, Action.RESUMED)
+        if step.hostname in quarantined & passed and step.action is Action.NOT_DRAINED
+        else step
+        for step in steps
+    )
+
+
+def spool_default() -> str:
+    """Where submissions go when ``--spool`` is not given: the home folder, often shared."""
+    return str(Path.home() / ".gpuready" / "slurm")
+
+
+__all__ = [
+    "SlurmPlan",
+    "certify_reason",
+    "collect_request",
+    "judging_options",
+    "plan",
+    "reach",
+    "saved_hosts",
+    "spool_default",
+    "with_quarantine",
+]
