@@ -29,6 +29,7 @@ CASE_MODULES = (
     "cases_verify",
     "cases_history",
     "cases_provision",
+    "cases_slurm",
 )
 
 ExitCodes = Union[int, frozenset[int]]

@@ -71,7 +71,7 @@ def run_slurm(argv: Sequence[str], *, timeout_s: float = SLURM_TIMEOUT_S) -> Com
         ) from None
     except subprocess.TimeoutExpired:
         raise SlurmError(
-            f"{argv[0]} did not answer within {timeout_s:.0f} s: is slurmctld up and reachable?"
+            f"{argv[0]} did not answer within {timeout_s:g} s: is slurmctld up and reachable?"
         ) from None
     return CommandResult(done.returncode, done.stdout, done.stderr)
 

@@ -181,8 +181,9 @@ def _load(text: str, command: str) -> dict[str, object]:
 
 
 def parse_sinfo_json(text: str) -> list[SlurmNode]:
-    """Nodes from ``sinfo --json`` (22.05's shape, 23.02's and later) or ``scontrol show
-    node --json``, each node once with all its partitions.
+    """Nodes from ``sinfo --json`` or ``scontrol show node --json``, each once.
+
+    22.05's shape and 23.02's and later; a node in several partitions has them all.
 
     Raises:
         SlurmError: the text is not that JSON, or Slurm reported errors in it (22.05
@@ -191,11 +192,12 @@ def parse_sinfo_json(text: str) -> list[SlurmNode]:
     """
     data = _load(text, "sinfo --json")
     found: list[SlurmNode] = []
-    if isinstance(data.get("sinfo"), list):
-        for record in data["sinfo"]:
+    records, entries = data.get("sinfo"), data.get("nodes")
+    if isinstance(records, list):
+        for record in records:
             found.extend(_sinfo_record(record))
-    elif isinstance(data.get("nodes"), list):
-        for entry in data["nodes"]:
+    elif isinstance(entries, list):
+        for entry in entries:
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 continue
             base, flags = _state(entry.get("state"), entry.get("state_flags"))
@@ -242,6 +244,8 @@ def _sinfo_record(record: object) -> list[SlurmNode]:
 def parse_sinfo_text(text: str) -> list[SlurmNode]:
     """Nodes from ``sinfo -h -N -o '%N|%T|%E|%P'`` (one row per node and partition).
 
+    Rows of ``'%N|%T|%E'`` (no partition) are read too.
+
     The state word maps to scontrol's names: ``drained`` is IDLE with DRAIN, ``draining``
     ALLOCATED with DRAIN, ``down*`` DOWN with NOT_RESPONDING. The reason may hold ``|``:
     the partition is the last field, the reason all between.
@@ -249,8 +253,10 @@ def parse_sinfo_text(text: str) -> list[SlurmNode]:
     rows: list[SlurmNode] = []
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) < 4 or not parts[0]:
+        if len(parts) < 3 or not parts[0]:
             continue
+        if len(parts) == 3:  # '%N|%T|%E', without the partition
+            parts.append("")
         name, word = parts[0].strip(), parts[1].strip()
         reason, partition = "|".join(parts[2:-1]).strip(), parts[-1].strip().rstrip("*")
         flags: list[str] = []
