@@ -219,3 +219,15 @@ def test_cancel_tolerates_jobs_already_gone() -> None:
     )
     with pytest.raises(SlurmError, match="permission denied"):
         cancel(["5"], refused)
+
+
+def test_the_drain_reader_takes_scontrols_one_line_form_too() -> None:
+    from validator.slurm import parse_show_node
+
+    node = parse_show_node(recorded("scontrol-show-node-drained.txt"), "node02")
+    assert node.state == "IDLE+DRAIN"
+    assert node.reason == "gpuready: xid 79 fell off the bus"  # "[root@...]" taken off
+    assert node.ours
+    idle = parse_show_node(recorded("scontrol-show-node-idle.txt"), "node01")
+    assert idle.reason is None
+    assert not idle.drained

@@ -9,7 +9,6 @@ import pytest
 
 from validator.errors import BadInputError
 from validator.remote.slurm_fanout import agent_outcome
-from validator.remote.slurm_script import NOT_DELIVERED_RC
 from validator.remote.slurm_spool import (
     NodeOutput,
     Submission,
@@ -98,7 +97,6 @@ def test_an_unwritable_spool_is_bad_input(tmp_path: Path) -> None:
     [
         (NodeOutput("n1", 3, b"", "x\ngpuready-agent: error: NVML said no\n"), Phase.RUN, "NVML"),
         (NodeOutput("n1", 127, b"", ""), Phase.RUN, "exited with status 127"),
-        (NodeOutput("n1", NOT_DELIVERED_RC, b"", "sbcast could not"), Phase.UPLOAD, "sbcast"),
         (NodeOutput("n1", 0, b"{half", ""), Phase.PARSE, "no valid JSON"),
         (NodeOutput("n1", 0, b'{"hostname": 5}', ""), Phase.PARSE, "do not fit the model"),
     ],

@@ -64,7 +64,7 @@ def _slurm_cli(
 ) -> tuple[int, dict, str]:
     code = main(
         [
-            "certify", "--slurm", "-i", str(_inventory(cluster, tmp_path)),
+            "certify", "--slurm", "--partition", "gpu", "-i", str(_inventory(cluster, tmp_path)),
             "--spool", str(cluster.shared_dir), "--poll", "0.3", "--burn", BURN,
             "--db", str(tmp_path / "history.db"), "--json", *extra,
         ]
@@ -194,7 +194,7 @@ def test_ctrl_c_cancels_the_job_and_still_writes_the_report(
     process = subprocess.Popen(
         [
             sys.executable, "-c", "import sys; from validator.cli.main import main; "
-            "sys.exit(main())", "certify", "--slurm",
+            "sys.exit(main())", "certify", "--slurm", "--partition", "gpu",
             "-i", str(_inventory(cluster, tmp_path)), "--spool", str(cluster.shared_dir),
             "--poll", "0.3", "--burn", "60s", "--db", str(tmp_path / "history.db"),
             "--report-dir", str(report_dir),

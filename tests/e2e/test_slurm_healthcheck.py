@@ -58,8 +58,10 @@ def test_a_drifted_node_is_drained_by_slurms_own_health_check(
     shared = cluster.shared_dir
     history = shared / "history.db"
     code = main(
-        ["certify", "--slurm", "-i", str(cluster.pool.write_inventory(tmp_path / "hosts.ini")),
-         "--spool", str(shared), "--poll", "0.3", "--burn", "2s", "--db", str(history), "--json"]
+        ["certify", "--slurm", "--partition", "gpu",
+         "-i", str(cluster.pool.write_inventory(tmp_path / "hosts.ini")),
+         "--spool", str(shared), "--poll", "0.3", "--burn", "2s", "--db", str(history),
+         "--json"]
     )  # fmt: skip
     out, err = capsys.readouterr()
     assert code == ExitCode.OK, err

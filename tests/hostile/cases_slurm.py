@@ -33,11 +33,22 @@ CASES: tuple[Case, ...] = (
     case("slurm-collect-bad-hosts", "slurm", "collect", "4711", *SPOOL, *DB, exit=2,
          err="its hosts do not fit",
          setup=write("spool/4711/request.json", _request(
-             {"spool_version": 1, "nodes": ["n1"], "options": {"hosts": [{"name": 5}]}}))),
+             {"spool_version": 1, "nodes": ["n1"], "jobs": {"n1": "4711"},
+              "options": {"hosts": [{"name": 5}]}}))),
     case("slurm-collect-bad-burn", "slurm", "collect", "4711", *SPOOL, *DB, exit=2,
          err="burn_s is not a number",
          setup=write("spool/4711/request.json", _request(
-             {"spool_version": 1, "nodes": ["n1"], "options": {"burn_s": "long"}}))),
+             {"spool_version": 1, "nodes": ["n1"], "jobs": {"n1": "4711"},
+              "options": {"burn_s": "long"}}))),
+    case("slurm-collect-someone-elses-job", "slurm", "collect", "4711", *SPOOL, *DB, exit=2,
+         err="is a submission of other jobs",
+         setup=write("spool/4711/request.json", _request(
+             {"spool_version": 1, "nodes": ["n1"], "jobs": {"n1": "12"}}))),
+    case("slurm-collect-a-drift-run", "slurm", "collect", "4711", *SPOOL, *DB, exit=2,
+         err="submitted by drift --slurm",
+         setup=write("spool/4711/request.json", _request(
+             {"spool_version": 1, "nodes": ["n1"], "jobs": {"n1": "4711"},
+              "options": {"drift": True}}))),
     case("slurm-collect-spool-is-a-file", "slurm", "collect", "4711", "--spool",
          "{tmp}/file", *DB, exit=2, err="--spool", setup=write("file", "")),
     case("slurm-collect-no-job", "slurm", "collect", *DB, exit=2, err="JOBID"),

@@ -153,23 +153,28 @@ def reach(
         )
     if on_submitted is not None:
         on_submitted(submission)
-    outcome = follow(
-        submission,
-        slurm_plan.hosts,
-        request,
-        judge,
-        deadline_s=deadline_s,
-        wait=options.wait,
-        poll_s=options.poll_s,
-        progress=progress,
-        on_result=on_result,
-        stop=stop,
-    )
-    if submission.quarantined and (options.wait or outcome.interrupted):
-        restore_quarantined(submission, outcome.results)
-        from validator.remote.slurm_fanout import release_quarantine
+    from validator.remote.slurm_fanout import release_quarantine
 
-        release_quarantine(submission)
+    results: Sequence[NodeResult] = ()
+    try:
+        outcome = follow(
+            submission,
+            slurm_plan.hosts,
+            request,
+            judge,
+            deadline_s=deadline_s,
+            wait=options.wait,
+            poll_s=options.poll_s,
+            progress=progress,
+            on_result=on_result,
+            stop=stop,
+        )
+        results = outcome.results
+    finally:
+        # Whatever ended the run, no quarantined node leaves the reservation undecided.
+        if submission.quarantined and (options.wait or not results):
+            restore_quarantined(submission, results, reason_for=certify_reason)
+            release_quarantine(submission)
     return outcome
 
 
@@ -194,6 +199,11 @@ def collect_request(
 
     submission = find(spool, token)
     saved = submission.options
+    if saved.get("drift"):
+        raise BadInputError(
+            f"job {token} was submitted by drift --slurm, which compares as results arrive: "
+            "run drift --slurm again rather than collecting it"
+        )
 
     def number(key: str) -> float | None:
         value = saved.get(key)

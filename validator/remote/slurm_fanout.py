@@ -27,6 +27,7 @@ import contextlib
 import getpass
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +39,7 @@ from validator.errors import BadInputError, GpureadyError
 from validator.model import HostSpec, NodeFacts, NodeResult, SchemaError, Verdict, from_dict
 from validator.remote.bundle import build_agent
 from validator.remote.fanout import FanoutResult, Judge, judged_result, unreachable
-from validator.remote.slurm_script import NOT_DELIVERED_RC, STEP_SCRIPT, AgentDelivery, batch_script
+from validator.remote.slurm_script import STEP_SCRIPT, AgentDelivery, batch_script
 from validator.remote.slurm_spool import (
     AGENT_FILE,
     JOB_FILE,
@@ -133,6 +134,11 @@ def target_nodes(options: SlurmOptions, runner: Runner = run_slurm) -> Targets:
             no node left to certify.
         SlurmError: Slurm's commands are missing or failed.
     """
+    if not options.partition and not options.nodelist:
+        raise BadInputError(
+            "--slurm needs --partition or --nodelist: every node of the cluster (login and "
+            "CPU nodes too) is never what a GPU certification means"
+        )
     asked = expand_hostlist(options.nodelist, runner) if options.nodelist else None
     known = list_nodes(runner, partition=options.partition, names=asked)
     if asked is not None:
@@ -203,8 +209,12 @@ def submit_run(
     delivery = (
         AgentDelivery(options.agent_path, sbcast=False)
         if options.agent_path
-        # Node-local, named by the agent's hash: the same code is one file on every node.
-        else AgentDelivery(f"/tmp/{bundle.filename}", sbcast=True)  # noqa: S108
+        # Node-local, per user (another admin's copy in sticky /tmp cannot be replaced),
+        # named by the agent's hash: the same code is one file on every node.
+        else AgentDelivery(
+            f"/tmp/gpuready-{os.getuid()}-{bundle.filename}",  # noqa: S108
+            sbcast=True,
+        )
     )
     if options.agent_path:
         write_file(directory, "agent-path.txt", options.agent_path + "\n")
@@ -224,7 +234,7 @@ def submit_run(
     for target in targets.nodes:
         if target.usable:
             runnable.append(target.name)
-        elif options.manage_drains and target.drained and (target.reason or "").startswith(PREFIX):
+        elif options.manage_drains and options.wait and _ours_to_retest(target):
             quarantine[target.name] = target.reason or ""
         else:
             skipped[target.name] = _not_run_words(target)
@@ -242,18 +252,26 @@ def submit_run(
     reservation: str | None = None
     try:
         if quarantine:
-            reservation = _quarantine(directory.name, list(quarantine), deadline_s, options, runner)
+            reservation = f"gpuready-quarantine-{directory.name[-8:]}"
+            duration = max(deadline_s + TIME_MARGIN_S, 600.0)
+            create_reservation(reservation, list(quarantine), duration, [getpass.getuser()], runner)
+            # Saved before any node is resumed: every exit path from here releases it.
             submission = replace(submission, reservation=reservation)
             save(submission)
+            for node in quarantine:
+                slurm_resume(node, runner)
         groups = _groups(runnable, list(quarantine), options)
         for nodes, in_reservation in groups:
             job_options = [*common]
             chosen = reservation if in_reservation else options.reservation
             if chosen:
                 job_options.append(f"--reservation={chosen}")
+            # sbatch reads a --nodelist holding "/" as a file: 10,000 names in one
+            # argument would pass Linux's 128 KiB limit on a single argument.
+            listed = write_file(directory, f"nodes-{len(jobs)}.txt", "\n".join(nodes) + "\n")
             job_options += [
                 f"--nodes={len(nodes)}",
-                f"--nodelist={','.join(nodes)}",
+                f"--nodelist={listed}",
                 f"--job-name=gpuready-certify-{directory.name[-8:]}",
             ]
             job_id = submit(str(directory / JOB_FILE), job_options, runner, args=nodes)
@@ -303,16 +321,20 @@ def _sbatch_options(directory: Path, deadline_s: float, options: SlurmOptions) -
     return [*argv, *options.extra_sbatch]
 
 
-def _quarantine(
-    token: str, nodes: list[str], deadline_s: float, options: SlurmOptions, runner: Runner
-) -> str:
-    """Reserve the nodes gpuready drained, then resume them inside the reservation."""
-    name = f"gpuready-quarantine-{token[-8:]}"
-    duration = max(deadline_s + TIME_MARGIN_S, 600.0)
-    create_reservation(name, nodes, duration, [getpass.getuser()], runner)
-    for node in nodes:
-        slurm_resume(node, runner)
-    return name
+def _ours_to_retest(node: SlurmNode) -> bool:
+    """A node gpuready drained that would run a job once resumed (not down, responding).
+
+    Re-tested only while the run waits for it: the quarantine is undone when the run
+    ends, which a ``--no-wait`` submission never sees.
+    """
+    if not node.drained or not (node.reason or "").startswith(PREFIX):
+        return False
+    undrained = replace(
+        node,
+        state="IDLE" if node.state in ("DRAINED", "DRAINING") else node.state,
+        flags=tuple(flag for flag in node.flags if flag != "DRAIN"),
+    )
+    return undrained.usable
 
 
 def _not_run_words(node: SlurmNode) -> str:
@@ -332,12 +354,11 @@ def _not_run_words(node: SlurmNode) -> str:
 
 
 def _abandon(submission: Submission, runner: Runner) -> None:
-    """Cancel whatever was submitted and drop the quarantine reservation, quietly."""
-    try:
+    """Cancel whatever was submitted, drain the quarantined nodes again, drop the reservation."""
+    with contextlib.suppress(GpureadyError):
         if submission.job_ids:
             cancel(submission.job_ids, runner)
-    except GpureadyError:
-        pass
+    restore_quarantined(submission, (), runner)
     release_quarantine(submission, runner)
 
 
@@ -364,6 +385,7 @@ class _Follow:
     progress: Progress
     runner: Runner
     grace_s: float = SPOOL_GRACE_S
+    by_job: dict[str, list[str]] = field(default_factory=dict)  # job id -> its nodes
     results: dict[str, NodeResult] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)  # job id -> first seen running
     ended: dict[str, float] = field(default_factory=dict)  # job id -> first seen finished
@@ -412,6 +434,8 @@ def follow(
         runner,
         grace_s=min(SPOOL_GRACE_S, GRACE_LOOKS * poll_s),
     )
+    for node, job in submission.jobs.items():
+        run.by_job.setdefault(job, []).append(node)
     order = list(submission.nodes)
     for node, words in submission.skipped.items():
         run.results[node] = _unknown(run, node, words, "not submitted")
@@ -421,7 +445,9 @@ def follow(
         while True:
             # Without waiting, one look is the last: a finished job's missing nodes are told now.
             _look(run, on_result, final=not wait)
-            if len(run.results) == len(order) or not wait:
+            # Done when every node that has a job has its result (a node without one, in
+            # a submission saved part-way, can never get one: _unfinished says so).
+            if not wait or all(n in run.results for n in order if n in submission.jobs):
                 break
             if stop is not None and stop.wait(poll_s):
                 raise KeyboardInterrupt
@@ -455,7 +481,10 @@ def _gather(run: _Follow, on_result: Callable[[NodeResult], None] | None) -> Non
     for node in sorted(finished_nodes(run.submission)):
         if node in run.results or node not in run.hosts:
             continue
-        run.results[node] = _judged(run, read_output(run.submission, node))
+        output = read_output(run.submission, node)
+        if output.rc is None:  # not readable yet (being renamed, NFS): the next look
+            continue
+        run.results[node] = _judged(run, output)
         _told(run, node, on_result)
 
 
@@ -466,8 +495,8 @@ def _look(
     now = time.monotonic()
     _gather(run, on_result)
     waiting = {
-        job: [n for n, j in run.submission.jobs.items() if j == job and n not in run.results]
-        for job in run.submission.job_ids
+        job: [node for node in nodes if node not in run.results]
+        for job, nodes in run.by_job.items()
     }
     live = [job for job, nodes in waiting.items() if nodes]
     if not live:
@@ -540,7 +569,9 @@ def _job_ended(
             said = described.get(node, "")
             why = (
                 f"job {job} ended {state.words} without a result from {node}"
-                f"{'; Slurm says the node is ' + said if said else ''}"
+                f"{'; Slurm says the node is ' + said if said else ''}; see "
+                f"{run.submission.directory}/slurm-{job}.out, and check the spool is shared "
+                "with the nodes at the same path"
             )
             run.results[node] = _unknown(run, node, why, "run")
         _told(run, node, on_result)
@@ -568,7 +599,7 @@ def _unfinished(run: _Follow, node: str, interrupted: bool) -> NodeResult:
         return _unknown(run, node, why, "interrupted")
     why = (
         f"job {job} has not finished{said}: gather its result later with "
-        f"gpuready slurm collect {job}"
+        f"gpuready slurm collect {job} --spool {run.submission.directory.parent}"
     )
     return _unknown(run, node, why, "pending")
 
@@ -610,8 +641,6 @@ def agent_outcome(output: NodeOutput) -> AgentOutcome:
     node = output.node
     stderr = output.stderr[-_STDERR_KEEP:]
     last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
-    if output.rc == NOT_DELIVERED_RC:
-        return AgentOutcome(node, None, one_line(last), stderr, Phase.UPLOAD)
     if output.rc != 0:
         why = one_line(last) or f"the agent on {node} exited with status {output.rc}"
         return AgentOutcome(node, None, why, stderr, Phase.RUN)
@@ -629,21 +658,31 @@ def agent_outcome(output: NodeOutput) -> AgentOutcome:
 
 
 def restore_quarantined(
-    submission: Submission, results: Sequence[NodeResult], runner: Runner = run_slurm
+    submission: Submission,
+    results: Sequence[NodeResult],
+    runner: Runner = run_slurm,
+    reason_for: Callable[[NodeResult], str] | None = None,
 ) -> None:
-    """Drain again, with the reason they had, quarantined nodes that were not judged.
+    """Drain again every quarantined node that did not pass, before the reservation goes.
 
-    A node this run proved failing gets its new reason from the caller's drain; one it
-    could not judge (cancelled, lost) goes back to the drain it came in with, so a
-    re-test never lets a suspect node take jobs.
+    A node this run proved failing is drained with ``reason_for`` its result (the caller's
+    drain words); one it could not judge (cancelled, lost) goes back to the drain it came
+    in with. Only a CERTIFIED node leaves the quarantine resumed, so a re-test never lets
+    a suspect node take jobs, whatever ended the run.
     """
     from validator.slurm import drain as slurm_drain
 
-    judged = {r.hostname for r in results if r.verdict is not Verdict.UNKNOWN}
+    by_name = {result.hostname: result for result in results}
     for node, reason in submission.quarantined.items():
-        if node not in judged:
-            with contextlib.suppress(GpureadyError):
-                slurm_drain(node, reason or f"{PREFIX} quarantined, not re-tested", runner)
+        result = by_name.get(node)
+        if result is not None and result.verdict is Verdict.CERTIFIED:
+            continue
+        if result is not None and result.verdict is Verdict.NOT_CERTIFIED:
+            words = reason_for(result) if reason_for else f"{PREFIX} {result.summary}"
+        else:
+            words = reason or f"{PREFIX} quarantined, not re-tested"
+        with contextlib.suppress(GpureadyError):
+            slurm_drain(node, words, runner)
 
 
 __all__ = [

@@ -21,9 +21,6 @@ from dataclasses import dataclass
 from validator.remote.slurm_spool import AGENT_FILE, OUT_DIR, STEP_FILE
 from validator.remote.transport import quoted
 
-# The exit status step.sh's caller writes when the agent could not be delivered.
-NOT_DELIVERED_RC = 125
-
 STEP_SCRIPT = """#!/bin/sh
 # One node's part of a gpuready Slurm job, started by job.sh through srun: run the
 # agent, keep its stdout and stderr in the spool, and write the exit status last,
@@ -80,15 +77,15 @@ def batch_script(
         '    printf \'%s\\n\' "$2" >"$out/$1.rc.tmp" && mv -f "$out/$1.rc.tmp" "$out/$1.rc"',
         "}",
     ]
+    source = f"{spool_dir}/{AGENT_FILE}"
+    lines.append("from_spool=0")
     if delivery.sbcast:
-        source = f"{spool_dir}/{AGENT_FILE}"
+        # A node sbcast cannot reach runs the spool's copy instead of failing.
         lines += [
             f"if ! said=$(sbcast --force {quoted([source, delivery.node_path])} 2>&1); then",
-            '    for node in "$@"; do',
-            f'        done_with "$node" {NOT_DELIVERED_RC} "sbcast could not deliver the agent: '
-            '$said"',
-            "    done",
-            "    exit 0",
+            '    echo "gpuready: sbcast could not deliver the agent ($said): the nodes run '
+            'it from the spool" >&2',
+            "    from_spool=1",
             "fi",
         ]
     lines.append("command_for() {")
@@ -106,6 +103,12 @@ def batch_script(
         "}",
         'for node in "$@"; do',
         '    command_for "$node"',
+        '    if [ "$from_spool" -eq 1 ]; then',
+        '        for i in "${!agent[@]}"; do',
+        f'            [ "${{agent[$i]}}" = {quoted([delivery.node_path])} ] && '
+        f"agent[$i]={quoted([source])}",
+        "        done",
+        "    fi",
         '    if [ "${#agent[@]}" -eq 0 ]; then',
         '        done_with "$node" 2 "gpuready: this job was not asked to certify $node"',
         "        continue",
@@ -120,4 +123,4 @@ def batch_script(
     return "\n".join(lines)
 
 
-__all__ = ["NOT_DELIVERED_RC", "STEP_SCRIPT", "AgentDelivery", "batch_script"]
+__all__ = ["STEP_SCRIPT", "AgentDelivery", "batch_script"]

@@ -141,8 +141,13 @@ def save(submission: Submission) -> None:
         write_atomic(submission.directory / REQUEST_FILE, submission.to_json())
         for job_id in submission.job_ids:
             link = submission.directory.parent / job_id.split("_")[0]
-            if not link.is_symlink():
-                link.symlink_to(submission.token)
+            # A job id Slurm gave before (another cluster on the same home, a reset
+            # controller) points at an older submission: this one takes the name.
+            if not link.is_symlink() or os.readlink(link) != submission.token:
+                temporary = link.with_name(f".{link.name}.{os.getpid()}.link")
+                temporary.unlink(missing_ok=True)
+                temporary.symlink_to(submission.token)
+                os.replace(temporary, link)
     except OSError as exc:
         raise CouldNotRunError(
             f"cannot write the submission {submission.directory}: {exc.strerror or exc}"
@@ -185,7 +190,14 @@ def find(spool: str | os.PathLike[str], token_or_job: str) -> Submission:
         ) from None
     except (OSError, ValueError) as exc:
         raise BadInputError(f"cannot read {request}: {exc}; the submission is damaged") from None
-    return _from_data(directory.resolve(), data, request)
+    submission = _from_data(directory.resolve(), data, request)
+    job = text.split("_")[0]
+    if _JOB_ID.fullmatch(text) and job not in {j.split("_")[0] for j in submission.job_ids}:
+        raise BadInputError(
+            f"{spool}/{job} is a submission of other jobs ({', '.join(submission.job_ids[:3])}):"
+            f" give its token {submission.token}, or the --spool job {job} was submitted with"
+        )
+    return submission
 
 
 def _from_data(directory: Path, data: object, where: Path) -> Submission:

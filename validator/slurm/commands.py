@@ -73,6 +73,11 @@ def run_slurm(argv: Sequence[str], *, timeout_s: float = SLURM_TIMEOUT_S) -> Com
         raise SlurmError(
             f"{argv[0]} did not answer within {timeout_s:g} s: is slurmctld up and reachable?"
         ) from None
+    except OSError as exc:  # E2BIG (a huge node list), EACCES: one line, not a traceback
+        raise SlurmError(
+            f"cannot run {argv[0]}: {exc.strerror or exc}; certify fewer nodes at once "
+            "(--nodelist, --partition)"
+        ) from None
     return CommandResult(done.returncode, done.stdout, done.stderr)
 
 

@@ -118,6 +118,12 @@ def parse_show_node(text: str, host: str) -> NodeState:
         line = raw.strip()
         if line.startswith("NodeName="):
             found = True
+        # ``scontrol -o`` prints it all on one line, the reason still last.
+        head, marker, tail = line.partition(" Reason=")
+        if marker:
+            line = head
+            value = _REASON_SUFFIX.sub("", tail).strip()
+            reason = value if value and value != "(null)" else None
         if line.startswith("Reason="):
             value = _REASON_SUFFIX.sub("", line.removeprefix("Reason=")).strip()
             reason = value if value and value != "(null)" else None
