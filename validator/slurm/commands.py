@@ -46,11 +46,14 @@ def slurm_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return {k: v for k, v in source.items() if not k.startswith(_OUTPUT_SHAPING)}
 
 
-def run_slurm(argv: Sequence[str], *, timeout_s: float = SLURM_TIMEOUT_S) -> CommandResult:
+def run_slurm(
+    argv: Sequence[str], *, timeout_s: float = SLURM_TIMEOUT_S, needed_by: str = "--slurm"
+) -> CommandResult:
     """The default runner for ``--slurm``: the command on this machine, bounded in time.
 
     No shell; squeue's and sinfo's own environment settings are dropped
     (:func:`slurm_environment`), so what they print is what the parsers expect.
+    ``needed_by`` names the option that needs Slurm's tools, for the missing-tool line.
 
     Raises:
         SlurmError: the program is not installed or did not finish in time.
@@ -66,7 +69,7 @@ def run_slurm(argv: Sequence[str], *, timeout_s: float = SLURM_TIMEOUT_S) -> Com
         )
     except FileNotFoundError:
         raise SlurmError(
-            f"{argv[0]} not found: --slurm needs Slurm's client tools on this machine "
+            f"{argv[0]} not found: {needed_by} needs Slurm's client tools on this machine "
             "(apt install slurm-client, or put them on PATH)"
         ) from None
     except subprocess.TimeoutExpired:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import enum
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validator.errors import BadInputError
-from validator.slurm.commands import CommandResult, Runner, SlurmError
+from validator.slurm.commands import CommandResult, Runner, SlurmError, run_slurm
 from validator.text import one_line
 
 PREFIX = "gpuready:"
@@ -36,28 +35,12 @@ SCONTROL_TIMEOUT_S = 30.0
 
 
 def run_scontrol(argv: Sequence[str]) -> CommandResult:
-    """The default runner: the command on this machine, no shell, bounded in time.
+    """The default runner for drains and resumes: :func:`run_slurm`, for ``--slurm-drain``.
 
     Raises:
         SlurmError: the program is not installed or did not finish in time.
     """
-    try:
-        done = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=SCONTROL_TIMEOUT_S,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise SlurmError(
-            f"{argv[0]} not found: --slurm-drain needs Slurm's client tools on this machine"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(
-            f"{argv[0]} did not answer within {SCONTROL_TIMEOUT_S:.0f} s: is slurmctld up?"
-        ) from None
-    return CommandResult(done.returncode, done.stdout, done.stderr)
+    return run_slurm(argv, timeout_s=SCONTROL_TIMEOUT_S, needed_by="--slurm-drain")
 
 
 def checked_name(host: str) -> str:
