@@ -2,6 +2,8 @@
 
 Measured against a bare `python -c pass` in the same run, so the figure is the
 tool's own overhead on this machine. Target: under 0.5 s above the interpreter.
+Each run records its result in a temporary history store (``--db`` and
+``XDG_STATE_HOME`` in a scratch directory), never the user's.
 
     python bench/startup.py [--runs 15] [--scenario healthy-8x-h100-sxm]
 """
@@ -9,19 +11,22 @@ tool's own overhead on this machine. Target: under 0.5 s above the interpreter.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 TARGET_S = 0.5
 
 
-def timed(argv: list[str], runs: int) -> list[float]:
+def timed(argv: list[str], runs: int, env: dict[str, str] | None = None) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, check=False)
+        done = subprocess.run(argv, capture_output=True, check=False, env=env)
         times.append(time.perf_counter() - start)
         if done.returncode not in (0, 1):
             sys.exit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
@@ -33,6 +38,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--scenario", default="healthy-8x-h100-sxm")
     args = parser.parse_args()
+    scratch = tempfile.TemporaryDirectory(prefix="gpuready-startup-")
+    work = Path(scratch.name)
+    # Anything that falls back to the default store lands in the scratch dir, not the user's.
+    env = dict(os.environ, XDG_STATE_HOME=str(work / "state"))
     bare = [sys.executable, "-c", "pass"]
     tool = [
         sys.executable,
@@ -44,10 +53,13 @@ def main() -> int:
         "--json",
         "--burn",
         "0",
+        "--db",
+        str(work / "history.db"),
     ]
-    timed(tool, 2)  # warm the page cache and bytecode
-    base = timed(bare, args.runs)
-    ours = timed(tool, args.runs)
+    with scratch:
+        timed(tool, 2, env)  # warm the page cache and bytecode
+        base = timed(bare, args.runs, env)
+        ours = timed(tool, args.runs, env)
     base_median, ours_median = statistics.median(base), statistics.median(ours)
     overhead = ours_median - base_median
     print(f"python -c pass            median {base_median * 1000:7.1f} ms over {args.runs} runs")

@@ -6,10 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
-from validator.remote.bundle import build_agent, write_agent
+import pytest
+
+from validator.remote import bundle
+from validator.remote.bundle import AgentBundle, build_agent, clear_agent_cache, write_agent
 
 
 def run_agent(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -25,9 +30,9 @@ def run_agent(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_bundle_is_reproducible_and_named_by_its_hash() -> None:
-    build_agent.cache_clear()
+    clear_agent_cache()
     first = build_agent()
-    build_agent.cache_clear()
+    clear_agent_cache()
     second = build_agent()
     assert first.data == second.data
     assert first.filename == f"gpuready-agent-{first.sha256[:16]}.pyz"
@@ -38,6 +43,35 @@ def test_bundle_is_reproducible_and_named_by_its_hash() -> None:
     assert not any(
         name.startswith(("validator/judge", "validator/cli", "validator/report")) for name in names
     )
+
+
+def test_threads_asking_at_once_build_the_agent_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    builds: list[int] = []
+    real_entries = bundle._entries
+
+    def slow_entries(root: Path) -> list[tuple[str, bytes]]:
+        builds.append(threading.get_ident())
+        time.sleep(0.2)  # long enough that every thread asks while the first builds
+        return real_entries(root)
+
+    monkeypatch.setattr(bundle, "_entries", slow_entries)
+    clear_agent_cache()
+    start = threading.Barrier(8)
+    got: list[AgentBundle] = []
+
+    def ask() -> None:
+        start.wait()
+        got.append(build_agent())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    clear_agent_cache()  # the next test builds from the real entries again
+    assert len(builds) == 1
+    assert len(got) == 8
+    assert all(one is got[0] for one in got)
 
 
 def test_agent_unpacks_once_and_runs_from_bytecode(tmp_path: Path) -> None:

@@ -202,6 +202,80 @@ def test_history_limit_must_be_positive(capsys: pytest.CaptureFixture[str], db: 
     assert "--limit" in err
 
 
+def test_history_prune(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    with Store.open(db) as store:  # gpu07 certified again: run 1 no longer holds its latest
+        third = store.start_run("certify", 1, "p")
+        tomorrow = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+        later = issue_certificate(result("gpu07"), now=tomorrow)
+        store.record_result(third, result("gpu07"), later)
+        store.finish_run(third)
+    code, out, err = run(
+        capsys, "history", "--db", str(db), "--prune", "--keep-runs", "1", "--dry-run"
+    )
+    assert (code, err) == (0, "")
+    # run 2 is still running (its process is this one): it stays
+    assert out == f"would remove 1 run (2 results, 1 certificates) from {db}\nruns: 1\n"
+    code, out, err = run(capsys, "history", "--db", str(db), "--prune", "--keep-runs", "1")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"removed 1 run (2 results, 1 certificates) from {db}",
+        "runs: 1",
+        "the file keeps its size: SQLite reuses the freed pages for new runs",
+    ]
+    code, out, _ = run(capsys, "history", "--db", str(db), "--json")
+    assert [row["run_id"] for row in json.loads(out)] == [third, 2]
+    code, out, _ = run(capsys, "history", "--db", str(db), "--prune", "--keep-days", "1")
+    assert (code, out) == (0, f"removed 0 runs (0 results, 0 certificates) from {db}\n")
+
+
+def test_history_prune_keeps_the_runs_holding_latest_certificates(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    with Store.open(db) as store:
+        store.finish_run(2)
+    code, out, _ = run(capsys, "history", "--db", str(db), "--prune", "--keep-runs", "1")
+    assert code == 0
+    assert out.splitlines() == [
+        f"removed 0 runs (0 results, 0 certificates) from {db}",
+        "kept 1 older runs holding the latest certificate of a host (drift's baseline): 1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prune"], "--prune needs a retention rule: give --keep-days N, --keep-runs N or both"),
+        (["--prune", "--keep-days", "0"], "--keep-days '0' is not a whole number from 1 to 36,500"),
+        (["--prune", "--keep-days", "1.5"], "--keep-days '1.5' is not a whole number"),
+        (["--prune", "--keep-runs", "-3"], "--keep-runs '-3' is not a whole number from 1 to"),
+        (["--prune", "--keep-runs", "lots"], "give e.g. --keep-runs 1000"),
+        (["--keep-days", "30"], "--keep-days, --keep-runs and --dry-run go with --prune"),
+        (["--dry-run"], "go with --prune: add --prune, or drop them"),
+        (["--prune", "--keep-runs", "1", "gpu07"], "--prune applies to the whole history"),
+        (["--prune", "--keep-runs", "1", "--json"], "drop HOST and --json"),
+    ],
+)
+def test_history_prune_bad_values_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], db: Path, args: list[str], message: str
+) -> None:
+    before = db.read_bytes()
+    code, out, err = run(capsys, "history", "--db", str(db), *args)
+    assert code == ExitCode.BAD_INPUT
+    assert out == ""
+    assert message in err
+    assert err.count("\n") == 1
+    assert db.read_bytes() == before
+
+
+def test_history_prune_without_a_database_creates_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "state" / "history.db"
+    code, out, err = run(capsys, "history", "--db", str(path), "--prune", "--keep-days", "9")
+    assert (code, out, err) == (0, f"no history yet at {path}: nothing to prune\n", "")
+    assert not (tmp_path / "state").exists()
+
+
 def test_history_summary_is_plain_text_on_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

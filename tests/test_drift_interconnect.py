@@ -61,7 +61,7 @@ from validator.model import (
 )
 from validator.report.drift_text import render_drift_text
 from validator.report.prometheus import render_prometheus
-from validator.store import Store
+from validator.store import Store, pack
 
 FIXTURE = Path(__file__).parent / "fixtures" / "certificates" / "schema1-h100-node-01-signed.json"
 FIXTURE_KEY = b"schema-1-test-key"
@@ -700,7 +700,7 @@ def test_an_old_certificate_in_the_store_is_a_baseline_for_drift(
         store.record_result(run, result, issue_certificate(result, now=ISSUED))
         store.finish_run(run)
     with sqlite3.connect(db) as raw:
-        raw.execute("UPDATE certificates SET json = ?", (old_text(),))
+        raw.execute("UPDATE certificates SET json_packed = ?", (pack(old_text()),))
     raw.close()
     key = tmp_path / "key"
     key.write_bytes(FIXTURE_KEY + b"\n")

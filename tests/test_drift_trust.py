@@ -40,7 +40,7 @@ from validator.errors import ExitCode
 from validator.judge import judge_node
 from validator.model import DriftCheck, DriftState, Severity, Verdict, drift_state
 from validator.operations.drift import DriftRequest, run_drift
-from validator.store import Store
+from validator.store import Store, pack, unpack
 
 HOST = "h100-node-01"  # the hostname every built-in H100 scenario reports
 KEY = b"s3cret-drift-key"
@@ -71,10 +71,14 @@ def edit_stored(db: Path, host: str, change: Callable[[str], str], *, newest: bo
     order = "DESC" if newest else "ASC"
     with sqlite3.connect(db) as raw:
         row_id, text = raw.execute(
-            f"SELECT id, json FROM certificates WHERE hostname = ? ORDER BY id {order} LIMIT 1",  # noqa: S608 - a constant
+            "SELECT id, json_packed FROM certificates WHERE hostname = ?"  # noqa: S608 - a constant
+            f" ORDER BY id {order} LIMIT 1",
             (host,),
         ).fetchone()
-        raw.execute("UPDATE certificates SET json = ? WHERE id = ?", (change(text), row_id))
+        raw.execute(
+            "UPDATE certificates SET json_packed = ? WHERE id = ?",
+            (pack(change(unpack(text))), row_id),
+        )
     raw.close()
 
 
@@ -204,9 +208,9 @@ def test_another_hosts_certificate_copied_in_is_not_a_baseline(
     certify_into(db, "gpu-spare", HOST)
     with sqlite3.connect(db) as raw:
         (spare,) = raw.execute(
-            "SELECT json FROM certificates WHERE hostname = 'gpu-spare'"
+            "SELECT json_packed FROM certificates WHERE hostname = 'gpu-spare'"
         ).fetchone()
-        raw.execute("UPDATE certificates SET json = ? WHERE hostname = ?", (spare, HOST))
+        raw.execute("UPDATE certificates SET json_packed = ? WHERE hostname = ?", (spare, HOST))
     raw.close()
     code, out, err = drift(capsys, "--simulate", "healthy-8x-h100-sxm", "--db", str(db))
     assert_not_trusted(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import select
 import shutil
 import struct
 import subprocess
+import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,9 +26,13 @@ from tests.test_report_samples import (
     failing_node,
     healthy_node,
     sample_report,
+    scale_report,
+    scenario_node,
+    unreachable_node,
 )
 from validator.report import svg
 from validator.report.html import render_html
+from validator.report.writer import result_file
 
 pytestmark = pytest.mark.browser
 
@@ -213,3 +222,178 @@ def test_heat_map_renders_in_the_browser(tmp_path: Path, interconnect_file: Path
     for wanted in (svg.heat_color(PEER_GB_S, PEER_GB_S), svg.heat_color(PEER_GB_S / 2, PEER_GB_S)):
         target = _hex(wanted)
         assert any(max(abs(a - b) for a, b in zip(c, target)) <= 3 for c in colours), wanted
+
+
+# ------------------------------------------------------------------ a fleet of 1,000, driven
+
+
+class _DevTools:
+    """Chromium driven over the DevTools protocol on a pipe (fds 3 and 4): no network, no port.
+
+    Messages are JSON, each ended by a NUL byte. Enough of the protocol to load a
+    page, run script in it (type into the search box, pick a filter, follow a link)
+    and read the result.
+    """
+
+    def __init__(self, tmp_path: Path) -> None:
+        to_browser, self._to = os.pipe()
+        self._from, from_browser = os.pipe()
+
+        def fds() -> None:
+            # The browser reads commands on fd 3 and answers on fd 4.
+            os.dup2(to_browser, 100)
+            os.dup2(from_browser, 101)
+            os.dup2(100, 3)
+            os.dup2(101, 4)
+
+        self._log = (tmp_path / "chromium.log").open("wb")
+        command = [
+            _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}",
+            "--remote-debugging-pipe", "about:blank",
+        ]  # fmt: skip
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            close_fds=False,
+            preexec_fn=fds,  # noqa: PLW1509 - no threads started in the test
+        )
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buffer = b""
+        self._id = 0
+        self._session: str | None = None
+
+    def call(self, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
+        self._id += 1
+        message: dict[str, object] = {"id": self._id, "method": method, "params": params or {}}
+        if self._session is not None:
+            message["sessionId"] = self._session
+        os.write(self._to, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._id:
+                    assert "error" not in reply, reply
+                    result: dict[str, object] = reply["result"]
+                    return result
+            left = deadline - time.monotonic()
+            assert left > 0, f"no answer to {method}"
+            ready, _, _ = select.select([self._from], [], [], left)
+            if ready:
+                data = os.read(self._from, 1 << 20)
+                assert data, "the browser closed the pipe"
+                self._buffer += data
+
+    def open(self, url: str) -> None:
+        target = self.call("Target.createTarget", {"url": "about:blank"})
+        attached = self.call(
+            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+        )
+        self._session = str(attached["sessionId"])
+        self.call("Page.navigate", {"url": url})
+        self.run(
+            "new Promise(done => document.readyState === 'complete' ? done(true)"
+            " : addEventListener('load', () => done(true)))"
+        )
+
+    def run(self, expression: str) -> object:
+        reply = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
+        assert "exceptionDetails" not in reply, reply
+        result = reply["result"]
+        assert isinstance(result, dict)
+        return result.get("value")
+
+    def close(self) -> None:
+        self._session = None
+        with contextlib.suppress(AssertionError, OSError):
+            self.call("Browser.close")
+        try:
+            self._process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        os.close(self._to)
+        os.close(self._from)
+        self._log.close()
+
+
+@pytest.fixture
+def devtools(tmp_path: Path) -> Iterator[_DevTools]:
+    _chromium()
+    browser = _DevTools(tmp_path)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+def test_a_fleet_of_1000_is_usable_in_the_browser(tmp_path: Path, devtools: _DevTools) -> None:
+    node = scenario_node(tmp_path)
+    failing = {17: failing_node(), 400: unreachable_node(), 733: failing_node()}
+    report = scale_report(node, 1000, failing)
+    page = tmp_path / "fleet" / "report.html"
+    page.parent.mkdir()
+    page.write_text(render_html(report, result_file))
+    started = time.monotonic()
+    devtools.open(page.as_uri())
+    assert time.monotonic() - started < 30
+    count = "document.getElementById('filter-count').textContent"
+    # What is drawn, not only what the script marked: a hidden element has no boxes.
+    drawn = ".filter(e => e.getClientRects().length > 0)"
+    shown = f"Array.from(document.querySelectorAll('#overview tbody tr')){drawn}"
+    assert devtools.run(f"[document.getElementById('node-filters')]{drawn}.length") == 1
+    assert devtools.run(count) == "1000 of 1000 nodes shown"
+
+    # Filter to the failing nodes: the table and the sections below follow.
+    devtools.run(
+        "var v = document.getElementById('filter-verdict'); v.value = 'NOT_CERTIFIED';"
+        " v.dispatchEvent(new Event('change'))"
+    )
+    assert devtools.run(count) == "2 of 1000 nodes shown"
+    hosts = devtools.run(f"{shown}.map(r => r.getAttribute('data-hostname'))")
+    assert hosts == ["gpu00017", "gpu00733"]
+    visible = f"Array.from(document.querySelectorAll('section.node')){drawn}.length"
+    assert devtools.run(visible) == 2
+
+    # A failing check and a host search narrow it; clearing them brings the healthy back.
+    devtools.run(
+        "var c = document.getElementById('filter-check'); c.value = 'transport.reach';"
+        " c.dispatchEvent(new Event('change'))"
+    )
+    assert devtools.run(count) == "0 of 1000 nodes shown"
+    devtools.run(
+        "for (const id of ['filter-verdict', 'filter-check']) {"
+        " const e = document.getElementById(id); e.value = '';"
+        " e.dispatchEvent(new Event('change')); }"
+        " var h = document.getElementById('filter-host'); h.value = 'gpu0099';"
+        " h.dispatchEvent(new Event('input'))"
+    )
+    assert devtools.run(count) == "10 of 1000 nodes shown"
+
+    # Sorting by host, descending, over the filtered table.
+    devtools.run("document.querySelector('#overview thead th button.sort').click()")
+    devtools.run("document.querySelector('#overview thead th button.sort').click()")
+    first = devtools.run(f"{shown}[0].getAttribute('data-hostname')")
+    assert first == "gpu00999"
+
+    # Open one healthy node's detail: follow its link from the table.
+    anchor = devtools.run(f"{shown}[0].getAttribute('data-anchor')")
+    detail = f"document.getElementById('{anchor}-detail')"
+    assert devtools.run(f"{detail}.open") is False
+    devtools.run(f"{shown}[0].querySelector('td.host a').click()")
+    devtools.run("new Promise(done => setTimeout(() => done(true), 100))")
+    assert devtools.run(f"{detail}.open") is True
+    text = str(devtools.run(f"{detail}.innerText"))
+    assert "gpu00999" in text
+    assert "TFLOPS" in text
+    link = devtools.run(f"{detail}.querySelector('a.result-file').getAttribute('href')")
+    assert link == "hosts/gpu00999.json"

@@ -32,11 +32,12 @@ from paramiko.common import (
     OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
     OPEN_SUCCEEDED,
 )
-from paramiko.hostkeys import HostKeyEntry
+from paramiko.hostkeys import HostKeyEntry, HostKeys
 from paramiko.sftp import SFTP_OK
 
 from validator.model import HostSpec
 from validator.node.scenario import SCENARIO_DIR
+from validator.remote import ssh
 from validator.remote.bundle import build_agent
 from validator.remote.ssh import SshTransport, append_known_host
 from validator.remote.transport import AgentOutcome, AgentRequest
@@ -696,3 +697,154 @@ def test_a_passphrase_protected_key_is_named_without_its_secret(
     )
     assert passphrase not in error
     assert box.commands == []
+
+
+# -- known_hosts read once per run, and the wait on the channel ----------------------------
+
+
+def test_known_hosts_is_read_once_for_every_host_of_a_run(
+    tmp_path: Path,
+    box: SshBox,
+    client_key: tuple[ECDSAKey, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[Path] = []
+    real_read = ssh._KeyIndex.read
+
+    def counted(path: Path) -> ssh._KeyIndex:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(ssh._KeyIndex, "read", staticmethod(counted))
+    known_hosts = _known(tmp_path, box.known_hosts_line())
+    system = tmp_path / "ssh_known_hosts"
+    system.write_text("")
+    transport = _transport(tmp_path)
+    transport.system_known_hosts = system
+    transport.host_keys = ssh.KnownHosts(known_hosts, system)
+
+    outcomes = [_run(transport, _host(box, client_key[1], name=f"gpu{i}"))[0] for i in range(3)]
+
+    assert [outcome.error for outcome in outcomes] == [None, None, None]
+    assert sorted(reads) == sorted([system, known_hosts])
+
+
+def test_a_hashed_known_hosts_entry_is_matched(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    name = f"[127.0.0.1]:{box.port}"
+    other = HostKeyEntry([HostKeys.hash_host("gpu99")], ECDSAKey.generate()).to_line()
+    line = HostKeyEntry([HostKeys.hash_host(name)], box.host_key).to_line()
+    assert line is not None
+    assert other is not None
+    _known(tmp_path, "# comment\n", other, line)
+
+    outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1]))
+
+    assert outcome.error is None, outcome.error
+
+
+def test_a_system_known_hosts_key_wins_over_the_users(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    _known(tmp_path, box.known_hosts_line())  # the right key, in the user's file
+    system = tmp_path / "ssh_known_hosts"
+    system.write_text(box.known_hosts_line(ECDSAKey.generate()))  # a stale one, in the system's
+    transport = SshTransport(
+        ssh_config=tmp_path / "no-ssh-config",
+        known_hosts=tmp_path / "known_hosts",
+        system_known_hosts=system,
+        connect_timeout_s=5.0,
+    )
+
+    outcome, _ = _run(transport, _host(box, client_key[1]))
+
+    assert _assert_one_line(outcome).startswith("host key of gpu07 (127.0.0.1) CHANGED")
+
+
+def test_hosts_accepting_one_new_key_at_once_record_it_once(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    known_hosts = tmp_path / "ssh" / "known_hosts"
+    transport = _transport(tmp_path, known_hosts=known_hosts, accept_new_host_keys=True)
+    start = threading.Barrier(4)
+    outcomes: list[AgentOutcome] = []
+
+    def certify(index: int) -> None:
+        start.wait()
+        outcomes.append(_run(transport, _host(box, client_key[1], name=f"gpu{index}"))[0])
+
+    threads = [threading.Thread(target=certify, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert [outcome.error for outcome in outcomes] == [None] * 4
+    assert known_hosts.read_text() == box.known_hosts_line()
+    again, _ = _run(_transport(tmp_path, known_hosts=known_hosts), _host(box, client_key[1]))
+    assert again.error is None, again.error
+
+
+def test_a_known_hosts_folder_holds_no_keys(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    (tmp_path / "known_hosts").mkdir()
+    (tmp_path / "known_hosts" / "x").write_text("")
+    outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1]))
+    # A folder holds no keys, as OpenSSH treats it: the host is unknown.
+    assert "is not in" in _assert_one_line(outcome)
+
+
+def _client(box: SshBox, key: ECDSAKey) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    client.get_host_keys().add(f"[127.0.0.1]:{box.port}", box.host_key.get_name(), box.host_key)
+    client.connect(
+        "127.0.0.1",
+        port=box.port,
+        username="root",
+        pkey=key,
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=5,
+    )
+    return client
+
+
+def test_a_command_is_waited_on_not_polled(
+    box: SshBox, client_key: tuple[ECDSAKey, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks: list[float] = []
+    real_ready = paramiko.Channel.recv_ready
+
+    def counted(channel: paramiko.Channel) -> bool:
+        looks.append(time.monotonic())
+        return real_ready(channel)
+
+    monkeypatch.setattr(paramiko.Channel, "recv_ready", counted)
+    client = _client(box, client_key[0])
+    try:
+        run = ssh._execute(client, "sleep 1; echo done; echo said >&2", time.monotonic() + 10)
+    finally:
+        client.close()
+
+    assert run.status == 0
+    assert run.stdout == b"done\n"
+    assert run.stderr == b"said\n"
+    assert len(looks) < 20  # polling every 10 ms would look about 100 times in that second
+
+
+def test_a_command_past_its_deadline_returns_without_a_status(
+    box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    client = _client(box, client_key[0])
+    try:
+        started = time.monotonic()
+        run = ssh._execute(client, "echo begun; sleep 10", started + 0.5)
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+
+    assert run.status is None
+    assert run.stdout == b"begun\n"
+    assert 0.4 < waited < 3

@@ -26,6 +26,8 @@ from tests.test_report_samples import (
     fleet_report,
     healthy_node,
     sample_report,
+    scale_report,
+    scenario_node,
     unreachable_node,
 )
 from validator.errors import ReportError
@@ -46,14 +48,14 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.report import environment, svg
+from validator.report import environment, svg, writer
 from validator.report.environment import (
     autoescapes,
     get_environment,
     render_template,
     templates_dir,
 )
-from validator.report.html import render_html
+from validator.report.html import html_chunks, render_html
 from validator.report.json_report import load_report_json, load_schema, render_json
 
 
@@ -1185,3 +1187,80 @@ def test_a_single_size_sweep_is_one_point(captures_dir: Path) -> None:
     assert points == ["8 GiB: 476.7 GB/s busbw"]
     assert _points(chart, in_place=True) == ["8 GiB: 478.1 GB/s busbw in place"]
     assert re.findall(r'text-anchor="middle"[^>]*>(8 GiB)<', chart) == ["8 GiB"]
+
+
+# ------------------------------------------------------------------ a fleet at scale
+
+SCALE = 1000
+SCALE_FAILING = {17: 0, 400: 1, 733: 2}  # copy -> which failing sample takes its place
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> NodeResult:
+    node = scenario_node(tmp_path_factory.mktemp("scenario"))
+    assert node.verdict is Verdict.CERTIFIED, node.summary
+    return node
+
+
+def scale_fleet(node: NodeResult) -> Report:
+    samples = [failing_node(), unreachable_node(), failing_node(message_extra=" again")]
+    return scale_report(node, SCALE, {i: samples[k] for i, k in SCALE_FAILING.items()})
+
+
+def test_a_thousand_healthy_nodes_stay_small(scenario: NodeResult) -> None:
+    single = render_html(sample_report(scenario))
+    healthy = scale_report(scenario, SCALE, {})
+    page = render_html(healthy, writer.result_file)
+    per_node = len(page.encode()) / SCALE
+    assert per_node <= 10_000, per_node
+    # The compact form is what keeps it small: the node alone, in full, is far larger.
+    assert len(single.encode()) > 10 * per_node
+    assert single.count("<svg") >= 4
+    assert "<svg" not in page
+    doc = _parse(page)
+    assert len([s for s in doc.find("section") if s.get("data-hostname")]) == SCALE
+    links = [a["href"] for t, a in doc.tags if t == "a" and "result-file" in (a.get("class") or "")]
+    assert links[:2] == ["hosts/gpu00001.json", "hosts/gpu00002.json"]
+    assert len(links) == SCALE
+
+
+def test_failing_nodes_keep_their_detail_in_a_big_fleet(scenario: NodeResult) -> None:
+    page = render_html(scale_fleet(scenario))
+    doc = _parse(page)
+    sections = [s for s in doc.find("section") if s.get("data-hostname")]
+    full = [s for s in sections if "compact" not in (s.get("class") or "")]
+    assert [s["data-hostname"] for s in full] == ["gpu00017", "gpu00733", "gpu00400"]
+    # The failing node's section is the full one: its GPU table, what to do.
+    assert 'id="node-1-todo"' in page
+    assert "<h3>GPUs</h3>" in _section(page, "node-1")
+    # The nodes table says which checks failed, for the filter to use.
+    rows = {
+        a["data-hostname"]: a for t, a in doc.tags if t == "tr" and a.get("data-checks") is not None
+    }
+    assert len(rows) == SCALE
+    assert "memory.remap" in (rows["gpu00017"]["data-checks"] or "").split()
+    assert rows["gpu00400"]["data-checks"] == "transport.reach"
+    assert rows["gpu00001"]["data-checks"] == ""
+    assert rows["gpu00001"]["data-sku"] == scenario.sku
+    # The controls need the script: hidden in the page until it runs.
+    (filters,) = doc.find("div", id="node-filters")
+    assert "hidden" in filters
+    options = [a.get("value") for t, a in doc.tags if t == "option"]
+    assert "memory.remap" in options
+    assert "transport.reach" in options
+
+
+def test_html_is_rendered_in_chunks(scenario: NodeResult) -> None:
+    report = scale_report(scenario, 50, {})
+    chunks = list(html_chunks(report))
+    assert len(chunks) > 50  # at least a piece per node, not one string
+    assert "".join(chunks) == render_html(report)
+
+
+def test_a_single_node_from_a_fleet_run_keeps_every_detail(scenario: NodeResult) -> None:
+    # A one-host inventory: a fleet summary, one node, written in full.
+    report = scale_report(scenario, 1, {})
+    page = render_html(report)
+    (section,) = [s for s in _parse(page).find("section") if s.get("data-hostname")]
+    assert "compact" not in (section.get("class") or "")
+    assert page.count("<svg") >= 4

@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +25,19 @@ from tests.test_report_samples import (
     unreachable_node,
 )
 from validator import model
+from validator.cli.main import main
+from validator.cli.options import JSON_FORMS
 from validator.errors import BadInputError, ReportError
 from validator.model import Report, Unavailable
-from validator.report.json_report import load_report_json, load_schema, render_json
+from validator.report.json_report import (
+    JsonForm,
+    json_chunks,
+    load_report_json,
+    load_schema,
+    render_json,
+    render_summary_json,
+    resolve_form,
+)
 
 
 @pytest.fixture(scope="module")
@@ -283,13 +294,18 @@ def test_schema_rejects_a_broken_fleet(
 ) -> None:
     document = json.loads(render_json(fleet_report(4, failing=(), unknown=())))
     mutate(document)
-    # oneOf (fleet may be null) reports the nested reason in each error's context.
-    errors = [
-        message
-        for error in validator.iter_errors(document)
-        for message in [error.message, *(sub.message for sub in error.context or ())]
-    ]
+    # oneOf (full or summary form; fleet may be null) nests the reason in each error's context.
+    errors = _nested_messages(validator.iter_errors(document))
     assert any(needle in error for error in errors), errors
+
+
+def _nested_messages(errors: typing.Iterable[Any]) -> list[str]:
+    """Every message of these schema errors and of the alternatives inside them, all levels."""
+    found: list[str] = []
+    for error in errors:
+        found.append(error.message)
+        found.extend(_nested_messages(error.context or ()))
+    return found
 
 
 # ---------------------------------------------- the schema keeps up with model.py
@@ -516,7 +532,8 @@ def test_new_facts_validate_and_round_trip(validator: Draft202012Validator) -> N
 def test_schema_describes_the_whole_document() -> None:
     schema = load_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$ref"] == "#/$defs/Report"
+    # report.json is the full Report, or a fleet's summary form.
+    assert schema["oneOf"] == [{"$ref": "#/$defs/Report"}, {"$ref": "#/$defs/ReportSummary"}]
 
 
 # ---------------------------------------------- one validation mechanism (validator.fields)
@@ -635,3 +652,120 @@ def test_report_with_a_duplicate_key_is_refused() -> None:
     doubled = text.replace('"hostname": ', '"hostname": "x", "hostname": ', 1)
     with pytest.raises(BadInputError, match="duplicate key"):
         load_report_json(doubled)
+
+
+# ---------------------------------------------- the summary form (a fleet)
+
+
+def test_summary_form_validates_and_keeps_only_what_did_not_pass(
+    validator: Draft202012Validator,
+) -> None:
+    report = fleet_report(6, failing=(2,), unknown=(4,))
+    text = render_summary_json(report, {"gpu01": "hosts/gpu01.json"})
+    document = json.loads(text)
+    assert _errors(validator, document) == []
+    assert document["form"] == "summary"
+    assert document["fleet"]["hosts"] == 6
+    nodes = {node["hostname"]: node for node in document["nodes"]}
+    assert set(nodes) == {node.hostname for node in report.nodes}
+    full = {node.hostname: node for node in report.nodes}
+    for host, node in nodes.items():
+        passed = sum(1 for f in full[host].findings if f.severity.value == "PASS")
+        assert node["counts"]["passed"] == passed
+        assert all(f["severity"] != "PASS" for f in node["findings"])
+        assert len(node["findings"]) == len(full[host].findings) - passed
+        assert node["gpu_count"] == len(full[host].facts.gpus)
+        assert node["verdict"] == full[host].verdict.value
+    assert nodes["gpu01"]["result_file"] == "hosts/gpu01.json"
+    assert nodes["gpu02"]["result_file"] is None
+    # A failing node's findings are there, whole, as in the full form.
+    failing = [n for n in nodes.values() if n["verdict"] == "NOT_CERTIFIED"]
+    assert failing
+    assert all(n["findings"] for n in failing)
+    assert set(failing[0]["findings"][0]) == set(
+        json.loads(render_json(report))["nodes"][0]["findings"][0]
+    )
+
+
+def test_schema_refuses_a_summary_with_a_pass_finding_or_a_stray_field(
+    validator: Draft202012Validator,
+) -> None:
+    report = fleet_report(3, failing=(), unknown=())
+    document = json.loads(render_summary_json(report))
+    passing = json.loads(render_json(report))["nodes"][0]["findings"][0]
+    document["nodes"][0]["findings"].append(passing)
+    assert any("PASS" in m for m in _nested_messages(validator.iter_errors(document)))
+    document = json.loads(render_summary_json(report))
+    document["nodes"][0]["facts"] = {}
+    assert any("facts" in m for m in _nested_messages(validator.iter_errors(document)))
+
+
+def test_auto_form_is_full_for_one_node_and_summary_for_a_fleet() -> None:
+    one = sample_report(healthy_node())
+    assert resolve_form(one) is JsonForm.FULL
+    assert resolve_form(fleet_report(1, failing=(), unknown=())) is JsonForm.FULL
+    fleet = fleet_report(3, failing=(), unknown=())
+    assert resolve_form(fleet) is JsonForm.SUMMARY
+    assert resolve_form(fleet, "full") is JsonForm.FULL
+    assert "".join(json_chunks(one)) == render_json(one)
+    assert "".join(json_chunks(fleet)) == render_summary_json(fleet)
+    assert (
+        "".join(json_chunks(fleet, JsonForm.FULL))
+        == json.dumps(model.to_dict(fleet), indent=2) + "\n"
+    )
+
+
+def test_summary_of_a_thousand_nodes_is_small() -> None:
+    report = fleet_report(1000, failing=(3,), unknown=())
+    text = render_summary_json(report, lambda host: f"hosts/{host}.json")
+    assert len(text.encode()) / 1000 < 1_000
+    assert len(json.loads(text)["nodes"]) == 1000
+
+
+def test_the_cli_form_choices_are_the_model_forms() -> None:
+    assert tuple(form.value for form in JsonForm) == JSON_FORMS
+
+
+def _inventory(path: Path, hosts: dict[str, str]) -> Path:
+    lines = ["[gpu]"] + [
+        f"{name} gpuready_transport=local gpuready_simulate={scenario}"
+        for name, scenario in hosts.items()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_certify_json_of_a_fleet_is_the_summary_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], validator: Draft202012Validator
+) -> None:
+    inventory = _inventory(
+        tmp_path / "hosts.ini",
+        {"n1": "healthy-8x-h100-sxm", "n2": "one-gpu-power-capped"},
+    )
+    base = ["certify", "-i", str(inventory), "--transport", "ansible", "--burn", "0", "--json"]
+    reports = tmp_path / "reports"
+    code = main([*base, "--db", str(tmp_path / "h.db"), "--report-dir", str(reports)])
+    assert code == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert _errors(validator, summary) == []
+    assert summary["form"] == "summary"
+    nodes = {node["hostname"]: node for node in summary["nodes"]}
+    assert ("power.limit", 3) in {
+        (f["check"], f["gpu_index"]) for f in nodes["n2"]["findings"] if f["severity"] == "FAIL"
+    }
+    # Each host's full result is where the summary says, and it is the final judgement.
+    for host, node in nodes.items():
+        result = json.loads(Path(node["result_file"]).read_text())
+        assert result["hostname"] == host
+        assert result["verdict"] == node["verdict"]
+        assert len(result["findings"]) == sum(node["counts"].values())
+    on_disk = json.loads((reports / "report.json").read_text())
+    assert on_disk["form"] == "summary"
+    assert sorted(n["result_file"] for n in on_disk["nodes"]) == ["hosts/n1.json", "hosts/n2.json"]
+
+    code = main([*base, "--json-form", "full", "--db", str(tmp_path / "h.db")])
+    assert code == 1
+    full = json.loads(capsys.readouterr().out)
+    assert "form" not in full
+    assert _errors(validator, full) == []
+    assert {len(node["facts"]["gpus"]) for node in full["nodes"]} == {8}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from validator.model import (
     NOT_SUPPORTED,
@@ -566,3 +567,44 @@ def test_elapsed_text() -> None:
     assert common.elapsed_text(12.345) == "12.3 s"
     assert common.elapsed_text(0.0) == "-"
     assert common.elapsed_text(0.04) == "<0.1 s"  # measured, just quick: not "0.0 s"
+
+
+# ------------------------------------------------------------------ fleets at scale
+
+SCALE_SCENARIO = "healthy-8x-h100-sxm"
+
+
+def scenario_node(directory: Path, scenario: str = SCALE_SCENARIO) -> NodeResult:
+    """One node certified from a simulated scenario (a 1 s burn), read back from its report.
+
+    The real thing, charts and all: what a fleet report's healthy node weighs.
+    """
+    from validator.cli.main import main
+    from validator.report.json_report import load_report_json
+
+    out = directory / "scenario-report"
+    argv = ["certify", "--simulate", scenario, "--burn", "1s", "--db", str(directory / "h.db")]
+    code = main([*argv, "--report-dir", str(out)])
+    assert code in (0, 1), code
+    (node,) = load_report_json((out / "report.json").read_text()).nodes
+    return node
+
+
+def scale_report(node: NodeResult, count: int, failing: dict[int, NodeResult]) -> Report:
+    """``count`` copies of ``node`` (gpu00001...) with ``failing[i]`` in place of copy ``i``."""
+    nodes = tuple(
+        dataclasses.replace(failing.get(i, node), hostname=f"gpu{i:05d}")
+        for i in range(1, count + 1)
+    )
+    verdicts = [n.verdict for n in nodes]
+    fleet = FleetSummary(
+        hosts=count,
+        certified=verdicts.count(Verdict.CERTIFIED),
+        not_certified=verdicts.count(Verdict.NOT_CERTIFIED),
+        unknown=verdicts.count(Verdict.UNKNOWN),
+        skus=(),
+        interrupted=False,
+    )
+    return Report(
+        generated_at="2025-03-04T10:15:00Z", tool_version="0.1.0", nodes=nodes, fleet=fleet
+    )

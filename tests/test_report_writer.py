@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_report_samples import failing_node, healthy_node, sample_report
+from tests.test_report_samples import failing_node, fleet_report, healthy_node, sample_report
 from validator.errors import ReportError
 from validator.report import writer
 from validator.report.writer import write_reports
@@ -116,3 +117,41 @@ def test_unwritable_directory_is_one_line_naming_path_and_fix(tmp_path: Path) ->
     assert "\n" not in message
     assert str(blocker / "reports") in message
     assert "choose a writable output directory" in message
+
+
+def test_a_fleet_writes_the_summary_and_each_hosts_final_result(tmp_path: Path) -> None:
+    report = fleet_report(5, failing=(1,), unknown=())
+    # What the fan-out wrote as the host's result arrived, before the fleet was judged.
+    stale = tmp_path / "hosts" / "gpu03.json"
+    stale.parent.mkdir()
+    stale.write_text('{"hostname": "gpu03", "verdict": "UNKNOWN"}\n')
+    paths = write_reports(report, tmp_path)
+    document = json.loads(paths["json"].read_text())
+    assert document["form"] == "summary"
+    for node in document["nodes"]:
+        full = json.loads((tmp_path / node["result_file"]).read_text())
+        assert full["hostname"] == node["hostname"]
+        assert full["verdict"] == node["verdict"]
+    assert json.loads(stale.read_text())["verdict"] == "CERTIFIED"
+    page = paths["html"].read_text()
+    assert 'href="hosts/gpu03.json"' in page
+    # Asked for the full form, report.json is every field again.
+    paths = write_reports(report, tmp_path, json_form="full")
+    assert "form" not in json.loads(paths["json"].read_text())
+
+
+def test_a_render_error_midway_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_reports(sample_report(healthy_node()), tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in NAMES}
+
+    def broken(report: object, files: object = None) -> Iterator[str]:
+        yield "<!DOCTYPE html>"
+        raise ReportError("report template report.html.j2 line 9: boom; fix the template")
+
+    monkeypatch.setattr(writer, "html_chunks", broken)
+    with pytest.raises(ReportError, match="boom"):
+        write_reports(sample_report(failing_node()), tmp_path)
+    assert {name: (tmp_path / name).read_bytes() for name in NAMES} == before
+    assert {p.name for p in tmp_path.iterdir()} == NAMES

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from validator.errors import BadInputError
-from validator.remote.slurm_fanout import agent_outcome
+from validator.model import HostSpec, NodeFacts, NodeResult
+from validator.remote import slurm_fanout
+from validator.remote.slurm_fanout import SlurmOptions, Targets, agent_outcome, submit_run
 from validator.remote.slurm_spool import (
     NodeOutput,
     Submission,
@@ -18,7 +21,9 @@ from validator.remote.slurm_spool import (
     read_output,
     save,
 )
-from validator.remote.transport import Phase
+from validator.remote.transport import AgentRequest, Phase
+from validator.slurm import CommandResult, SlurmError
+from validator.slurm.nodes import SlurmNode
 
 
 def _saved(tmp_path: Path) -> Submission:
@@ -109,3 +114,77 @@ def test_what_a_node_left_becomes_an_outcome_that_says_why(
     assert outcome.phase is phase
     assert outcome.error is not None
     assert said in outcome.error
+
+
+class _Sbatch:
+    """sbatch giving job ids in turn (refusing the ``refuse_at``-th), scancel noting its ids."""
+
+    def __init__(self, refuse_at: int | None = None) -> None:
+        self.submitted = 0
+        self.refuse_at = refuse_at
+        self.cancelled: list[str] = []
+
+    def __call__(self, argv: Sequence[str]) -> CommandResult:
+        if argv[0] == "scancel":
+            self.cancelled += [a for a in argv[1:] if a.isdigit()]
+            return CommandResult(0)
+        assert argv[0] == "sbatch"
+        if self.submitted == self.refuse_at:
+            return CommandResult(1, "", "sbatch: error: QOSMaxSubmitJobPerUserLimit")
+        self.submitted += 1
+        return CommandResult(0, f"{100 + self.submitted}\n")
+
+
+def _campaign(tmp_path: Path, count: int) -> tuple[list[HostSpec], Targets, SlurmOptions]:
+    names = [f"gpu{i:04d}" for i in range(count)]
+    targets = Targets(tuple(SlurmNode(name, "IDLE", (), None, ("gpu",)) for name in names))
+    options = SlurmOptions(spool=str(tmp_path), partition="gpu", campaign=True)
+    return [HostSpec(name, name) for name in names], targets, options
+
+
+def test_a_campaign_writes_its_request_once_not_after_every_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saves: list[int] = []
+
+    def counted(submission: Submission, new_jobs: Sequence[str] | None = None) -> None:
+        saves.append(len(submission.jobs))
+        save(submission, new_jobs)
+
+    monkeypatch.setattr(slurm_fanout, "save", counted)
+    monkeypatch.setattr(slurm_fanout, "SAVE_EVERY_S", 3600.0)
+    hosts, targets, options = _campaign(tmp_path, 300)
+    submission = submit_run(hosts, targets, AgentRequest(), 60.0, options, {}, _Sbatch())
+    assert saves == [0, 300]  # before any sbatch, and once all are in
+    assert len(submission.job_ids) == 300
+    for job in ("101", "250", "400"):  # every job id is linked to the folder
+        assert find(tmp_path, job).jobs == submission.jobs
+
+
+def test_a_campaign_cut_short_cancels_the_jobs_not_yet_written_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slurm_fanout, "SAVE_EVERY_S", 3600.0)
+    hosts, targets, options = _campaign(tmp_path, 50)
+    slurm = _Sbatch(refuse_at=30)
+    with pytest.raises(SlurmError, match="QOSMaxSubmitJobPerUserLimit"):
+        submit_run(hosts, targets, AgentRequest(), 60.0, options, {}, slurm)
+    assert sorted(slurm.cancelled, key=int) == [str(101 + i) for i in range(30)]
+
+
+def _never_judged(host: HostSpec, facts: NodeFacts) -> NodeResult:
+    raise AssertionError(f"{host.name} judged, with {facts.hostname}'s facts")
+
+
+def test_many_live_jobs_are_asked_of_squeue_a_window_at_a_time(tmp_path: Path) -> None:
+    submission = _saved(tmp_path)
+    run = slurm_fanout._Follow(
+        submission, {}, AgentRequest(), _never_judged, 60.0, slurm_fanout._Silent(), _Sbatch()
+    )
+    live = [str(1000 + i) for i in range(1200)]
+    per_look = slurm_fanout.STATES_PER_LOOK
+    looks = [slurm_fanout._asked(run, live, final=False) for _ in range(3)]
+    assert all(len(asked) == per_look for asked in looks)
+    assert {job for asked in looks for job in asked} == set(live)  # three looks cover all
+    assert slurm_fanout._asked(run, live, final=True) == live
+    assert slurm_fanout._asked(run, live[:10], final=False) == live[:10]

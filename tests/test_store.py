@@ -10,6 +10,7 @@ import os
 import signal
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.test_judge_healthy import healthy_node, judge, with_gpu
 from validator import store as store_module
 from validator.certificate import issue_certificate, sign
 from validator.errors import BadInputError
-from validator.model import NodeResult, Severity, Verdict, from_dict
+from validator.model import NodeResult, Severity, Verdict, from_dict, to_dict
 from validator.store import (
     APPLICATION_ID,
     HistoryRow,
@@ -63,16 +64,20 @@ def test_new_database_is_wal_versioned_and_ours(tmp_path: Path) -> None:
     Store.open(path).close()
     db = raw(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 2
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == TABLES
     findings = [row[1] for row in db.execute("PRAGMA table_info(findings)")]
     assert findings == ["id", "result_id", "check", "severity", "gpu_index", "message"]
     results = [row[1] for row in db.execute("PRAGMA table_info(results)")]
-    assert {"run_id", "hostname", "verdict", "summary", "result_json"} <= set(results)
+    assert {"run_id", "hostname", "verdict", "summary", "failed", "unknown", "passed"} <= set(
+        results
+    )
+    assert "result_packed" in results
+    assert "result_json" not in results
     certificates = [row[1] for row in db.execute("PRAGMA table_info(certificates)")]
-    assert {"hostname", "issued_at", "digest", "json"} <= set(certificates)
+    assert {"hostname", "issued_at", "digest", "json_packed"} <= set(certificates)
     db.close()
 
 
@@ -82,7 +87,7 @@ def test_reopening_keeps_data_and_runs_no_migration_twice(tmp_path: Path) -> Non
         run = store.start_run("certify", 1, "p" * 64)
     with Store.open(path) as store:
         assert [row.run_id for row in store.history()] == [run]
-    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 1
+    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_later_migrations_run_in_order_on_an_older_database(
@@ -97,15 +102,15 @@ def test_later_migrations_run_in_order_on_an_older_database(
         "INSERT INTO notes (run_id, text) SELECT id, 'migrated' FROM runs",
     )
     monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, extra))
-    assert schema_version() == 2
+    assert schema_version() == 3
     # reading an older schema does not upgrade it behind the operator's back
-    with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 2"):
+    with pytest.raises(StoreError, match="has schema 2, older than this gpuready's 3"):
         Store.open(path, readonly=True)
-    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 1
+    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 2
     with Store.open(path) as store:
         assert len(store.history()) == 1
     db = raw(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert db.execute("SELECT run_id, text FROM notes").fetchall() == [(run, "migrated")]
 
 
@@ -119,7 +124,7 @@ def test_a_failing_migration_leaves_the_database_as_it_was(
     with pytest.raises(StoreError, match="syntax error"):
         Store.open(path)
     db = raw(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchone() is None
 
 
@@ -172,15 +177,36 @@ def test_run_results_findings_and_history(tmp_path: Path) -> None:
         " ORDER BY f.gpu_index"
     ).fetchall()
     assert stored == [("power.limit", "FAIL", 2), ("power.limit", "FAIL", 5)]
+    # a row for each finding that did not pass; the PASS ones counted per check
     counts = dict(
         db.execute(
             "SELECT r.hostname, COUNT(*) FROM findings f JOIN results r ON f.result_id = r.id"
             " GROUP BY r.hostname"
         ).fetchall()
     )
-    assert counts == {"gpu-a": len(good.findings), "gpu-b": len(bad.findings)}
-    (text,) = db.execute("SELECT result_json FROM results WHERE hostname = 'gpu-b'").fetchone()
-    assert from_dict(NodeResult, json.loads(text)) == bad
+    not_passed = sum(1 for f in bad.findings if f.severity is not Severity.PASS)
+    assert counts == {"gpu-b": not_passed}
+    assert not_passed < len(bad.findings) / 10
+    for hostname, node in (("gpu-a", good), ("gpu-b", bad)):
+        (passed,) = db.execute(
+            "SELECT passed FROM results WHERE hostname = ?", (hostname,)
+        ).fetchone()
+        summary = json.loads(passed)
+        assert sum(summary.values()) == sum(1 for f in node.findings if f.severity is Severity.PASS)
+        assert summary["power.limit"] == (6 if node is bad else 8)
+    rest, facts = db.execute(
+        "SELECT result_packed, facts_packed FROM results WHERE hostname = 'gpu-b'"
+    ).fetchone()
+    data = json.loads(store_module.unpack(rest))
+    assert "facts" not in data
+    data["facts"] = json.loads(store_module.unpack(facts))
+    assert from_dict(NodeResult, data) == bad
+    assert rest.startswith(b"\xfd7zXZ")  # xz
+    with Store.open(tmp_path / "h.db", readonly=True) as store:
+        assert store.result(run, "gpu-b") == bad
+        assert store.result(run, "gpu-a") == good
+        assert store.result(run, "gpu-c") is None
+        assert store.result(run + 1, "gpu-a") is None
 
 
 def test_history_filters_orders_and_limits(tmp_path: Path) -> None:
@@ -281,7 +307,7 @@ def test_unreadable_stored_certificate_is_one_line(tmp_path: Path) -> None:
         run = store.start_run("certify", 1, "p")
         store.record_result(run, certified(), issue_certificate(certified()))
     db = raw(path)
-    db.execute("UPDATE certificates SET json = '{\"hostname\": 3}'")
+    db.execute("UPDATE certificates SET json_packed = ?", (store_module.pack('{"hostname": 3}'),))
     db.commit()
     db.close()
     with Store.open(path) as store, pytest.raises(StoreError) as caught:
@@ -485,8 +511,9 @@ def test_concurrent_writer_processes_all_land(tmp_path: Path) -> None:
         assert store.latest_certificate("w4-h10") is None
     db = raw(path)
     assert db.execute("SELECT COUNT(*) FROM findings").fetchone()[0] == (
-        workers * hosts * len(result.findings)
+        workers * hosts * sum(1 for f in result.findings if f.severity is not Severity.PASS)
     )
+    assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == workers * hosts
     assert db.execute("SELECT COUNT(*) FROM certificates").fetchone()[0] == workers * 4
     # every worker's results sit under its own run
     per_run = db.execute(
@@ -505,8 +532,9 @@ def _doomed_writer(path: str, result: NodeResult, ready: object) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN IMMEDIATE")
     db.execute(
-        "INSERT INTO results (run_id, hostname, recorded_at, verdict, summary, result_json)"
-        " VALUES (?, 'lost-3', 'now', 'CERTIFIED', '', '{}')",
+        "INSERT INTO results (run_id, hostname, recorded_at, verdict, summary, failed, unknown,"
+        " passed, result_packed, facts_packed)"
+        " VALUES (?, 'lost-3', 'now', 'CERTIFIED', '', 0, 0, '{}', x'', x'')",
         (run,),
     )
     ready.set()  # type: ignore[attr-defined]
@@ -583,3 +611,49 @@ def test_recording_a_host_again_in_a_run_replaces_its_result(tmp_path: Path) -> 
         "SELECT count(*) FROM findings WHERE result_id NOT IN (SELECT id FROM results)"
     ).fetchone()
     assert orphans == (0,)
+
+
+def test_packed_text_comes_back_as_it_was_and_damage_is_one_line(tmp_path: Path) -> None:
+    text = json.dumps({"é": [1.5, 2] * 100}, sort_keys=True)
+    assert store_module.unpack(store_module.pack(text)) == text
+    assert store_module.unpack(zlib.compress(text.encode())) == text  # zlib too
+    for damaged in (b"", b"\xfd7zXZ\x00broken", b"not packed"):
+        with pytest.raises(ValueError, match=r"^[^\n]+$"):
+            store_module.unpack(damaged)
+    path = tmp_path / "h.db"
+    with Store.open(path) as store:
+        run = store.start_run("certify", 1, "p")
+        store.record_result(run, certified())
+    db = raw(path)
+    db.execute("UPDATE results SET result_packed = x'fd377a585a0000ff'")
+    db.commit()
+    db.close()
+    with Store.open(path) as store, pytest.raises(StoreError) as caught:
+        store.result(run, "gpu-node-01")
+    assert "unreadable result of gpu-node-01 in run 1" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    packed: list[int] = []
+    original = store_module.pack
+
+    def counting(text: str) -> bytes:
+        packed.append(len(text))
+        return original(text)
+
+    monkeypatch.setattr(store_module, "pack", counting)
+    arrived = power_capped("gpu-a")
+    final = dataclasses.replace(arrived, verdict=Verdict.CERTIFIED)  # same facts object
+    with Store.open(tmp_path / "h.db") as store:
+        run = store.start_run("certify", 1, "p")
+        store.record_result(run, arrived)
+        first = len(packed)
+        store.record_results(run, [(final, None)])
+        assert len(packed) == first + 1  # the result without its facts only
+        assert store.result(run, "gpu-a") == final
+        # other facts, equal but not the same object, are encoded anew
+        store.record_result(run, from_dict(NodeResult, to_dict(final)))
+        assert len(packed) == first + 3

@@ -19,6 +19,7 @@ names, the request's for the rest (validator.remote.per_host).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator import __version__
+from validator.errors import GpureadyError
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
@@ -37,7 +39,6 @@ from validator.node.bandwidth.config import ALLOWANCE_S
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.deadline import cut_short, timed_out
-from validator.remote.fanout import run_fanout
 from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentRequest, Progress, Transport
 
@@ -418,14 +419,25 @@ def certify_fleet(
     Raises:
         BadInputError: a bad inventory, limit, policy file or per-host policy variable.
     """
+    from validator.judge.catalog import load_catalog
     from validator.judge.fleet import judge_fleet
+    from validator.remote.bundle import build_agent
+    from validator.remote.fanout import run_fanout  # a fleet's only: one node's start-up skips it
 
     fleet = plan_fleet(request)
     if on_hosts is not None:
         on_hosts(fleet.hosts)
+    # Read once here, before the workers start: their caches do not stop concurrent first
+    # callers, and each parse of the catalog costs as much as judging a node.
+    catalog = load_catalog()
+    if fleet.slurm_plan is None and request.transport is TransportName.SSH:
+        # So the first hosts do not wait on it in turn; one that cannot be built is
+        # reported by each host that needs it.
+        with contextlib.suppress(GpureadyError):
+            build_agent()
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
-        return judge_node(facts, fleet.policies[host.name])
+        return judge_node(facts, fleet.policies[host.name], catalog=catalog)
 
     if fleet.slurm_plan is not None and request.slurm is not None:
         from validator.operations.slurm import reach
@@ -460,6 +472,7 @@ def certify_fleet(
         outcome.results,
         lambda name: fleet.policies.get(name, base),
         interrupted=outcome.interrupted,
+        catalog=catalog,
     )
     return Report(
         generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

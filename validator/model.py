@@ -883,15 +883,23 @@ class HostSpec:
 # ---------------------------------------------------------------- JSON codec
 
 
-def to_dict(obj: Any) -> Any:
+def to_dict(obj: Any) -> Any:  # noqa: PLR0911
     """Turn a model object into plain JSON-ready data."""
+    kind = type(obj)
+    if kind in _PLAIN:
+        return obj
+    names = _FIELD_NAMES.get(kind)
+    if names is not None:
+        return {name: to_dict(getattr(obj, name)) for name in names}
     if isinstance(obj, Unavailable):
         out: Dict[str, Any] = {"unavailable": obj.reason.value}
         if obj.detail:
             out["detail"] = obj.detail
         return out
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        # Field names once per class: a fleet's results hold hundreds of thousands of objects.
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+        return {name: to_dict(getattr(obj, name)) for name in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):
@@ -899,6 +907,11 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(key): to_dict(value) for key, value in obj.items()}
     return obj
+
+
+# Exactly these types (not subclasses: an enum may subclass str) come out as they are.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: Dict[type, Tuple[str, ...]] = {}
 
 
 class SchemaError(ValueError):
@@ -938,73 +951,158 @@ def _hints(cls: type) -> Dict[str, Any]:
     return _HINTS[cls]
 
 
+_FIELD_DECODERS: Dict[type, Dict[str, Decoder]] = {}
+
+
+def _field_decoders(cls: type, hints: Dict[str, Any]) -> Dict[str, Decoder]:
+    """Each field's decoder, where its path is ``<path>.<name>`` as fields.child_path writes it."""
+    found = _FIELD_DECODERS.get(cls)
+    if found is None:
+        found = {}
+        for name, hint in hints.items():
+            if fields.child_path("x", name) == f"x.{name}" and fields.child_path("", name) == name:
+                found[name] = _lazy(hint)
+        _FIELD_DECODERS[cls] = found
+    return found
+
+
+def _lazy(tp: Any) -> Decoder:
+    """Decodes as ``tp``, its decoder made on first use (a dataclass may hold its own type)."""
+
+    def decode(data: Any, path: str) -> Any:
+        return _decode(tp, data, path)
+
+    return decode
+
+
 def _wrong(path: str, wanted: str, data: Any) -> SchemaError:
     return SchemaError(fields.must_be(path, wanted, data))
 
 
-def _decode(tp: Any, data: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
+Decoder = typing.Callable[[Any, str], Any]
+# One decoder per type, built on first use: the controller decodes every host's facts
+# (thousands of values each), and working out a type's shape again for every value
+# cost more than checking the values.
+_DECODERS: Dict[Any, Decoder] = {}
+
+
+def _decode(tp: Any, data: Any, path: str) -> Any:
+    decoder = _DECODERS.get(tp)
+    if decoder is None:
+        decoder = _DECODERS[tp] = _make_decoder(tp)
+    return decoder(data, path)
+
+
+def _make_decoder(tp: Any) -> Decoder:  # noqa: PLR0911
     origin = typing.get_origin(tp)
     if origin is Union:
-        options = typing.get_args(tp)
-        if isinstance(data, dict) and "unavailable" in data and Unavailable in options:
-            return _decode(Unavailable, data, path)
-        if data is None and type(None) in options:
+        return _union_decoder(typing.get_args(tp))
+    if origin in (tuple, list):
+        args = typing.get_args(tp)
+        return _sequence_decoder(args[0] if args else Any, origin is tuple)
+    if origin is dict:
+        value_type = typing.get_args(tp)[1]
+
+        def decode_dict(data: Any, path: str) -> Any:
+            if not isinstance(data, dict):
+                raise _wrong(path, "an object", data)
+            return {
+                key: _decode(value_type, value, fields.child_path(path, key))
+                for key, value in data.items()
+            }
+
+        return decode_dict
+    if tp is Unavailable:
+        return _unavailable
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return lambda data, path: _dataclass(tp, data, path)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum_decoder(tp)
+    if tp is Any:
+        return lambda data, path: data
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+
+    def cannot(data: Any, path: str) -> Any:
+        raise SchemaError(f"{path}: cannot decode type {tp!r}")
+
+    return cannot
+
+
+def _union_decoder(options: Tuple[Any, ...]) -> Decoder:
+    may_be_unavailable = Unavailable in options
+    may_be_none = type(None) in options
+    others = [
+        option for option in options if option is not type(None) and option is not Unavailable
+    ]
+
+    def decode_union(data: Any, path: str) -> Any:
+        if may_be_unavailable and isinstance(data, dict) and "unavailable" in data:
+            return _unavailable(data, path)
+        if data is None and may_be_none:
             return None
         errors = []
-        for option in options:
-            if option is type(None) or option is Unavailable:
-                continue
+        for option in others:
             try:
                 return _decode(option, data, path)
             except SchemaError as exc:
                 errors.append(str(exc))
         raise SchemaError(errors[0] if errors else fields.must_be(path, "a value", data))
-    if origin in (tuple, list):
+
+    return decode_union
+
+
+def _sequence_decoder(item_type: Any, as_tuple: bool) -> Decoder:
+    def decode_sequence(data: Any, path: str) -> Any:
         if not isinstance(data, list):
             raise _wrong(path, "a list", data)
-        args = typing.get_args(tp)
-        item_type = args[0] if args else Any
-        items = [
-            _decode(item_type, item, fields.child_path(path, i)) for i, item in enumerate(data)
-        ]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(data, dict):
-            raise _wrong(path, "an object", data)
-        value_type = typing.get_args(tp)[1]
-        return {
-            key: _decode(value_type, value, fields.child_path(path, key))
-            for key, value in data.items()
-        }
-    if tp is Unavailable:
-        return _unavailable(data, path)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _dataclass(tp, data, path)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        items = [_decode(item_type, item, f"{path}[{i}]") for i, item in enumerate(data)]
+        return tuple(items) if as_tuple else items
+
+    return decode_sequence
+
+
+def _enum_decoder(tp: Any) -> Decoder:
+    def decode_enum(data: Any, path: str) -> Any:
         try:
             return tp(data)
         except (ValueError, TypeError):
             choices = ", ".join(str(member.value) for member in tp)
             raise _wrong(path, f"one of {choices}", data) from None
-    if tp is Any:
-        return data
-    if tp is float:
-        if not fields.is_number(data):
-            raise _wrong(path, "a finite number" if isinstance(data, float) else "a number", data)
-        return float(data)
-    if tp is int:
-        if not fields.is_int(data):
-            raise _wrong(path, "an integer", data)
-        return data
-    if tp is str:
-        if not isinstance(data, str):
-            raise _wrong(path, "a string", data)
-        return data
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise _wrong(path, "true or false", data)
-        return data
-    raise SchemaError(f"{path}: cannot decode type {tp!r}")
+
+    return decode_enum
+
+
+def _decode_float(data: Any, path: str) -> float:
+    if not fields.is_number(data):
+        raise _wrong(path, "a finite number" if isinstance(data, float) else "a number", data)
+    return float(data)
+
+
+def _decode_int(data: Any, path: str) -> int:
+    if not fields.is_int(data):
+        raise _wrong(path, "an integer", data)
+    return typing.cast(int, data)
+
+
+def _decode_str(data: Any, path: str) -> str:
+    if not isinstance(data, str):
+        raise _wrong(path, "a string", data)
+    return data
+
+
+def _decode_bool(data: Any, path: str) -> bool:
+    if not isinstance(data, bool):
+        raise _wrong(path, "true or false", data)
+    return data
+
+
+_SCALARS: Dict[Any, Decoder] = {
+    float: _decode_float,
+    int: _decode_int,
+    str: _decode_str,
+    bool: _decode_bool,
+}
 
 
 def _unavailable(data: Any, path: str) -> Unavailable:
@@ -1035,8 +1133,11 @@ def _dataclass(tp: type, data: Any, path: str) -> Any:
     for name in _REQUIRED[tp]:
         if name not in data:
             raise SchemaError(fields.lacks(fields.child_path(path, name), "field"))
+    decoders = _field_decoders(tp, hints)
     kwargs = {
-        name: _decode(hints[name], value, fields.child_path(path, name))
+        name: decoders[name](value, f"{path}.{name}" if path else name)
+        if name in decoders
+        else _decode(hints[name], value, fields.child_path(path, name))
         for name, value in data.items()
     }
     try:

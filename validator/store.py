@@ -13,11 +13,36 @@ file beside the database (``<db>.pending/<time>-<pid>-<n>.json``), and the
 next process that opens the database for writing imports it (the file is
 deleted only once its import has committed; importing twice changes nothing).
 
-Each host's result is committed on its own as it arrives. A run is created
+Each host's result is committed on its own as it arrives; a fleet's final
+judgements go in one transaction (:meth:`Store.record_results`). A run is created
 ``running`` and only :meth:`Store.finish_run` closes it. Its process holds an
 OS lock (``flock``) on ``<db>.run-<id>.lock`` for the run's life, so a reader
 tells a live run (``incomplete``) from one whose process died (killed, power
 lost): that one reads ``interrupted``, and is marked so by the next writer.
+
+What is kept, and why (schema 2). A judged 8-GPU result is 90-650 KB of JSON
+(the burn's telemetry samples are most of it; 300 s of burn is 650 KB) with ~270
+findings, nearly all PASS; its certificate ~50 KB. Schema 1 stored both as text
+and every finding as a row: 115 KB per node per run without a burn, 1.15 GB at
+10,000 runs. Schema 2 keeps, per result:
+
+- the full result JSON, compressed (see :func:`pack`), its facts apart
+  (``facts_packed``, encoded once for a host's arrival and final judgement) from
+  the rest (``result_packed``): every measurement stays, readable with
+  :meth:`Store.result`. Compressed rather than
+  kept only for failed runs, because a healthy run is the evidence drift and
+  RMA look back to, and telemetry compresses 20-60x;
+- verdict, summary, and the FAIL and UNKNOWN counts as columns: the history query
+  reads one row per result and counts nothing;
+- a finding row only for what did not pass (what people query by check); the
+  PASS findings as counts per check (``passed``, a small JSON object);
+- the certificate's exact JSON text, compressed (``json_packed``): unpacked it is
+  byte for byte the text its digest and signature were made over.
+
+That is 5-15 KB per node per run (tests/test_store_plans.py holds it under 20 KB;
+bench/store.py measures it). Every query the store runs is served by an index
+(the same test reads each one's ``EXPLAIN QUERY PLAN``), so a run's writes and a
+host's history cost the same on a store of 10 runs or 10,000.
 
 The schema is versioned with ``PRAGMA user_version`` and upgraded by ordered
 migrations; ``PRAGMA application_id`` marks the file as ours. A file that is not
@@ -32,6 +57,7 @@ import dataclasses
 import datetime
 import enum
 import fcntl
+import functools
 import json
 import math
 import os
@@ -40,18 +66,20 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import weakref
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from types import ModuleType, TracebackType
+from typing import Any, Union
 
 from validator import __version__
 from validator import fields as doc
 from validator.certificate import Certificate, certificate_from_json, certificate_to_json
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
-from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
+from validator.model import NodeFacts, NodeResult, SchemaError, Severity, from_dict, to_dict
 from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.
@@ -97,10 +125,146 @@ class NotStoredError(CouldNotRunError):
 
 # ---------------------------------------------------------------- schema
 
+# How stored JSON is packed. xz at preset 0 packs a result with 300 s of burn
+# telemetry to 11 KB in ~9 ms of CPU; zlib takes ~6 ms for 30 KB (level 6) and
+# ~2.5 ms for 36 KB (level 1), xz's higher presets save 10% more for 10x the time.
+# Python built without liblzma (rare, and optional in CPython) writes zlib; a
+# reader tells them apart by their first bytes (xz's magic; zlib starts 0x78).
+XZ_PRESET = 0
+ZLIB_LEVEL = 6
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+@functools.lru_cache(maxsize=1)
+def _lzma() -> ModuleType | None:
+    """The lzma module, or None where Python was built without it; imported on first use."""
+    try:
+        import lzma  # 5 ms of start-up that only a store write or read needs
+    except ImportError:  # pragma: no cover - CPython without liblzma
+        return None
+    return lzma
+
+
+def pack(text: str) -> bytes:
+    """``text`` compressed for the store: xz (preset 0), else zlib."""
+    data = text.encode("utf-8")
+    xz = _lzma()
+    if xz is not None:
+        return bytes(xz.compress(data, format=xz.FORMAT_XZ, check=xz.CHECK_CRC32, preset=XZ_PRESET))
+    return zlib.compress(data, ZLIB_LEVEL)  # pragma: no cover - CPython without liblzma
+
+
+def unpack(blob: bytes) -> str:
+    """The text :func:`pack` packed.
+
+    Raises:
+        ValueError: not packed data, damaged, or xz on a Python without lzma.
+    """
+    xz = _lzma()
+    errors: tuple[type[Exception], ...] = (zlib.error, UnicodeDecodeError, EOFError)
+    if xz is not None:
+        errors += (xz.LZMAError,)
+    try:
+        if blob.startswith(_XZ_MAGIC):
+            if xz is None:  # pragma: no cover - CPython without liblzma
+                raise ValueError("packed with xz, and this Python has no lzma module")
+            data = xz.decompress(blob, format=xz.FORMAT_XZ)
+        else:
+            data = zlib.decompress(blob)
+        return str(data.decode("utf-8"))
+    except errors as exc:
+        raise ValueError(one_line(exc)) from None
+
+
+# A migration step is an SQL statement, or a function given the connection for
+# what SQL alone cannot do (packing stored text); both run in the one transaction.
+MigrationStep = Union[str, Callable[[sqlite3.Connection], None]]
+
+
+def _passed_counts(checks: Sequence[str]) -> str:
+    """PASS findings summarised: ``{"check": count}``, compact, keys sorted."""
+    counts: dict[str, int] = {}
+    for check in checks:
+        counts[check] = counts.get(check, 0) + 1
+    return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))
+
+
+def _split_result(text: str) -> tuple[str, str]:
+    """A result's JSON text as (the result without its facts, its facts), each keys sorted."""
+    data = json.loads(text)
+    facts = data.pop("facts", None) if isinstance(data, dict) else None
+    return json.dumps(data, sort_keys=True), json.dumps(facts, sort_keys=True)
+
+
+_MIGRATION_BATCH = 500
+
+
+def _v2_copy_packed(db: sqlite3.Connection) -> None:
+    """Schema 1 to 2: each result and certificate copied, its JSON text packed as it was.
+
+    Counts and PASS summaries come from schema 1's findings rows (which held every
+    finding); the texts are kept byte for byte, so a certificate still verifies.
+    """
+    last = 0
+    while True:
+        rows = db.execute(
+            "SELECT id, run_id, hostname, recorded_at, verdict, sku, summary, result_json"
+            " FROM results WHERE id > ? ORDER BY id LIMIT ?",
+            (last, _MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        copied = []
+        for row in rows:
+            severities: dict[str, int] = {}
+            passed: list[str] = []
+            for check, severity in db.execute(
+                'SELECT "check", severity FROM findings WHERE result_id = ?', (row[0],)
+            ):
+                severities[severity] = severities.get(severity, 0) + 1
+                if severity == Severity.PASS.value:
+                    passed.append(check)
+            rest, facts = _split_result(row[7])
+            copied.append(
+                (
+                    *row[:7],
+                    severities.get(Severity.FAIL.value, 0),
+                    severities.get(Severity.UNKNOWN.value, 0),
+                    _passed_counts(passed),
+                    pack(rest),
+                    pack(facts),
+                )
+            )
+        db.executemany(
+            "INSERT INTO results_v2 (id, run_id, hostname, recorded_at, verdict, sku, summary,"
+            " failed, unknown, passed, result_packed, facts_packed)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            copied,
+        )
+    last = 0
+    while True:
+        rows = db.execute(
+            "SELECT id, result_id, hostname, issued_at, digest, json FROM certificates"
+            " WHERE id > ? ORDER BY id LIMIT ?",
+            (last, _MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        db.executemany(
+            "INSERT INTO certificates_v2 (id, result_id, hostname, issued_at, digest, json_packed)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(*row[:5], pack(row[5])) for row in rows],
+        )
+
+
 # Migration N (1-based) takes the schema from version N-1 to N. Append only:
 # a database records the version it reached in PRAGMA user_version, and every
-# migration after it runs, in order, in the same transaction.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+# migration after it runs, in order, in the same transaction (with foreign keys
+# checked once at its end, so a table can be rebuilt: SQLite cannot drop a column
+# everywhere we run; DROP COLUMN came with 3.35).
+MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
     (
         """
         CREATE TABLE runs (
@@ -153,6 +317,51 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
         "CREATE INDEX certificates_by_host ON certificates(hostname, issued_at, id)",
+    ),
+    (
+        # The new tables, filled from the old ones, then put in their place.
+        """
+        CREATE TABLE results_v2 (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            hostname TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            sku TEXT,
+            summary TEXT NOT NULL,
+            failed INTEGER NOT NULL,
+            unknown INTEGER NOT NULL,
+            passed TEXT NOT NULL,
+            result_packed BLOB NOT NULL,
+            facts_packed BLOB NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE certificates_v2 (
+            id INTEGER PRIMARY KEY,
+            result_id INTEGER REFERENCES results(id),
+            hostname TEXT NOT NULL,
+            issued_at TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            json_packed BLOB NOT NULL
+        )
+        """,
+        _v2_copy_packed,
+        "DELETE FROM findings WHERE severity = 'PASS'",
+        "DROP TABLE certificates",
+        "DROP TABLE results",
+        "ALTER TABLE results_v2 RENAME TO results",
+        "ALTER TABLE certificates_v2 RENAME TO certificates",
+        # history of all hosts (newest run first, its hosts in order) and a run's deletes
+        "CREATE INDEX results_by_run ON results(run_id, id)",
+        # history of one host (newest first), and a host's earlier result in a run
+        "CREATE INDEX results_by_host ON results(hostname, run_id)",
+        "CREATE INDEX certificates_by_host ON certificates(hostname, issued_at, id)",
+        "CREATE INDEX certificates_by_result ON certificates(result_id)",
+        # the few running runs, found without reading the others
+        "CREATE INDEX runs_running ON runs(status) WHERE status = 'running'",
+        # a pending run found again by its start; pruning by age
+        "CREATE INDEX runs_by_start ON runs(started_at)",
     ),
 )
 # Run ownership (the lock files) and pending runs live beside the database, not
@@ -424,6 +633,100 @@ class _Unwritable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+# ---------------------------------------------------------------- the queries
+
+_HISTORY_COLUMNS = """
+    SELECT u.id, u.kind, u.started_at, u.finished_at, u.status,
+           r.hostname, r.verdict, r.summary, r.recorded_at,
+           COALESCE(r.failed, 0), COALESCE(r.unknown, 0), u.pid
+"""
+# Walks results_by_host backwards from the host's newest run: LIMIT rows read, no sort.
+# (A host has one result per run: recording it again replaces the earlier one.)
+HISTORY_OF_HOST = (
+    _HISTORY_COLUMNS
+    + """
+    FROM results r JOIN runs u ON u.id = r.run_id
+    WHERE r.hostname = ?
+    ORDER BY r.run_id DESC, r.id DESC
+    LIMIT ?
+"""
+)
+# Runs newest first by their key, each run's hosts in recording order by results_by_run.
+HISTORY_OF_ALL = (
+    _HISTORY_COLUMNS
+    + """
+    FROM runs u LEFT JOIN results r ON r.run_id = u.id
+    ORDER BY u.id DESC, r.id ASC
+    LIMIT ?
+"""
+)
+
+
+RESULT_OF_HOST_IN_RUN = (
+    "SELECT result_packed, facts_packed FROM results WHERE hostname = ? AND run_id = ?"
+    " ORDER BY id DESC LIMIT 1"
+)
+# The keep_runs-th newest run: reads that many keys of runs, newest first, and stops.
+PRUNE_NTH_NEWEST_RUN = "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?"
+# Whether a run holds a certificate no later one of its host replaced.
+PRUNE_HOLDS_LATEST = """
+    SELECT 1 FROM results r JOIN certificates c ON c.result_id = r.id
+    WHERE r.run_id = ? AND NOT EXISTS (
+        SELECT 1 FROM certificates n
+        WHERE n.hostname = c.hostname AND (n.issued_at, n.id) > (c.issued_at, c.id)
+    )
+    LIMIT 1
+"""
+_PRUNE_BATCH = 100
+
+
+@dataclass(frozen=True)
+class PruneOutcome:
+    """What :meth:`Store.prune` removed (or, in a dry run, would remove)."""
+
+    runs: tuple[int, ...]  # the runs removed, oldest first
+    results: int  # their results (each with its findings)
+    certificates: int
+    kept: tuple[int, ...]  # runs the policy would remove, kept for a host's latest certificate
+    dry_run: bool
+
+
+class _RolledBack(Exception):
+    """A dry run's deletions, undone; carries what they counted."""
+
+    def __init__(self, counts: tuple[int, int]) -> None:
+        super().__init__("dry run")
+        self.counts = counts
+
+
+def _delete_runs(db: sqlite3.Connection, run_ids: Sequence[int]) -> tuple[int, int]:
+    """Delete runs with their results, findings and certificates: (results, certificates)."""
+    results = certificates = 0
+    for run_id in run_ids:
+        ids = [(row[0],) for row in db.execute(RESULTS_OF_RUN, (run_id,))]
+        if ids:
+            certificates += db.executemany(
+                "DELETE FROM certificates WHERE result_id = ?", ids
+            ).rowcount
+            db.executemany("DELETE FROM findings WHERE result_id = ?", ids)
+            results += db.executemany("DELETE FROM results WHERE id = ?", ids).rowcount
+        db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    return results, certificates
+
+
+RESULTS_OF_RUN = "SELECT id FROM results WHERE run_id = ?"
+
+
+def _stored_text(value: object) -> str:
+    """A stored JSON text: packed bytes (schema 2), or text as it was written."""
+    if isinstance(value, bytes):
+        try:
+            return unpack(value)
+        except ValueError as exc:
+            raise BadInputError(f"stored text cannot be unpacked ({exc})") from None
+    return str(value)
 
 
 # ---------------------------------------------------------------- the store
@@ -702,30 +1005,58 @@ class Store:
             ValueError: the certificate is for another host.
             StoreError: no run has that id, or the store was opened read-only.
         """
-        if certificate is not None and certificate.hostname != result.hostname:
-            raise ValueError(
-                f"certificate of {certificate.hostname} cannot be recorded "
-                f"with the result of {result.hostname}"
-            )
-        recorded = _Recorded(result, certificate, _now())
+        self.record_results(run_id, [(result, certificate)])
+
+    def record_results(
+        self, run_id: int, entries: Sequence[tuple[NodeResult, Certificate | None]]
+    ) -> None:
+        """Commit several hosts' results (each with its certificate or None) in one transaction.
+
+        Each entry is recorded as :meth:`record_result` records one: a host
+        recorded again replaces its earlier result. Everything is encoded before
+        the write lock is taken, so other writers wait only for the rows.
+
+        Raises:
+            ValueError: a certificate is for another host than its result.
+            StoreError: no run has that id, or the store was opened read-only.
+        """
+        for result, certificate in entries:
+            if certificate is not None and certificate.hostname != result.hostname:
+                raise ValueError(
+                    f"certificate of {certificate.hostname} cannot be recorded "
+                    f"with the result of {result.hostname}"
+                )
+        self._refuse_readonly()
+        now = _now()
+        recorded = [_Recorded(result, certificate, now) for result, certificate in entries]
+        if not recorded:
+            return
         with self._lock:
             spool = self._spools.get(run_id)
-            if spool is None:
-                try:
-                    self._record_in_db(run_id, recorded)
-                except _Unwritable as exc:
-                    spool = self._spool_existing(run_id, exc.reason)
-                else:
-                    return
-            spool.results.pop(result.hostname, None)  # the latest judgement, in arrival order
-            spool.results[result.hostname] = recorded
+        if spool is None:
+            encoded = [_encode(item) for item in recorded]
+            with self._lock:
+                spool = self._spools.get(run_id)  # spooled meanwhile by another thread
+                if spool is None:
+                    try:
+                        self._record_in_db(run_id, encoded)
+                    except _Unwritable as exc:
+                        spool = self._spool_existing(run_id, exc.reason)
+                    else:
+                        return
+        with self._lock:
+            for item in recorded:
+                # the latest judgement, in arrival order
+                spool.results.pop(item.result.hostname, None)
+                spool.results[item.result.hostname] = item
             self._save(spool)
 
-    def _record_in_db(self, run_id: int, recorded: _Recorded) -> None:
+    def _record_in_db(self, run_id: int, encoded: Sequence[_Encoded]) -> None:
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"history database {self.path} has no run {run_id}")
-            _insert_result(db, run_id, recorded)
+            for item in encoded:
+                _insert_result(db, run_id, item)
 
     def finish_run(self, run_id: int, interrupted: bool = False) -> None:
         """Close a run as complete, or as interrupted when it was stopped before every host.
@@ -926,14 +1257,14 @@ class Store:
             row = None
             if db is not None:
                 row = db.execute(
-                    "SELECT json FROM certificates WHERE hostname = ?"
+                    "SELECT json_packed FROM certificates WHERE hostname = ?"
                     " ORDER BY issued_at DESC, id DESC LIMIT 1",
                     (hostname,),
                 ).fetchone()
         if row is None:
             return None
         try:
-            return certificate_from_json(row[0])
+            return certificate_from_json(_stored_text(row[0]))
         except BadInputError as exc:
             raise StoreError(
                 f"history database {self.path} holds an unreadable certificate of {hostname}: {exc}"
@@ -949,24 +1280,12 @@ class Store:
             hostname: only this host's results.
             limit: at most this many rows.
         """
-        where = "WHERE r.hostname = ?" if hostname is not None else ""
-        join = "JOIN" if hostname is not None else "LEFT JOIN"
-        query = f"""
-            SELECT u.id, u.kind, u.started_at, u.finished_at, u.status,
-                   r.hostname, r.verdict, r.summary, r.recorded_at,
-                   (SELECT COUNT(*) FROM findings f
-                     WHERE f.result_id = r.id AND f.severity = ?),
-                   (SELECT COUNT(*) FROM findings f
-                     WHERE f.result_id = r.id AND f.severity = ?),
-                   u.pid
-            FROM runs u {join} results r ON r.run_id = u.id
-            {where}
-            ORDER BY u.id DESC, r.id ASC
-            LIMIT ?
-        """  # noqa: S608 - only fixed fragments are pasted; values are bound
-        params: list[object] = [Severity.FAIL.value, Severity.UNKNOWN.value]
+        params: list[object] = []
         if hostname is not None:
+            query = HISTORY_OF_HOST
             params.append(hostname)
+        else:
+            query = HISTORY_OF_ALL
         params.append(min(max(0, limit), _MAX_SQL_INT))
         with self._lock, _errors(self.path):
             db = self._connection(create=False)
@@ -991,6 +1310,102 @@ class Store:
             )
             for row in rows
         ]
+
+    def result(self, run_id: int, hostname: str) -> NodeResult | None:
+        """A host's full result in a run, as it was recorded; None when there is none.
+
+        Raises:
+            StoreError: the stored result cannot be read back.
+        """
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            row = None
+            if db is not None:
+                row = db.execute(RESULT_OF_HOST_IN_RUN, (hostname, run_id)).fetchone()
+        if row is None:
+            return None
+        try:
+            data = doc.load_json(_stored_text(row[0]))
+            if isinstance(data, dict):
+                data["facts"] = doc.load_json(_stored_text(row[1]))
+            return from_dict(NodeResult, data)
+        except (BadInputError, SchemaError, doc.LoadError) as exc:
+            raise StoreError(
+                f"history database {self.path} holds an unreadable result of {hostname} "
+                f"in run {run_id}: {one_line(exc)}"
+            ) from None
+
+    def prune(
+        self,
+        *,
+        keep_days: float | None = None,
+        keep_runs: int | None = None,
+        dry_run: bool = False,
+        now: datetime.datetime | None = None,
+    ) -> PruneOutcome:
+        """Remove the runs the retention policy does not keep, with their results.
+
+        A run is kept when it is younger than ``keep_days`` or among the
+        ``keep_runs`` newest (either rule given keeps it); a run still running is
+        always kept, and so is a run holding the latest certificate of some host
+        (drift's baseline). Removal goes a batch of runs per transaction, so other
+        writers wait little; a dry run makes the same deletions and rolls them back.
+
+        Raises:
+            ValueError: neither rule given, or a rule below 1.
+            StoreError: the store was opened read-only, or the database refused.
+        """
+        if keep_days is None and keep_runs is None:
+            raise ValueError("prune needs keep_days, keep_runs or both")
+        if (keep_days is not None and not keep_days >= 1) or (
+            keep_runs is not None and keep_runs < 1
+        ):
+            raise ValueError("keep_days and keep_runs are at least 1")
+        self._refuse_readonly()
+        clauses: list[str] = ["status != 'running'"]
+        params: list[object] = []
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            if db is None:
+                return PruneOutcome((), 0, 0, (), dry_run)
+            if keep_runs is not None:
+                found = db.execute(PRUNE_NTH_NEWEST_RUN, (keep_runs - 1,)).fetchone()
+                if found is None:  # no more runs than are kept
+                    return PruneOutcome((), 0, 0, (), dry_run)
+                clauses.append("id < ?")
+                params.append(found[0])
+            if keep_days is not None:
+                moment = now or datetime.datetime.now(datetime.timezone.utc)
+                cutoff = moment - datetime.timedelta(days=keep_days)
+                clauses.append("started_at < ?")
+                params.append(cutoff.isoformat(timespec="seconds"))
+            # Sorted here, not by SQL: an ORDER BY id would walk every run by its key
+            # instead of the start index (runs_by_start) that finds just the old ones.
+            query = f"SELECT id FROM runs WHERE {' AND '.join(clauses)}"  # noqa: S608 - fixed fragments; values bound
+            candidates = sorted(row[0] for row in db.execute(query, params))
+            kept = tuple(i for i in candidates if db.execute(PRUNE_HOLDS_LATEST, (i,)).fetchone())
+        keep = set(kept)
+        doomed = [i for i in candidates if i not in keep]
+        removed: list[int] = []
+        results = certificates = 0
+        for start in range(0, len(doomed), _PRUNE_BATCH):
+            batch = doomed[start : start + _PRUNE_BATCH]
+            try:
+                with self._write() as db:
+                    done = _delete_runs(db, batch)
+                    if dry_run:
+                        raise _RolledBack(done)
+            except _RolledBack as rolled:
+                done = rolled.counts
+            except _Unwritable as exc:
+                raise StoreError(
+                    f"history database {self.path} could not be pruned ({exc.reason}); "
+                    f"{len(removed)} runs were removed before: run it again later"
+                ) from None
+            removed.extend(batch)
+            results += done[0]
+            certificates += done[1]
+        return PruneOutcome(tuple(removed), results, certificates, kept, dry_run)
 
     def integrity_check(self) -> str:
         """SQLite's own integrity check: ``ok`` or the first problem it found."""
@@ -1030,22 +1445,101 @@ def _argv(text: object) -> list[str]:
     return [str(arg) for arg in value] if isinstance(value, list) else []
 
 
-def _insert_result(db: sqlite3.Connection, run_id: int, recorded: _Recorded) -> None:
-    """Replace a host's result in a run with ``recorded``, its findings and certificate."""
+class _PackedFacts:
+    """Packed facts, remembered while their NodeFacts object lives.
+
+    A fleet records each host as it arrives, then its final judgement: the same
+    facts (the fleet comparison changes the findings only), which are nearly all
+    of a result's bytes and of its encoding time. Keyed by the object's id, with
+    a weak reference so an entry goes with its object: ~10 KB per live result.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[NodeFacts], bytes]] = {}
+        self._guard = threading.Lock()
+
+    def get(self, facts: NodeFacts) -> bytes:
+        key = id(facts)
+        with self._guard:
+            entry = self._entries.get(key)
+        if entry is not None and entry[0]() is facts:
+            return entry[1]
+        packed = pack(json.dumps(to_dict(facts), sort_keys=True))
+
+        def forget(_ref: object, key: int = key) -> None:
+            with self._guard:
+                current = self._entries.get(key)
+                if current is not None and current[0]() is None:
+                    del self._entries[key]
+
+        with self._guard:
+            self._entries[key] = (weakref.ref(facts, forget), packed)
+        return packed
+
+
+_FACTS = _PackedFacts()
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """A recorded result as its rows will hold it: encoded before the write lock is taken."""
+
+    recorded: _Recorded
+    result_packed: bytes  # the result without its facts
+    facts_packed: bytes
+    failed: int
+    unknown: int
+    passed: str
+    findings: tuple[tuple[str, str, int | None, str], ...]  # check, severity, GPU, message
+    certificate_packed: bytes | None
+
+
+def _encode(recorded: _Recorded) -> _Encoded:
+    result, certificate = recorded.result, recorded.certificate
+    kept = tuple(
+        (f.check, f.severity.value, f.gpu_index, f.message)
+        for f in result.findings
+        if f.severity is not Severity.PASS
+    )
+    return _Encoded(
+        recorded=recorded,
+        result_packed=pack(
+            json.dumps(
+                {
+                    item.name: to_dict(getattr(result, item.name))
+                    for item in dataclasses.fields(result)
+                    if item.name != "facts"
+                },
+                sort_keys=True,
+            )
+        ),
+        facts_packed=_FACTS.get(result.facts),
+        failed=sum(1 for f in result.findings if f.severity is Severity.FAIL),
+        unknown=sum(1 for f in result.findings if f.severity is Severity.UNKNOWN),
+        passed=_passed_counts([f.check for f in result.findings if f.severity is Severity.PASS]),
+        findings=kept,
+        certificate_packed=pack(certificate_to_json(certificate)) if certificate else None,
+    )
+
+
+def _insert_result(db: sqlite3.Connection, run_id: int, encoded: _Encoded) -> None:
+    """Replace a host's result in a run with ``encoded``, its findings and certificate."""
+    recorded = encoded.recorded
     result, certificate = recorded.result, recorded.certificate
     earlier = [
-        row[0]
+        (row[0],)
         for row in db.execute(
-            "SELECT id FROM results WHERE run_id = ? AND hostname = ?", (run_id, result.hostname)
+            "SELECT id FROM results WHERE hostname = ? AND run_id = ?", (result.hostname, run_id)
         )
     ]
-    for table in ("certificates", "findings"):
-        db.executemany(f"DELETE FROM {table} WHERE result_id = ?", [(i,) for i in earlier])  # noqa: S608 - table names are constants
-    db.executemany("DELETE FROM results WHERE id = ?", [(i,) for i in earlier])
+    if earlier:
+        db.executemany("DELETE FROM certificates WHERE result_id = ?", earlier)
+        db.executemany("DELETE FROM findings WHERE result_id = ?", earlier)
+        db.executemany("DELETE FROM results WHERE id = ?", earlier)
     cursor = db.execute(
-        "INSERT INTO results"
-        " (run_id, hostname, recorded_at, verdict, sku, summary, result_json)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO results (run_id, hostname, recorded_at, verdict, sku, summary,"
+        " failed, unknown, passed, result_packed, facts_packed)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             result.hostname,
@@ -1053,25 +1547,30 @@ def _insert_result(db: sqlite3.Connection, run_id: int, recorded: _Recorded) -> 
             result.verdict.value,
             result.sku,
             result.summary,
-            json.dumps(to_dict(result), sort_keys=True),
+            encoded.failed,
+            encoded.unknown,
+            encoded.passed,
+            encoded.result_packed,
+            encoded.facts_packed,
         ),
     )
     result_id = cursor.lastrowid
-    db.executemany(
-        'INSERT INTO findings (result_id, "check", severity, gpu_index, message)'
-        " VALUES (?, ?, ?, ?, ?)",
-        [(result_id, f.check, f.severity.value, f.gpu_index, f.message) for f in result.findings],
-    )
+    if encoded.findings:
+        db.executemany(
+            'INSERT INTO findings (result_id, "check", severity, gpu_index, message)'
+            " VALUES (?, ?, ?, ?, ?)",
+            [(result_id, *finding) for finding in encoded.findings],
+        )
     if certificate is not None:
         db.execute(
-            "INSERT INTO certificates (result_id, hostname, issued_at, digest, json)"
+            "INSERT INTO certificates (result_id, hostname, issued_at, digest, json_packed)"
             " VALUES (?, ?, ?, ?, ?)",
             (
                 result_id,
                 certificate.hostname,
                 certificate.issued_at,
                 certificate.digest,
-                certificate_to_json(certificate),
+                encoded.certificate_packed,
             ),
         )
 
@@ -1111,7 +1610,7 @@ def _import_run(db: sqlite3.Connection, run: dict[str, Any], results: list[_Reco
         target = cursor.lastrowid
     assert target is not None  # noqa: S101 - an INSERT into a rowid table sets it
     for recorded in results:
-        _insert_result(db, target, recorded)
+        _insert_result(db, target, _encode(recorded))
     # A run still "running" in its file is one whose process died (live ones wait).
     status = "interrupted" if run["status"] == "running" else run["status"]
     db.execute(
@@ -1300,16 +1799,32 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
             return
         # Checked again under the write lock: another process may have created
         # or upgraded the database since this one looked.
-        db.execute("BEGIN IMMEDIATE")
+        # SQLite's way to rebuild a table: foreign keys off (only possible outside a
+        # transaction), the rebuild, then every reference checked before the commit.
+        db.execute("PRAGMA foreign_keys=OFF")
         try:
-            version = _check_identity(db, path, allow_empty=True)
-            for number in range(version + 1, schema_version() + 1):
-                for statement in MIGRATIONS[number - 1]:
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number:d}")
-            if version == 0:
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
-        except BaseException:
-            db.rollback()
-            raise
-        db.commit()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                version = _check_identity(db, path, allow_empty=True)
+                for number in range(version + 1, schema_version() + 1):
+                    for step in MIGRATIONS[number - 1]:
+                        if isinstance(step, str):
+                            db.execute(step)
+                        else:
+                            step(db)
+                    db.execute(f"PRAGMA user_version = {number:d}")
+                if version == 0:
+                    db.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+                broken = db.execute("PRAGMA foreign_key_check").fetchone()
+                if broken is not None:
+                    raise StoreError(
+                        f"history database {path} could not be upgraded: table {broken[0]} "
+                        f"row {broken[1]} refers to a missing {broken[2]} row; it was left "
+                        "as it was: move it away and start a new one with --db"
+                    )
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit()
+        finally:
+            db.execute("PRAGMA foreign_keys=ON")

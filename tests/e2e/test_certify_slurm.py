@@ -66,7 +66,7 @@ def _slurm_cli(
         [
             "certify", "--slurm", "--partition", "gpu", "-i", str(_inventory(cluster, tmp_path)),
             "--spool", str(cluster.shared_dir), "--poll", "0.3", "--burn", BURN,
-            "--db", str(tmp_path / "history.db"), "--json", *extra,
+            "--db", str(tmp_path / "history.db"), "--json", "--json-form", "full", *extra,
         ]
     )  # fmt: skip
     out, err = capsys.readouterr()

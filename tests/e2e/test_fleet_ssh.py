@@ -32,8 +32,9 @@ def certify_cli(
     capsys: pytest.CaptureFixture[str], inventory: Path, known_hosts: Path, *extra: str
 ) -> tuple[int, dict, str]:
     code = main(
-        ["certify", "-i", str(inventory), "--known-hosts", str(known_hosts), "--json", *extra]
-    )
+        ["certify", "-i", str(inventory), "--known-hosts", str(known_hosts), "--json",
+         "--json-form", "full", *extra]
+    )  # fmt: skip
     out, err = capsys.readouterr()
     return code, json.loads(out), err
 

@@ -756,6 +756,8 @@ def certify(site: Site, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[s
             "--known-hosts",
             str(site.known_hosts),
             "--json",
+            "--json-form",  # every node's facts, not the fleet's summary
+            "full",
             # A short simulated burn-in: --burn 0 would leave burn.run
             # UNKNOWN, and an unmeasured node is never CERTIFIED.
             "--burn",

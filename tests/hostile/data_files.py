@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from tests.conftest import captures_root
+from validator.store import pack, unpack
 
 
 @dataclass(frozen=True)
@@ -326,11 +327,12 @@ def baseline_db(*, key: bool = True) -> Setup:
 
 def _latest_certificate_row(db: sqlite3.Connection, host: str) -> tuple[int, str]:
     row = db.execute(
-        "SELECT id, json FROM certificates WHERE hostname = ? ORDER BY id DESC LIMIT 1", (host,)
+        "SELECT id, json_packed FROM certificates WHERE hostname = ? ORDER BY id DESC LIMIT 1",
+        (host,),
     ).fetchone()
     if row is None:
         raise AssertionError(f"the baseline has no certificate of {host}")
-    return int(row[0]), str(row[1])
+    return int(row[0]), unpack(row[1])
 
 
 def stored_certificate(host: str, edit: Callable[[str], str]) -> Setup:
@@ -340,7 +342,9 @@ def stored_certificate(host: str, edit: Callable[[str], str]) -> Setup:
         db = sqlite3.connect(ws.tmp / "history.db")
         try:
             row_id, text = _latest_certificate_row(db, host)
-            db.execute("UPDATE certificates SET json = ? WHERE id = ?", (edit(text), row_id))
+            db.execute(
+                "UPDATE certificates SET json_packed = ? WHERE id = ?", (pack(edit(text)), row_id)
+            )
             db.commit()
         finally:
             db.close()
@@ -370,7 +374,7 @@ def stored_copy(source_host: str, target_host: str) -> Setup:
         try:
             _, text = _latest_certificate_row(db, source_host)
             row_id, _ = _latest_certificate_row(db, target_host)
-            db.execute("UPDATE certificates SET json = ? WHERE id = ?", (text, row_id))
+            db.execute("UPDATE certificates SET json_packed = ? WHERE id = ?", (pack(text), row_id))
             db.commit()
         finally:
             db.close()

@@ -9,14 +9,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from validator.cli.progress import LiveDisplay
 from validator.model import TelemetrySample, known
 from validator.node.burnin.run import BurnProgress, GpuProgress
+
+if TYPE_CHECKING:
+    # rich is imported where it draws: plain lines (no terminal) need none of it
+    from rich.console import Console, RenderableType
 
 PLAIN_INTERVAL_S = 10.0  # one plain line this often without a terminal
 _EARLY_S = 0.5  # a tick this close to its line's due time prints it (the burn ticks every ~1 s)
@@ -105,6 +106,10 @@ def plain_line(progress: BurnProgress) -> str:
 
 def render_burn(progress: BurnProgress | None) -> RenderableType:
     """The terminal view: the time left above a row per GPU."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     if progress is None:
         return Text("collecting facts ...", style="dim")
     table = Table(box=None, padding=(0, 2), header_style="bold")
@@ -161,13 +166,13 @@ class BurnDisplay(LiveDisplay):
         self._due = now + self.interval_s if self._due is None else self._due + self.interval_s
         if self._due <= now:
             self._due = now + self.interval_s
-        self.console.print(plain_line(progress), markup=False, highlight=False, soft_wrap=True)
+        self.print_line(plain_line(progress))
 
     def print_note(self) -> None:
         """Print the note, unless printed already."""
         note, self.note = self.note, None
         if note is not None:
-            self.console.print(note, markup=False, highlight=False, soft_wrap=True)
+            self.print_line(note)
 
     def _render(self) -> RenderableType:
         with self.lock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -21,6 +21,7 @@ from validator.cli.options import (
     fanout_settings,
     interconnect_option,
     inventory_option,
+    json_form_option,
     limit_option,
     policy_option,
 )
@@ -56,6 +57,7 @@ SIMULATED_BURN_DEFAULT = "10s"
 )
 @policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@json_form_option
 @click.option(
     "--report-dir",
     metavar="DIR",
@@ -126,7 +128,8 @@ def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - cl
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
         outcome = run_with_display(request, store, note)
-    render_outcome(outcome, as_json=options["as_json"], color=options["color"])
+    json_form = options.pop("json_form")
+    render_outcome(outcome, as_json=options["as_json"], color=options["color"], json_form=json_form)
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:  # measured, but not stored: exit 3
@@ -231,16 +234,39 @@ def run_with_display(request: CertifyRequest, store: Store, note: str | None) ->
         raise click.exceptions.Exit(int(ExitCode.INTERRUPTED)) from None
 
 
-def render_outcome(outcome: CertifyOutcome, *, as_json: bool, color: bool | None) -> None:
-    """The report on stdout (JSON or text), and where the report files went on stderr."""
+def render_outcome(
+    outcome: CertifyOutcome, *, as_json: bool, color: bool | None, json_form: str = "auto"
+) -> None:
+    """The report on stdout (JSON or text), and where the report files went on stderr.
+
+    JSON is written a node at a time; a fleet's summary names each host's full
+    result file when the report directory holds one (see validator.report.writer).
+    """
     if outcome.written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
-        from validator.report.json_report import render_json
+        from validator.report.json_report import json_chunks
 
-        click.echo(render_json(outcome.report), nl=False)
+        for chunk in json_chunks(outcome.report, json_form, _result_files(outcome)):
+            click.echo(chunk, nl=False)
         return
     from validator.report.text import render_text
 
     use_color = sys.stdout.isatty() if color is None else color
     click.echo(render_text(outcome.report, color=use_color), nl=False)
+
+
+def _result_files(outcome: CertifyOutcome) -> Callable[[str], str | None] | None:
+    """Each host's full-result file under the report directory, when one was written."""
+    json_path = outcome.written.get("json") if outcome.written else None
+    if json_path is None:
+        return None
+    from validator.report.writer import result_file
+
+    folder = json_path.parent
+
+    def where(hostname: str) -> str | None:
+        path = folder / result_file(hostname)
+        return str(path) if path.is_file() else None
+
+    return where

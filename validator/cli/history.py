@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 import click
 from rich.cells import cell_len
@@ -15,10 +16,13 @@ from rich.text import Text
 from validator.cli.options import TEXT, db_option
 from validator.errors import BadInputError
 from validator.fields import excerpt
-from validator.store import HistoryRow, NoHistoryError, Store, history_row_to_dict
+from validator.store import HistoryRow, NoHistoryError, PruneOutcome, Store, history_row_to_dict
 
 # Rows are read into memory and printed: a million is more than any terminal wants.
 MAX_LIMIT = 1_000_000
+# A retention past a century, or a million runs, is a typo: say so rather than keep everything.
+MAX_KEEP_DAYS = 36_500
+MAX_KEEP_RUNS = 1_000_000
 
 COLUMNS = ("RUN", "KIND", "STARTED", "STATUS", "HOST", "VERDICT", "FAILED", "SUMMARY")
 
@@ -52,6 +56,102 @@ def parse_limit(text: object) -> int:
     )
 
 
+def parse_keep(option: str, text: object, maximum: int, example: str) -> int | None:
+    """``--keep-days`` / ``--keep-runs``: a whole number from 1 to ``maximum``, or None if absent.
+
+    Raises:
+        BadInputError: anything else, as one line naming the option and an example.
+    """
+    if text is None:
+        return None
+    value = str(text).strip()
+    if re.fullmatch(r"[0-9]{1,7}", value) and 1 <= int(value) <= maximum:
+        return int(value)
+    raise BadInputError(
+        f"{option} {excerpt(str(text))} is not a whole number from 1 to {maximum:,}; "
+        f"give e.g. {option} {example}"
+    )
+
+
+def render_prune(outcome: PruneOutcome, path: object) -> str:
+    """What a prune removed (or would), in a few lines."""
+    verb = "would remove" if outcome.dry_run else "removed"
+    runs = "run" if len(outcome.runs) == 1 else "runs"
+    lines = [
+        f"{verb} {len(outcome.runs)} {runs} ({outcome.results} results, "
+        f"{outcome.certificates} certificates) from {path}"
+    ]
+    if outcome.runs:
+        lines.append("runs: " + _ranges(outcome.runs))
+    if outcome.kept:
+        lines.append(
+            f"kept {len(outcome.kept)} older runs holding the latest certificate of a host "
+            f"(drift's baseline): {_ranges(outcome.kept)}"
+        )
+    if outcome.runs and not outcome.dry_run:
+        lines.append("the file keeps its size: SQLite reuses the freed pages for new runs")
+    return "".join(line + "\n" for line in lines)
+
+
+def _ranges(ids: tuple[int, ...]) -> str:
+    """``1-4, 7, 9-10`` for run ids 1, 2, 3, 4, 7, 9, 10."""
+    parts: list[str] = []
+    start = previous = ids[0]
+    for run_id in (*ids[1:], None):
+        if run_id is not None and run_id == previous + 1:
+            previous = run_id
+            continue
+        parts.append(f"{start}-{previous}" if previous != start else str(start))
+        if run_id is not None:
+            start = previous = run_id
+    return ", ".join(parts)
+
+
+def _note_pending(pending: list[Path]) -> None:
+    """Say on stderr that runs wait in pending files, which the listing cannot show."""
+    if pending:
+        runs = "run waits" if len(pending) == 1 else "runs wait"
+        click.echo(
+            f"gpuready: note: {len(pending)} {runs} in {pending[0].parent} (the database "
+            "could not be written then): not shown; the next certify or drift run imports them",
+            err=True,
+        )
+
+
+def _check_prune(prune: bool, host: str | None, as_json: bool) -> None:
+    """Refuse the retention options without --prune, and --prune with a listing's options."""
+    if not prune:
+        raise BadInputError(
+            "--keep-days, --keep-runs and --dry-run go with --prune: add --prune, or drop them"
+        )
+    if host is not None or as_json:
+        raise BadInputError("--prune applies to the whole history: drop HOST and --json")
+
+
+def prune_history(
+    db_path: str | None, keep_days: int | None, keep_runs: int | None, dry_run: bool
+) -> str:
+    """Apply the retention policy to the history database; the text to print.
+
+    Raises:
+        BadInputError: no rule given.
+        StoreError: the database cannot be used or written.
+    """
+    if keep_days is None and keep_runs is None:
+        raise BadInputError(
+            "--prune needs a retention rule: give --keep-days N, --keep-runs N or both"
+        )
+    try:
+        store = Store.open(db_path, readonly=True)
+    except NoHistoryError as exc:
+        return f"{exc}: nothing to prune\n"
+    store.close()
+    with Store.open(db_path) as store:
+        outcome = store.prune(keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
+        notices = store.take_notices()
+    return "".join(f"{notice}\n" for notice in notices) + render_prune(outcome, store.path)
+
+
 def render_history(rows: list[HistoryRow]) -> str:
     """Rows as plain aligned columns under a header, the summary last and never wrapped.
 
@@ -83,11 +183,44 @@ def render_history(rows: list[HistoryRow]) -> str:
     callback=lambda _ctx, _param, value: parse_limit(value),
     help=f"At most this many rows (1-{MAX_LIMIT:,}), newest run first.",
 )
-def history(host: str | None, db_path: str | None, as_json: bool, limit: int) -> None:
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Remove old runs instead: those neither younger than --keep-days nor among the "
+    "--keep-runs newest. Running runs, and runs holding a host's latest certificate, stay.",
+)
+@click.option(
+    "--keep-days",
+    metavar="N",
+    callback=lambda _ctx, _param, value: parse_keep("--keep-days", value, MAX_KEEP_DAYS, "90"),
+    help="With --prune: keep the runs started in the last N days.",
+)
+@click.option(
+    "--keep-runs",
+    metavar="N",
+    callback=lambda _ctx, _param, value: parse_keep("--keep-runs", value, MAX_KEEP_RUNS, "1000"),
+    help="With --prune: keep the N newest runs.",
+)
+@click.option("--dry-run", is_flag=True, help="With --prune: say what would go; remove nothing.")
+def history(
+    host: str | None,
+    db_path: str | None,
+    as_json: bool,
+    limit: int,
+    prune: bool,
+    keep_days: int | None,
+    keep_runs: int | None,
+    dry_run: bool,
+) -> None:
     """Show past certify and drift runs and their verdicts, for every host or HOST.
 
     A run whose process died before it finished (killed, power lost) shows as interrupted.
+    With --prune, remove the runs a retention policy does not keep.
     """
+    if prune or keep_days is not None or keep_runs is not None or dry_run:
+        _check_prune(prune, host, as_json)
+        click.echo(prune_history(db_path, keep_days, keep_runs, dry_run), nl=False)
+        return
     try:
         store = Store.open(db_path, readonly=True)
     except NoHistoryError as exc:
@@ -100,13 +233,7 @@ def history(host: str | None, db_path: str | None, as_json: bool, limit: int) ->
     with store:
         rows = store.history(host, limit=limit)
         pending = store.pending_files()
-    if pending:
-        runs = "run waits" if len(pending) == 1 else "runs wait"
-        click.echo(
-            f"gpuready: note: {len(pending)} {runs} in {pending[0].parent} (the database "
-            "could not be written then): not shown; the next certify or drift run imports them",
-            err=True,
-        )
+    _note_pending(pending)
     if as_json:
         click.echo(json.dumps([history_row_to_dict(row) for row in rows], indent=2))
         return

@@ -1,27 +1,174 @@
-"""The ``gpuready`` command: a click group and the one place errors become exit codes."""
+"""The ``gpuready`` command: a click group and the one place errors become exit codes.
+
+Subcommands are imported when run, not at start-up: ``certify --simulate --json``
+should not pay for the provisioning, drift and fan-out code (and rich) it never uses.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
 from validator import __version__
-from validator.cli.capture import capture
-from validator.cli.certify import certify
-from validator.cli.drift import drift
-from validator.cli.history import history
-from validator.cli.provision import provision
-from validator.cli.scenarios import scenarios
-from validator.cli.slurm import slurm
-from validator.cli.verify_cert import verify_cert
 from validator.errors import ExitCode, GpureadyError
 from validator.text import one_line
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@dataclass(frozen=True)
+class LazyCommand:
+    """Where a subcommand lives, and the short help ``gpuready --help`` shows for it.
+
+    ``short_help`` is the command's own (``get_short_help_str`` without a limit);
+    a test holds the two equal, so the listing never drifts from the command.
+    """
+
+    module: str
+    attribute: str
+    short_help: str
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "capture": LazyCommand(
+        "validator.cli.capture",
+        "capture",
+        "Write nvidia-smi, nvcc, cuDNN and kernel-log outputs of this host to DIRECTORY.",
+    ),
+    "certify": LazyCommand(
+        "validator.cli.certify",
+        "certify",
+        "Certify this machine (or a capture, a simulated node, or an inventory's hosts).",
+    ),
+    "drift": LazyCommand(
+        "validator.cli.drift",
+        "drift",
+        "Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked.",
+    ),
+    "history": LazyCommand(
+        "validator.cli.history",
+        "history",
+        "Show past certify and drift runs and their verdicts, for every host or HOST.",
+    ),
+    "provision": LazyCommand(
+        "validator.cli.provision",
+        "provision",
+        "Install the pinned NVIDIA driver, CUDA Toolkit and cuDNN on an inventory's hosts.",
+    ),
+    "scenarios": LazyCommand(
+        "validator.cli.scenarios",
+        "scenarios",
+        "List the built-in scenarios for --simulate, one a line, name first.",
+    ),
+    "slurm": LazyCommand("validator.cli.slurm", "slurm", "Certification jobs submitted to Slurm."),
+    "verify-cert": LazyCommand(
+        "validator.cli.verify_cert",
+        "verify_cert",
+        "Check FILE's digest (any edit fails) and, with --sign-key, its signature.",
+    ),
+}
+
+
+def load_command(entry: LazyCommand) -> click.Command:
+    """Import the module of ``entry`` and return its click command."""
+    command = getattr(importlib.import_module(entry.module), entry.attribute)
+    if not isinstance(command, click.Command):  # a table entry naming the wrong thing is our bug
+        raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
+    return command
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands by name: those of a table imported on first access.
+
+    A mapping rather than a plain dict so that ``cli.commands`` keeps meaning
+    every command (tests and the hostile table read it), while listing names costs
+    no import. Commands added or replaced at run time stand over the table's.
+    """
+
+    def __init__(self, table: dict[str, LazyCommand]) -> None:
+        self._table = dict(table)
+        self._loaded: dict[str, click.Command] = {}
+
+    def lazy_entry(self, name: str) -> LazyCommand | None:
+        """The table's entry for ``name`` while it is not imported yet, else None."""
+        return None if name in self._loaded else self._table.get(name)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            self._loaded[name] = load_command(self._table[name])
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._loaded and name not in self._table:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._table.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._table
+        yield from (name for name in self._loaded if name not in self._table)
+
+    def __len__(self) -> int:
+        return len(self._table.keys() | self._loaded.keys())
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when one is run or asked for.
+
+    ``--help`` lists them from the table's short help, importing none.
+    """
+
+    commands: LazyCommands
+
+    def __init__(self, *args: Any, table: dict[str, LazyCommand], **kwargs: Any) -> None:  # noqa: ANN401 - click's own arguments, passed through
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(table)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, sorted, without importing any."""
+        return sorted(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, imported now if it was not yet; None if unknown."""
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of ``--help``, as click writes it, from the table."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        # click's own spacing rule, so the listing reads as it did with every command loaded
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            entry = self.commands.lazy_entry(name)
+            if entry is not None:
+                # A stand-in with the same help shortens it exactly as click shortens the real one
+                stand_in = click.Command(name, help=entry.short_help)
+                rows.append((name, stand_in.get_short_help_str(limit)))
+                continue
+            command = self.commands[name]
+            if not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup, table=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="gpuready")
 @click.option(
     "--debug", is_flag=True, envvar="GPUREADY_DEBUG", help="Show tracebacks for internal errors."
@@ -30,16 +177,6 @@ from validator.text import one_line
 def cli(ctx: click.Context, debug: bool) -> None:
     """Take bare NVIDIA GPU hosts to certified, and keep them honest."""
     ctx.obj = {**(ctx.obj or {}), "debug": debug}
-
-
-cli.add_command(certify)
-cli.add_command(scenarios)
-cli.add_command(capture)
-cli.add_command(provision)
-cli.add_command(history)
-cli.add_command(drift)
-cli.add_command(verify_cert)
-cli.add_command(slurm)
 
 
 def _click_problem(exc: click.ClickException) -> str:

@@ -378,6 +378,20 @@ db_option = click.option(
     help="History database (default: $XDG_STATE_HOME/gpuready/history.db).",
 )
 
+# validator.report.json_report.JsonForm's values, spelled here so that parsing the
+# command line imports no report code (a test keeps the two in step).
+JSON_FORMS = ("auto", "full", "summary")
+
+json_form_option = click.option(
+    "--json-form",
+    type=click.Choice(JSON_FORMS),
+    default="auto",
+    show_default=True,
+    help="What --json prints: every field (full), or per node its verdict, counts and "
+    "non-PASS findings (summary); auto is full for one node and the summary for a fleet. "
+    "A fleet's report.json in --report-dir is the summary, each host's full result in hosts/.",
+)
+
 
 def command_line(ctx: click.Context) -> tuple[str, ...]:
     """The command line as given to ``gpuready`` (for history), without the program name."""

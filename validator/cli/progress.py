@@ -2,36 +2,83 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TypeVar
-
-from rich.console import Console, RenderableType
-from rich.live import Live
-from rich.table import Table
+from typing import TYPE_CHECKING, TypeVar
 
 from validator.model import HostSpec, NodeResult, Verdict
 from validator.remote.transport import Phase
+
+if TYPE_CHECKING:
+    # rich is imported where it draws: a run off a terminal (--json into a pipe) needs none
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.table import Table
 
 _FINAL = ("done", "failed")
 _SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted
 
 
+# What rich's Text leaves out of a printed line (bell, backspace, VT, FF, CR): plain lines match
+_CONTROL_CODES = str.maketrans("", "", "\x07\x08\x0b\x0c\x0d")
+
 _Display = TypeVar("_Display", bound="LiveDisplay")
+
+
+def may_be_terminal() -> bool:
+    """Whether rich could take stderr for a terminal; False means it surely would not.
+
+    rich's own test (``Console.is_terminal``) reads TTY_COMPATIBLE, FORCE_COLOR and
+    isatty: when none of them says "terminal", the display prints plain lines and
+    rich need not be imported at all.
+    """
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # stderr already closed
+        return False
 
 
 class LiveDisplay:
     """A rich Live view on a terminal (nothing elsewhere), redrawn from ``_render``."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
-        self.interactive = self.console.is_terminal
+        self._console = console
+        self.interactive = (
+            self.console.is_terminal if console is not None or may_be_terminal() else False
+        )
         self.lock = threading.Lock()
         self.live: Live | None = None
+
+    @property
+    def console(self) -> Console:
+        """Where the display draws: the one given, else rich's stderr console (made when asked)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        return self._console
+
+    def print_line(self, text: str) -> None:
+        """One plain line on stderr, as the display prints without a terminal.
+
+        Without a console given and off a terminal, written directly, as rich would
+        write it (control codes left out), so that rich is not imported for it.
+        """
+        if self._console is not None:
+            self._console.print(text, markup=False, highlight=False, soft_wrap=True)
+            return
+        stream = sys.stderr
+        if stream is not None:
+            stream.write(text.translate(_CONTROL_CODES) + "\n")
+            stream.flush()
 
     def _render(self) -> RenderableType:
         raise NotImplementedError
@@ -43,6 +90,8 @@ class LiveDisplay:
 
     def __enter__(self: _Display) -> _Display:
         if self.interactive:
+            from rich.live import Live
+
             self.live = Live(
                 self._render(), console=self.console, refresh_per_second=4, transient=True
             )
@@ -91,14 +140,11 @@ class FleetProgress(LiveDisplay):
             self.refresh()
         else:
             why = "" if result.verdict is Verdict.CERTIFIED else f"  {result.summary}"
-            self.console.print(
-                f"[{done}/{self.total}] {result.hostname} {result.verdict.value}{why}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+            self.print_line(f"[{done}/{self.total}] {result.hostname} {result.verdict.value}{why}")
 
     def _render(self) -> Table:
+        from rich.table import Table
+
         with self.lock:
             running = {h: p for h, p in self.phases.items() if p not in (*_FINAL, "waiting")}
             verdicts = dict(self.verdicts)
@@ -122,4 +168,6 @@ class FleetProgress(LiveDisplay):
 
 def stderr_console() -> Console:
     """The console progress goes to (stderr, so --json on stdout stays clean)."""
+    from rich.console import Console
+
     return Console(stderr=True, force_terminal=None, file=sys.stderr)

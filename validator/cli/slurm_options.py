@@ -126,8 +126,6 @@ def slurm_settings(options: dict[str, Any], *, manage_drains: bool) -> SlurmOpti
     Raises:
         click.UsageError: a Slurm option without --slurm.
     """
-    from validator.remote.slurm_fanout import SlurmOptions
-
     on = options.pop("slurm")
     values = {name: options.pop(name) for name in _SHAPING}
     spool, campaign, wait = options.pop("spool"), options.pop("campaign"), options.pop("wait")
@@ -138,6 +136,8 @@ def slurm_settings(options: dict[str, Any], *, manage_drains: bool) -> SlurmOpti
         given += [] if wait else ["no-wait"]
         _refuse_without_slurm(given)
         return None
+    from validator.remote.slurm_fanout import SlurmOptions
+
     return SlurmOptions(
         spool=spool_path(spool),
         partition=values["partition"],
@@ -166,9 +166,9 @@ def _refuse_without_slurm(given: list[str]) -> None:
 
 def tell_slurm_steps(steps: Iterable[SlurmStep]) -> None:
     """What ``--slurm-drain`` did about each node, one stderr line each (changes only)."""
-    from validator.slurm import Action
-
     for step in steps:
+        from validator.slurm import Action  # only when there is a step: the Slurm code is large
+
         if step.action is None:
             click.echo(f"gpuready: slurm: {step.hostname}: {step.error}", err=True)
         elif step.action in (Action.DRAINED, Action.UPDATED, Action.RESUMED, Action.LEFT_ALONE):

@@ -471,11 +471,10 @@ def _write_outputs(
 def record_report(
     store: Store, run_id: int, report: Report, certificates: dict[str, Certificate]
 ) -> None:
-    """Commit every node's final result (and certificate) and close the run."""
+    """Commit every node's final result (and certificate) in one transaction, and close the run."""
     from validator.operations.outcome import report_interrupted
 
-    for node in report.nodes:
-        store.record_result(run_id, node, certificates.get(node.hostname))
+    store.record_results(run_id, [(node, certificates.get(node.hostname)) for node in report.nodes])
     store.finish_run(run_id, interrupted=report_interrupted(report))
 
 

@@ -75,6 +75,11 @@ GRACE_LOOKS = 3
 # How long Ctrl-C waits for Slurm to stop listing the cancelled jobs.
 CANCEL_WAIT_S = 30.0
 _STDERR_KEEP = 8192
+# How often a campaign's request.json is rewritten while its jobs are submitted.
+SAVE_EVERY_S = 1.0
+# At most this many job ids asked of squeue per look (one squeue call); with more live
+# jobs (a campaign), each look asks the next this many in turn.
+STATES_PER_LOOK = 500
 
 
 @dataclass(frozen=True)
@@ -261,28 +266,57 @@ def submit_run(
             for node in quarantine:
                 slurm_resume(node, runner)
         groups = _groups(runnable, list(quarantine), options)
-        for nodes, in_reservation in groups:
-            job_options = [*common]
-            chosen = reservation if in_reservation else options.reservation
-            if chosen:
-                job_options.append(f"--reservation={chosen}")
-            # sbatch reads a --nodelist holding "/" as a file: 10,000 names in one
-            # argument would pass Linux's 128 KiB limit on a single argument.
-            listed = write_file(directory, f"nodes-{len(jobs)}.txt", "\n".join(nodes) + "\n")
-            job_options += [
-                f"--nodes={len(nodes)}",
-                f"--nodelist={listed}",
-                f"--job-name=gpuready-certify-{directory.name[-8:]}",
-            ]
-            job_id = submit(str(directory / JOB_FILE), job_options, runner, args=nodes)
-            for node in nodes:
-                jobs[node] = job_id
-            submission = replace(submission, jobs=dict(jobs))
-            save(submission)
+        submission = _submit_jobs(submission, groups, common, reservation, options, jobs, runner)
     except BaseException:
-        # Nothing half-submitted is left running: the jobs so far are cancelled.
-        _abandon(submission, runner)
+        # Nothing half-submitted is left running: the jobs so far are cancelled,
+        # the ones not yet written down too.
+        _abandon(replace(submission, jobs=dict(jobs)), runner)
         raise
+    return submission
+
+
+def _submit_jobs(
+    submission: Submission,
+    groups: list[tuple[list[str], bool]],
+    common: list[str],
+    reservation: str | None,
+    options: SlurmOptions,
+    jobs: dict[str, str],
+    runner: Runner,
+) -> Submission:
+    """sbatch each group; ``jobs`` (node to job id) filled as they go in, for the caller.
+
+    Rewriting request.json after every sbatch of a campaign is quadratic (10,000 jobs:
+    10,000 rewrites of a file that grows to 10,000 entries), so it is rewritten at most
+    every :data:`SAVE_EVERY_S`, linking only the new job ids, and once all are in.
+    """
+    directory = submission.directory
+    unsaved: list[str] = []  # job ids submitted since request.json was last written
+    saved_at = time.monotonic()
+    for nodes, in_reservation in groups:
+        job_options = [*common]
+        chosen = reservation if in_reservation else options.reservation
+        if chosen:
+            job_options.append(f"--reservation={chosen}")
+        # sbatch reads a --nodelist holding "/" as a file: 10,000 names in one
+        # argument would pass Linux's 128 KiB limit on a single argument.
+        listed = write_file(directory, f"nodes-{len(jobs)}.txt", "\n".join(nodes) + "\n")
+        job_options += [
+            f"--nodes={len(nodes)}",
+            f"--nodelist={listed}",
+            f"--job-name=gpuready-certify-{directory.name[-8:]}",
+        ]
+        job_id = submit(str(directory / JOB_FILE), job_options, runner, args=nodes)
+        for node in nodes:
+            jobs[node] = job_id
+        unsaved.append(job_id)
+        if time.monotonic() - saved_at >= SAVE_EVERY_S:
+            submission = replace(submission, jobs=dict(jobs))
+            save(submission, unsaved)
+            unsaved, saved_at = [], time.monotonic()
+    if unsaved:
+        submission = replace(submission, jobs=dict(jobs))
+        save(submission, unsaved)
     return submission
 
 
@@ -390,6 +424,7 @@ class _Follow:
     started: dict[str, float] = field(default_factory=dict)  # job id -> first seen running
     ended: dict[str, float] = field(default_factory=dict)  # job id -> first seen finished
     states: dict[str, JobState] = field(default_factory=dict)
+    cursor: int = 0  # where the next look's squeue window starts (see _asked)
 
 
 def follow(
@@ -502,7 +537,7 @@ def _look(
     if not live:
         return
     try:
-        run.states.update(job_states(live, run.runner))
+        run.states.update(job_states(_asked(run, live, final), run.runner))
     except SlurmError as exc:
         if final:
             for job in live:
@@ -522,6 +557,21 @@ def _look(
                 )
                 run.results[node] = _unknown(run, node, why, "deadline")
                 _told(run, node, on_result)
+
+
+def _asked(run: _Follow, live: list[str], final: bool) -> list[str]:
+    """The live jobs whose state this look asks for: all, or the next :data:`STATES_PER_LOOK`.
+
+    A campaign of 10,000 jobs would otherwise cost 20 squeue calls (slurmctld RPCs) on
+    every look; the spool brings the results, and a job's state is needed only to notice
+    the ones that ended without one or ran past their deadline, which a few looks later
+    still notices. The last look asks for them all.
+    """
+    if final or len(live) <= STATES_PER_LOOK:
+        return live
+    start = run.cursor % len(live)
+    run.cursor = start + STATES_PER_LOOK
+    return (live[start:] + live[:start])[:STATES_PER_LOOK]
 
 
 def _watch(

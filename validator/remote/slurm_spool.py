@@ -29,7 +29,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,15 +131,22 @@ def new_submission(spool: str | os.PathLike[str]) -> Path:
     return directory
 
 
-def save(submission: Submission) -> None:
+def save(submission: Submission, new_jobs: Collection[str] | None = None) -> None:
     """Write (or rewrite) ``request.json`` and link each job id to the folder.
+
+    Args:
+        submission: what to write.
+        new_jobs: the job ids to link (those added since the last save); None: all.
+            A campaign saves as it submits, so linking only the new ones keeps
+            10,000 submissions from checking 10,000 links each time.
 
     Raises:
         CouldNotRunError: the spool could not be written.
     """
+    linked = submission.job_ids if new_jobs is None else tuple(dict.fromkeys(new_jobs))
     try:
         write_atomic(submission.directory / REQUEST_FILE, submission.to_json())
-        for job_id in submission.job_ids:
+        for job_id in linked:
             link = submission.directory.parent / job_id.split("_")[0]
             # A job id Slurm gave before (another cluster on the same home, a reset
             # controller) points at an older submission: this one takes the name.

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import hmac
 import io
 import json
 import logging
+import math
 import os
 import re
+import select
 import socket
 import stat
 import threading
@@ -47,7 +50,7 @@ from paramiko import (
     SSHException,
 )
 from paramiko.auth_strategy import AuthSource, AuthStrategy, InMemoryPrivateKey, OnDiskPrivateKey
-from paramiko.hostkeys import HostKeyEntry
+from paramiko.hostkeys import HostKeyEntry, HostKeys
 from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 
 from validator.errors import GpureadyError
@@ -71,7 +74,6 @@ SYSTEM_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
 STDERR_KEEP = 64 * 1024  # bytes of the agent's stderr kept (its tail: the last line matters)
 _SSH_PORT = 22
 _DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")  # OpenSSH's defaults paramiko can load
-_POLL_S = 0.01
 
 # Runs on the host's interpreter before we know its version, so it is written in
 # syntax every Python 2.6+/3.x parses. The version line comes first so that an
@@ -169,21 +171,163 @@ def _port(text: str, where: str) -> int:
     return int(text)
 
 
+class KnownHosts:
+    """The known_hosts files, read once per run and shared by every host's connection.
+
+    Re-reading them for each host costs a parse of every line (paramiko's loader is
+    quadratic in the entries) on every connection. Lookups go through a name index
+    (hashed ``|1|`` entries are matched one by one, as OpenSSH does); a key recorded
+    with :meth:`record` is appended to the user's file and seen by later lookups.
+    Lines OpenSSH has but paramiko cannot read (markers, unknown key types) are
+    skipped, as paramiko's own loader skips them.
+
+    Args:
+        user: the user's known_hosts file, which new keys are added to.
+        system: also trusted, never written; its entry for a name wins over the user's.
+    """
+
+    def __init__(self, user: Path, system: Path | None = None) -> None:
+        self.user = user
+        self.system = system
+        self._lock = threading.Lock()
+        self._files: tuple[_KeyIndex, _KeyIndex] | None = None
+
+    def _loaded(self) -> tuple[_KeyIndex, _KeyIndex]:
+        """Both files' keys, read on first use.
+
+        Raises:
+            OSError: a file exists but cannot be read (asked again on the next call).
+        """
+        with self._lock:
+            if self._files is None:
+                system = _KeyIndex.read(self.system) if self.system is not None else _KeyIndex()
+                self._files = (system, _KeyIndex.read(self.user))
+            return self._files
+
+    def lookup(self, name: str) -> dict[str, PKey] | None:
+        """The keys recorded for ``name`` by type: the system file's, else the user's.
+
+        Raises:
+            OSError: a file exists but cannot be read.
+        """
+        system, user = self._loaded()
+        with self._lock:
+            found = system.lookup(name)
+            return found if found is not None else user.lookup(name)
+
+    def record(self, name: str, key: PKey) -> None:
+        """Append ``name``'s ``key`` to the user's file (once) and trust it from now on.
+
+        Raises:
+            OSError: the file or its folder cannot be written.
+        """
+        _, user = self._loaded()
+        with self._lock:
+            known = user.lookup(name) or {}
+            if known.get(key.get_name()) == key:
+                return  # another host's connection recorded it a moment ago
+            append_known_host(self.user, name, key)
+            user.add(name, key)
+
+
+class _KeyIndex:
+    """One known_hosts file's keys: plain names in a dict, hashed names in a list."""
+
+    def __init__(self) -> None:
+        # Each key with its line's position, so the first line of a type wins, as in paramiko.
+        self._plain: dict[str, list[tuple[int, PKey]]] = {}
+        self._hashed: list[tuple[int, str, PKey]] = []
+        self._count = 0
+
+    @classmethod
+    def read(cls, path: Path) -> _KeyIndex:
+        index = cls()
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return index  # no file, no keys: every host is unknown
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                entry = HostKeyEntry.from_line(line, lineno)
+            except SSHException:
+                continue
+            if entry is None or entry.key is None:
+                continue
+            for name in entry.hostnames:
+                index.add(name, entry.key)
+        return index
+
+    def add(self, name: str, key: PKey) -> None:
+        self._count += 1
+        if name.startswith("|1|"):
+            self._hashed.append((self._count, name, key))
+        else:
+            self._plain.setdefault(name, []).append((self._count, key))
+
+    def lookup(self, name: str) -> dict[str, PKey] | None:
+        matches = list(self._plain.get(name, ()))
+        if self._hashed and not name.startswith("|1|"):
+            matches += [
+                (order, key) for order, hashed, key in self._hashed if _hash_matches(name, hashed)
+            ]
+        if not matches:
+            return None
+        keys: dict[str, PKey] = {}
+        for _, key in sorted(matches, key=lambda match: match[0]):
+            keys.setdefault(key.get_name(), key)
+        return keys
+
+
+def _hash_matches(name: str, hashed: str) -> bool:
+    """Whether a ``|1|salt|hash`` known_hosts name is ``name`` hashed."""
+    try:
+        return hmac.compare_digest(HostKeys.hash_host(name, hashed), hashed)
+    except (ValueError, TypeError):  # a malformed salt or a non-ASCII line: not this name
+        return False
+
+
 class _HostKeyPolicy(MissingHostKeyPolicy):
-    """Unknown host key: refuse with the fix, or record it when new keys are accepted."""
+    """Checks every host key against the run's known_hosts (the clients hold none).
+
+    paramiko calls this for any key its client has no record of; our clients are given
+    none, so every key comes here and is checked against :class:`KnownHosts`, as
+    paramiko itself would: a recorded key of another value (or only of other types) is
+    refused as changed; an unknown key is refused with the fix, or recorded when new
+    keys are accepted.
+    """
 
     def __init__(self, transport: SshTransport, endpoint: _Endpoint) -> None:
         self._transport = transport
         self._endpoint = endpoint
 
     def missing_host_key(self, client: SSHClient, hostname: str, key: PKey) -> None:
-        """Called by paramiko for a key in no known_hosts file.
+        """Called by paramiko with the server's key during the handshake.
 
         Raises:
-            _Failed: new keys are not accepted, or the key could not be recorded.
+            BadHostKeyException: the host's recorded key differs.
+            _Failed: the key is unknown and new keys are not accepted, or it could not
+                be recorded.
         """
-        known_hosts = self._transport.known_hosts
-        if not self._transport.accept_new_host_keys:
+        del client
+        transport = self._transport
+        try:
+            recorded = transport.host_keys.lookup(hostname)
+        except OSError as exc:
+            raise _Failed(
+                Phase.CONNECT,
+                f"cannot read the known_hosts file {exc.filename or transport.known_hosts}: "
+                f"{exc.strerror or exc}",
+            ) from None
+        if recorded is not None:
+            expected = recorded.get(key.get_name())
+            if expected != key:
+                raise BadHostKeyException(hostname, key, expected or next(iter(recorded.values())))
+            return
+        known_hosts = transport.known_hosts
+        if not transport.accept_new_host_keys:
             raise _Failed(
                 Phase.CONNECT,
                 f"host key of {self._endpoint.label} is not in {_tilde(known_hosts)}: "
@@ -191,14 +335,13 @@ class _HostKeyPolicy(MissingHostKeyPolicy):
                 "(adds it, like OpenSSH's accept-new)",
             )
         try:
-            append_known_host(known_hosts, hostname, key)
+            transport.host_keys.record(hostname, key)
         except OSError as exc:
             raise _Failed(
                 Phase.CONNECT,
                 f"cannot record the host key of {self._endpoint.label} in "
                 f"{_tilde(known_hosts)}: {exc.strerror or exc}",
             ) from None
-        client.get_host_keys().add(hostname, key.get_name(), key)
 
 
 def append_known_host(path: Path, name: str, key: PKey) -> None:
@@ -243,6 +386,10 @@ class _Run:
 def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
     """Run ``command`` on the host; read stdout fully and keep stderr's tail.
 
+    The thread sleeps until the channel has something for it (data on either stream,
+    EOF, the exit status, a close) or the deadline passes: with hundreds of hosts at
+    once, waking every few milliseconds to look would cost the controller its CPU.
+
     Raises:
         SSHException: the session could not be opened.
     """
@@ -254,6 +401,10 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
     stderr = bytearray()
     try:
         channel.exec_command(command)
+        # paramiko's pipe for the channel is readable while either stream holds data,
+        # and for good once EOF or a close arrives. poll, not select: no FD_SETSIZE limit.
+        ready = select.poll()
+        ready.register(channel.fileno(), select.POLLIN)
         while True:
             busy = False
             if channel.recv_ready():
@@ -265,13 +416,16 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
                 busy = True
             if busy:
                 continue
-            # EOF covers both streams; the exit status may come before or after it.
-            finished = channel.eof_received or channel.closed
-            if finished and channel.exit_status_ready():
-                return _Run(channel.recv_exit_status(), bytes(stdout), bytes(stderr))
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            # EOF covers both streams; the exit status may come before or after it (a
+            # close without one sets the event too, and reads as -1).
+            if channel.eof_received or channel.closed:
+                if channel.status_event.wait(max(left, 0.0)):
+                    return _Run(channel.recv_exit_status(), bytes(stdout), bytes(stderr))
                 return _Run(None, bytes(stdout), bytes(stderr))
-            time.sleep(_POLL_S)
+            if left <= 0:
+                return _Run(None, bytes(stdout), bytes(stderr))
+            ready.poll(max(1, math.ceil(left * 1000)))
     finally:
         channel.close()
 
@@ -374,6 +528,7 @@ class SshTransport:
         self.connect_timeout_s = connect_timeout_s
         self.cache_dir = cache_dir
         self.system_known_hosts = system_known_hosts
+        self.host_keys = KnownHosts(self.known_hosts, system_known_hosts)
         self._lock = threading.Lock()
         self._config: SSHConfig | None = None
         self._uploads = 0
@@ -581,10 +736,8 @@ class SshTransport:
         )
 
     def _login(self, client: SSHClient, endpoint: _Endpoint, sock: object, timeout: float) -> None:
-        if self.system_known_hosts is not None and self.system_known_hosts.is_file():
-            client.load_system_host_keys(str(self.system_known_hosts))
-        if self.known_hosts.is_file():
-            client.load_host_keys(str(self.known_hosts))
+        # The client holds no keys: every host key goes to the policy, which checks it
+        # against the files read once for the whole run.
         client.set_missing_host_key_policy(_HostKeyPolicy(self, endpoint))
         # With an alias, paramiko must look the key up under the alias alone.
         name, port = (
@@ -789,4 +942,4 @@ def _ssh_error(exc: SSHException, endpoint: _Endpoint, via: str, timeout: float)
     return f"SSH to {label} ({address}){via} failed: {text}"
 
 
-__all__ = ["DEFAULT_CACHE_DIR", "SshTransport", "append_known_host", "quiet_paramiko"]
+__all__ = ["DEFAULT_CACHE_DIR", "KnownHosts", "SshTransport", "append_known_host", "quiet_paramiko"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,12 +143,37 @@ def render_template(
         ReportError: the template is missing, has a syntax error, or uses a
             name that is not defined; the message names template and line.
     """
+    return "".join(render_template_chunks(name, context, environment=environment))
+
+
+def render_template_chunks(
+    name: str,
+    context: dict[str, Any],
+    *,
+    environment: jinja2.Environment | None = None,
+) -> Iterator[str]:
+    """Render one template piece by piece (Jinja's ``generate``), errors as :func:`render_template`.
+
+    A context value that is a generator is consumed as the template reaches it, so
+    a large report never exists as one string: the writer streams the pieces to disk.
+
+    Args:
+        name: template file name under ``templates/``.
+        context: the names the template may use.
+        environment: an overlay of :func:`get_environment`; the shared one when omitted.
+
+    Yields:
+        Pieces of the rendered text, in order.
+
+    Raises:
+        ReportError: as :func:`render_template`; raised when the piece is reached.
+    """
     env = environment if environment is not None else get_environment()
     filename: str | None = None
     try:
         template = env.get_template(name)
         filename = template.filename
-        return template.render(context)
+        yield from template.generate(context)
     except jinja2.TemplateNotFound as exc:
         raise ReportError(
             f"report template {exc.name} not found; reinstall gpuready or restore the file"

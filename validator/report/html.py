@@ -7,6 +7,14 @@ slipped past escaping could not run code. The burn-in charts, the peer-bandwidth
 heat maps and the all-reduce sweep are inline SVG drawn here on the server
 (:mod:`validator.report.svg`), so they need no script; each has its figures in a
 table beside it for readers who cannot see it.
+
+A fleet report stays usable at thousands of nodes: the nodes table carries each
+node's SKU and failing checks, and the page's one script adds search and filters
+over it (verdict, SKU, failing check) to the sorting. Only nodes that are not
+CERTIFIED get their full section; a certified node gets a compact, collapsed one
+(a few kilobytes: its versions, GPU count, burn-in and interconnect in one line
+each, any warnings) that links to its full result file when one was written. The
+page is rendered in chunks (:func:`html_chunks`), one node's view at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import base64
 import dataclasses
 import hashlib
 import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Optional, Union
 
 from markupsafe import Markup
 
@@ -41,7 +51,7 @@ from validator.model import (
     measured_gb_s,
 )
 from validator.report import common, svg
-from validator.report.environment import render_template
+from validator.report.environment import render_template, render_template_chunks
 from validator.text import size_words
 
 TEMPLATE = "report.html.j2"
@@ -706,6 +716,36 @@ class NodeView:
     elapsed: str
     stderr: str  # the agent's stderr, control characters made visible
     stderr_lines: int
+    compact: bool = False  # a full section; see CompactView
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactView:
+    """A certified node in a fleet report: collapsed, a line per part, its file linked."""
+
+    anchor: str
+    node: NodeResult
+    counts: common.SeverityCounts
+    findings: list[Finding]  # the ones that did not pass (warnings): shown in full
+    facts: list[tuple[str, Cell]]
+    elapsed: str
+    result_file: str | None  # the node's full result, relative to the page
+    compact: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class RowView:
+    """One row of a fleet's nodes table: what the search and filters work on."""
+
+    anchor: str
+    node: NodeResult
+    verdict_rank: int
+    sku: str  # "" when no SKU matched
+    gpus: int
+    counts: common.SeverityCounts
+    checks: list[str]  # the checks that did not pass, each once, in report order
+    elapsed: str
+    result_file: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -803,6 +843,93 @@ def _node_view(position: int, node: NodeResult) -> NodeView:
     )
 
 
+def _gpu_words(node: NodeResult) -> Cell:
+    gpus = node.facts.gpus
+    if not gpus:
+        return Cell("none reported", missing=True)
+    names = sorted({common.show(gpu.name) for gpu in gpus})
+    lost = sum(1 for gpu in gpus if gpu.status is not GpuStatus.OK)
+    note = f"{lost} did not answer" if lost else ""
+    return Cell(f"{len(gpus)} \u00d7 {', '.join(names)}", note=note)
+
+
+def _burn_words(node: NodeResult) -> Cell:
+    burn = node.facts.burn
+    if burn is None:
+        return Cell("not run", missing=True)
+    if burn.error is not None and not burn.gpus:
+        return Cell(f"could not run: {common.one_line(burn.error)}", missing=True)
+    figures = [gpu.tflops for gpu in burn.gpus if isinstance(gpu.tflops, float)]
+    speed = (
+        f"{common.tflops_text(min(figures))}-{common.tflops_text(max(figures))} TFLOPS"
+        if figures
+        else "TFLOPS n/a"
+    )
+    simulated = ", SIMULATED" if burn.simulated else ""
+    return Cell(
+        f"{speed} {common.one_line(burn.dtype)}, {common.plural(len(burn.gpus), 'GPU')}, "
+        f"{common.show(round(burn.elapsed_s, 1), 's')}{simulated}"
+    )
+
+
+def _interconnect_words(node: NodeResult) -> Cell:
+    interconnect = node.facts.interconnect
+    if interconnect is None:
+        return Cell("not measured", missing=True)
+    if interconnect.error:
+        return Cell(f"could not run: {common.one_line(interconnect.error)}", missing=True)
+    simulated = " (SIMULATED)" if interconnect.simulated else ""
+    return Cell(", ".join(common.interconnect_parts(interconnect)) + simulated)
+
+
+def _compact_facts(node: NodeResult) -> list[tuple[str, Cell]]:
+    facts = node.facts
+    return [
+        ("SKU", Cell(node.sku or "no SKU matched", missing=node.sku is None)),
+        ("GPUs", _gpu_words(node)),
+        ("Driver / CUDA", Cell(common.show_pair(facts.driver_version, facts.cuda_driver_version))),
+        (
+            "nvcc / cuDNN",
+            Cell(common.show_pair(facts.tools.nvcc_version, facts.tools.cudnn_version)),
+        ),
+        ("Kernel", _cell(facts.kernel)),
+        ("OS", _cell(facts.os_name)),
+        ("Burn-in", _burn_words(node)),
+        ("Interconnect", _interconnect_words(node)),
+        ("Collected at", _cell(facts.collected_at)),
+        ("Policy digest", _cell(node.policy_digest)),
+    ]
+
+
+def _compact_view(position: int, node: NodeResult, result_file: str | None) -> CompactView:
+    return CompactView(
+        anchor=f"node-{position}",
+        node=node,
+        counts=common.count_severities(node.findings),
+        findings=[
+            f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS
+        ],
+        facts=_compact_facts(node),
+        elapsed=common.elapsed_text(node.elapsed_s),
+        result_file=result_file,
+    )
+
+
+def _row_view(position: int, node: NodeResult, result_file: str | None) -> RowView:
+    checks = list(dict.fromkeys(f.check for f in node.findings if f.severity is not Severity.PASS))
+    return RowView(
+        anchor=f"node-{position}",
+        node=node,
+        verdict_rank=common.VERDICT_ORDER[node.verdict],
+        sku=node.sku or "",
+        gpus=len(node.facts.gpus),
+        counts=common.count_severities(node.findings),
+        checks=checks,
+        elapsed=common.elapsed_text(node.elapsed_s),
+        result_file=result_file,
+    )
+
+
 def _script() -> tuple[Markup, str]:
     """The sorting script and its CSP hash (over the exact text in the page)."""
     text = render_template(SCRIPT_TEMPLATE, {})
@@ -811,32 +938,75 @@ def _script() -> tuple[Markup, str]:
     return Markup(text), f"'sha256-{digest}'"  # noqa: S704
 
 
-def render_html(report: Report) -> str:
-    """Render the report as one self-contained HTML page.
+# Each host's full-result file relative to the page: a mapping or a function of the host.
+ResultFiles = Union[Mapping[str, str], Callable[[str], Optional[str]]]
+
+
+def _lookup(result_files: ResultFiles | None) -> Callable[[str], str | None]:
+    if result_files is None:
+        return lambda _host: None
+    if callable(result_files):
+        return result_files
+    return result_files.get
+
+
+def is_fleet(report: Report) -> bool:
+    """A fleet report that is written compact: a fleet summary and more than one node.
+
+    A single node keeps every detail, even from a one-host inventory; so does a
+    report of several nodes without a fleet summary (a test's or a tool's sample).
+    """
+    return report.fleet is not None and len(report.nodes) > 1
+
+
+def _sections(
+    ordered: list[NodeResult], compact: bool, lookup: Callable[[str], str | None]
+) -> Iterator[NodeView | CompactView]:
+    # A generator: one node's view (its charts the bulk of it) exists at a time.
+    for position, node in enumerate(ordered, start=1):
+        if compact and node.verdict is Verdict.CERTIFIED:
+            yield _compact_view(position, node, lookup(node.hostname))
+        else:
+            yield _node_view(position, node)
+
+
+def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iterator[str]:
+    """The report's HTML page in pieces, as the template produces them.
 
     A fleet report (``report.fleet`` set) opens with the fleet's counts, an
-    interrupted banner when the run was stopped, and the speed statistics per SKU;
-    its nodes, in the table and in the sections below, come failing first.
+    interrupted banner when the run was stopped, the speed statistics per SKU and
+    the nodes table (search, filters, sort; several nodes without a fleet get the
+    table too); its nodes come failing first, and with more than one node the
+    certified ones get a compact section only (:func:`is_fleet`). A single node
+    gets its full section whatever its verdict.
 
     Args:
         report: the acceptance report.
+        result_files: each host's full-result file relative to the page, by
+            hostname (a mapping or a function); linked from compact sections.
 
-    Returns:
-        The HTML document.
+    Yields:
+        Pieces of the document, in order.
 
     Raises:
         ReportError: a template is missing or broken.
     """
     overall = common.overall_verdict(report)
     script, script_hash = _script()
+    lookup = _lookup(result_files)
+    ordered = common.reading_order(report)
+    table = report.fleet is not None or len(ordered) > 1
+    rows = [_row_view(i, node, lookup(node.hostname)) for i, node in enumerate(ordered, start=1)]
     context = {
         "report": report,
         "overall": overall.value,
         "overall_words": common.verdict_words(overall),
         "summary": common.overall_summary(report),
-        "nodes": [
-            _node_view(i, node) for i, node in enumerate(common.reading_order(report), start=1)
-        ],
+        "node_count": len(ordered),
+        "rows": rows if table else [],
+        "sections": _sections(ordered, is_fleet(report), lookup),
+        "skus": sorted({row.sku for row in rows if row.sku}),
+        "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
         "totals": common.count_severities(f for node in report.nodes for f in node.findings),
@@ -845,4 +1015,20 @@ def render_html(report: Report) -> str:
         "script_hash": script_hash,
         "action_words": common.ACTION_WORDS,
     }
-    return render_template(TEMPLATE, context)
+    return render_template_chunks(TEMPLATE, context)
+
+
+def render_html(report: Report, result_files: ResultFiles | None = None) -> str:
+    """Render the report as one self-contained HTML page (see :func:`html_chunks`).
+
+    Args:
+        report: the acceptance report.
+        result_files: each host's full-result file relative to the page, by hostname.
+
+    Returns:
+        The HTML document.
+
+    Raises:
+        ReportError: a template is missing or broken.
+    """
+    return "".join(html_chunks(report, result_files))

@@ -1,16 +1,57 @@
-"""The report as JSON: the machine-readable record, described by report.schema.json."""
+"""The report as JSON: the machine-readable record, described by report.schema.json.
+
+Two forms. The full form is every field of the model (``Report``), what one node's
+``--json`` has always printed. The summary form is for a fleet: per node the host,
+its verdict, SKU, GPU count, severity counts and only its non-PASS findings, and
+where that host's full result is on disk (``hosts/<name>.json``), so 10,000 nodes
+make megabytes, not a gigabyte. Both are rendered in chunks, one node at a time, so
+writing them needs no second copy of the fleet in memory.
+"""
 
 from __future__ import annotations
 
+import enum
 import importlib.resources
 import json
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from validator.errors import BadInputError, ReportError
 from validator.fields import LoadError, load_json
-from validator.model import SCHEMA_VERSION, Report, SchemaError, from_dict, to_dict
+from validator.model import (
+    SCHEMA_VERSION,
+    NodeResult,
+    Report,
+    SchemaError,
+    Severity,
+    from_dict,
+    to_dict,
+)
+from validator.report import common
 
 SCHEMA_RESOURCE = "report.schema.json"
+SUMMARY_FORM = "summary"
+
+
+class JsonForm(str, enum.Enum):
+    """Which JSON document to write: ``auto`` is full for one node, summary for a fleet."""
+
+    AUTO = "auto"
+    FULL = "full"
+    SUMMARY = "summary"
+
+
+def resolve_form(report: Report, form: JsonForm | str = JsonForm.AUTO) -> JsonForm:
+    """The form ``form`` stands for with this report: ``auto`` becomes full or summary.
+
+    A fleet is a report with a fleet summary (an inventory's or a partition's hosts)
+    and more than one node: one node, even from a one-host inventory, is written in full.
+    """
+    chosen = JsonForm(form)
+    if chosen is not JsonForm.AUTO:
+        return chosen
+    fleet = report.fleet is not None and len(report.nodes) > 1
+    return JsonForm.SUMMARY if fleet else JsonForm.FULL
 
 
 def render_json(report: Report) -> str:
@@ -26,13 +67,118 @@ def render_json(report: Report) -> str:
         ReportError: a value JSON cannot carry (NaN or infinity) slipped into the
             facts; JSON readers would reject the file, so none is written.
     """
+    return "".join(json_chunks(report, JsonForm.FULL))
+
+
+def _dumps(data: object) -> str:
     try:
-        text = json.dumps(to_dict(report), indent=2, sort_keys=False, allow_nan=False)
+        return json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
     except ValueError as exc:
         raise ReportError(
             f"report JSON: {exc}; a measured value is NaN or infinite, record it as Unavailable"
         ) from exc
-    return text + "\n"
+
+
+def _nested(text: str, levels: int) -> str:
+    """``text`` (json.dumps with indent=2) as it reads ``levels`` deep in a larger document."""
+    return text.replace("\n", "\n" + "  " * levels)
+
+
+def node_summary(node: NodeResult, result_file: str | None = None) -> dict[str, Any]:
+    """One node in the summary form: who, the verdict, counts and what did not pass.
+
+    Args:
+        node: one judged node.
+        result_file: where its full result is, relative to the report (``None``: nowhere).
+
+    Returns:
+        The node's entry, JSON-ready (``NodeSummary`` in report.schema.json).
+    """
+    counts = common.count_severities(node.findings)
+    return {
+        "hostname": node.hostname,
+        "verdict": node.verdict.value,
+        "sku": node.sku,
+        "gpu_count": len(node.facts.gpus),
+        "transport": node.transport,
+        "summary": node.summary,
+        "elapsed_s": node.elapsed_s,
+        "counts": {
+            "passed": counts.passed,
+            "warnings": counts.warnings,
+            "failed": counts.failed,
+            "unknown": counts.unknown,
+        },
+        "findings": [to_dict(f) for f in node.findings if f.severity is not Severity.PASS],
+        "result_file": result_file,
+    }
+
+
+def json_chunks(
+    report: Report,
+    form: JsonForm | str = JsonForm.AUTO,
+    result_files: Mapping[str, str] | Callable[[str], str | None] | None = None,
+) -> Iterator[str]:
+    """The report's JSON document in pieces, one node at a time.
+
+    The full form joined is exactly what ``json.dumps(to_dict(report), indent=2)``
+    writes, plus a newline; the summary form has ``"form": "summary"`` and a
+    ``NodeSummary`` per node (see :func:`node_summary`).
+
+    Args:
+        report: the acceptance report.
+        form: full, summary, or auto (full for one node, summary for a fleet).
+        result_files: each host's full-result file relative to the report, by
+            hostname (a mapping or a function); summary form only.
+
+    Yields:
+        Pieces of the document, in order.
+
+    Raises:
+        ReportError: a value JSON cannot carry (NaN or infinity); raised before the
+            piece holding it is yielded.
+    """
+    chosen = resolve_form(report, form)
+    head = {
+        field: to_dict(getattr(report, field))
+        for field in ("generated_at", "tool_version", "schema_version", "fleet")
+    }
+    lookup: Callable[[str], str | None]
+    if result_files is None:
+        lookup = lambda _host: None  # noqa: E731 - a one-line default
+    elif callable(result_files):
+        lookup = result_files
+    else:
+        lookup = result_files.get
+    # Model order: generated_at, tool_version, nodes, schema_version, fleet.
+    yield "{\n"
+    if chosen is JsonForm.SUMMARY:
+        yield f'  "form": {_dumps(SUMMARY_FORM)},\n'
+    yield f'  "generated_at": {_dumps(head["generated_at"])},\n'
+    yield f'  "tool_version": {_dumps(head["tool_version"])},\n'
+    if not report.nodes:
+        yield '  "nodes": [],\n'
+    else:
+        yield '  "nodes": [\n'
+        last = len(report.nodes) - 1
+        for position, node in enumerate(report.nodes):
+            if chosen is JsonForm.SUMMARY:
+                data = node_summary(node, lookup(node.hostname))
+            else:
+                data = to_dict(node)
+            comma = "," if position < last else ""
+            yield f"    {_nested(_dumps(data), 2)}{comma}\n"
+        yield "  ],\n"
+    yield f'  "schema_version": {_dumps(head["schema_version"])},\n'
+    yield f'  "fleet": {_nested(_dumps(head["fleet"]), 1)}\n'
+    yield "}\n"
+
+
+def render_summary_json(
+    report: Report, result_files: Mapping[str, str] | Callable[[str], str | None] | None = None
+) -> str:
+    """The summary form of the report as one string (see :func:`json_chunks`)."""
+    return "".join(json_chunks(report, JsonForm.SUMMARY, result_files))
 
 
 def load_report_json(text: str) -> Report:

@@ -1,10 +1,18 @@
 """Write the report files (JSON, HTML, JUnit) as one set, or not at all.
 
-All three are rendered before anything touches the disk. Each is written to a
-temporary file in the target directory and fsynced; only then are they moved
-into place with ``os.replace``. If a move fails, the files already replaced are
-put back from hard-link backups, so a reader sees the previous set or the new one,
-never a half-written file and never a mix.
+Each is rendered in pieces straight into a temporary file in the target directory
+(a fleet's page is never one string in memory) and fsynced; only when all three
+are complete are they moved into place with ``os.replace``. A render error or a
+full disk removes the temporary files and leaves the previous set in place. If a
+move fails, the files already replaced are put back from hard-link backups, so a
+reader sees the previous set or the new one, never a half-written file and never
+a mix.
+
+A fleet's report.json is the summary form by default (``JsonForm.AUTO``): each
+node's full result is then written first, atomically, to ``hosts/<name>.json``
+(the final judgement, fleet findings included, replacing the file written when
+the host's result arrived), and the summary and the page's compact sections
+point there.
 """
 
 from __future__ import annotations
@@ -12,23 +20,51 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from validator.errors import ReportError
-from validator.files import BACKUP_SUFFIX, fsync_directory, temporary_path, write_temporary
+from validator.files import BACKUP_SUFFIX, create_temporary, fsync_directory, temporary_path
 from validator.model import Report
-from validator.report.html import render_html
-from validator.report.json_report import render_json
+from validator.report.html import html_chunks
+from validator.report.json_report import JsonForm, json_chunks, resolve_form
 from validator.report.junit import render_junit
+from validator.report.partial import HOSTS_DIR, host_file_stem, write_host_result
 
 JSON_NAME = "report.json"
 HTML_NAME = "report.html"
 JUNIT_NAME = "junit.xml"
 
 
-def _write_temp(directory: Path, name: str, text: str) -> Path:
-    # Reports are for sharing: 0644 (a temporary file starts as 0600).
-    return write_temporary(directory / name, text.encode("utf-8"), 0o644)
+# Pieces are gathered up to this size before a write: few system calls, little memory.
+_BUFFER = 1 << 20
+
+
+def _write_temp(directory: Path, name: str, chunks: Iterable[str]) -> Path:
+    """Render ``chunks`` into a new temporary file beside ``directory / name``, fsynced.
+
+    Raises:
+        OSError, ReportError: writing or rendering failed; no temporary file is left.
+    """
+    fd, temporary = create_temporary(directory / name)
+    try:
+        with os.fdopen(fd, "wb", buffering=_BUFFER) as stream:
+            for chunk in chunks:
+                stream.write(chunk.encode("utf-8"))
+            stream.flush()
+            os.fsync(stream.fileno())
+        # Reports are for sharing: 0644 (a temporary file starts as 0600).
+        os.chmod(temporary, 0o644)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+def result_file(hostname: str) -> str:
+    """Where a host's full result is, relative to the report: ``hosts/<name>.json``."""
+    return f"{HOSTS_DIR}/{host_file_stem(hostname)}.json"
 
 
 def _backup(target: Path) -> Path | None:
@@ -57,12 +93,19 @@ def _unwritable(path: Path, exc: OSError) -> ReportError:
     )
 
 
-def write_reports(report: Report, directory: str | os.PathLike[str]) -> dict[str, Path]:
+def write_reports(
+    report: Report,
+    directory: str | os.PathLike[str],
+    *,
+    json_form: JsonForm | str = JsonForm.AUTO,
+) -> dict[str, Path]:
     """Write report.json, report.html and junit.xml into ``directory``, all or nothing.
 
     Args:
         report: the acceptance report.
         directory: where to write; created (with parents) when missing.
+        json_form: report.json's form; ``auto`` is full for one node and the
+            summary for a fleet (with each host's full result in ``hosts/``).
 
     Returns:
         The written paths by format: ``{"json": ..., "html": ..., "junit": ...}``.
@@ -72,26 +115,33 @@ def write_reports(report: Report, directory: str | os.PathLike[str]) -> dict[str
             written; the message names the path and the fix. On error no
             temporary file is left and the previous reports are in place.
     """
-    texts = {
-        "json": (JSON_NAME, render_json(report)),
-        "html": (HTML_NAME, render_html(report)),
-        "junit": (JUNIT_NAME, render_junit(report)),
-    }
     target_dir = Path(directory)
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _unwritable(target_dir, exc) from exc
+    form = resolve_form(report, json_form)
+    linked: Callable[[str], str | None] | None = None
+    if form is JsonForm.SUMMARY:
+        # The summary points at these files: they hold the final judgement first.
+        for node in report.nodes:
+            write_host_result(node, target_dir)
+        linked = result_file
+    pieces: dict[str, tuple[str, Callable[[], Iterable[str]]]] = {
+        "json": (JSON_NAME, lambda: json_chunks(report, form, linked)),
+        "html": (HTML_NAME, lambda: html_chunks(report, linked)),
+        "junit": (JUNIT_NAME, lambda: [render_junit(report)]),
+    }
 
     temps: dict[str, Path] = {}
     backups: dict[Path, Path | None] = {}
     replaced: list[Path] = []
     current = target_dir  # the file being written, for the message
     try:
-        for key, (name, text) in texts.items():
+        for key, (name, chunks) in pieces.items():
             current = target_dir / name
-            temps[key] = _write_temp(target_dir, name, text)
-        for key, (name, _) in texts.items():
+            temps[key] = _write_temp(target_dir, name, chunks())
+        for key, (name, _) in pieces.items():
             current = target = target_dir / name
             backups[target] = _backup(target)
             os.replace(temps[key], target)
@@ -110,7 +160,7 @@ def write_reports(report: Report, directory: str | os.PathLike[str]) -> dict[str
                 with contextlib.suppress(OSError):
                     backup.unlink(missing_ok=True)
     fsync_directory(target_dir)
-    return {key: target_dir / name for key, (name, _) in texts.items()}
+    return {key: target_dir / name for key, (name, _) in pieces.items()}
 
 
 def _roll_back(replaced: list[Path], backups: dict[Path, Path | None]) -> None:

@@ -129,6 +129,8 @@ def unknown_sku(check: str, what: str, *, required: bool = True) -> Finding:
 
 
 _STATUS_FIELDS = ("index", "status", "status_detail")
+# Named once: every check family asks each GPU's state, for every node of a fleet.
+_READING_FIELDS = tuple(f.name for f in fields(GpuFacts) if f.name not in _STATUS_FIELDS)
 
 
 def gpu_state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
@@ -143,7 +145,7 @@ def gpu_state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
     """
     if gpu.status is not GpuStatus.OK:
         return gpu.status, gpu.status_detail
-    values = [getattr(gpu, f.name) for f in fields(GpuFacts) if f.name not in _STATUS_FIELDS]
+    values = [getattr(gpu, name) for name in _READING_FIELDS]
     for value in values:
         if isinstance(value, Unavailable) and value.reason is Reason.GPU_LOST:
             return GpuStatus.LOST, value.detail or "a reading said the GPU is lost"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -33,6 +34,10 @@ CPU_MATRIX_SIZE = 256  # big enough to exercise BLAS, small enough for a 2-core 
 # cores each finish a batch in about a millisecond instead of half a second.
 SIMULATED_MATRIX_SIZE = 64
 CPU_RESULT_BUFFERS = 4  # host memory is not what a burn-in tests
+# A simulated board's batches are paced: its speed is booked, so running products back to back
+# only burns the host's CPU (8 boards kept ~1.7 cores busy). Two batches per throughput window
+# keep every window, warm-up and load edge of today's timing, at about 1% of a core.
+PACED_BATCHES_PER_WINDOW = 2
 REFERENCE_TILE = 16
 REFERENCE_TOLERANCE = 1e-3  # float32 accumulation against float64
 
@@ -108,11 +113,18 @@ class NumpyBackend:
         wedged = self._boards is not None and self._boards[device].wedged
         if self._boards is not None and config.matrix_size is None:
             config = dataclasses.replace(config, matrix_size=SIMULATED_MATRIX_SIZE)
-        return NumpyWorker(self._np, device, config, tflops, wedged=wedged)
+        # A stand-in measuring the CPU runs flat out: its speed and duty are what it measures.
+        paced = self._boards is not None or tflops is not None
+        return NumpyWorker(self._np, device, config, tflops, wedged=wedged, paced=paced)
 
 
 class NumpyWorker:
-    """One stand-in GPU's products and checks."""
+    """One stand-in GPU's products and checks.
+
+    ``paced``: each batch is followed by a sleep, so that batches start
+    ``config.window / PACED_BATCHES_PER_WINDOW`` apart (never past the burn's
+    end): the products and checks still run, few of them, and the CPU stays idle.
+    """
 
     def __init__(
         self,
@@ -122,9 +134,12 @@ class NumpyWorker:
         simulated_tflops: float | None,
         *,
         wedged: bool = False,
+        paced: bool = False,
     ) -> None:
         self._np = np
         self._wedged = wedged
+        self._pace_s = config.window / PACED_BATCHES_PER_WINDOW if paced else 0.0
+        self._ends_at = math.inf  # monotonic: the burn's end, as this worker sees it (setup)
         self._device = device
         self._config = config
         self._simulated_tflops = simulated_tflops
@@ -150,6 +165,8 @@ class NumpyWorker:
     def setup(self) -> SetupResult:
         """Inputs from a fixed seed (the same on every GPU), the first product, its check."""
         np = self._np
+        # The burn starts just before its workers' setup: pacing never sleeps past this.
+        self._ends_at = time.monotonic() + self._config.duration_s
         rng = np.random.default_rng(self._config.seed)
         self._a = self._round(rng.uniform(-1.0, 1.0, (self._n, self._n)))
         self._b = self._round(rng.uniform(-1.0, 1.0, (self._n, self._n)))
@@ -173,6 +190,7 @@ class NumpyWorker:
         np = self._np
         if self._wedged:
             threading.Event().wait()  # a hung kernel: this call never returns
+        began = time.monotonic()
         start = time.perf_counter()
         for result in self._results:
             np.matmul(self._a, self._b, out=result)
@@ -180,7 +198,15 @@ class NumpyWorker:
         products = len(self._results)
         if self._simulated_tflops:
             elapsed = products * flops_per_product(self._n) / (self._simulated_tflops * 1e12)
+        if self._pace_s:
+            self._pause(began)
         return BatchTiming(products=products, compute_s=elapsed)
+
+    def _pause(self, began: float) -> None:
+        """Sleep until the next paced batch is due (``began``: this one's monotonic start)."""
+        wait = min(began + self._pace_s, self._ends_at) - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
     def check_batch(self) -> CheckResult:
         """Elements that differ from the first product (bitwise), and non-finite ones."""

@@ -1,0 +1,192 @@
+"""Start-up imports only what the command uses: subcommands load on demand, rich only to draw."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+import pytest
+from rich.console import Console
+
+from validator.cli.burn_display import BurnDisplay
+from validator.cli.main import COMMANDS, LazyCommands, LazyGroup, cli, load_command
+from validator.cli.progress import LiveDisplay
+
+HEALTHY = "healthy-8x-h100-sxm"
+
+# Never needed by one simulated node's certify --json (packages cover their submodules).
+NOT_FOR_SIMULATED_JSON = (
+    "rich",
+    "validator.provision",
+    "validator.remote.fanout",
+    "validator.remote.ssh",
+    "paramiko",
+    "ansible_runner",
+    "validator.drift",
+    "validator.operations.drift",
+)
+
+# The child runs the real entry point and writes sys.modules as it stands at exit.
+_DUMPING_MAIN = textwrap.dedent(
+    """
+    import atexit, json, sys
+
+    def _dump() -> None:
+        with open(sys.argv[1], "w", encoding="utf-8") as out:
+            json.dump(sorted(sys.modules), out)
+
+    atexit.register(_dump)
+    from validator.cli.main import main
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+def run_dumping(tmp_path: Path, *argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``gpuready argv`` in a child off any terminal; its result and the modules it imported."""
+    dump = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")  # never the user's history
+    done = subprocess.run(
+        [sys.executable, "-c", _DUMPING_MAIN, str(dump), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert dump.exists(), done.stderr
+    return done, set(json.loads(dump.read_text(encoding="utf-8")))
+
+
+def imported(modules: set[str], name: str) -> list[str]:
+    """``name`` and its submodules among ``modules``."""
+    return sorted(m for m in modules if m == name or m.startswith(name + "."))
+
+
+def test_simulated_certify_json_imports_no_fleet_drift_provisioning_or_rich(
+    tmp_path: Path,
+) -> None:
+    done, modules = run_dumping(
+        tmp_path,
+        "certify",
+        "--simulate",
+        HEALTHY,
+        "--json",
+        "--burn",
+        "2s",
+        "--db",
+        str(tmp_path / "history.db"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["nodes"][0]["verdict"] == "CERTIFIED"
+    # The burn's progress still reached stderr, as plain lines drawn without rich.
+    assert "burn 1/2 s: gpu0 " in done.stderr
+    assert "validator.cli.certify" in modules  # the dump is of a run that did certify
+    found = {name: imported(modules, name) for name in NOT_FOR_SIMULATED_JSON}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_help_lists_every_command_and_imports_none(tmp_path: Path) -> None:
+    done, modules = run_dumping(tmp_path, "--help")
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.split("Commands:\n", 1)[1].splitlines()
+    names = [line.split()[0] for line in listed if line.startswith("  ")]
+    assert names == sorted(COMMANDS)
+    for name, entry in COMMANDS.items():
+        assert entry.module not in modules, f"--help imported {name}'s module"
+    assert imported(modules, "rich") == []
+
+
+def test_the_tables_short_help_is_each_commands_own() -> None:
+    for name, entry in COMMANDS.items():
+        command = load_command(entry)
+        assert command.name == name
+        assert entry.short_help == command.get_short_help_str(limit=10**6), name
+
+
+@pytest.mark.parametrize("width", [50, 80, 120])
+def test_lazy_help_reads_as_the_eager_groups(width: int) -> None:
+    """The listing from the table is what click writes with every command imported."""
+    eager = click.Group(
+        name="gpuready",
+        commands={name: load_command(entry) for name, entry in COMMANDS.items()},
+        params=cli.params,
+        callback=cli.callback,
+        help=cli.help,
+        context_settings=cli.context_settings,
+    )
+    lazy = LazyGroup(
+        name="gpuready",
+        table=COMMANDS,
+        params=cli.params,
+        callback=cli.callback,
+        help=cli.help,
+        context_settings=cli.context_settings,
+    )
+    texts = []
+    for group in (eager, lazy):
+        ctx = click.Context(group, info_name="gpuready", terminal_width=width)
+        texts.append(group.get_help(ctx))
+    assert "verify-cert" in texts[0]
+    assert texts[1] == texts[0]
+    assert all(name not in lazy.commands._loaded for name in COMMANDS)
+
+
+def test_the_commands_mapping_loads_on_access_and_takes_replacements() -> None:
+    commands = LazyCommands(COMMANDS)
+    assert list(commands) == list(COMMANDS)
+    assert commands.lazy_entry("scenarios") is COMMANDS["scenarios"]
+    assert commands["scenarios"].name == "scenarios"
+    assert commands.lazy_entry("scenarios") is None  # imported now
+
+    @click.command(name="scenarios", help="A stand-in.")
+    def stand_in() -> None:
+        """Unused."""
+
+    commands["scenarios"] = stand_in
+    assert commands["scenarios"] is stand_in
+    commands["extra"] = stand_in
+    assert len(commands) == len(COMMANDS) + 1
+    del commands["extra"]
+    del commands["history"]
+    assert "history" not in commands
+    assert commands.get("nonesuch") is None
+    with pytest.raises(KeyError):
+        del commands["nonesuch"]
+
+
+def test_an_unknown_command_is_still_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from validator.cli.main import main
+
+    assert main(["certfy"]) == 2
+    assert "No such command 'certfy'" in capsys.readouterr().err
+
+
+def test_plain_lines_are_what_rich_would_have_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal the display writes its lines itself, as rich's console writes them."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    line = "[3/9] node\r07 [bold]FAILED[/] \x07burn: 12 % \x1b[31mlow"
+    ours = BurnDisplay()
+    assert not ours.interactive
+    assert ours._console is None  # no rich console made
+    ours.print_line(line)
+    rich_out = io.StringIO()
+    LiveDisplay(Console(file=rich_out, width=20)).print_line(line)
+    assert capsys.readouterr().err == rich_out.getvalue()
+    assert rich_out.getvalue() == "[3/9] node07 [bold]FAILED[/] burn: 12 % \x1b[31mlow\n"
+
+
+def test_forced_colour_still_draws_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FORCE_COLOR makes rich take stderr for a terminal: the live view is kept."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert BurnDisplay().interactive
