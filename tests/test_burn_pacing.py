@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
+from validator.cli.main import main
 from validator.model import BurnResult, BurnStatus
 from validator.node.burnin.backend import select_backend
 from validator.node.burnin.config import BurnConfig
@@ -82,3 +85,23 @@ def test_a_stand_in_measuring_the_cpu_is_not_paced() -> None:
     assert booked.gpus[0].iterations <= 4 * PACED_BATCHES_PER_WINDOW * 25
     assert measured.gpus[0].iterations > 2 * booked.gpus[0].iterations
     assert booked.gpus[0].tflops == pytest.approx(700.0)
+
+
+def test_an_injection_past_the_paced_batches_is_still_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Paced, a 3 s burn runs about 40 batches; batch 100 is reached all the same, and found."""
+    code = main(
+        [
+            *("certify", "--simulate", HEALTHY, "--burn", "3s", "--json"),
+            *("--burn-inject", "flip:0:100", "--db", str(tmp_path / "h.db")),
+        ]
+    )
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert code == 1
+    assert node["verdict"] == "NOT_CERTIFIED"
+    assert node["facts"]["burn"]["error"] is None  # applied: not "was never applied"
+    failed = {(f["check"], f["gpu_index"]) for f in node["findings"] if f["severity"] == "FAIL"}
+    assert ("burn.correctness", 0) in failed, node["findings"]
+    unknown = [f["check"] for f in node["findings"] if f["severity"] == "UNKNOWN"]
+    assert unknown == []

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_judge_healthy import healthy_node, judge, with_gpu
+from tests.test_store_migration import build_v1
 from validator.certificate import certificate_to_json, issue_certificate, sign
 from validator.cli.history import history, render_history
 from validator.cli.main import cli, main
@@ -399,3 +400,20 @@ def test_verify_bad_files(
     assert message in err
     assert str(path) in err
     assert err.count("\n") == 1
+
+
+def test_history_prune_upgrades_a_schema_1_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = build_v1(tmp_path / "h.db")
+    code, out, err = run(capsys, "history", "--db", str(old.path), "--prune", "--keep-runs", "1")
+    assert (code, err) == (0, "")
+    # runs 1 and 3 hold the latest certificates of gpu-a and gpu-b; run 4 still runs
+    assert out.splitlines() == [
+        f"removed 1 run (1 results, 0 certificates) from {old.path}",
+        "runs: 2",
+        "kept 2 older runs holding the latest certificate of a host (drift's baseline): 1, 3",
+        "the file keeps its size: SQLite reuses the freed pages for new runs",
+    ]
+    with Store.open(old.path, readonly=True) as store:
+        assert [row.run_id for row in store.history()] == [4, 3, 1, 1]

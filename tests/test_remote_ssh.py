@@ -103,10 +103,18 @@ def _pump(read: Any, write: Any) -> None:
 class SshBox:
     """One SSH server: host key, accepted client key, home dir, and what it saw."""
 
-    def __init__(self, home: Path, client_key: ECDSAKey, *, forward: bool = False) -> None:
+    def __init__(
+        self,
+        home: Path,
+        client_key: ECDSAKey,
+        *,
+        forward: bool = False,
+        more_host_keys: tuple[paramiko.PKey, ...] = (),
+    ) -> None:
         self.home = home
         home.mkdir(parents=True, exist_ok=True)
         self.host_key = ECDSAKey.generate()
+        self.more_host_keys = more_host_keys  # offered too, as sshd offers each HostKey
         self.client_key = client_key
         self.forward = forward
         self.commands: list[str] = []
@@ -120,7 +128,7 @@ class SshBox:
         self._transports: list[paramiko.Transport] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def known_hosts_line(self, key: ECDSAKey | None = None) -> str:
+    def known_hosts_line(self, key: paramiko.PKey | None = None) -> str:
         line = HostKeyEntry([f"[127.0.0.1]:{self.port}"], key or self.host_key).to_line()
         assert line is not None
         return line
@@ -143,6 +151,8 @@ class SshBox:
         transport = paramiko.Transport(conn)
         self._transports.append(transport)
         transport.add_server_key(self.host_key)
+        for key in self.more_host_keys:
+            transport.add_server_key(key)
         transport.set_subsystem_handler("sftp", SFTPServer, _Sftp)
         try:
             transport.start_server(server=_Interface(self))
@@ -784,6 +794,50 @@ def test_hosts_accepting_one_new_key_at_once_record_it_once(
     assert known_hosts.read_text() == box.known_hosts_line()
     again, _ = _run(_transport(tmp_path, known_hosts=known_hosts), _host(box, client_key[1]))
     assert again.error is None, again.error
+
+
+def _rsa_box(tmp_path: Path, client_key: tuple[ECDSAKey, Path]) -> tuple[SshBox, paramiko.RSAKey]:
+    """A host with an ECDSA and an RSA host key, like sshd with both HostKeys."""
+    rsa = paramiko.RSAKey.generate(2048)
+    return SshBox(tmp_path / "home", client_key[0], more_host_keys=(rsa,)), rsa
+
+
+def test_a_host_known_only_by_its_rsa_key_connects(
+    tmp_path: Path, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    # As ssh-keyscan -t rsa or Ansible's known_hosts module record it. Without the
+    # recorded key in the client, paramiko would negotiate ECDSA and see a mismatch.
+    box, rsa = _rsa_box(tmp_path, client_key)
+    try:
+        known_hosts = _known(tmp_path, box.known_hosts_line(rsa))
+
+        outcome, _ = _run(
+            _transport(tmp_path, accept_new_host_keys=True), _host(box, client_key[1])
+        )
+
+        assert outcome.error is None, outcome.error
+        assert known_hosts.read_text() == box.known_hosts_line(rsa)  # nothing added
+    finally:
+        box.stop()
+
+
+def test_a_changed_rsa_key_is_refused_though_another_type_is_offered(
+    tmp_path: Path, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    box, _ = _rsa_box(tmp_path, client_key)
+    try:
+        old = box.known_hosts_line(paramiko.RSAKey.generate(2048))
+        known_hosts = _known(tmp_path, old)
+
+        outcome, _ = _run(
+            _transport(tmp_path, accept_new_host_keys=True), _host(box, client_key[1])
+        )
+
+        assert _assert_one_line(outcome).startswith("host key of gpu07 (127.0.0.1) CHANGED")
+        assert known_hosts.read_text() == old
+        assert box.commands == []
+    finally:
+        box.stop()
 
 
 def test_a_known_hosts_folder_holds_no_keys(

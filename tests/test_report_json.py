@@ -769,3 +769,59 @@ def test_certify_json_of_a_fleet_is_the_summary_unless_asked(
     assert "form" not in full
     assert _errors(validator, full) == []
     assert {len(node["facts"]["gpus"]) for node in full["nodes"]} == {8}
+
+
+def test_json_form_full_reaches_the_report_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], validator: Draft202012Validator
+) -> None:
+    inventory = _inventory(
+        tmp_path / "hosts.ini",
+        {"n1": "healthy-8x-h100-sxm", "n2": "one-gpu-power-capped"},
+    )
+    reports = tmp_path / "reports"
+    code = main(
+        [
+            *("certify", "-i", str(inventory), "--transport", "ansible", "--burn", "0"),
+            *("--json-form", "full", "--db", str(tmp_path / "h.db"), "--report-dir", str(reports)),
+        ]
+    )
+    assert code == 1
+    capsys.readouterr()
+    on_disk = json.loads((reports / "report.json").read_text())
+    assert "form" not in on_disk  # the full form, as asked, not the summary
+    assert _errors(validator, on_disk) == []
+    assert {len(node["facts"]["gpus"]) for node in on_disk["nodes"]} == {8}
+
+
+@pytest.mark.parametrize("form", ["full", "summary"])
+def test_a_render_error_mid_fleet_prints_no_partial_document(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
+) -> None:
+    from validator.cli import certify as cli_certify
+    from validator.operations.certify import CertifyOutcome
+
+    report = fleet_report(3, failing=(1,), unknown=())
+    # NaN in the 2nd node's elapsed time: both forms carry it.
+    second = dataclasses.replace(report.nodes[1], elapsed_s=float("nan"))
+    nodes = (report.nodes[0], second, report.nodes[2])
+    broken = dataclasses.replace(report, nodes=nodes)
+    monkeypatch.setattr(
+        cli_certify, "run_with_display", lambda *_: CertifyOutcome(report=broken, run_id=1)
+    )
+    inventory = _inventory(tmp_path / "hosts.ini", {"n1": "healthy-8x-h100-sxm"})
+    code = main(
+        [
+            *("certify", "-i", str(inventory), "--transport", "ansible", "--burn", "0", "--json"),
+            *("--json-form", form, "--db", str(tmp_path / "h.db")),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 3
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("gpuready: error:")
+    assert "NaN" in lines[0]

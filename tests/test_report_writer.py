@@ -155,3 +155,10 @@ def test_a_render_error_midway_leaves_no_temporary_file(
         write_reports(sample_report(failing_node()), tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in NAMES} == before
     assert {p.name for p in tmp_path.iterdir()} == NAMES
+
+
+def test_host_results_are_readable_like_the_report_that_links_them(tmp_path: Path) -> None:
+    write_reports(fleet_report(3, failing=(1,), unknown=()), tmp_path)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hosts").iterdir()}
+    assert modes == {"gpu01.json": 0o644, "gpu02.json": 0o644, "gpu03.json": 0o644}
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o644

@@ -9,10 +9,13 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +35,8 @@ from validator.store import (
 )
 
 TABLES = {"runs", "results", "findings", "certificates"}
+# SQLite's own, for the runs table's AUTOINCREMENT: the highest id ever handed out.
+SQLITE_TABLES = {"sqlite_sequence"}
 
 
 def certified(hostname: str = "gpu-node-01") -> NodeResult:
@@ -67,7 +72,7 @@ def test_new_database_is_wal_versioned_and_ours(tmp_path: Path) -> None:
     assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 2
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert tables == TABLES
+    assert tables == TABLES | SQLITE_TABLES
     findings = [row[1] for row in db.execute("PRAGMA table_info(findings)")]
     assert findings == ["id", "result_id", "check", "severity", "gpu_index", "message"]
     results = [row[1] for row in db.execute("PRAGMA table_info(results)")]
@@ -369,9 +374,12 @@ def _corrupt_sqlite(path: Path) -> None:
             store.record_result(run, certified(f"gpu-{i}"))
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
     db.close()
     data = bytearray(path.read_bytes())
-    data[4096 * 2 : 4096 * 6] = b"\xff" * (4096 * 4)
+    # Every page after the schema's, up to the runs table's root: any read of the history hits one.
+    data[size : size * root] = b"\xff" * (size * (root - 1))
     path.write_bytes(bytes(data))
 
 
@@ -442,7 +450,7 @@ class _CreatedBetweenReads:
         self._inner = inner
         self._create: Callable[[], None] | None = create
 
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         cursor = self._inner.execute(sql, *args)
         if self._create is not None:
             create, self._create = self._create, None
@@ -657,3 +665,47 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
         # other facts, equal but not the same object, are encoded anew
         store.record_result(run, from_dict(NodeResult, to_dict(final)))
         assert len(packed) == first + 3
+
+
+# A collection at the weak reference's allocation finds an earlier facts object
+# dead, in the thread that is storing a new one: its callback must not wait on
+# a lock that thread holds. In a child process, so a hang fails instead of hanging.
+_COLLECT_WHILE_CACHING = """
+import dataclasses, gc, types, weakref
+import validator.store as store
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    x: int
+
+def ref_collecting_first(obj, callback=None):
+    gc.collect()  # an automatic collection, triggered by this allocation
+    return weakref.ref(obj, callback)
+
+store.weakref = types.SimpleNamespace(ref=ref_collecting_first)
+cache = store._PackedFacts()
+first = Facts(1)
+object.__setattr__(first, "cycle", [first])  # only the collector frees it
+cache.get(first)
+gc.disable()
+del first
+again = Facts(2)
+packed = cache.get(again)
+assert cache.get(again) is packed
+print("cached", len(cache._entries))
+"""
+
+
+def test_a_collection_while_caching_facts_does_not_deadlock() -> None:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _COLLECT_WHILE_CACHING],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=Path(__file__).resolve().parents[1],
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("_PackedFacts deadlocked: a weakref callback waited on the cache's own lock")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "cached 1\n", "")

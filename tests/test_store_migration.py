@@ -234,3 +234,41 @@ def test_schema_1_is_read_only_refused_until_a_writer_upgrades_it(tmp_path: Path
     with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 2"):
         Store.open(old.path, readonly=True)
     assert old.path.read_bytes() == before
+
+
+def test_a_damaged_schema_1_result_migrates_and_reads_as_unreadable(tmp_path: Path) -> None:
+    old = build_v1(tmp_path / "h.db")
+    with contextlib.closing(sqlite3.connect(old.path)) as db:
+        db.execute(
+            "UPDATE results SET result_json = '{truncated' WHERE run_id = 2 AND hostname = 'gpu-a'"
+        )
+        db.commit()
+    with Store.open(old.path) as store:
+        assert [(r.run_id, r.verdict) for r in store.history("gpu-a")] == [
+            (2, old.results[(2, "gpu-a")].verdict.value),
+            (1, "CERTIFIED"),
+        ]
+        with pytest.raises(StoreError) as caught:
+            store.result(2, "gpu-a")
+        message = str(caught.value)
+        assert "holds an unreadable result of gpu-a in run 2" in message
+        assert "\n" not in message
+        assert store.result(1, "gpu-a") == old.results[(1, "gpu-a")]  # the others read as before
+    with contextlib.closing(sqlite3.connect(old.path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        # the damaged text is kept as it was, for whoever wants to look
+        packed = db.execute("SELECT result_packed FROM results WHERE run_id = 2").fetchone()[0]
+        assert store_module.unpack(packed) == "{truncated"
+
+
+def test_the_upgraded_runs_table_never_hands_out_an_id_again(tmp_path: Path) -> None:
+    old = build_v1(tmp_path / "h.db")
+    with Store.open(old.path):
+        pass
+    with contextlib.closing(sqlite3.connect(old.path)) as db:
+        # what schema 1 numbered is remembered: deleting its newest run frees no id
+        assert db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'runs'").fetchone() == (4,)
+        db.execute("DELETE FROM runs WHERE id = 4")
+        db.commit()
+    with Store.open(old.path) as store:
+        assert store.start_run("certify", 1, "p") == 5

@@ -200,3 +200,21 @@ def test_a_batch_that_cannot_be_written_is_spooled_whole_then_imported(tmp_path:
         ]
         assert store.latest_certificate("gpu-a") is not None
         assert store.pending_files() == []
+
+
+def test_pruning_the_newest_runs_never_lets_their_ids_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pending file names its run by id: an id handed out again would merge it into another run.
+    path = tmp_path / "h.db"
+    monkeypatch.setattr(store_module, "_now", lambda: day(100).isoformat(timespec="seconds"))
+    with Store.open(path) as store:
+        ids = []
+        for _ in range(3):
+            run = store.start_run("drift", 1, "p")
+            store.finish_run(run)
+            ids.append(run)
+        assert store.prune(keep_days=30, now=NOW).runs == tuple(ids)
+        assert store.start_run("drift", 1, "p") > max(ids)
+    with Store.open(path) as store:  # and after the database is opened again
+        assert store.start_run("drift", 1, "p") > max(ids) + 1

@@ -190,8 +190,15 @@ def _passed_counts(checks: Sequence[str]) -> str:
 
 
 def _split_result(text: str) -> tuple[str, str]:
-    """A result's JSON text as (the result without its facts, its facts), each keys sorted."""
-    data = json.loads(text)
+    """A result's JSON text as (the result without its facts, its facts), each keys sorted.
+
+    Text that is not JSON (a damaged row) is kept as it was, with no facts: the
+    upgrade goes on, and :meth:`Store.result` reports that one result unreadable.
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text, "null"
     facts = data.pop("facts", None) if isinstance(data, dict) else None
     return json.dumps(data, sort_keys=True), json.dumps(facts, sort_keys=True)
 
@@ -320,6 +327,28 @@ MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
     ),
     (
         # The new tables, filled from the old ones, then put in their place.
+        # AUTOINCREMENT: an id is never handed out again once pruning deleted its run
+        # (plain INTEGER PRIMARY KEY reuses the highest freed one), so a pending
+        # file's db_run_id can never name a newer, unrelated run.
+        """
+        CREATE TABLE runs_v2 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL DEFAULT 'running'
+                CHECK (status IN ('running', 'complete', 'interrupted')),
+            hosts INTEGER NOT NULL,
+            policy_digest TEXT NOT NULL,
+            argv TEXT NOT NULL,
+            tool_version TEXT NOT NULL,
+            pid INTEGER
+        )
+        """,
+        # Inserting the ids sets the sequence past the highest one.
+        "INSERT INTO runs_v2 (id, kind, started_at, finished_at, status, hosts, policy_digest,"
+        " argv, tool_version, pid) SELECT id, kind, started_at, finished_at, status, hosts,"
+        " policy_digest, argv, tool_version, pid FROM runs ORDER BY id",
         """
         CREATE TABLE results_v2 (
             id INTEGER PRIMARY KEY,
@@ -350,6 +379,8 @@ MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
         "DELETE FROM findings WHERE severity = 'PASS'",
         "DROP TABLE certificates",
         "DROP TABLE results",
+        "DROP TABLE runs",
+        "ALTER TABLE runs_v2 RENAME TO runs",
         "ALTER TABLE results_v2 RENAME TO results",
         "ALTER TABLE certificates_v2 RENAME TO certificates",
         # history of all hosts (newest run first, its hosts in order) and a run's deletes
@@ -838,6 +869,11 @@ class Store:
                 self.import_pending()
                 self.mark_dead_runs()
             return self._db
+
+    def has_database(self) -> bool:
+        """Whether the database exists: one opened with ``defer_create`` may not have one yet."""
+        with self._lock:
+            return self._db is not None or _has_database(self.path)
 
     def close(self) -> None:
         """Close the database; committed results stay (and a spooled run's pending file)."""
@@ -1452,28 +1488,32 @@ class _PackedFacts:
     facts (the fleet comparison changes the findings only), which are nearly all
     of a result's bytes and of its encoding time. Keyed by the object's id, with
     a weak reference so an entry goes with its object: ~10 KB per live result.
+
+    No lock: each access is one dict operation, atomic in CPython. A lock would
+    deadlock, as the weak reference's callback runs wherever a collection happens,
+    in the same thread too (an allocation while the lock is held). The callback
+    removes only its own entry; in a race it may remove a newer one, which costs
+    a repack, never wrong bytes (an entry counts only if its object is ``facts``).
     """
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[weakref.ref[NodeFacts], bytes]] = {}
-        self._guard = threading.Lock()
 
     def get(self, facts: NodeFacts) -> bytes:
+        """``facts`` packed: remembered from an earlier call for this object, else packed now."""
         key = id(facts)
-        with self._guard:
-            entry = self._entries.get(key)
+        entry = self._entries.get(key)
         if entry is not None and entry[0]() is facts:
             return entry[1]
         packed = pack(json.dumps(to_dict(facts), sort_keys=True))
+        entries = self._entries
 
-        def forget(_ref: object, key: int = key) -> None:
-            with self._guard:
-                current = self._entries.get(key)
-                if current is not None and current[0]() is None:
-                    del self._entries[key]
+        def forget(ref: object, key: int = key) -> None:
+            current = entries.get(key)
+            if current is not None and current[0] is ref:
+                entries.pop(key, None)
 
-        with self._guard:
-            self._entries[key] = (weakref.ref(facts, forget), packed)
+        self._entries[key] = (weakref.ref(facts, forget), packed)
         return packed
 
 

@@ -128,8 +128,9 @@ def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - cl
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
         outcome = run_with_display(request, store, note)
-    json_form = options.pop("json_form")
-    render_outcome(outcome, as_json=options["as_json"], color=options["color"], json_form=json_form)
+    render_outcome(
+        outcome, as_json=options["as_json"], color=options["color"], json_form=request.json_form
+    )
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:  # measured, but not stored: exit 3
@@ -164,6 +165,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         limit=options["limit"],
         transport=TransportName(options["transport"]),
         report_dir=options["report_dir"],
+        json_form=options["json_form"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
         interconnect=interconnect,
@@ -239,15 +241,19 @@ def render_outcome(
 ) -> None:
     """The report on stdout (JSON or text), and where the report files went on stderr.
 
-    JSON is written a node at a time; a fleet's summary names each host's full
-    result file when the report directory holds one (see validator.report.writer).
+    JSON is rendered whole before any of it is printed (a render error prints
+    nothing); a fleet's summary names each host's full result file when the report
+    directory holds one (see validator.report.writer).
     """
     if outcome.written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
         from validator.report.json_report import json_chunks
 
-        for chunk in json_chunks(outcome.report, json_form, _result_files(outcome)):
+        # All pieces first: a render error (a NaN) mid-fleet must not leave half a
+        # document on stdout for a pipe to take as the report.
+        chunks = list(json_chunks(outcome.report, json_form, _result_files(outcome)))
+        for chunk in chunks:
             click.echo(chunk, nl=False)
         return
     from validator.report.text import render_text

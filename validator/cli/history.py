@@ -141,12 +141,11 @@ def prune_history(
         raise BadInputError(
             "--prune needs a retention rule: give --keep-days N, --keep-runs N or both"
         )
-    try:
-        store = Store.open(db_path, readonly=True)
-    except NoHistoryError as exc:
-        return f"{exc}: nothing to prune\n"
-    store.close()
-    with Store.open(db_path) as store:
+    # Opened for writing (an older schema is upgraded, as any writer does), but
+    # deferred: pruning a history that does not exist creates none.
+    with Store.open(db_path, defer_create=True) as store:
+        if not store.has_database():
+            return f"no history yet at {store.path}: nothing to prune\n"
         outcome = store.prune(keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
         notices = store.take_notices()
     return "".join(f"{notice}\n" for notice in notices) + render_prune(outcome, store.path)

@@ -72,6 +72,8 @@ class CertifyRequest:
     ssh_config: str | None = None
     known_hosts: str | None = None
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
+    # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
+    json_form: str = "auto"
     sign_key: str | None = None  # a key file: certificates are signed with HMAC-SHA256
     dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
     # --interconnect (True) / --no-interconnect (False): overrides the policy's; None: its own.
@@ -169,7 +171,9 @@ def run_certify(
     stored = issued
     if request.report_dir is not None:
         last = _last_certificates(store, report)
-        written, stored, problem = _write_outputs(report, issued, request.report_dir, last)
+        written, stored, problem = _write_outputs(
+            report, issued, request.report_dir, last, json_form=request.json_form
+        )
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
     try:
@@ -416,6 +420,8 @@ def _write_outputs(
     certificates: dict[str, Certificate],
     directory: str,
     last_certificates: Mapping[str, LastCertificate] | None = None,
+    *,
+    json_form: str = "auto",
 ) -> tuple[dict[str, Path], dict[str, Certificate], str | None]:
     """The reports, the RMA evidence (``rma/``), then each certificate (``certificates/``).
 
@@ -437,7 +443,7 @@ def _write_outputs(
 
     _remove_stale_temporaries(directory)  # those a killed run left in these folders
     try:
-        written = write_reports(report, directory)
+        written = write_reports(report, directory, json_form=json_form)
     except ReportError as exc:
         return {}, {}, str(exc)
     problem: str | None = None

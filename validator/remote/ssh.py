@@ -289,14 +289,30 @@ def _hash_matches(name: str, hashed: str) -> bool:
         return False
 
 
-class _HostKeyPolicy(MissingHostKeyPolicy):
-    """Checks every host key against the run's known_hosts (the clients hold none).
+def _recorded_keys(transport: SshTransport, name: str) -> dict[str, PKey] | None:
+    """The run's recorded keys for the known_hosts ``name``, by type.
 
-    paramiko calls this for any key its client has no record of; our clients are given
-    none, so every key comes here and is checked against :class:`KnownHosts`, as
-    paramiko itself would: a recorded key of another value (or only of other types) is
-    refused as changed; an unknown key is refused with the fix, or recorded when new
-    keys are accepted.
+    Raises:
+        _Failed: a known_hosts file cannot be read.
+    """
+    try:
+        return transport.host_keys.lookup(name)
+    except OSError as exc:
+        raise _Failed(
+            Phase.CONNECT,
+            f"cannot read the known_hosts file {exc.filename or transport.known_hosts}: "
+            f"{exc.strerror or exc}",
+        ) from None
+
+
+class _HostKeyPolicy(MissingHostKeyPolicy):
+    """Checks a host key paramiko's client has no record of against the run's known_hosts.
+
+    A client is given only its own host's recorded keys (see ``SshTransport._login``),
+    so this sees the hosts that had none when it was made: an unknown key is refused
+    with the fix, or recorded when new keys are accepted. Should another host's
+    connection have recorded one since, it is checked as paramiko would: a key of
+    another value (or only of other types) is refused as changed.
     """
 
     def __init__(self, transport: SshTransport, endpoint: _Endpoint) -> None:
@@ -313,14 +329,7 @@ class _HostKeyPolicy(MissingHostKeyPolicy):
         """
         del client
         transport = self._transport
-        try:
-            recorded = transport.host_keys.lookup(hostname)
-        except OSError as exc:
-            raise _Failed(
-                Phase.CONNECT,
-                f"cannot read the known_hosts file {exc.filename or transport.known_hosts}: "
-                f"{exc.strerror or exc}",
-            ) from None
+        recorded = _recorded_keys(transport, hostname)
         if recorded is not None:
             expected = recorded.get(key.get_name())
             if expected != key:
@@ -736,15 +745,30 @@ class SshTransport:
         )
 
     def _login(self, client: SSHClient, endpoint: _Endpoint, sock: object, timeout: float) -> None:
-        # The client holds no keys: every host key goes to the policy, which checks it
-        # against the files read once for the whole run.
-        client.set_missing_host_key_policy(_HostKeyPolicy(self, endpoint))
+        """Log in to one endpoint over ``sock``, its host key checked against known_hosts.
+
+        Raises:
+            _Failed: known_hosts cannot be read, or the policy refused the key.
+            SSHException: the handshake or authentication failed (a changed key included).
+        """
         # With an alias, paramiko must look the key up under the alias alone.
         name, port = (
             (endpoint.key_alias, _SSH_PORT)
             if endpoint.key_alias
             else (endpoint.hostname, endpoint.port)
         )
+        # paramiko offers a known host's recorded key type first only when its client
+        # holds that host's keys; without them it negotiates its own first choice, so a
+        # host recorded only as RSA would show its ed25519 key and look changed. So the
+        # client gets this host's keys from the files read once for the run (under the
+        # name paramiko files it by) and checks them itself; the policy takes the rest.
+        known_as = name if port == _SSH_PORT else f"[{name}]:{port}"
+        recorded = _recorded_keys(self, known_as)
+        if recorded is not None:
+            client_keys = client.get_host_keys()
+            for key_type, key in recorded.items():
+                client_keys.add(known_as, key_type, key)
+        client.set_missing_host_key_policy(_HostKeyPolicy(self, endpoint))
         agent = Agent() if endpoint.use_default_keys and os.environ.get("SSH_AUTH_SOCK") else None
         try:
             client.connect(

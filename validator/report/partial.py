@@ -76,8 +76,8 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
     text = json.dumps(to_dict(result), separators=(",", ":"), allow_nan=False) + "\n"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        # 0600 as before (mkstemp's mode); report.json, report.html and junit.xml are 0644.
-        write_atomic(target, text, mode=0o600)
+        # 0644 like report.json and report.html, which link to it: whoever reads them reads this.
+        write_atomic(target, text, mode=0o644)
     except OSError as exc:
         raise ReportError(
             f"cannot write {target}: {exc.strerror or exc}; free space or choose a writable "

@@ -124,6 +124,10 @@ class NumpyWorker:
     ``paced``: each batch is followed by a sleep, so that batches start
     ``config.window / PACED_BATCHES_PER_WINDOW`` apart (never past the burn's
     end): the products and checks still run, few of them, and the CPU stays idle.
+    With a ``--burn-inject`` the first ``config.inject.iteration`` batches run back
+    to back: pacing must not put the injected batch out of the burn's reach. The
+    worker does not know which GPU it stands for (run.py matches them), so every
+    worker does so; past that batch they are paced.
     """
 
     def __init__(
@@ -139,6 +143,9 @@ class NumpyWorker:
         self._np = np
         self._wedged = wedged
         self._pace_s = config.window / PACED_BATCHES_PER_WINDOW if paced else 0.0
+        # Paced from this batch on (counted from 1): the injected one, when there is one.
+        self._paced_from = config.inject.iteration if config.inject is not None else 1
+        self._batches = 0
         self._ends_at = math.inf  # monotonic: the burn's end, as this worker sees it (setup)
         self._device = device
         self._config = config
@@ -198,7 +205,8 @@ class NumpyWorker:
         products = len(self._results)
         if self._simulated_tflops:
             elapsed = products * flops_per_product(self._n) / (self._simulated_tflops * 1e12)
-        if self._pace_s:
+        self._batches += 1
+        if self._pace_s and self._batches >= self._paced_from:
             self._pause(began)
         return BatchTiming(products=products, compute_s=elapsed)
 
