@@ -734,18 +734,21 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulation at each size through each path; print JSON and a table."""
+    knobs = Config(nodes=0)  # the defaults live in Config, once
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=["ssh", "slurm"])
-    parser.add_argument("--parallel", type=int, default=64)
-    parser.add_argument("--failing-share", type=float, default=0.10)
-    parser.add_argument("--unreachable-share", type=float, default=0.01)
-    parser.add_argument("--slow-share", type=float, default=0.02)
-    parser.add_argument("--ssh-cpu-ms", type=float, default=20.0)
-    parser.add_argument("--connect-timeout", type=float, default=10.0)
-    parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument("--poll", type=float, default=1.0, help="Slurm poll seconds (scaled)")
-    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--parallel", type=int, default=knobs.parallel)
+    parser.add_argument("--failing-share", type=float, default=knobs.failing_share)
+    parser.add_argument("--unreachable-share", type=float, default=knobs.unreachable_share)
+    parser.add_argument("--slow-share", type=float, default=knobs.slow_share)
+    parser.add_argument("--ssh-cpu-ms", type=float, default=knobs.ssh_cpu_ms)
+    parser.add_argument("--connect-timeout", type=float, default=knobs.connect_timeout_s)
+    parser.add_argument("--time-scale", type=float, default=knobs.time_scale)
+    parser.add_argument(
+        "--poll", type=float, default=knobs.poll_s, help="Slurm poll seconds (scaled)"
+    )
+    parser.add_argument("--seed", type=int, default=knobs.seed)
     parser.add_argument("--json-out", help="also write the JSON summary here")
     parser.add_argument("--one", nargs=2, metavar=("PATH", "NODES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
