@@ -15,6 +15,7 @@ import datetime
 import errno
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -97,8 +98,19 @@ def put_first(key: str, value: object) -> Callable[[str], str]:
     """An edit that puts ``"key": value,`` first in the object: the key is given twice."""
 
     def change(text: str) -> str:
-        assert text.startswith("{\n")
-        return "{\n" + f"  {json.dumps(key)}: {json.dumps(value)},\n" + text[2:]
+        assert text.startswith("{")
+        return "{" + f"{json.dumps(key)}: {json.dumps(value)}," + text[1:]
+
+    return change
+
+
+def substituted(pattern: str, replacement: str) -> Callable[[str], str]:
+    """An edit of the stored text, in whichever form it was stored, that must change it."""
+
+    def change(text: str) -> str:
+        edited, count = re.subn(pattern, replacement, text, count=1)
+        assert count == 1, f"nothing matched {pattern!r} in the stored certificate"
+        return edited
 
     return change
 
@@ -226,16 +238,16 @@ def test_another_hosts_certificate_copied_in_is_not_a_baseline(
         (lambda text: "[1, 2]", "the JSON is not an object"),
         (put_first("hostname", "evil"), "duplicate key 'hostname'"),
         (
-            lambda text: text.replace('"index": 2,', '"index": 2,\n      "index": 7,', 1),
+            substituted(r'"index":\s*2,', '"index": 2, "index": 7,'),
             "duplicate key 'gpus[2].index'",
         ),
         (
-            lambda text: text.replace(
-                f'"schema_version": {CERTIFICATE_SCHEMA_VERSION}', '"schema_version": NaN'
+            substituted(
+                rf'"schema_version":\s*{CERTIFICATE_SCHEMA_VERSION}', '"schema_version": NaN'
             ),
             "finite",
         ),
-        (lambda text: text.replace('"hostname"', '"host_name"', 1), "host_name"),
+        (substituted('"hostname"', '"host_name"'), "host_name"),
     ],
     ids=["not-json", "empty", "array", "duplicate-key", "nested-duplicate", "nan", "unknown-key"],
 )

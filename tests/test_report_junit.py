@@ -196,8 +196,9 @@ def test_fleet_of_64_totals() -> None:
     root = _parse(render_junit(fleet_report(64, failing=(17, 40), unknown=(5,))))
     suites = root.findall("testsuite")
     assert len(suites) == 64
-    # healthy: 4 tests; failing: 6 tests, 2 failures, 1 error; unreachable: 1 test, 1 error.
-    assert _counts(root) == (61 * 4 + 2 * 6 + 1, 2 * 2, 2 * 1 + 1, 0)
+    # healthy: 3 tests (4 PASS findings of 3 checks); failing: 6 tests (2 PASS findings of
+    # 2 checks, 4 others), 2 failures, 1 error; unreachable: 1 test, 1 error.
+    assert _counts(root) == (61 * 3 + 2 * 6 + 1, 2 * 2, 2 * 1 + 1, 0)
     assert sum(_counts(s)[0] for s in suites) == _counts(root)[0]
     assert [s.get("name") for s in suites[:4]] == ["gpu18", "gpu41", "gpu06", "gpu01"]
     total = sum(float(s.get("time", "0")) for s in suites)
@@ -212,3 +213,23 @@ def test_a_finding_without_an_action_has_no_arrow() -> None:
     text = render_junit(sample_report(dataclasses.replace(node, findings=bare)))
     assert "->" not in text
     assert "action:" not in text
+
+
+def test_a_fleet_reports_each_checks_passes_as_one_case_and_every_other_finding_alone() -> None:
+    report = fleet_report(8, failing=(3,))
+    suites = {s.get("name"): s for s in _parse(render_junit(report)).findall("testsuite")}
+    healthy, failing = report.nodes[0], report.nodes[3]
+    assert (healthy.verdict, failing.verdict) == (Verdict.CERTIFIED, Verdict.NOT_CERTIFIED)
+    names = sorted(case.get("name", "") for case in suites[healthy.hostname].findall("testcase"))
+    assert names == ["driver.version", "gpu.count", "memory.capacity[2 passed]"]
+    assert not suites[healthy.hostname].findall("testcase/*")  # passing cases hold nothing
+    failed = {c.get("name") for c in suites[failing.hostname].findall("testcase") if len(c)}
+    assert failed == {
+        "thermal.idle[gpu0]",
+        "memory.remap[gpu1]",
+        "power.limit[gpu1]",
+        "gpu.present[gpu2]",
+    }
+    # One node alone keeps a case per finding, as before.
+    alone = _parse(render_junit(sample_report(healthy))).findall("testsuite")[0]
+    assert len(alone.findall("testcase")) == len(healthy.findings)

@@ -44,13 +44,14 @@ class Room:
     forbid: tuple[str, ...] = ()
 
 
-# The leaves: standard library only, shipped with the node agent, usable from every room.
+# The leaves: standard library only, usable from every room (all but packed ship with the agent).
 LEAVES = (
     "validator.model",
     "validator.errors",
     "validator.text",
     "validator.files",
     "validator.fields",
+    "validator.packed",
 )
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
@@ -74,6 +75,8 @@ ROOMS: dict[str, Room] = {
     "validator.files": Room(()),
     # One way to check every document read: standard library and text only.
     "validator.fields": Room(("validator.text",)),
+    # Results as packed JSON (the model's JSON out), shared by the store and the host files.
+    "validator.packed": Room(("validator.model", "validator.text")),
     # "Under load", the one rule the judge and the reports share.
     "validator.trace": Room(("validator.model", "validator.errors")),
     # Runs on the hosts: stdlib, pynvml (the one NVML adapter only) and the leaves.

@@ -20,10 +20,12 @@ from typing import Any
 import pytest
 
 from tests.test_judge_healthy import healthy_node, judge, with_gpu
+from validator import packed as packed_module
 from validator import store as store_module
 from validator.certificate import issue_certificate, sign
 from validator.errors import BadInputError
 from validator.model import NodeResult, Severity, Verdict, from_dict, to_dict
+from validator.report.partial import write_host_result
 from validator.store import (
     APPLICATION_ID,
     HistoryRow,
@@ -646,13 +648,13 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     packed: list[int] = []
-    original = store_module.pack
+    original = packed_module.pack
 
     def counting(text: str) -> bytes:
         packed.append(len(text))
         return original(text)
 
-    monkeypatch.setattr(store_module, "pack", counting)
+    monkeypatch.setattr(packed_module, "pack", counting)
     arrived = power_capped("gpu-a")
     final = dataclasses.replace(arrived, verdict=Verdict.CERTIFIED)  # same facts object
     with Store.open(tmp_path / "h.db") as store:
@@ -665,6 +667,14 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
         # other facts, equal but not the same object, are encoded anew
         store.record_result(run, from_dict(NodeResult, to_dict(final)))
         assert len(packed) == first + 3
+    # The host file is written from the same packed texts: nothing encoded again,
+    # and it reads back as the whole result.
+    written = write_host_result(final, tmp_path / "report")
+    assert len(packed) == first + 3
+    facts_text = packed_module.unpack(packed_module.packed_facts(final.facts))
+    rest_text = packed_module.unpack(packed_module.packed_result(final))
+    assert written.read_text() == '{"facts":' + facts_text + "," + rest_text[1:] + "\n"
+    assert from_dict(NodeResult, json.loads(written.read_text())) == final
 
 
 # A collection at the weak reference's allocation finds an earlier facts object
@@ -672,7 +682,7 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
 # a lock that thread holds. In a child process, so a hang fails instead of hanging.
 _COLLECT_WHILE_CACHING = """
 import dataclasses, gc, types, weakref
-import validator.store as store
+import validator.packed as packed
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
@@ -682,8 +692,8 @@ def ref_collecting_first(obj, callback=None):
     gc.collect()  # an automatic collection, triggered by this allocation
     return weakref.ref(obj, callback)
 
-store.weakref = types.SimpleNamespace(ref=ref_collecting_first)
-cache = store._PackedFacts()
+packed.weakref = types.SimpleNamespace(ref=ref_collecting_first)
+cache = packed.PackedPerObject(repr)
 first = Facts(1)
 object.__setattr__(first, "cycle", [first])  # only the collector frees it
 cache.get(first)
@@ -707,5 +717,5 @@ def test_a_collection_while_caching_facts_does_not_deadlock() -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("_PackedFacts deadlocked: a weakref callback waited on the cache's own lock")
+        pytest.fail("PackedPerObject deadlocked: a weakref callback waited on the cache's own lock")
     assert (done.returncode, done.stdout, done.stderr) == (0, "cached 1\n", "")

@@ -67,6 +67,7 @@ from validator.model import (
     Verdict,
     measured_gb_s,
 )
+from validator.packed import PackedPerObject, unpack
 from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
@@ -250,6 +251,20 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 # And schema 3's: a schema-1 or -2 certificate is sealed and written without them.
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
+# Each class a certificate is made of, with its fields in declaration order (_plain).
+_CERTIFICATE_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(item.name for item in dataclasses.fields(kind))
+    for kind in (
+        Certificate,
+        CertifiedGpu,
+        CertifiedLink,
+        CertifiedLinkErrors,
+        CertifiedDcgm,
+        CertifiedDcgmTest,
+        CertifiedPeer,
+        CertifiedAllReduce,
+    )
+}
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -552,6 +567,24 @@ def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
             data.pop(name, None)
 
 
+def _plain(value: Any) -> Any:  # noqa: ANN401 - a certificate's fields, any depth
+    """``dataclasses.asdict`` for a certificate's fields, as JSON will write them.
+
+    asdict deep-copies every leaf; a certificate holds only numbers, strings, None,
+    tuples and its own frozen dataclasses, so nothing needs copying, and tuples come
+    out as lists, which JSON writes alike. A fleet issues hundreds of these a run.
+    """
+    kind = type(value)
+    names = _CERTIFICATE_FIELDS.get(kind)
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in value]
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
 def _as_issued(cert: Certificate) -> dict[str, Any]:
     """The certificate as a JSON object, with exactly the fields its schema had.
 
@@ -560,7 +593,7 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     over the bytes it was issued with. One that holds a value there was edited, and
     fails verification.
     """
-    data = dataclasses.asdict(cert)
+    data: dict[str, Any] = _plain(cert)
     if not cert.holds_bandwidth:
         _drop_unset(data, _ADDED_IN_3)
         for gpu in data["gpus"]:
@@ -640,6 +673,21 @@ def load_key(path: str | Path) -> bytes:
 def certificate_to_json(cert: Certificate) -> str:
     """The certificate as indented JSON, keys sorted, with a trailing newline."""
     return json.dumps(_as_issued(cert), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+# Indenting takes json's pure-Python encoder (~10 ms for an 8-GPU certificate), and a
+# certificate goes both to its file and to the history store: packed once per object.
+_PACKED = PackedPerObject(certificate_to_json)
+
+
+def packed_certificate(cert: Certificate) -> bytes:
+    """:func:`certificate_to_json` packed (validator.packed), encoded once per object."""
+    return _PACKED.get(cert)
+
+
+def certificate_text(cert: Certificate) -> str:
+    """:func:`certificate_to_json`, from the packed text when this object was encoded before."""
+    return unpack(packed_certificate(cert))
 
 
 # ---------------------------------------------------------------- decoding

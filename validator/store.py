@@ -57,7 +57,6 @@ import dataclasses
 import datetime
 import enum
 import fcntl
-import functools
 import json
 import math
 import os
@@ -66,20 +65,24 @@ import socket
 import sqlite3
 import threading
 import time
-import weakref
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any, Union
 
 from validator import __version__
 from validator import fields as doc
-from validator.certificate import Certificate, certificate_from_json, certificate_to_json
+from validator.certificate import (
+    Certificate,
+    certificate_from_json,
+    certificate_text,
+    packed_certificate,
+)
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
-from validator.model import NodeFacts, NodeResult, SchemaError, Severity, from_dict, to_dict
+from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
+from validator.packed import pack, packed_facts, packed_result, unpack
 from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.
@@ -124,57 +127,6 @@ class NotStoredError(CouldNotRunError):
 
 
 # ---------------------------------------------------------------- schema
-
-# How stored JSON is packed. xz at preset 0 packs a result with 300 s of burn
-# telemetry to 11 KB in ~9 ms of CPU; zlib takes ~6 ms for 30 KB (level 6) and
-# ~2.5 ms for 36 KB (level 1), xz's higher presets save 10% more for 10x the time.
-# Python built without liblzma (rare, and optional in CPython) writes zlib; a
-# reader tells them apart by their first bytes (xz's magic; zlib starts 0x78).
-XZ_PRESET = 0
-ZLIB_LEVEL = 6
-_XZ_MAGIC = b"\xfd7zXZ\x00"
-
-
-@functools.lru_cache(maxsize=1)
-def _lzma() -> ModuleType | None:
-    """The lzma module, or None where Python was built without it; imported on first use."""
-    try:
-        import lzma  # 5 ms of start-up that only a store write or read needs
-    except ImportError:  # pragma: no cover - CPython without liblzma
-        return None
-    return lzma
-
-
-def pack(text: str) -> bytes:
-    """``text`` compressed for the store: xz (preset 0), else zlib."""
-    data = text.encode("utf-8")
-    xz = _lzma()
-    if xz is not None:
-        return bytes(xz.compress(data, format=xz.FORMAT_XZ, check=xz.CHECK_CRC32, preset=XZ_PRESET))
-    return zlib.compress(data, ZLIB_LEVEL)  # pragma: no cover - CPython without liblzma
-
-
-def unpack(blob: bytes) -> str:
-    """The text :func:`pack` packed.
-
-    Raises:
-        ValueError: not packed data, damaged, or xz on a Python without lzma.
-    """
-    xz = _lzma()
-    errors: tuple[type[Exception], ...] = (zlib.error, UnicodeDecodeError, EOFError)
-    if xz is not None:
-        errors += (xz.LZMAError,)
-    try:
-        if blob.startswith(_XZ_MAGIC):
-            if xz is None:  # pragma: no cover - CPython without liblzma
-                raise ValueError("packed with xz, and this Python has no lzma module")
-            data = xz.decompress(blob, format=xz.FORMAT_XZ)
-        else:
-            data = zlib.decompress(blob)
-        return str(data.decode("utf-8"))
-    except errors as exc:
-        raise ValueError(one_line(exc)) from None
-
 
 # A migration step is an SQL statement, or a function given the connection for
 # what SQL alone cannot do (packing stored text); both run in the one transaction.
@@ -601,7 +553,7 @@ class _Recorded:
     def to_json(self) -> dict[str, object]:
         return {
             "result": to_dict(self.result),
-            "certificate": certificate_to_json(self.certificate) if self.certificate else None,
+            "certificate": certificate_text(self.certificate) if self.certificate else None,
             "recorded_at": self.recorded_at,
         }
 
@@ -1481,45 +1433,6 @@ def _argv(text: object) -> list[str]:
     return [str(arg) for arg in value] if isinstance(value, list) else []
 
 
-class _PackedFacts:
-    """Packed facts, remembered while their NodeFacts object lives.
-
-    A fleet records each host as it arrives, then its final judgement: the same
-    facts (the fleet comparison changes the findings only), which are nearly all
-    of a result's bytes and of its encoding time. Keyed by the object's id, with
-    a weak reference so an entry goes with its object: ~10 KB per live result.
-
-    No lock: each access is one dict operation, atomic in CPython. A lock would
-    deadlock, as the weak reference's callback runs wherever a collection happens,
-    in the same thread too (an allocation while the lock is held). The callback
-    removes only its own entry; in a race it may remove a newer one, which costs
-    a repack, never wrong bytes (an entry counts only if its object is ``facts``).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[NodeFacts], bytes]] = {}
-
-    def get(self, facts: NodeFacts) -> bytes:
-        """``facts`` packed: remembered from an earlier call for this object, else packed now."""
-        key = id(facts)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is facts:
-            return entry[1]
-        packed = pack(json.dumps(to_dict(facts), sort_keys=True))
-        entries = self._entries
-
-        def forget(ref: object, key: int = key) -> None:
-            current = entries.get(key)
-            if current is not None and current[0] is ref:
-                entries.pop(key, None)
-
-        self._entries[key] = (weakref.ref(facts, forget), packed)
-        return packed
-
-
-_FACTS = _PackedFacts()
-
-
 @dataclass(frozen=True)
 class _Encoded:
     """A recorded result as its rows will hold it: encoded before the write lock is taken."""
@@ -1543,22 +1456,13 @@ def _encode(recorded: _Recorded) -> _Encoded:
     )
     return _Encoded(
         recorded=recorded,
-        result_packed=pack(
-            json.dumps(
-                {
-                    item.name: to_dict(getattr(result, item.name))
-                    for item in dataclasses.fields(result)
-                    if item.name != "facts"
-                },
-                sort_keys=True,
-            )
-        ),
-        facts_packed=_FACTS.get(result.facts),
+        result_packed=packed_result(result),
+        facts_packed=packed_facts(result.facts),
         failed=sum(1 for f in result.findings if f.severity is Severity.FAIL),
         unknown=sum(1 for f in result.findings if f.severity is Severity.UNKNOWN),
         passed=_passed_counts([f.check for f in result.findings if f.severity is Severity.PASS]),
         findings=kept,
-        certificate_packed=pack(certificate_to_json(certificate)) if certificate else None,
+        certificate_packed=packed_certificate(certificate) if certificate else None,
     )
 
 

@@ -25,6 +25,7 @@ from tests.hostile.data_files import (
     foreign_sqlite,
     inventory,
     mkdir,
+    nan_value,
     policy,
     set_every_gpu_power,
     set_field,
@@ -161,9 +162,7 @@ CASES: tuple[Case, ...] = (
         *HEALTHY,
         exit=1,
         forbid="NO DRIFT",
-        setup=_stored(
-            lambda t: t.replace('"power_limit_default_w": 700.0', '"power_limit_default_w": NaN', 1)
-        ),
+        setup=_stored(nan_value("power_limit_default_w")),
     ),
     case(
         "drift-stored-duplicate-hostname",

@@ -443,6 +443,24 @@ def duplicate_hostname(text: str) -> str:
     return text.replace('"hostname":', '"hostname": "evil-node",\n  "hostname":', 1)
 
 
+def nan_value(name: str) -> Callable[[str], str]:
+    """A certificate edit: the first number written as ``name`` replaced by NaN (not JSON).
+
+    Made on the text, in whichever form it was stored; an edit that finds nothing to
+    change raises, so the case never runs on an untouched certificate.
+    """
+
+    def edit(text: str) -> str:
+        edited, count = re.subn(
+            rf'("{re.escape(name)}":\s*)-?[0-9][0-9.eE+-]*', r"\1NaN", text, count=1
+        )
+        if count != 1:
+            raise AssertionError(f"no number {name!r} in the stored certificate to edit")
+        return edited
+
+    return edit
+
+
 def duplicate_nested_key(text: str) -> str:
     """A certificate edit: GPU 0's power limit given twice, the first one tampered."""
     return text.replace(

@@ -435,7 +435,7 @@ def _write_outputs(
         The report files by format, the certificates written, and the first
         failure (one line naming the file and why), or None.
     """
-    from validator.certificate import certificate_to_json
+    from validator.certificate import certificate_text
     from validator.files import write_atomic
     from validator.report.partial import certificate_path
     from validator.report.rma import RMA_DIR, write_rma
@@ -460,7 +460,7 @@ def _write_outputs(
         target = certificate_path(directory, hostname)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, certificate_to_json(certificate))
+            write_atomic(target, certificate_text(certificate))
         except OSError as exc:
             return (
                 written,

@@ -775,3 +775,12 @@ def interconnect_parts(interconnect: Interconnect) -> list[str]:
         parts.append(peer)
     parts.append(_all_reduce_part(interconnect.all_reduce))
     return parts
+
+
+def is_fleet(report: Report) -> bool:
+    """A fleet report that is written compact: a fleet summary and more than one node.
+
+    A single node keeps every detail, even from a one-host inventory; so does a
+    report of several nodes without a fleet summary (a test's or a tool's sample).
+    """
+    return report.fleet is not None and len(report.nodes) > 1

@@ -950,15 +950,6 @@ def _lookup(result_files: ResultFiles | None) -> Callable[[str], str | None]:
     return result_files.get
 
 
-def is_fleet(report: Report) -> bool:
-    """A fleet report that is written compact: a fleet summary and more than one node.
-
-    A single node keeps every detail, even from a one-host inventory; so does a
-    report of several nodes without a fleet summary (a test's or a tool's sample).
-    """
-    return report.fleet is not None and len(report.nodes) > 1
-
-
 def _sections(
     ordered: list[NodeResult], compact: bool, lookup: Callable[[str], str | None]
 ) -> Iterator[NodeView | CompactView]:
@@ -977,8 +968,8 @@ def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iter
     interrupted banner when the run was stopped, the speed statistics per SKU and
     the nodes table (search, filters, sort; several nodes without a fleet get the
     table too); its nodes come failing first, and with more than one node the
-    certified ones get a compact section only (:func:`is_fleet`). A single node
-    gets its full section whatever its verdict.
+    certified ones get a compact section only (``common.is_fleet``). A single
+    node gets its full section whatever its verdict.
 
     Args:
         report: the acceptance report.
@@ -1004,7 +995,7 @@ def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iter
         "summary": common.overall_summary(report),
         "node_count": len(ordered),
         "rows": rows if table else [],
-        "sections": _sections(ordered, is_fleet(report), lookup),
+        "sections": _sections(ordered, common.is_fleet(report), lookup),
         "skus": sorted({row.sku for row in rows if row.sku}),
         "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),

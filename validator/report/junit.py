@@ -1,6 +1,9 @@
 """The report as JUnit XML, for CI systems (GitLab, Jenkins, GitHub test reporters).
 
-One ``<testsuite>`` per node, one ``<testcase>`` per finding. FAIL is a
+One ``<testsuite>`` per node, one ``<testcase>`` per finding; in a fleet report
+(:func:`validator.report.common.is_fleet`) a check's PASS findings are one passing
+``<testcase>`` (``burn.tflops[8 passed]``), as the history store summarises them,
+which keeps a thousand nodes' file a few MB. FAIL is a
 ``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
 passing test with its message in ``<system-out>``. Each message ends with what to
 do (``-> drain and RMA``) where the finding has an action, and the details name the
@@ -16,6 +19,7 @@ characters XML 1.0 cannot carry are made visible first.
 
 from __future__ import annotations
 
+import collections
 import xml.etree.ElementTree as ET
 
 from validator.model import Action, Finding, NodeResult, Report, Severity, Verdict
@@ -138,7 +142,22 @@ def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> Non
         tally.errors += 1
 
 
-def _suite(node: NodeResult, timestamp: str) -> tuple[ET.Element, _Tally]:
+def _add_passed(suite: ET.Element, hostname: str, check: str, count: int, tally: _Tally) -> None:
+    """One passing test for every PASS finding of a check: ``burn.tflops[8 passed]``."""
+    name = check if count == 1 else f"{check}[{count} passed]"
+    ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": common.clean(_classname(hostname, check)),
+            "name": common.clean(name),
+            "time": "0",
+        },
+    )
+    tally.tests += 1
+
+
+def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Element, _Tally]:
     facts = node.facts
     suite = ET.Element(
         "testsuite",
@@ -159,7 +178,13 @@ def _suite(node: NodeResult, timestamp: str) -> tuple[ET.Element, _Tally]:
         ("transport", common.one_line(node.transport)),
     ):
         ET.SubElement(properties, "property", {"name": name, "value": value})
-    for finding in common.sorted_findings(node.findings):
+    findings = common.sorted_findings(node.findings)
+    if compact:
+        passed = [f for f in findings if f.severity is Severity.PASS]
+        findings = [f for f in findings if f.severity is not Severity.PASS]
+        for check, count in collections.Counter(f.check for f in passed).items():
+            _add_passed(suite, node.hostname, check, count, tally)
+    for finding in findings:
         _add_finding(suite, node.hostname, finding, tally)
     if node.verdict is not Verdict.CERTIFIED and tally.failures + tally.errors == 0:
         _add_verdict_case(suite, node, tally)
@@ -175,7 +200,7 @@ def _suite(node: NodeResult, timestamp: str) -> tuple[ET.Element, _Tally]:
 
 
 def render_junit(report: Report) -> str:
-    """Render the report as a JUnit XML document.
+    """Render the report as a JUnit XML document (a fleet's PASS findings grouped by check).
 
     Args:
         report: the acceptance report.
@@ -185,8 +210,9 @@ def render_junit(report: Report) -> str:
     """
     root = ET.Element("testsuites", {"name": SUITES_NAME})
     total = _Tally()
+    compact = common.is_fleet(report)
     for node in common.reading_order(report):
-        suite, tally = _suite(node, report.generated_at)
+        suite, tally = _suite(node, report.generated_at, compact=compact)
         root.append(suite)
         total.add(tally)
     total.apply(root)

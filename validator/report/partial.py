@@ -9,13 +9,13 @@ and ``gpu_01`` (``gpu_5F01.json``) never share a file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 from validator.errors import ReportError
 from validator.files import write_atomic
-from validator.model import NodeResult, to_dict
+from validator.model import NodeResult
+from validator.packed import result_json
 
 HOSTS_DIR = "hosts"
 CERTIFICATES_DIR = "certificates"
@@ -71,9 +71,10 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
         ReportError: the directory cannot be written; no temporary file is left.
     """
     target = host_result_path(directory, result.hostname)
-    # Compact: json's C encoder does not indent, and the pure-Python one it falls back
-    # to costs more than the judging (a fleet writes every host twice: on arrival, final).
-    text = json.dumps(to_dict(result), separators=(",", ":"), allow_nan=False) + "\n"
+    # The texts the history store keeps, joined (validator.packed): a fleet writes every
+    # host twice, on arrival and after the fleet judgement, and encoding a result
+    # costs more than judging it.
+    text = result_json(result) + "\n"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         # 0644 like report.json and report.html, which link to it: whoever reads them reads this.

@@ -1,0 +1,159 @@
+"""Results as packed JSON text: encoded once per object, shared by the store and the host files.
+
+The history store keeps a result as two packed texts, its facts and the rest; a
+fleet's host files (``hosts/<name>.json``) hold the same two texts joined. A fleet
+records and writes every host twice, as it arrives and after the fleet judgement,
+and encoding a certifying result (to_dict, then json.dumps) costs more than judging
+it: so each object is encoded once, its packed bytes remembered while it lives, and
+the host file is written from them (unpacking costs a tenth of encoding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import weakref
+import zlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Generic, TypeVar
+
+from validator.model import NodeFacts, NodeResult, to_dict
+from validator.text import one_line
+
+# How stored JSON is packed. xz at preset 0 packs a result with 300 s of burn
+# telemetry to 11 KB in ~9 ms of CPU; zlib takes ~6 ms for 30 KB (level 6) and
+# ~2.5 ms for 36 KB (level 1), xz's higher presets save 10% more for 10x the time.
+# Python built without liblzma (rare, and optional in CPython) writes zlib; a
+# reader tells them apart by their first bytes (xz's magic; zlib starts 0x78).
+XZ_PRESET = 0
+ZLIB_LEVEL = 6
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+@functools.lru_cache(maxsize=1)
+def _lzma() -> ModuleType | None:
+    """The lzma module, or None where Python was built without it; imported on first use."""
+    try:
+        import lzma  # 5 ms of start-up that only a store write or read needs
+    except ImportError:  # pragma: no cover - CPython without liblzma
+        return None
+    return lzma
+
+
+def pack(text: str) -> bytes:
+    """``text`` compressed for the store: xz (preset 0), else zlib."""
+    data = text.encode("utf-8")
+    xz = _lzma()
+    if xz is not None:
+        return bytes(xz.compress(data, format=xz.FORMAT_XZ, check=xz.CHECK_CRC32, preset=XZ_PRESET))
+    return zlib.compress(data, ZLIB_LEVEL)  # pragma: no cover - CPython without liblzma
+
+
+def unpack(blob: bytes) -> str:
+    """The text :func:`pack` packed.
+
+    Raises:
+        ValueError: not packed data, damaged, or xz on a Python without lzma.
+    """
+    xz = _lzma()
+    errors: tuple[type[Exception], ...] = (zlib.error, UnicodeDecodeError, EOFError)
+    if xz is not None:
+        errors += (xz.LZMAError,)
+    try:
+        if blob.startswith(_XZ_MAGIC):
+            if xz is None:  # pragma: no cover - CPython without liblzma
+                raise ValueError("packed with xz, and this Python has no lzma module")
+            data = xz.decompress(blob, format=xz.FORMAT_XZ)
+        else:
+            data = zlib.decompress(blob)
+        return str(data.decode("utf-8"))
+    except errors as exc:
+        raise ValueError(one_line(exc)) from None
+
+
+def encode(data: object) -> str:
+    """JSON text as results are kept: compact, keys sorted, no NaN or infinity.
+
+    Raises:
+        ValueError: a number that is not finite (JSON has no such value).
+    """
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+Kept = TypeVar("Kept")
+
+
+class PackedPerObject(Generic[Kept]):
+    """Each object's packed encoding, remembered while the object lives.
+
+    Keyed by the object's id, with a weak reference so an entry goes with its
+    object: the packed bytes are a few KB, against the hundreds of KB the
+    object holds.
+
+    No lock: each access is one dict operation, atomic in CPython. A lock would
+    deadlock, as the weak reference's callback runs wherever a collection happens,
+    in the same thread too (an allocation while the lock is held). The callback
+    removes only its own entry; in a race it may remove a newer one, which costs
+    a repack, never wrong bytes (an entry counts only if its object is the one asked for).
+    """
+
+    def __init__(self, text_of: Callable[[Kept], str]) -> None:
+        self._text_of = text_of
+        self._entries: dict[int, tuple[weakref.ref[Kept], bytes]] = {}
+
+    def get(self, item: Kept) -> bytes:
+        """``item`` packed: remembered from an earlier call for this object, else packed now."""
+        key = id(item)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is item:
+            return entry[1]
+        packed = pack(self._text_of(item))
+        entries = self._entries
+
+        def forget(ref: object, key: int = key) -> None:
+            current = entries.get(key)
+            if current is not None and current[0] is ref:
+                entries.pop(key, None)
+
+        self._entries[key] = (weakref.ref(item, forget), packed)
+        return packed
+
+
+def _facts_text(facts: NodeFacts) -> str:
+    return encode(to_dict(facts))
+
+
+_RESULT_FIELDS = tuple(item.name for item in dataclasses.fields(NodeResult) if item.name != "facts")
+
+
+def _result_text(result: NodeResult) -> str:
+    return encode({name: to_dict(getattr(result, name)) for name in _RESULT_FIELDS})
+
+
+# The fleet comparison replaces a result's findings, never its facts: the facts,
+# nearly all of a result's bytes, are encoded once per run.
+_FACTS = PackedPerObject(_facts_text)
+_RESULTS = PackedPerObject(_result_text)
+
+
+def packed_facts(facts: NodeFacts) -> bytes:
+    """The facts as the store keeps them (:func:`encode`, then :func:`pack`)."""
+    return _FACTS.get(facts)
+
+
+def packed_result(result: NodeResult) -> bytes:
+    """The result without its facts, as the store keeps it."""
+    return _RESULTS.get(result)
+
+
+def result_json(result: NodeResult) -> str:
+    """The whole result as one JSON object (a host file): its two packed texts joined.
+
+    Raises:
+        ValueError: a number in it that is not finite.
+    """
+    rest = unpack(packed_result(result))
+    # Both are objects; the rest always holds the hostname, so it is never "{}".
+    return '{"facts":' + unpack(packed_facts(result.facts)) + "," + rest[1:]
