@@ -971,18 +971,23 @@ def _field_decoders(cls: type, hints: Dict[str, Any]) -> Dict[str, Decoder]:
         found = {}
         for name, hint in hints.items():
             if fields.child_path("x", name) == f"x.{name}" and fields.child_path("", name) == name:
-                found[name] = _lazy(hint)
+                found[name] = _decoder_for(hint)
         _FIELD_DECODERS[cls] = found
     return found
 
 
-def _lazy(tp: Any) -> Decoder:
-    """Decodes as ``tp``, its decoder made on first use (a dataclass may hold its own type)."""
+def _decoder_for(tp: Any) -> Decoder:
+    """The one decoder of ``tp``, made on first use.
 
-    def decode(data: Any, path: str) -> Any:
-        return _decode(tp, data, path)
-
-    return decode
+    Made eagerly for a type's parts, so that decoding a value never looks a type
+    up (hashing a typing Union for each value cost a third of decoding a host's
+    facts). Safe for a dataclass that holds its own type: a dataclass's decoder
+    finds its fields' decoders only when it first decodes.
+    """
+    decoder = _DECODERS.get(tp)
+    if decoder is None:
+        decoder = _DECODERS[tp] = _make_decoder(tp)
+    return decoder
 
 
 def _wrong(path: str, wanted: str, data: Any) -> SchemaError:
@@ -997,10 +1002,7 @@ _DECODERS: Dict[Any, Decoder] = {}
 
 
 def _decode(tp: Any, data: Any, path: str) -> Any:
-    decoder = _DECODERS.get(tp)
-    if decoder is None:
-        decoder = _DECODERS[tp] = _make_decoder(tp)
-    return decoder(data, path)
+    return _decoder_for(tp)(data, path)
 
 
 def _make_decoder(tp: Any) -> Decoder:  # noqa: PLR0911
@@ -1011,13 +1013,13 @@ def _make_decoder(tp: Any) -> Decoder:  # noqa: PLR0911
         args = typing.get_args(tp)
         return _sequence_decoder(args[0] if args else Any, origin is tuple)
     if origin is dict:
-        value_type = typing.get_args(tp)[1]
+        value_decoder = _decoder_for(typing.get_args(tp)[1])
 
         def decode_dict(data: Any, path: str) -> Any:
             if not isinstance(data, dict):
                 raise _wrong(path, "an object", data)
             return {
-                key: _decode(value_type, value, fields.child_path(path, key))
+                key: value_decoder(value, fields.child_path(path, key))
                 for key, value in data.items()
             }
 
@@ -1043,7 +1045,9 @@ def _union_decoder(options: Tuple[Any, ...]) -> Decoder:
     may_be_unavailable = Unavailable in options
     may_be_none = type(None) in options
     others = [
-        option for option in options if option is not type(None) and option is not Unavailable
+        _decoder_for(option)
+        for option in options
+        if option is not type(None) and option is not Unavailable
     ]
 
     def decode_union(data: Any, path: str) -> Any:
@@ -1054,7 +1058,7 @@ def _union_decoder(options: Tuple[Any, ...]) -> Decoder:
         errors = []
         for option in others:
             try:
-                return _decode(option, data, path)
+                return option(data, path)
             except SchemaError as exc:
                 errors.append(str(exc))
         raise SchemaError(errors[0] if errors else fields.must_be(path, "a value", data))
@@ -1063,10 +1067,12 @@ def _union_decoder(options: Tuple[Any, ...]) -> Decoder:
 
 
 def _sequence_decoder(item_type: Any, as_tuple: bool) -> Decoder:
+    item_decoder = _decoder_for(item_type)
+
     def decode_sequence(data: Any, path: str) -> Any:
         if not isinstance(data, list):
             raise _wrong(path, "a list", data)
-        items = [_decode(item_type, item, f"{path}[{i}]") for i, item in enumerate(data)]
+        items = [item_decoder(item, f"{path}[{i}]") for i, item in enumerate(data)]
         return tuple(items) if as_tuple else items
 
     return decode_sequence
