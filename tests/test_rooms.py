@@ -44,14 +44,13 @@ class Room:
     forbid: tuple[str, ...] = ()
 
 
-# The leaves: standard library only, usable from every room (all but packed ship with the agent).
+# The leaves: standard library only, shipped with the node agent, usable from every room.
 LEAVES = (
     "validator.model",
     "validator.errors",
     "validator.text",
     "validator.files",
     "validator.fields",
-    "validator.packed",
 )
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
@@ -62,7 +61,9 @@ STORE_ROW = (
     "validator.slurm",
 )
 NODE = Room((*LEAVES, "validator.node"))
-STORE = (ROOT, *LEAVES, "validator.judge", *STORE_ROW)
+# Results as packed JSON: the store's and the host files' one encoding (not shipped to hosts).
+PACKED = "validator.packed"
+STORE = (ROOT, *LEAVES, PACKED, "validator.judge", *STORE_ROW)
 # The service layer (one typed function per command): anything below the CLI.
 SERVICE = Room(None, None, forbid=("validator.cli",))
 
@@ -76,7 +77,7 @@ ROOMS: dict[str, Room] = {
     # One way to check every document read: standard library and text only.
     "validator.fields": Room(("validator.text",)),
     # Results as packed JSON (the model's JSON out), shared by the store and the host files.
-    "validator.packed": Room(("validator.model", "validator.text")),
+    PACKED: Room(("validator.model", "validator.text")),
     # "Under load", the one rule the judge and the reports share.
     "validator.trace": Room(("validator.model", "validator.errors")),
     # Runs on the hosts: stdlib, pynvml (the one NVML adapter only) and the leaves.
@@ -97,7 +98,7 @@ ROOMS: dict[str, Room] = {
     # One Jinja2 environment (markupsafe is Jinja2's own escaping), one renderer a format;
     # prometheus_client writes the node_exporter textfile.
     "validator.report": Room(
-        (*LEAVES, "validator.trace", "validator.report"),
+        (*LEAVES, PACKED, "validator.trace", "validator.report"),
         frozenset({"jinja2", "markupsafe", "prometheus_client"}),
     ),
     # Transports: the node agent is imported to ship it (and run it, for local); Slurm's

@@ -686,7 +686,7 @@ def packed_certificate(cert: Certificate) -> bytes:
 
 
 def certificate_text(cert: Certificate) -> str:
-    """:func:`certificate_to_json`, from the packed text when this object was encoded before."""
+    """:func:`certificate_to_json`, through the packed text (encoded once per object)."""
     return unpack(packed_certificate(cert))
 
 

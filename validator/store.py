@@ -990,7 +990,9 @@ class Store:
         A run whose write fails from then on goes to its pending file.
 
         Raises:
-            ValueError: the certificate is for another host.
+            ValueError: the certificate is for another host, or a number in the result
+                is not finite (from_dict refuses those in every result read, so only a
+                bug in this process can make one).
             StoreError: no run has that id, or the store was opened read-only.
         """
         self.record_results(run_id, [(result, certificate)])
@@ -1005,7 +1007,8 @@ class Store:
         the write lock is taken, so other writers wait only for the rows.
 
         Raises:
-            ValueError: a certificate is for another host than its result.
+            ValueError: a certificate is for another host than its result, or a number
+                in a result is not finite (as :meth:`record_result`).
             StoreError: no run has that id, or the store was opened read-only.
         """
         for result, certificate in entries:

@@ -2,7 +2,7 @@
 
 One ``<testsuite>`` per node, one ``<testcase>`` per finding; in a fleet report
 (:func:`validator.report.common.is_fleet`) a check's PASS findings are one passing
-``<testcase>`` (``burn.tflops[8 passed]``), as the history store summarises them,
+``<testcase>`` (``burn.tflops[passed]``), as the history store summarises them,
 which keeps a thousand nodes' file a few MB. FAIL is a
 ``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
 passing test with its message in ``<system-out>``. Each message ends with what to
@@ -19,7 +19,6 @@ characters XML 1.0 cannot carry are made visible first.
 
 from __future__ import annotations
 
-import collections
 import xml.etree.ElementTree as ET
 
 from validator.model import Action, Finding, NodeResult, Report, Severity, Verdict
@@ -142,17 +141,27 @@ def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> Non
         tally.errors += 1
 
 
-def _add_passed(suite: ET.Element, hostname: str, check: str, count: int, tally: _Tally) -> None:
-    """One passing test for every PASS finding of a check: ``burn.tflops[8 passed]``."""
-    name = check if count == 1 else f"{check}[{count} passed]"
-    ET.SubElement(
+def _add_passed(suite: ET.Element, hostname: str, passed: list[Finding], tally: _Tally) -> None:
+    """One passing test for all of a check's PASS findings: ``burn.tflops[passed]``.
+
+    The name holds no count, so a CI system's history of the test survives one GPU
+    failing; which GPUs passed is in its output.
+    """
+    check = passed[0].check
+    case = ET.SubElement(
         suite,
         "testcase",
         {
             "classname": common.clean(_classname(hostname, check)),
-            "name": common.clean(name),
+            "name": common.clean(f"{check}[passed]"),
             "time": "0",
         },
+    )
+    labels = [label for label in (common.gpu_label(f) for f in passed) if label]
+    out = ET.SubElement(case, "system-out")
+    noun = "finding" if len(passed) == 1 else "findings"
+    out.text = common.clean(
+        f"PASS: {len(passed)} {noun}" + (f" ({', '.join(labels)})" if labels else "")
     )
     tally.tests += 1
 
@@ -180,10 +189,13 @@ def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Eleme
         ET.SubElement(properties, "property", {"name": name, "value": value})
     findings = common.sorted_findings(node.findings)
     if compact:
-        passed = [f for f in findings if f.severity is Severity.PASS]
+        passed: dict[str, list[Finding]] = {}
+        for finding in findings:
+            if finding.severity is Severity.PASS:
+                passed.setdefault(finding.check, []).append(finding)
         findings = [f for f in findings if f.severity is not Severity.PASS]
-        for check, count in collections.Counter(f.check for f in passed).items():
-            _add_passed(suite, node.hostname, check, count, tally)
+        for group in passed.values():
+            _add_passed(suite, node.hostname, group, tally)
     for finding in findings:
         _add_finding(suite, node.hostname, finding, tally)
     if node.verdict is not Verdict.CERTIFIED and tally.failures + tally.errors == 0:

@@ -69,6 +69,8 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
 
     Raises:
         ReportError: the directory cannot be written; no temporary file is left.
+        ValueError: a number in the result is not finite (JSON has none; from_dict
+            refuses them in every result read, so only a bug here can make one).
     """
     target = host_result_path(directory, result.hostname)
     # The texts the history store keeps, joined (validator.packed): a fleet writes every

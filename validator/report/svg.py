@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -150,9 +151,10 @@ def _el(tag: str, attrs: Mapping[str, object], *children: Markup | str) -> Marku
     Markup.format, whose Formatter costs several times as much: a node's
     interconnect heat maps are thousands of elements.
     """
-    parts: list[str] = [_OPEN, tag]
+    parts: list[Any] = [_OPEN, tag]
     for name, value in attrs.items():
-        text = value if isinstance(value, str) else str(value)
+        # Markup.join escapes a str and keeps what has __html__ (Markup.format's rule too).
+        text = value if isinstance(value, str) or hasattr(value, "__html__") else str(value)
         parts += (_SPACE, name, _EQUALS_QUOTE, text, _QUOTE)
     if not children:
         parts.append(_SELF_CLOSE)
