@@ -237,11 +237,15 @@ def test_a_campaign_submitted_without_waiting_is_collected_later(
     assert len(jobs) == 4  # one job per node
     code = main(
         ["slurm", "collect", job, "--spool", str(cluster.shared_dir), "--wait", "--poll", "0.3",
-         "--db", str(tmp_path / "history.db"), "--json"]
+         "--db", str(tmp_path / "history.db"), "--json", "--json-form", "full"]
     )  # fmt: skip
     out, err = capsys.readouterr()
     assert code == ExitCode.NOT_CERTIFIED, err
-    assert _verdicts(json.loads(out)) == {
+    document = json.loads(out)
+    # A fleet's --json is the summary unless asked: --json-form full holds every finding.
+    assert "form" not in document
+    assert any(f["severity"] == "PASS" for n in document["nodes"] for f in n["findings"])
+    assert _verdicts(document) == {
         "node01": "CERTIFIED",
         "node02": "NOT_CERTIFIED",
         "node03": "CERTIFIED",

@@ -52,6 +52,8 @@ CASES: tuple[Case, ...] = (
     case("slurm-collect-spool-is-a-file", "slurm", "collect", "4711", "--spool",
          "{tmp}/file", *DB, exit=2, err="--spool", setup=write("file", "")),
     case("slurm-collect-no-job", "slurm", "collect", *DB, exit=2, err="JOBID"),
+    case("slurm-collect-bad-json-form", "slurm", "collect", "1", "--json-form", "all", *DB,
+         exit=2, err="'--json-form': 'all' is not one of 'auto', 'full', 'summary'"),
     case("slurm-collect-bad-poll", "slurm", "collect", "1", "--poll", "0", *DB, exit=2,
          err="--poll"),
     case("certify-partition-without-slurm", "certify", "--partition", "gpu", *DB, exit=2,

@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from validator.cli.certify import render_outcome, run_with_display, tell
-from validator.cli.options import TEXT, FiniteFloat, NonEmptyPath, command_line, db_option
+from validator.cli.options import (
+    TEXT,
+    FiniteFloat,
+    NonEmptyPath,
+    command_line,
+    db_option,
+    json_form_option,
+)
 from validator.cli.slurm_options import spool_path, tell_slurm_steps
 from validator.store import Store
 
@@ -44,6 +51,7 @@ def slurm() -> None:
     help="Drain the nodes that failed; resume the ones gpuready drained that now pass.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@json_form_option
 @click.option(
     "--report-dir",
     metavar="DIR",
@@ -69,13 +77,16 @@ def collect(ctx: click.Context, /, job: str, **options: Any) -> None:  # noqa: A
         poll_s=options["poll"],
         slurm_drain=options["slurm_drain"],
         report_dir=options["report_dir"],
+        json_form=options["json_form"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
     )
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())
         outcome = run_with_display(request, store, None)
-    render_outcome(outcome, as_json=options["as_json"], color=options["color"])
+    render_outcome(
+        outcome, as_json=options["as_json"], color=options["color"], json_form=request.json_form
+    )
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:

@@ -186,6 +186,7 @@ def collect_request(
     poll_s: float,
     slurm_drain: bool,
     report_dir: str | None = None,
+    json_form: str = "auto",
     sign_key: str | None = None,
     argv: Sequence[str] = (),
 ) -> CertifyRequest:
@@ -226,6 +227,7 @@ def collect_request(
         dcgm_level=int(level) if level is not None else None,
         interconnect=interconnect if isinstance(interconnect, bool) else None,
         report_dir=report_dir,
+        json_form=json_form,
         sign_key=sign_key,
         slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain),
         slurm_collect=token,
