@@ -15,7 +15,6 @@ import datetime
 import errno
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import parser
 
+from tests.hostile.data_files import substituted
 from tests.test_cli_drift import write_inventory
 from tests.test_drift import ISSUED, POLICY, baseline, certified_facts, quick_facts
 from validator import fields
@@ -100,17 +100,6 @@ def put_first(key: str, value: object) -> Callable[[str], str]:
     def change(text: str) -> str:
         assert text.startswith("{")
         return "{" + f"{json.dumps(key)}: {json.dumps(value)}," + text[1:]
-
-    return change
-
-
-def substituted(pattern: str, replacement: str) -> Callable[[str], str]:
-    """An edit of the stored text, in whichever form it was stored, that must change it."""
-
-    def change(text: str) -> str:
-        edited, count = re.subn(pattern, replacement, text, count=1)
-        assert count == 1, f"nothing matched {pattern!r} in the stored certificate"
-        return edited
 
     return change
 

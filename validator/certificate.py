@@ -66,6 +66,7 @@ from validator.model import (
     Unavailable,
     Verdict,
     measured_gb_s,
+    to_dict,
 )
 from validator.packed import PackedPerObject, unpack
 from validator.text import one_line
@@ -251,20 +252,6 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 # And schema 3's: a schema-1 or -2 certificate is sealed and written without them.
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
-# Each class a certificate is made of, with its fields in declaration order (_plain).
-_CERTIFICATE_FIELDS: dict[type, tuple[str, ...]] = {
-    kind: tuple(item.name for item in dataclasses.fields(kind))
-    for kind in (
-        Certificate,
-        CertifiedGpu,
-        CertifiedLink,
-        CertifiedLinkErrors,
-        CertifiedDcgm,
-        CertifiedDcgmTest,
-        CertifiedPeer,
-        CertifiedAllReduce,
-    )
-}
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -567,24 +554,6 @@ def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
             data.pop(name, None)
 
 
-def _plain(value: Any) -> Any:  # noqa: ANN401 - a certificate's fields, any depth
-    """``dataclasses.asdict`` for a certificate's fields, as JSON will write them.
-
-    asdict deep-copies every leaf; a certificate holds only numbers, strings, None,
-    tuples and its own frozen dataclasses, so nothing needs copying, and tuples come
-    out as lists, which JSON writes alike. A fleet issues hundreds of these a run.
-    """
-    kind = type(value)
-    names = _CERTIFICATE_FIELDS.get(kind)
-    if names is not None:
-        return {name: _plain(getattr(value, name)) for name in names}
-    if kind is tuple or kind is list:
-        return [_plain(item) for item in value]
-    if kind is dict:
-        return {key: _plain(item) for key, item in value.items()}
-    return value
-
-
 def _as_issued(cert: Certificate) -> dict[str, Any]:
     """The certificate as a JSON object, with exactly the fields its schema had.
 
@@ -593,7 +562,9 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     over the bytes it was issued with. One that holds a value there was edited, and
     fails verification.
     """
-    data: dict[str, Any] = _plain(cert)
+    # to_dict, not dataclasses.asdict, which deep-copies every leaf: a certificate
+    # holds numbers, strings, None and tuples only, which JSON writes the same either way.
+    data: dict[str, Any] = to_dict(cert)
     if not cert.holds_bandwidth:
         _drop_unset(data, _ADDED_IN_3)
         for gpu in data["gpus"]:
@@ -644,7 +615,12 @@ def sign(cert: Certificate, key: bytes) -> Certificate:
     """
     if not key:
         raise ValueError("an empty key cannot sign a certificate")
-    return dataclasses.replace(cert, digest=_digest(cert), signature=_hmac(cert, key))
+    covered = canonical_bytes(cert)  # the seal is not covered: one encoding serves both
+    return dataclasses.replace(
+        cert,
+        digest=hashlib.sha256(covered).hexdigest(),
+        signature=hmac.new(key, covered, hashlib.sha256).hexdigest(),
+    )
 
 
 def load_key(path: str | Path) -> bytes:

@@ -906,8 +906,8 @@ def to_dict(obj: Any) -> Any:  # noqa: PLR0911
         return unavailable
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         # Field names once per class: a fleet's results hold hundreds of thousands of objects.
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
-        return {name: to_dict(getattr(obj, name)) for name in names}
+        _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+        return to_dict(obj)
     if isinstance(obj, enum.Enum):
         _ENUM_TYPES.add(kind)  # a result holds hundreds of severities and actions
         return obj.value

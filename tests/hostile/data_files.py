@@ -443,22 +443,25 @@ def duplicate_hostname(text: str) -> str:
     return text.replace('"hostname":', '"hostname": "evil-node",\n  "hostname":', 1)
 
 
-def nan_value(name: str) -> Callable[[str], str]:
-    """A certificate edit: the first number written as ``name`` replaced by NaN (not JSON).
+def substituted(pattern: str, replacement: str) -> Callable[[str], str]:
+    """An edit of a certificate's text, in whichever form it was written, that must change it.
 
-    Made on the text, in whichever form it was stored; an edit that finds nothing to
-    change raises, so the case never runs on an untouched certificate.
+    The first match of ``pattern`` (a regular expression) is replaced; an edit that
+    finds nothing raises, so no case ever runs on an untouched certificate.
     """
 
     def edit(text: str) -> str:
-        edited, count = re.subn(
-            rf'("{re.escape(name)}":\s*)-?[0-9][0-9.eE+-]*', r"\1NaN", text, count=1
-        )
+        edited, count = re.subn(pattern, replacement, text, count=1)
         if count != 1:
-            raise AssertionError(f"no number {name!r} in the stored certificate to edit")
+            raise AssertionError(f"nothing matched {pattern!r} in the certificate to edit")
         return edited
 
     return edit
+
+
+def nan_value(name: str) -> Callable[[str], str]:
+    """A certificate edit: the first number written as ``name`` replaced by NaN (not JSON)."""
+    return substituted(rf'("{re.escape(name)}":\s*)-?[0-9][0-9.eE+-]*', r"\1NaN")
 
 
 def duplicate_nested_key(text: str) -> str:

@@ -85,17 +85,15 @@ class _Tally:
         element.set("time", f"{self.time_s:.3f}" if self.time_s > 0 else "0")
 
 
-def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tally) -> None:
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": common.clean(_classname(hostname, finding.check)),
-            "name": common.clean(_testcase_name(finding)),
-            "time": "0",
-        },
-    )
+def _add_case(suite: ET.Element, classname: str, name: str, tally: _Tally) -> ET.Element:
+    """A ``<testcase>`` in ``suite``, counted; its outcome is added by the caller."""
     tally.tests += 1
+    attributes = {"classname": common.clean(classname), "name": common.clean(name), "time": "0"}
+    return ET.SubElement(suite, "testcase", attributes)
+
+
+def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tally) -> None:
+    case = _add_case(suite, _classname(hostname, finding.check), _testcase_name(finding), tally)
     message = _message(finding)
     details = _details(finding)
     if finding.severity is Severity.FAIL:
@@ -122,16 +120,7 @@ def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> Non
     Only added when no finding already shows it: a node that could not be
     judged at all has no findings, and its suite would otherwise be empty.
     """
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": common.clean(f"gpuready.{node.hostname}.node"),
-            "name": "verdict",
-            "time": "0",
-        },
-    )
-    tally.tests += 1
+    case = _add_case(suite, f"gpuready.{node.hostname}.node", "verdict", tally)
     message = common.one_line(node.summary or f"verdict {node.verdict.value}")
     if node.verdict is Verdict.NOT_CERTIFIED:
         ET.SubElement(case, "failure", {"message": message, "type": node.verdict.value})
@@ -148,22 +137,13 @@ def _add_passed(suite: ET.Element, hostname: str, passed: list[Finding], tally: 
     failing; which GPUs passed is in its output.
     """
     check = passed[0].check
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": common.clean(_classname(hostname, check)),
-            "name": common.clean(f"{check}[passed]"),
-            "time": "0",
-        },
-    )
+    case = _add_case(suite, _classname(hostname, check), f"{check}[passed]", tally)
     labels = [label for label in (common.gpu_label(f) for f in passed) if label]
     out = ET.SubElement(case, "system-out")
     noun = "finding" if len(passed) == 1 else "findings"
     out.text = common.clean(
         f"PASS: {len(passed)} {noun}" + (f" ({', '.join(labels)})" if labels else "")
     )
-    tally.tests += 1
 
 
 def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Element, _Tally]:
