@@ -961,21 +961,6 @@ def _hints(cls: type) -> Dict[str, Any]:
     return _HINTS[cls]
 
 
-_FIELD_DECODERS: Dict[type, Dict[str, Decoder]] = {}
-
-
-def _field_decoders(cls: type, hints: Dict[str, Any]) -> Dict[str, Decoder]:
-    """Each field's decoder, where its path is ``<path>.<name>`` as fields.child_path writes it."""
-    found = _FIELD_DECODERS.get(cls)
-    if found is None:
-        found = {}
-        for name, hint in hints.items():
-            if fields.child_path("x", name) == f"x.{name}" and fields.child_path("", name) == name:
-                found[name] = _decoder_for(hint)
-        _FIELD_DECODERS[cls] = found
-    return found
-
-
 def _decoder_for(tp: Any) -> Decoder:
     """The one decoder of ``tp``, made on first use.
 
@@ -1018,16 +1003,19 @@ def _make_decoder(tp: Any) -> Decoder:  # noqa: PLR0911
         def decode_dict(data: Any, path: str) -> Any:
             if not isinstance(data, dict):
                 raise _wrong(path, "an object", data)
-            return {
-                key: value_decoder(value, fields.child_path(path, key))
-                for key, value in data.items()
-            }
+            try:
+                return {key: value_decoder(value, path) for key, value in data.items()}
+            except SchemaError:  # again, each value at its own path, for the message
+                return {
+                    key: value_decoder(value, fields.child_path(path, key))
+                    for key, value in data.items()
+                }
 
         return decode_dict
     if tp is Unavailable:
         return _unavailable
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return lambda data, path: _dataclass(tp, data, path)
+        return _dataclass_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_decoder(tp)
     if tp is Any:
@@ -1068,11 +1056,25 @@ def _union_decoder(options: Tuple[Any, ...]) -> Decoder:
 
 def _sequence_decoder(item_type: Any, as_tuple: bool) -> Decoder:
     item_decoder = _decoder_for(item_type)
+    wanted = _as_is(item_type)
 
     def decode_sequence(data: Any, path: str) -> Any:
         if not isinstance(data, list):
             raise _wrong(path, "a list", data)
-        items = [item_decoder(item, f"{path}[{i}]") for i, item in enumerate(data)]
+        try:
+            if wanted is float:  # as in decode_dataclass: a finite float is taken as it is
+                items = [
+                    item if type(item) is float and item - item == 0.0 else item_decoder(item, path)
+                    for item in data
+                ]
+            elif wanted is not None:
+                items = [
+                    item if type(item) is wanted else item_decoder(item, path) for item in data
+                ]
+            else:
+                items = [item_decoder(item, path) for item in data]
+        except SchemaError:  # again, each item at its own path, for the message
+            items = [item_decoder(item, f"{path}[{i}]") for i, item in enumerate(data)]
         return tuple(items) if as_tuple else items
 
     return decode_sequence
@@ -1135,28 +1137,90 @@ def _unavailable(data: Any, path: str) -> Unavailable:
     return Unavailable(reason, detail)
 
 
-def _dataclass(tp: type, data: Any, path: str) -> Any:
-    if not isinstance(data, dict):
-        raise _wrong(path, f"an object for {tp.__name__}", data)
+# Scalars a field's value is taken as it is when its type is exactly this (JSON's own
+# types: json.loads makes no subclasses), with no call: most of a host's facts.
+_AS_IS = (int, float, str, bool)
+
+
+def _as_is(hint: Any) -> type | None:
+    """The exact type a value of ``hint`` is taken as it is (None: always decoded)."""
+    if typing.get_origin(hint) is Union:
+        options = [a for a in typing.get_args(hint) if a is not type(None) and a is not Unavailable]
+        hint = options[0] if len(options) == 1 else None
+    return hint if hint in _AS_IS else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """How one dataclass is decoded: its fields, the required ones, each field's decoder."""
+
+    known: frozenset[str]
+    required: frozenset[str]
+    decoders: Dict[str, Decoder]
+    as_is: Dict[str, type]
+
+
+def _plan_of(tp: type) -> _Plan:
     hints = _hints(tp)
+    as_is = {name: wanted for name, hint in hints.items() if (wanted := _as_is(hint)) is not None}
+    return _Plan(
+        known=frozenset(hints),
+        required=frozenset(_REQUIRED[tp]),
+        decoders={name: _decoder_for(hint) for name, hint in hints.items()},
+        as_is=as_is,
+    )
+
+
+def _refuse_fields(tp: type, plan: _Plan, data: Dict[Any, Any], path: str) -> SchemaError:
+    """Why ``data`` has not ``tp``'s fields: the first unknown one, else the first missing."""
     for name in data:
-        if name not in hints:
-            raise SchemaError(
+        if name not in plan.known:
+            return SchemaError(
                 fields.unknown(
-                    fields.child_path(path, str(name)), list(hints), "field", name=str(name)
+                    fields.child_path(path, str(name)), list(_hints(tp)), "field", name=str(name)
                 )
             )
-    for name in _REQUIRED[tp]:
-        if name not in data:
-            raise SchemaError(fields.lacks(fields.child_path(path, name), "field"))
-    decoders = _field_decoders(tp, hints)
-    kwargs = {
-        name: decoders[name](value, f"{path}.{name}" if path else name)
-        if name in decoders
-        else _decode(hints[name], value, fields.child_path(path, name))
-        for name, value in data.items()
-    }
-    try:
-        return tp(**kwargs)
-    except TypeError as exc:
-        raise SchemaError(f"{path}: {one_line(exc, 200)}") from None
+    missing = next(name for name in _REQUIRED[tp] if name not in data)
+    return SchemaError(fields.lacks(fields.child_path(path, missing), "field"))
+
+
+def _dataclass_decoder(tp: type) -> Decoder:
+    """``tp``'s decoder, writing a value's path out only when something in it is wrong.
+
+    The values are decoded with the object's path, and on a refusal again with their
+    own, for the message: a host's facts hold thousands of values, and formatting
+    each one's path cost a fifth of decoding them.
+    """
+    plans: list[_Plan] = []  # made on the first decode: the type may hold itself
+
+    def decode_dataclass(data: Any, path: str) -> Any:
+        if not isinstance(data, dict):
+            raise _wrong(path, f"an object for {tp.__name__}", data)
+        if not plans:
+            plans.append(_plan_of(tp))
+        plan = plans[0]
+        keys = data.keys()
+        if not plan.known.issuperset(keys) or not plan.required <= keys:
+            raise _refuse_fields(tp, plan, data, path)
+        decoders, as_is = plan.decoders, plan.as_is
+        kwargs = {}
+        try:
+            for name, value in data.items():
+                # value - value is 0.0 for a finite float only (NaN and infinity give NaN).
+                if type(value) is as_is.get(name) and (
+                    type(value) is not float or value - value == 0.0
+                ):
+                    kwargs[name] = value
+                else:
+                    kwargs[name] = decoders[name](value, path)
+        except SchemaError:  # again, each value at its own path, for the message
+            kwargs = {
+                name: decoders[name](value, fields.child_path(path, name))
+                for name, value in data.items()
+            }
+        try:
+            return tp(**kwargs)
+        except TypeError as exc:
+            raise SchemaError(f"{path}: {one_line(exc, 200)}") from None
+
+    return decode_dataclass

@@ -1,0 +1,114 @@
+"""from_dict on a whole host's facts: what it accepts, and where it says a value is wrong.
+
+The decoder takes JSON's own scalars as they are and writes a value's path out only
+once something in it is wrong (issue 16: decoding is most of what the controller
+spends per host). These pin what that must not change: the same objects back, and
+each refusal naming the exact place, however deep.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+import pytest
+
+from validator.model import NodeFacts, SchemaError, from_dict, to_dict
+from validator.node.sources import collect_simulated
+
+SCENARIOS = (
+    "healthy-8x-h100-sxm",
+    "gpu-fallen-off-bus",
+    "row-remap-pending",
+    "no-gpu-driver",
+    "nvswitch-sxid-fatal",
+)
+
+
+@pytest.fixture(scope="module")
+def healthy() -> dict[str, Any]:
+    data: dict[str, Any] = to_dict(collect_simulated("healthy-8x-h100-sxm"))
+    return data
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_facts_come_back_equal_through_json(scenario: str) -> None:
+    facts = collect_simulated(scenario)
+    assert from_dict(NodeFacts, json.loads(json.dumps(to_dict(facts)))) == facts
+
+
+def _refusal(data: dict[str, Any]) -> str:
+    with pytest.raises(SchemaError) as raised:
+        from_dict(NodeFacts, data)
+    return str(raised.value)
+
+
+def _gpu(data: dict[str, Any], index: int) -> dict[str, Any]:
+    gpu: dict[str, Any] = data["gpus"][index]
+    return gpu
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("memory_total_mib", "lots", "an integer"),
+        ("memory_total_mib", True, "an integer"),  # a bool is an int in Python, never here
+        ("temperature_gpu_c", math.nan, "finite"),
+        ("temperature_gpu_c", math.inf, "finite"),
+        ("power_draw_w", "72 W", "number"),
+        ("ecc_mode_current", 1, "true or false"),
+        ("uuid", 7, "a string"),
+        ("status", "melted", "one of"),
+    ],
+)
+def test_a_wrong_value_deep_in_the_facts_is_named_at_its_place(
+    healthy: dict[str, Any], field: str, value: object, words: str
+) -> None:
+    data = copy.deepcopy(healthy)
+    _gpu(data, 3)[field] = value
+    message = _refusal(data)
+    assert f"NodeFacts.gpus[3].{field}" in message
+    assert words in message
+
+
+def test_a_wrong_item_in_a_list_is_named_by_its_index(healthy: dict[str, Any]) -> None:
+    data = copy.deepcopy(healthy)
+    links = _gpu(data, 5)["nvlinks"]
+    assert len(links) > 2
+    links[2] = "up"
+    assert "NodeFacts.gpus[5].nvlinks[2]" in _refusal(data)
+
+
+def test_an_unknown_field_deep_in_the_facts_names_it_and_the_closest(
+    healthy: dict[str, Any],
+) -> None:
+    data = copy.deepcopy(healthy)
+    _gpu(data, 1)["memory_total_mb"] = 81559
+    message = _refusal(data)
+    assert "NodeFacts.gpus[1].memory_total_mb" in message
+    assert "memory_total_mib" in message
+
+
+def test_a_missing_field_deep_in_the_facts_is_named(healthy: dict[str, Any]) -> None:
+    data = copy.deepcopy(healthy)
+    del _gpu(data, 6)["index"]
+    assert "NodeFacts.gpus[6].index" in _refusal(data)
+
+
+def test_the_first_wrong_value_is_the_one_named(healthy: dict[str, Any]) -> None:
+    data = copy.deepcopy(healthy)
+    _gpu(data, 2)["memory_used_mib"] = "x"
+    _gpu(data, 4)["memory_used_mib"] = "y"
+    message = _refusal(data)
+    assert "NodeFacts.gpus[2].memory_used_mib" in message
+    assert "gpus[4]" not in message
+
+
+def test_an_int_where_a_float_is_declared_is_taken_as_a_float(healthy: dict[str, Any]) -> None:
+    data = copy.deepcopy(healthy)
+    _gpu(data, 0)["power_draw_w"] = 72
+    value = from_dict(NodeFacts, data).gpus[0].power_draw_w
+    assert value == 72.0
+    assert type(value) is float
