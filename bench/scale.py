@@ -13,7 +13,7 @@ Two paths:
   with an in-process fake transport in place of paramiko (``transport_named`` is
   swapped, nothing else). Each host connects, checks its cached agent and runs it
   after drawn delays; its facts come back as JSON text and are parsed and checked
-  (json.loads + from_dict) as the SSH transport does.
+  (json.loads + from_dict, the text kept as their packed encoding) as the SSH transport does.
 - ``slurm`` / ``slurm-campaign``: the Slurm collector (validator.remote.slurm_fanout
   submit_run/follow) with a fake Runner answering sinfo, sbatch, squeue, sacct,
   scontrol and scancel as Slurm does (text forms, as recorded in tests/fixtures/slurm),
@@ -90,6 +90,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from validator.model import HostSpec, NodeFacts, NodeResult, from_dict  # noqa: E402
+from validator.packed import remember_agent_text  # noqa: E402
 from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress  # noqa: E402
 from validator.slurm.commands import CommandResult  # noqa: E402
 
@@ -207,7 +208,7 @@ def produce_facts(scenarios: Sequence[str]) -> Facts:
             raise RuntimeError(f"the agent failed on {scenario}: {stderr.decode()[-500:]}")
         data = json.loads(stdout)
         data["hostname"] = PLACEHOLDER
-        texts[scenario] = json.dumps(data)
+        texts[scenario] = json.dumps(data, sort_keys=True, separators=(",", ":"))  # as printed
     return Facts(texts, walls)
 
 
@@ -270,6 +271,7 @@ class FakeSshTransport:
         progress.phase(host.name, Phase.PARSE)
         text = self._facts.text_for(draw.scenario, host.name)
         facts = from_dict(NodeFacts, json.loads(text))
+        remember_agent_text(facts, text)
         return AgentOutcome(host.name, facts, None, "", Phase.DONE, time.monotonic() - start)
 
 

@@ -102,9 +102,10 @@ ROOMS: dict[str, Room] = {
         frozenset({"jinja2", "markupsafe", "prometheus_client"}),
     ),
     # Transports: the node agent is imported to ship it (and run it, for local); Slurm's
-    # commands (validator.slurm, leaves only) for the transport that reaches through Slurm.
+    # commands (validator.slurm, leaves only) for the transport that reaches through Slurm;
+    # the packed encoding, to keep the JSON an agent printed as its facts' encoding.
     "validator.remote": Room(
-        (ROOT, *LEAVES, "validator.node", "validator.remote", "validator.slurm"),
+        (ROOT, *LEAVES, PACKED, "validator.node", "validator.remote", "validator.slurm"),
         frozenset({"paramiko", "ansible_runner"}),
     ),
     "validator.certificate": Room(STORE),

@@ -110,6 +110,12 @@ class PackedPerObject(Generic[Kept]):
         if entry is not None and entry[0]() is item:
             return entry[1]
         packed = pack(self._text_of(item))
+        self.remember(item, packed)
+        return packed
+
+    def remember(self, item: Kept, packed: bytes) -> None:
+        """Take ``packed`` as ``item``'s packed encoding from now on, while it lives."""
+        key = id(item)
         entries = self._entries
 
         def forget(ref: object, key: int = key) -> None:
@@ -117,8 +123,7 @@ class PackedPerObject(Generic[Kept]):
             if current is not None and current[0] is ref:
                 entries.pop(key, None)
 
-        self._entries[key] = (weakref.ref(item, forget), packed)
-        return packed
+        entries[key] = (weakref.ref(item, forget), packed)
 
 
 def _facts_text(facts: NodeFacts) -> str:
@@ -141,6 +146,18 @@ _RESULTS = PackedPerObject(_result_text)
 def packed_facts(facts: NodeFacts) -> bytes:
     """The facts as the store keeps them (:func:`encode`, then :func:`pack`)."""
     return _FACTS.get(facts)
+
+
+def remember_agent_text(facts: NodeFacts, text: str) -> None:
+    """Keep the JSON an agent printed as the packed encoding of the facts decoded from it.
+
+    The agent prints its facts as :func:`encode` would (keys sorted, compact), from
+    the same model: encoding them again here would give the same text, for about
+    what judging the host costs. Called only once ``from_dict`` has accepted ``text``
+    (which refuses NaN and infinity), so what is kept decodes to ``facts``, whatever
+    an agent of another version left out or wrote differently.
+    """
+    _FACTS.remember(facts, pack(text))
 
 
 def packed_result(result: NodeResult) -> bytes:

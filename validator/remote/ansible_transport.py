@@ -40,6 +40,7 @@ from ansible_runner.exceptions import AnsibleRunnerException
 
 from validator.errors import GpureadyError
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
+from validator.packed import remember_agent_text
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
 from validator.remote.transport import (
@@ -293,8 +294,9 @@ def _outcome(
 
 def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
     stderr = str(res.get("stderr", ""))[-STDERR_KEEP:]
+    text = str(res.get("stdout", ""))
     try:
-        data = json.loads(str(res.get("stdout", "")))
+        data = json.loads(text)
     except ValueError as exc:
         return _failed(
             name, f"the agent on {name} printed no valid JSON: {one_line(exc)}", "parse", stderr
@@ -305,6 +307,7 @@ def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
         return _failed(
             name, f"facts from {name} do not fit the model: {one_line(exc)}", "parse", stderr
         )
+    remember_agent_text(facts, text)
     return AgentOutcome(host=name, facts=facts, stderr=stderr, phase=Phase.DONE)
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from validator.errors import BadInputError, GpureadyError
 from validator.model import HostSpec, NodeFacts, NodeResult, SchemaError, Verdict, from_dict
+from validator.packed import remember_agent_text
 from validator.remote.bundle import build_agent
 from validator.remote.fanout import FanoutResult, Judge, judged_result, unreachable
 from validator.remote.slurm_script import STEP_SCRIPT, AgentDelivery, batch_script
@@ -695,7 +696,8 @@ def agent_outcome(output: NodeOutput) -> AgentOutcome:
         why = one_line(last) or f"the agent on {node} exited with status {output.rc}"
         return AgentOutcome(node, None, why, stderr, Phase.RUN)
     try:
-        data = json.loads(output.stdout.decode("utf-8"))
+        text = output.stdout.decode("utf-8")
+        data = json.loads(text)
     except ValueError as exc:
         why = f"the agent on {node} left no valid JSON in the spool: {one_line(exc)}"
         return AgentOutcome(node, None, why, stderr, Phase.PARSE)
@@ -704,6 +706,7 @@ def agent_outcome(output: NodeOutput) -> AgentOutcome:
     except SchemaError as exc:
         why = f"facts from {node} do not fit the model: {one_line(exc)}"
         return AgentOutcome(node, None, why, stderr, Phase.PARSE)
+    remember_agent_text(facts, text)
     return AgentOutcome(node, facts, None, stderr, Phase.DONE)
 
 

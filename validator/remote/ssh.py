@@ -56,6 +56,7 @@ from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 from validator.errors import GpureadyError
 from validator.files import write_atomic
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
+from validator.packed import remember_agent_text
 from validator.remote.bundle import AgentBundle, build_agent
 from validator.remote.transport import (
     AgentOutcome,
@@ -885,17 +886,20 @@ class SshTransport:
                 or f"the agent on {where} exited with status {run.status} and said nothing",
             )
         try:
-            data = json.loads(run.stdout.decode("utf-8"))
+            text = run.stdout.decode("utf-8")
+            data = json.loads(text)
         except ValueError as exc:
             raise _Failed(
                 Phase.PARSE, f"the agent on {where} printed no valid JSON: {one_line(exc)}"
             ) from None
         try:
-            return from_dict(NodeFacts, data)
+            facts = from_dict(NodeFacts, data)
         except SchemaError as exc:
             raise _Failed(
                 Phase.PARSE, f"facts from {where} do not fit the model: {one_line(exc)}"
             ) from None
+        remember_agent_text(facts, text)
+        return facts
 
 
 def _label(host: HostSpec) -> str:
