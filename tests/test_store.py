@@ -208,7 +208,8 @@ def test_run_results_findings_and_history(tmp_path: Path) -> None:
     assert "facts" not in data
     data["facts"] = json.loads(store_module.unpack(facts))
     assert from_dict(NodeResult, data) == bad
-    assert rest.startswith(b"\xfd7zXZ")  # xz
+    assert facts.startswith(b"\xfd7zXZ")  # xz for the facts
+    assert rest[:1] == b"\x78"  # zlib for the rest (quicker, nearly as small)
     with Store.open(tmp_path / "h.db", readonly=True) as store:
         assert store.result(run, "gpu-b") == bad
         assert store.result(run, "gpu-a") == good
@@ -627,6 +628,9 @@ def test_packed_text_comes_back_as_it_was_and_damage_is_one_line(tmp_path: Path)
     text = json.dumps({"é": [1.5, 2] * 100}, sort_keys=True)
     assert store_module.unpack(store_module.pack(text)) == text
     assert store_module.unpack(zlib.compress(text.encode())) == text  # zlib too
+    quick = store_module.pack(text, quick=True)
+    assert quick[:1] == b"\x78"  # zlib's
+    assert store_module.unpack(quick) == text
     for damaged in (b"", b"\xfd7zXZ\x00broken", b"not packed"):
         with pytest.raises(ValueError, match=r"^[^\n]+$"):
             store_module.unpack(damaged)
@@ -650,9 +654,9 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
     packed: list[int] = []
     original = packed_module.pack
 
-    def counting(text: str) -> bytes:
+    def counting(text: str, *, quick: bool = False) -> bytes:
         packed.append(len(text))
-        return original(text)
+        return original(text, quick=quick)
 
     monkeypatch.setattr(packed_module, "pack", counting)
     arrived = power_capped("gpu-a")
@@ -675,6 +679,9 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
     rest_text = packed_module.unpack(packed_module.packed_result(final))
     assert written.read_text() == '{"facts":' + facts_text + "," + rest_text[1:] + "\n"
     assert from_dict(NodeResult, json.loads(written.read_text())) == final
+    # The facts take xz's smaller form; the rest (findings) zlib's quicker one.
+    assert packed_module.packed_facts(final.facts).startswith(b"\xfd7zXZ\x00")
+    assert packed_module.packed_result(final)[:1] == b"\x78"
 
 
 # A collection at the weak reference's allocation finds an earlier facts object
