@@ -32,7 +32,7 @@ from tests.test_report_samples import (
 )
 from validator.report import svg
 from validator.report.html import render_html
-from validator.report.writer import result_file
+from validator.report.writer import detail_file, result_file, write_detail_pages
 
 pytestmark = pytest.mark.browser
 
@@ -342,7 +342,8 @@ def test_a_fleet_of_1000_is_usable_in_the_browser(tmp_path: Path, devtools: _Dev
     report = scale_report(node, 1000, failing)
     page = tmp_path / "fleet" / "report.html"
     page.parent.mkdir()
-    page.write_text(render_html(report, result_file))
+    page.write_text(render_html(report, result_file, detail_file))
+    write_detail_pages(report, page.parent)  # the failing nodes' full sections
     started = time.monotonic()
     devtools.open(page.as_uri())
     assert time.monotonic() - started < 30
@@ -397,3 +398,14 @@ def test_a_fleet_of_1000_is_usable_in_the_browser(tmp_path: Path, devtools: _Dev
     assert "TFLOPS" in text
     link = devtools.run(f"{detail}.querySelector('a.result-file').getAttribute('href')")
     assert link == "hosts/gpu00999.json"
+
+    # A failing node's section is brief: its full one is a page of its own, which opens.
+    failing = "document.querySelector('section.node[data-hostname=\"gpu00017\"]')"
+    assert devtools.run(f"{failing}.querySelector('h3 + div table.gpus')") is None
+    href = str(devtools.run(f"{failing}.querySelector('a.detail-file').href"))
+    assert href.endswith("/fleet/hosts/gpu00017.html")
+    devtools.open(href)
+    text = str(devtools.run("document.body.innerText"))
+    assert "gpu00017" in text
+    assert "Row remap pending" in text
+    assert devtools.run("document.querySelectorAll('table.gpus tbody tr').length") == 3

@@ -1250,6 +1250,30 @@ def test_failing_nodes_keep_their_detail_in_a_big_fleet(scenario: NodeResult) ->
     assert "transport.reach" in options
 
 
+def test_with_detail_pages_a_failing_node_is_brief_and_links_its_own(
+    scenario: NodeResult,
+) -> None:
+    report = scale_fleet(scenario)
+    inline = render_html(report, writer.result_file)
+    page = render_html(report, writer.result_file, writer.detail_file)
+    failing = _section(page, "node-1")
+    assert 'data-hostname="gpu00017"' in failing
+    # What did not pass and what to do stay here; the GPU table and the PASS rows go.
+    assert 'id="node-1-todo"' in failing
+    assert 'data-severity="FAIL" data-check="memory.remap"' in failing
+    assert 'data-severity="PASS"' not in failing
+    assert "<h3>GPUs</h3>" not in failing
+    assert "<h3>GPUs</h3>" in _section(inline, "node-1")
+    assert 'data-severity="PASS"' in _section(inline, "node-1")
+    links = [
+        a["href"] for t, a in _parse(page).tags if t == "a" and a.get("class") == "detail-file"
+    ]
+    assert links == ["hosts/gpu00017.html", "hosts/gpu00733.html", "hosts/gpu00400.html"]
+    # The unreachable node keeps its stderr and its one finding.
+    assert 'data-check="transport.reach"' in _section(page, "node-3")
+    assert len(page) < len(inline)
+
+
 def test_html_is_rendered_in_chunks(scenario: NodeResult) -> None:
     report = scale_report(scenario, 50, {})
     chunks = list(html_chunks(report))

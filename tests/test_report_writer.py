@@ -12,7 +12,9 @@ import pytest
 
 from tests.test_report_samples import failing_node, fleet_report, healthy_node, sample_report
 from validator.errors import ReportError
+from validator.model import Report
 from validator.report import writer
+from validator.report.html import render_html
 from validator.report.writer import write_reports
 
 NAMES = {"report.json", "report.html", "junit.xml"}
@@ -146,7 +148,7 @@ def test_a_render_error_midway_leaves_no_temporary_file(
     write_reports(sample_report(healthy_node()), tmp_path)
     before = {name: (tmp_path / name).read_bytes() for name in NAMES}
 
-    def broken(report: object, files: object = None) -> Iterator[str]:
+    def broken(report: object, files: object = None, details: object = None) -> Iterator[str]:
         yield "<!DOCTYPE html>"
         raise ReportError("report template report.html.j2 line 9: boom; fix the template")
 
@@ -160,5 +162,40 @@ def test_a_render_error_midway_leaves_no_temporary_file(
 def test_host_results_are_readable_like_the_report_that_links_them(tmp_path: Path) -> None:
     write_reports(fleet_report(3, failing=(1,), unknown=()), tmp_path)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hosts").iterdir()}
-    assert modes == {"gpu01.json": 0o644, "gpu02.json": 0o644, "gpu03.json": 0o644}
+    # The failing node's full section is a page of its own, shared like the rest.
+    assert modes == {
+        "gpu01.json": 0o644,
+        "gpu02.json": 0o644,
+        "gpu02.html": 0o644,
+        "gpu03.json": 0o644,
+    }
     assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failing_node_gets_a_page_of_its_own_and_a_certified_one_none(tmp_path: Path) -> None:
+    stale = tmp_path / "hosts" / "gpu01.html"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("<p>gpu01 when it failed</p>")
+    report = fleet_report(3, failing=(1,), unknown=())
+    write_reports(report, tmp_path)
+    assert not stale.exists()  # certified now: that page is not this run's
+    assert sorted(p.name for p in (tmp_path / "hosts").glob("*.html")) == ["gpu02.html"]
+    detail = (tmp_path / "hosts" / "gpu02.html").read_text()
+    # The node's full section, as a report of that node alone shows it.
+    (node,) = [n for n in report.nodes if n.hostname == "gpu02"]
+    alone = Report(
+        generated_at=report.generated_at, tool_version=report.tool_version, nodes=(node,)
+    )
+    assert detail == render_html(alone)
+    assert "<h3>GPUs</h3>" in detail
+    page = (tmp_path / "report.html").read_text()
+    assert 'href="hosts/gpu02.html"' in page
+    assert page.count('class="detail-file"') == 1
+
+
+def test_a_detail_page_that_cannot_be_written_names_it(tmp_path: Path) -> None:
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / "hosts" / "gpu02.html").mkdir()  # a folder in the way
+    with pytest.raises(ReportError, match=r"cannot write .*gpu02\.html"):
+        write_reports(fleet_report(3, failing=(1,), unknown=()), tmp_path)
+    assert not (tmp_path / "report.html").exists()

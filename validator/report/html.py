@@ -716,6 +716,9 @@ class NodeView:
     elapsed: str
     stderr: str  # the agent's stderr, control characters made visible
     stderr_lines: int
+    # Its full section's page, relative to this one: this section then holds what did
+    # not pass and what to do; the GPU table, the burn-in and the interconnect are there.
+    detail_file: str | None = None
     compact: bool = False  # a full section; see CompactView
 
 
@@ -818,28 +821,32 @@ def _xid(node: NodeResult) -> tuple[list[XidEvent], str]:
     return list(log.events), f"Kernel log ({log.source}, {window}): {count}."
 
 
-def _node_view(position: int, node: NodeResult) -> NodeView:
-    events, note = _xid(node)
+def _node_view(position: int, node: NodeResult, detail_file: str | None = None) -> NodeView:
+    """A node's full section, or with ``detail_file`` its brief one (see NodeView)."""
+    brief = detail_file is not None
+    events, note = ([], "") if brief else _xid(node)
     stderr = common.clean(node.agent_stderr).rstrip()
+    findings = common.sorted_findings(node.findings)
     return NodeView(
         anchor=f"node-{position}",
         node=node,
         verdict_words=common.verdict_words(node.verdict),
         verdict_rank=common.VERDICT_ORDER[node.verdict],
-        findings=common.sorted_findings(node.findings),
+        findings=[f for f in findings if f.severity is not Severity.PASS] if brief else findings,
         todo=common.what_to_do(node),
         counts=common.count_severities(node.findings),
         reached=common.has_facts(node.facts),
         facts=_facts(node),
-        gpus=[_gpu_row(gpu) for gpu in node.facts.gpus],
+        gpus=[] if brief else [_gpu_row(gpu) for gpu in node.facts.gpus],
         lost_gpus=sum(1 for gpu in node.facts.gpus if gpu.status is not GpuStatus.OK),
         xid_events=events,
         xid_note=note,
-        burn=None if node.facts.burn is None else burn_view(node),
-        interconnect=interconnect_view(node),
+        burn=None if brief or node.facts.burn is None else burn_view(node),
+        interconnect=None if brief else interconnect_view(node),
         elapsed=common.elapsed_text(node.elapsed_s),
         stderr=stderr,
         stderr_lines=len(stderr.splitlines()),
+        detail_file=detail_file,
     )
 
 
@@ -951,17 +958,24 @@ def _lookup(result_files: ResultFiles | None) -> Callable[[str], str | None]:
 
 
 def _sections(
-    ordered: list[NodeResult], compact: bool, lookup: Callable[[str], str | None]
+    ordered: list[NodeResult],
+    compact: bool,
+    lookup: Callable[[str], str | None],
+    detail: Callable[[str], str | None],
 ) -> Iterator[NodeView | CompactView]:
     # A generator: one node's view (its charts the bulk of it) exists at a time.
     for position, node in enumerate(ordered, start=1):
         if compact and node.verdict is Verdict.CERTIFIED:
             yield _compact_view(position, node, lookup(node.hostname))
         else:
-            yield _node_view(position, node)
+            yield _node_view(position, node, detail(node.hostname) if compact else None)
 
 
-def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iterator[str]:
+def html_chunks(
+    report: Report,
+    result_files: ResultFiles | None = None,
+    detail_files: ResultFiles | None = None,
+) -> Iterator[str]:
     """The report's HTML page in pieces, as the template produces them.
 
     A fleet report (``report.fleet`` set) opens with the fleet's counts, an
@@ -975,6 +989,11 @@ def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iter
         report: the acceptance report.
         result_files: each host's full-result file relative to the page, by
             hostname (a mapping or a function); linked from compact sections.
+        detail_files: in a fleet report, each failing host's page of its full
+            section (as a single-node report shows it), relative to this one; a
+            host that has one gets a brief section here instead, linking to it:
+            what did not pass and what to do, without the GPU table, the burn-in
+            and the interconnect (the bulk of a failing node's section).
 
     Yields:
         Pieces of the document, in order.
@@ -995,7 +1014,7 @@ def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iter
         "summary": common.overall_summary(report),
         "node_count": len(ordered),
         "rows": rows if table else [],
-        "sections": _sections(ordered, common.is_fleet(report), lookup),
+        "sections": _sections(ordered, common.is_fleet(report), lookup, _lookup(detail_files)),
         "skus": sorted({row.sku for row in rows if row.sku}),
         "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),
@@ -1009,12 +1028,17 @@ def html_chunks(report: Report, result_files: ResultFiles | None = None) -> Iter
     return render_template_chunks(TEMPLATE, context)
 
 
-def render_html(report: Report, result_files: ResultFiles | None = None) -> str:
-    """Render the report as one self-contained HTML page (see :func:`html_chunks`).
+def render_html(
+    report: Report,
+    result_files: ResultFiles | None = None,
+    detail_files: ResultFiles | None = None,
+) -> str:
+    """Render the report as one HTML page (see :func:`html_chunks`).
 
     Args:
         report: the acceptance report.
         result_files: each host's full-result file relative to the page, by hostname.
+        detail_files: each failing host's page of its full section, by hostname.
 
     Returns:
         The HTML document.
@@ -1022,4 +1046,4 @@ def render_html(report: Report, result_files: ResultFiles | None = None) -> str:
     Raises:
         ReportError: a template is missing or broken.
     """
-    return "".join(html_chunks(report, result_files))
+    return "".join(html_chunks(report, result_files, detail_files))

@@ -12,7 +12,12 @@ A fleet's report.json is the summary form by default (``JsonForm.AUTO``): each
 node's full result is then written first, atomically, to ``hosts/<name>.json``
 (the final judgement, fleet findings included, replacing the file written when
 the host's result arrived), and the summary and the page's compact sections
-point there.
+point there. Each node that was not certified also gets ``hosts/<name>.html``, its
+full section as a single-node report shows it (GPU table, burn-in and interconnect
+charts, kernel log); report.html then holds a brief section for it (what did not
+pass, what to do) linking there, so the page stays small at fleet size: a failing
+node's charts are ~200 KB of HTML. A certified node's page from an earlier run,
+when it failed, is removed.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from validator.errors import ReportError
-from validator.files import BACKUP_SUFFIX, create_temporary, fsync_directory, temporary_path
-from validator.model import Report
-from validator.report.html import html_chunks
+from validator.files import (
+    BACKUP_SUFFIX,
+    create_temporary,
+    fsync_directory,
+    temporary_path,
+    write_atomic,
+)
+from validator.model import Report, Verdict
+from validator.report.common import is_fleet
+from validator.report.html import html_chunks, render_html
 from validator.report.json_report import JsonForm, json_chunks, resolve_form
 from validator.report.junit import render_junit
 from validator.report.partial import HOSTS_DIR, host_file_stem, write_host_result
@@ -65,6 +77,32 @@ def _write_temp(directory: Path, name: str, chunks: Iterable[str]) -> Path:
 def result_file(hostname: str) -> str:
     """Where a host's full result is, relative to the report: ``hosts/<name>.json``."""
     return f"{HOSTS_DIR}/{host_file_stem(hostname)}.json"
+
+
+def detail_file(hostname: str) -> str:
+    """Where a failing host's full section is, relative to the report: ``hosts/<name>.html``."""
+    return f"{HOSTS_DIR}/{host_file_stem(hostname)}.html"
+
+
+def write_detail_pages(report: Report, directory: Path) -> None:
+    """Each failing node's page (see the module's docstring); a certified node's, removed.
+
+    Raises:
+        ReportError: a page cannot be rendered or written.
+    """
+    for node in report.nodes:
+        page = directory / detail_file(node.hostname)
+        try:
+            if node.verdict is Verdict.CERTIFIED:
+                page.unlink(missing_ok=True)  # from a run it failed: it is not this one's
+                continue
+            alone = Report(
+                generated_at=report.generated_at, tool_version=report.tool_version, nodes=(node,)
+            )
+            page.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(page, render_html(alone), mode=0o644)
+        except OSError as exc:
+            raise _unwritable(page, exc) from exc
 
 
 def _backup(target: Path) -> Path | None:
@@ -122,14 +160,18 @@ def write_reports(
         raise _unwritable(target_dir, exc) from exc
     form = resolve_form(report, json_form)
     linked: Callable[[str], str | None] | None = None
+    detailed: Callable[[str], str | None] | None = None
     if form is JsonForm.SUMMARY:
         # The summary points at these files: they hold the final judgement first.
         for node in report.nodes:
             write_host_result(node, target_dir)
         linked = result_file
+        if is_fleet(report):
+            write_detail_pages(report, target_dir)
+            detailed = detail_file
     pieces: dict[str, tuple[str, Callable[[], Iterable[str]]]] = {
         "json": (JSON_NAME, lambda: json_chunks(report, form, linked)),
-        "html": (HTML_NAME, lambda: html_chunks(report, linked)),
+        "html": (HTML_NAME, lambda: html_chunks(report, linked, detailed)),
         "junit": (JUNIT_NAME, lambda: [render_junit(report)]),
     }
 
