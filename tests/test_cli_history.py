@@ -221,12 +221,47 @@ def test_history_prune(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     assert out.splitlines() == [
         f"removed 1 run (2 results, 1 certificates) from {db}",
         "runs: 1",
-        "the file keeps its size: SQLite reuses the freed pages for new runs",
+        "the file keeps its size: SQLite reuses the freed pages for new runs "
+        "(--vacuum gives them back)",
     ]
     code, out, _ = run(capsys, "history", "--db", str(db), "--json")
     assert [row["run_id"] for row in json.loads(out)] == [third, 2]
     code, out, _ = run(capsys, "history", "--db", str(db), "--prune", "--keep-days", "1")
     assert (code, out) == (0, f"removed 0 runs (0 results, 0 certificates) from {db}\n")
+
+
+def test_history_prune_vacuum_gives_the_space_back(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "history.db"
+    with Store.open(path) as store:
+        for i in range(40):
+            run_id = store.start_run("certify", 1, "p")
+            store.record_result(run_id, result(f"gpu{i:02d}"))
+            store.finish_run(run_id)
+    grown = _bytes(path)
+    code, out, err = run(
+        capsys, "history", "--db", str(path), "--prune", "--keep-runs", "2", "--vacuum"
+    )
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"removed 38 runs (38 results, 0 certificates) from {path}"
+    assert lines[-1].startswith(f"compacted {path}: ")
+    assert _bytes(path) < grown / 4
+    with Store.open(path, readonly=True) as store:
+        assert [row.hostname for row in store.history(None, limit=10)] == ["gpu39", "gpu38"]
+    # A dry run removes nothing, so compacts nothing.
+    code, out, _ = run(
+        capsys, "history", "--db", str(path), "--prune", "--keep-runs", "1", "--dry-run",
+        "--vacuum",
+    )  # fmt: skip
+    assert code == 0
+    assert "compacted" not in out
+
+
+def _bytes(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def test_history_prune_keeps_the_runs_holding_latest_certificates(
@@ -250,7 +285,8 @@ def test_history_prune_keeps_the_runs_holding_latest_certificates(
         (["--prune", "--keep-days", "1.5"], "--keep-days '1.5' is not a whole number"),
         (["--prune", "--keep-runs", "-3"], "--keep-runs '-3' is not a whole number from 1 to"),
         (["--prune", "--keep-runs", "lots"], "give e.g. --keep-runs 1000"),
-        (["--keep-days", "30"], "--keep-days, --keep-runs and --dry-run go with --prune"),
+        (["--keep-days", "30"], "--keep-days, --keep-runs, --dry-run and --vacuum go with"),
+        (["--vacuum"], "go with --prune: add --prune, or drop them"),
         (["--dry-run"], "go with --prune: add --prune, or drop them"),
         (["--prune", "--keep-runs", "1", "gpu07"], "--prune applies to the whole history"),
         (["--prune", "--keep-runs", "1", "--json"], "drop HOST and --json"),
@@ -413,7 +449,8 @@ def test_history_prune_upgrades_a_schema_1_database(
         f"removed 1 run (1 results, 0 certificates) from {old.path}",
         "runs: 2",
         "kept 2 older runs holding the latest certificate of a host (drift's baseline): 1, 3",
-        "the file keeps its size: SQLite reuses the freed pages for new runs",
+        "the file keeps its size: SQLite reuses the freed pages for new runs "
+        "(--vacuum gives them back)",
     ]
     with Store.open(old.path, readonly=True) as store:
         assert [row.run_id for row in store.history()] == [4, 3, 1, 1]

@@ -1398,12 +1398,51 @@ class Store:
             certificates += done[1]
         return PruneOutcome(tuple(removed), results, certificates, kept, dry_run)
 
+    def vacuum(self) -> tuple[int, int]:
+        """Give the pages freed by :meth:`prune` back to the filesystem: (bytes before, after).
+
+        SQLite rewrites the whole file (VACUUM), then empties its write-ahead log. It
+        holds the write lock while it does (seconds for a large store; other writers
+        wait out their busy timeout, then spool) and needs up to the file's size again
+        on disk while it runs.
+
+        Raises:
+            StoreError: the store was opened read-only, or SQLite refused (locked
+                after the wait, no space): nothing is lost, the file stays as it was.
+        """
+        self._refuse_readonly()
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            if db is None:
+                return 0, 0
+            before = _store_bytes(self.path)
+            try:
+                with self._busy_wait(db, None):
+                    db.execute("VACUUM")
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"history database {self.path} could not be compacted "
+                    f"({self._reason(exc, None)}); the runs were removed, and the next "
+                    "prune --vacuum tries again"
+                ) from None
+            return before, _store_bytes(self.path)
+
     def integrity_check(self) -> str:
         """SQLite's own integrity check: ``ok`` or the first problem it found."""
         with self._lock, _errors(self.path):
             db = self._connection(create=False)
             row = db.execute("PRAGMA integrity_check").fetchone() if db is not None else ("ok",)
         return str(row[0])
+
+
+def _store_bytes(path: Path) -> int:
+    """The database file and its write-ahead log, in bytes."""
+    total = 0
+    for part in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += part.stat().st_size
+    return total
 
 
 def _writer_gone(path: Path, run: dict[str, Any]) -> bool:

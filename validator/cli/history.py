@@ -73,8 +73,10 @@ def parse_keep(option: str, text: object, maximum: int, example: str) -> int | N
     )
 
 
-def render_prune(outcome: PruneOutcome, path: object) -> str:
-    """What a prune removed (or would), in a few lines."""
+def render_prune(
+    outcome: PruneOutcome, path: object, compacted: tuple[int, int] | None = None
+) -> str:
+    """What a prune removed (or would), in a few lines; ``compacted``: bytes before and after."""
     verb = "would remove" if outcome.dry_run else "removed"
     runs = "run" if len(outcome.runs) == 1 else "runs"
     lines = [
@@ -88,9 +90,19 @@ def render_prune(outcome: PruneOutcome, path: object) -> str:
             f"kept {len(outcome.kept)} older runs holding the latest certificate of a host "
             f"(drift's baseline): {_ranges(outcome.kept)}"
         )
-    if outcome.runs and not outcome.dry_run:
-        lines.append("the file keeps its size: SQLite reuses the freed pages for new runs")
+    if compacted is not None:
+        before, after = compacted
+        lines.append(f"compacted {path}: {_mib(before)} -> {_mib(after)}")
+    elif outcome.runs and not outcome.dry_run:
+        lines.append(
+            "the file keeps its size: SQLite reuses the freed pages for new runs "
+            "(--vacuum gives them back)"
+        )
     return "".join(line + "\n" for line in lines)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def _ranges(ids: tuple[int, ...]) -> str:
@@ -122,16 +134,23 @@ def _check_prune(prune: bool, host: str | None, as_json: bool) -> None:
     """Refuse the retention options without --prune, and --prune with a listing's options."""
     if not prune:
         raise BadInputError(
-            "--keep-days, --keep-runs and --dry-run go with --prune: add --prune, or drop them"
+            "--keep-days, --keep-runs, --dry-run and --vacuum go with --prune: add --prune, "
+            "or drop them"
         )
     if host is not None or as_json:
         raise BadInputError("--prune applies to the whole history: drop HOST and --json")
 
 
 def prune_history(
-    db_path: str | None, keep_days: int | None, keep_runs: int | None, dry_run: bool
+    db_path: str | None,
+    keep_days: int | None,
+    keep_runs: int | None,
+    dry_run: bool,
+    vacuum: bool = False,
 ) -> str:
     """Apply the retention policy to the history database; the text to print.
+
+    With ``vacuum`` (and not ``dry_run``), the file is compacted afterwards.
 
     Raises:
         BadInputError: no rule given.
@@ -147,8 +166,10 @@ def prune_history(
         if not store.has_database():
             return f"no history yet at {store.path}: nothing to prune\n"
         outcome = store.prune(keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
+        compacted = store.vacuum() if vacuum and not dry_run else None
         notices = store.take_notices()
-    return "".join(f"{notice}\n" for notice in notices) + render_prune(outcome, store.path)
+    text = render_prune(outcome, store.path, compacted)
+    return "".join(f"{notice}\n" for notice in notices) + text
 
 
 def render_history(rows: list[HistoryRow]) -> str:
@@ -201,6 +222,12 @@ def render_history(rows: list[HistoryRow]) -> str:
     help="With --prune: keep the N newest runs.",
 )
 @click.option("--dry-run", is_flag=True, help="With --prune: say what would go; remove nothing.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="With --prune: then compact the file (SQLite's VACUUM), giving the freed space back. "
+    "Holds the write lock while it runs, and needs the file's size again in free space.",
+)
 def history(
     host: str | None,
     db_path: str | None,
@@ -210,15 +237,16 @@ def history(
     keep_days: int | None,
     keep_runs: int | None,
     dry_run: bool,
+    vacuum: bool,
 ) -> None:
     """Show past certify and drift runs and their verdicts, for every host or HOST.
 
     A run whose process died before it finished (killed, power lost) shows as interrupted.
     With --prune, remove the runs a retention policy does not keep.
     """
-    if prune or keep_days is not None or keep_runs is not None or dry_run:
+    if prune or keep_days is not None or keep_runs is not None or dry_run or vacuum:
         _check_prune(prune, host, as_json)
-        click.echo(prune_history(db_path, keep_days, keep_runs, dry_run), nl=False)
+        click.echo(prune_history(db_path, keep_days, keep_runs, dry_run, vacuum), nl=False)
         return
     try:
         store = Store.open(db_path, readonly=True)
