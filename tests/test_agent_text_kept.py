@@ -53,7 +53,7 @@ def test_the_ssh_transport_keeps_the_agents_text(monkeypatch: pytest.MonkeyPatch
     text = _printed("row-remap-pending")
     run = ssh._Run(status=0, stdout=(text + "\n").encode(), stderr=b"")
     facts = ssh.SshTransport._facts(HostSpec(name="gpu-a", address="10.0.0.1"), run, 60.0)
-    assert packed.unpack(packed.packed_facts(facts)) == text + "\n"
+    assert packed.unpack(packed.packed_facts(facts)) == text  # the line's end left out
     assert encoded == []  # taken as printed, not encoded again
     assert from_dict(NodeFacts, json.loads(packed.unpack(packed.packed_facts(facts)))) == facts
 

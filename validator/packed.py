@@ -161,7 +161,8 @@ def remember_agent_text(facts: NodeFacts, text: str) -> None:
     (which refuses NaN and infinity), so what is kept decodes to ``facts``, whatever
     an agent of another version left out or wrote differently.
     """
-    _FACTS.remember(facts, pack(text))
+    # Without the line's end, so a host file joining it with the rest is one line too.
+    _FACTS.remember(facts, pack(text.strip()))
 
 
 def packed_result(result: NodeResult) -> bytes:
