@@ -247,7 +247,12 @@ def history(
     if prune or keep_days is not None or keep_runs is not None or dry_run or vacuum:
         _check_prune(prune, host, as_json)
         click.echo(prune_history(db_path, keep_days, keep_runs, dry_run, vacuum), nl=False)
-        return
+    else:
+        _show_history(host, db_path, as_json, limit)
+
+
+def _show_history(host: str | None, db_path: str | None, as_json: bool, limit: int) -> None:
+    """The listing: a table, or JSON; a history not there yet is an empty one."""
     try:
         store = Store.open(db_path, readonly=True)
     except NoHistoryError as exc:
