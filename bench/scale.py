@@ -33,7 +33,9 @@ Where the figures come from:
   (0.55, 0.45, 0.39 s; ``python -m validator.node.agent``: 0.48, 0.39, 0.40 s): the
   drawn run is log-normal around it (sigma 0.15). The facts themselves come from a
   run with a 2 s simulated burn and the interconnect measured (a node is certified
-  only with both), so they have a certifying run's size (~135 KB of JSON); each
+  only with both), its telemetry stretched to a default burn's 300 samples per GPU
+  (``--samples-per-gpu``; the short burn has ~40), so they have a certifying run's
+  shape and size (~500 KB of JSON; ~135 KB with the short burn's own samples); each
   scenario's agent wall time is in the output (``agent_wall_s``).
 - connect + upload: bench/fanout.py over 16 and 64 real sshd test hosts on this
   machine measured 321 ms and 198 ms of run wall time per node (5.1 s for 16 hosts,
@@ -108,6 +110,8 @@ PLACEHOLDER = "@@scale-host@@"
 PARTITION = "gpu"
 DEFAULT_AGENT_S = 0.40  # see the module docstring
 FACTS_BURN_S = 2.0
+# A default burn (300 s, validator.node.burnin.config) sampled at the default 1 s interval.
+DEFAULT_SAMPLES_PER_GPU = 300
 
 
 @dataclass(frozen=True)
@@ -185,13 +189,41 @@ class Facts:
         return self.texts[scenario].replace(json.dumps(PLACEHOLDER), json.dumps(hostname), 1)
 
 
-def produce_facts(scenarios: Sequence[str]) -> Facts:
+def stretch_samples(data: dict[str, Any], per_gpu: int) -> None:
+    """Give each GPU's burn ``per_gpu`` telemetry samples, over the same load window.
+
+    The short simulated burn samples every 50 ms (~40 samples); a default burn samples
+    once a second for 300 s. The controller's cost grows with the samples (each one
+    decoded, kept and judged), so the facts carry a default burn's count: the recorded
+    samples in order, each repeated, their times spread evenly over the original span.
+    """
+    burn = data.get("burn")
+    for gpu in burn.get("gpus", []) if isinstance(burn, dict) else []:
+        samples = gpu.get("samples") or []
+        if not samples or per_gpu <= 0:
+            continue
+        span = float(samples[-1]["t_s"]) - float(samples[0]["t_s"])
+        start = float(samples[0]["t_s"])
+        step = span / (per_gpu - 1) if per_gpu > 1 else 0.0
+        stretched = []
+        for i in range(per_gpu):
+            sample = dict(samples[i * len(samples) // per_gpu], t_s=round(start + i * step, 4))
+            if isinstance(sample.get("power_w"), float):
+                # NVML's power reading differs at every tick; copies would compress too well.
+                sample["power_w"] = round(sample["power_w"] * (1 + 0.004 * math.sin(i)), 2)
+            stretched.append(sample)
+        gpu["samples"] = stretched
+
+
+def produce_facts(
+    scenarios: Sequence[str], samples_per_gpu: int = DEFAULT_SAMPLES_PER_GPU
+) -> Facts:
     """Run the real agent once per scenario (simulated source, all at once).
 
     A node is certified only after a burn-in and the interconnect measurement, so the
     agent runs a short simulated burn (:data:`FACTS_BURN_S`) with ``--interconnect on``:
-    the facts have the shape and size of a certifying run's. The burn's length changes
-    what the node spends, not what the controller does with its facts.
+    the facts have the shape of a certifying run's, and with ``samples_per_gpu``
+    telemetry samples per GPU (:func:`stretch_samples`) its size too.
     """
     started = {}
     for scenario in scenarios:
@@ -208,6 +240,7 @@ def produce_facts(scenarios: Sequence[str]) -> Facts:
             raise RuntimeError(f"the agent failed on {scenario}: {stderr.decode()[-500:]}")
         data = json.loads(stdout)
         data["hostname"] = PLACEHOLDER
+        stretch_samples(data, samples_per_gpu)
         texts[scenario] = json.dumps(data, sort_keys=True, separators=(",", ":"))  # as printed
     return Facts(texts, walls)
 
@@ -694,6 +727,7 @@ def _passed(args: argparse.Namespace) -> list[str]:
         f"--time-scale={args.time_scale}",
         f"--poll={args.poll}",
         f"--seed={args.seed}",
+        f"--samples-per-gpu={args.samples_per_gpu}",
     ]
 
 
@@ -751,13 +785,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--poll", type=float, default=knobs.poll_s, help="Slurm poll seconds (scaled)"
     )
     parser.add_argument("--seed", type=int, default=knobs.seed)
+    parser.add_argument(
+        "--samples-per-gpu",
+        type=int,
+        default=DEFAULT_SAMPLES_PER_GPU,
+        help="burn telemetry samples per GPU in each node's facts (a default burn: 300)",
+    )
     parser.add_argument("--json-out", help="also write the JSON summary here")
     parser.add_argument("--one", nargs=2, metavar=("PATH", "NODES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         path, nodes = args.one[0], int(args.one[1])
         config = _config(args, path, nodes)
-        facts = produce_facts((HEALTHY, *FAILING))
+        facts = produce_facts((HEALTHY, *FAILING), args.samples_per_gpu)
         # A small run first: the imports and first-call costs are not the fleet's.
         simulate(dataclasses.replace(config, nodes=min(nodes, 8), time_scale=0.01), facts)
         print(json.dumps(simulate(config, facts)))

@@ -8,6 +8,7 @@ failing and an unreachable share large enough to show at that size.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -70,6 +71,29 @@ def test_every_failing_scenario_fails_and_the_healthy_one_passes(
     verdicts = scale.expected_verdicts(facts)
     assert verdicts.pop(scale.HEALTHY) == "CERTIFIED"
     assert set(verdicts.values()) == {"NOT_CERTIFIED"}
+
+
+def test_the_facts_carry_a_default_burns_samples_over_the_recorded_span(
+    scale: ModuleType, facts: Any
+) -> None:
+    data = json.loads(facts.text_for(scale.HEALTHY, "n1"))
+    for gpu in data["burn"]["gpus"]:
+        times = [sample["t_s"] for sample in gpu["samples"]]
+        assert len(times) == scale.DEFAULT_SAMPLES_PER_GPU
+        assert times == sorted(times)
+        assert times[-1] <= gpu["load_end_s"] + 1.0  # the recorded span, not 300 s
+        powers = [sample["power_w"] for sample in gpu["samples"]]
+        assert len(set(powers)) > len(powers) // 2  # not copies: each tick reads anew
+
+
+def test_stretching_keeps_the_recorded_readings_in_order(scale: ModuleType) -> None:
+    recorded = [{"t_s": 0.0, "power_w": 100.0}, {"t_s": 1.0, "power_w": 700.0}]
+    data = {"burn": {"gpus": [{"samples": recorded}, {"samples": []}]}}
+    scale.stretch_samples(data, 4)
+    stretched = data["burn"]["gpus"][0]["samples"]
+    assert [s["t_s"] for s in stretched] == [0.0, 0.3333, 0.6667, 1.0]
+    assert [round(s["power_w"], -1) for s in stretched] == [100.0, 100.0, 700.0, 700.0]
+    assert data["burn"]["gpus"][1]["samples"] == []
 
 
 @pytest.mark.parametrize("path", ["ssh", "slurm"])

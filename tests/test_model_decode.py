@@ -9,6 +9,7 @@ each refusal naming the exact place, however deep.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from typing import Any
@@ -112,3 +113,37 @@ def test_an_int_where_a_float_is_declared_is_taken_as_a_float(healthy: dict[str,
     value = from_dict(NodeFacts, data).gpus[0].power_draw_w
     assert value == 72.0
     assert type(value) is float
+
+
+# The kinds a host holds by the hundred or thousand (a default burn: 2,400 samples).
+MANY_PER_HOST = ("TelemetrySample", "NvLinkErrorCounts", "NvLinkState", "Bandwidth", "Finding")
+
+
+@pytest.mark.parametrize("name", MANY_PER_HOST)
+def test_the_many_small_objects_of_a_host_keep_no_dict_each(name: str) -> None:
+    """Slots, not a per-object dict: the controller holds every host's until its report."""
+    from validator import model
+    from validator.judge import judge_node
+    from validator.judge.policy import Policy
+    from validator.node.burnin.config import BurnConfig
+
+    facts = collect_simulated("healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0))
+    found: list[object] = []
+
+    def walk(value: object) -> None:
+        if type(value).__name__ == name:
+            found.append(value)
+        if hasattr(value, "__dataclass_fields__"):
+            for field_name in value.__dataclass_fields__:  # type: ignore[attr-defined]
+                walk(getattr(value, field_name))
+        elif isinstance(value, tuple):
+            for item in value:
+                walk(item)
+
+    walk(facts)
+    walk(judge_node(facts, Policy()).findings)
+    assert found, f"no {name} in a healthy host's facts or findings"
+    one = found[0]
+    assert not hasattr(one, "__dict__")
+    assert dataclasses.replace(one) == one  # frozen and comparable as before
+    assert type(one) is getattr(model, name)

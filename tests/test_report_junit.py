@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import xml.etree.ElementTree as ET
 
 from tests.test_report_samples import (
@@ -251,3 +252,62 @@ def test_a_fleet_reports_each_checks_passes_as_one_case_and_every_other_finding_
     # One node alone keeps a case per finding, as before.
     alone = _parse(render_junit(sample_report(healthy))).findall("testsuite")[0]
     assert len(alone.findall("testcase")) == len(healthy.findings)
+
+
+def test_a_checks_passing_gpus_read_as_runs() -> None:
+    node = healthy_8_gpu_fleet(2).nodes[0]
+    passed = {
+        case.get("name"): case.findtext("system-out")
+        for case in _parse(render_junit(healthy_8_gpu_fleet(2))).iter("testcase")
+        if (case.get("classname") or "").startswith(f"gpuready.{node.hostname}.")
+    }
+    assert passed["burn.speed[passed]"] == "PASS: 8 findings (gpu0-7)"
+    assert passed["burn.xid[passed]"] == "PASS: 1 finding"
+    gaps = [
+        dataclasses.replace(f, gpu_index=i)
+        for f, i in zip(
+            [f for f in node.findings if f.check == "burn.speed"], (0, 1, 3, 4, 5, 7, 7, 9)
+        )
+    ]
+    one = dataclasses.replace(node, findings=tuple(gaps))
+    report = dataclasses.replace(healthy_8_gpu_fleet(2), nodes=(one, one))
+    texts = {case.findtext("system-out") for case in _parse(render_junit(report)).iter("testcase")}
+    assert texts == {"PASS: 8 findings (gpu0, gpu1, gpu3-5, gpu7, gpu9)"}
+
+
+def test_a_fleets_healthy_node_costs_under_ten_kilobytes() -> None:
+    """Issue 16: a thousand-node report stays small; each healthy 8-GPU node <= 10 KB."""
+    one = len(render_junit(healthy_8_gpu_fleet(2)).encode())
+    hundred = len(render_junit(healthy_8_gpu_fleet(102)).encode())
+    assert (hundred - one) / 100 <= 10 * 1024
+
+
+@functools.cache
+def _healthy_8_gpu() -> NodeResult:
+    from validator.judge import judge_node
+    from validator.judge.policy import Policy
+    from validator.node.burnin.config import BurnConfig
+    from validator.node.sources import collect_simulated
+
+    facts = collect_simulated(
+        "healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0), interconnect="on"
+    )
+    result = judge_node(facts, Policy())
+    assert result.verdict is Verdict.CERTIFIED
+    return result
+
+
+def healthy_8_gpu_fleet(nodes: int) -> Report:
+    """``nodes`` certified 8-GPU nodes (a simulated burn, the interconnect measured)."""
+    from validator.model import FleetSummary
+
+    base = _healthy_8_gpu()
+    results = tuple(
+        dataclasses.replace(
+            base,
+            hostname=f"gpu{i:05d}",
+            facts=dataclasses.replace(base.facts, hostname=f"gpu{i:05d}"),
+        )
+        for i in range(nodes)
+    )
+    return Report("2026-12-03T00:00:00Z", "test", results, fleet=FleetSummary(nodes, nodes, 0, 0))

@@ -100,7 +100,7 @@ class GpuStatus(str, enum.Enum):
     ERROR = "error"  # present but its handle could not be read
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NvLinkState:
     """One NVLink of one GPU: up or not, and its speed where the source gives it."""
 
@@ -109,7 +109,7 @@ class NvLinkState:
     speed_gb_s: Measured[float] = NOT_MEASURED  # per direction, as nvidia-smi nvlink -s
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NvLinkErrorCounts:
     """One NVLink's error counters (NVML nvmlDeviceGetNvLinkErrorCounter; ``nvlink -e``).
 
@@ -305,7 +305,7 @@ class ToolFacts:
     cudnn_cuda_major: Measured[int] = NOT_MEASURED  # CUDA major cuDNN was built for
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TelemetrySample:
     """One sampler tick for one GPU during the burn-in."""
 
@@ -470,7 +470,7 @@ class DcgmDiag:
 # Bandwidths are GB/s of 10^9 bytes, as nvbandwidth and nccl-tests print them.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bandwidth:
     """One copy measured several times: the median of the repeats, and each repeat.
 
@@ -508,7 +508,7 @@ class GpuCopyBandwidth:
     hbm: Bandwidth = field(default_factory=Bandwidth)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PeerBandwidth:
     """One ordered pair of GPUs: can ``src`` reach ``dst`` directly, and how fast.
 
@@ -713,7 +713,7 @@ ACTION_WORDS: Dict[Action, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """What one check concluded, for the node or for one GPU."""
 
