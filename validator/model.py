@@ -100,7 +100,13 @@ class GpuStatus(str, enum.Enum):
     ERROR = "error"  # present but its handle could not be read
 
 
-@dataclass(frozen=True, slots=True)
+# The kinds a host holds by the hundred or thousand (a default burn: 2,400 samples) keep
+# slots, not a dict each: the controller holds every host's until its report. Python 3.9
+# (which the agent still runs on) has no dataclass slots; there they keep the dict.
+_MANY_PER_HOST: dict[str, bool] = {"slots": True} if sys.version_info >= (3, 10) else {}
+
+
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class NvLinkState:
     """One NVLink of one GPU: up or not, and its speed where the source gives it."""
 
@@ -109,7 +115,7 @@ class NvLinkState:
     speed_gb_s: Measured[float] = NOT_MEASURED  # per direction, as nvidia-smi nvlink -s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class NvLinkErrorCounts:
     """One NVLink's error counters (NVML nvmlDeviceGetNvLinkErrorCounter; ``nvlink -e``).
 
@@ -305,7 +311,7 @@ class ToolFacts:
     cudnn_cuda_major: Measured[int] = NOT_MEASURED  # CUDA major cuDNN was built for
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class TelemetrySample:
     """One sampler tick for one GPU during the burn-in."""
 
@@ -470,7 +476,7 @@ class DcgmDiag:
 # Bandwidths are GB/s of 10^9 bytes, as nvbandwidth and nccl-tests print them.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class Bandwidth:
     """One copy measured several times: the median of the repeats, and each repeat.
 
@@ -508,7 +514,7 @@ class GpuCopyBandwidth:
     hbm: Bandwidth = field(default_factory=Bandwidth)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class PeerBandwidth:
     """One ordered pair of GPUs: can ``src`` reach ``dst`` directly, and how fast.
 
@@ -713,7 +719,7 @@ ACTION_WORDS: Dict[Action, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **_MANY_PER_HOST)
 class Finding:
     """What one check concluded, for the node or for one GPU."""
 
