@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_every_host_is_judged_in_inventory_order_with_bounded_concurrency() -> N
         AgentRequest(),
         judge,
         parallel=4,
-        on_result=lambda r: arrived.append(r.hostname),
+        on_results=lambda batch: arrived.extend(r.hostname for r in batch),
     )
     assert [r.hostname for r in outcome.results] == [h.name for h in HOSTS]
     assert {r.verdict for r in outcome.results} == {Verdict.CERTIFIED}
@@ -99,6 +100,26 @@ def test_failures_stay_with_their_host() -> None:
     assert "bug in a transport" in outcome.results[5].summary
 
 
+def test_results_that_queue_up_while_the_caller_is_busy_come_in_one_call() -> None:
+    """A slow store (the caller's commit) gets every result waiting at once: one transaction."""
+    transport = FakeTransport(delay_s=0.01)
+    calls: list[list[str]] = []
+
+    def slow_commit(batch: Sequence[NodeResult]) -> None:
+        calls.append([r.hostname for r in batch])
+        if len(calls) == 1:
+            time.sleep(0.5)  # the other eleven finish meanwhile
+
+    outcome = run_fanout(
+        HOSTS, transport, AgentRequest(), judge, parallel=12, on_results=slow_commit
+    )
+    assert sorted(name for call in calls for name in call) == sorted(h.name for h in HOSTS)
+    assert len(calls[0]) >= 1
+    assert len(calls) <= 3  # not one call per host
+    assert max(len(call) for call in calls[1:]) >= 5
+    assert [r.hostname for r in outcome.results] == [h.name for h in HOSTS]
+
+
 def test_a_hung_host_is_given_up_at_its_deadline() -> None:
     transport = FakeTransport({"gpu02": "hang"})
     started = time.monotonic()
@@ -119,14 +140,14 @@ def test_stopping_reports_unfinished_hosts_unknown() -> None:
     stop = threading.Event()
     arrived: list[NodeResult] = []
 
-    def note(result: NodeResult) -> None:
-        arrived.append(result)
-        if len(arrived) == 6:
+    def note(batch: Sequence[NodeResult]) -> None:
+        arrived.extend(batch)
+        if len(arrived) >= 6:
             stop.set()
 
     try:
         outcome = run_fanout(
-            HOSTS, transport, AgentRequest(), judge, parallel=12, on_result=note, stop=stop
+            HOSTS, transport, AgentRequest(), judge, parallel=12, on_results=note, stop=stop
         )
     finally:
         transport.release.set()
@@ -142,15 +163,17 @@ def test_ctrl_c_in_the_waiting_thread_still_returns_every_host() -> None:
     transport = FakeTransport({h.name: "hang" for h in HOSTS[2:]})
 
     calls: list[str] = []
+    handed: list[int] = []
 
-    def interrupt(result: NodeResult) -> None:
-        calls.append(result.hostname)
-        if len(calls) == 1:  # Ctrl-C arrives once, while the first result is being written
+    def interrupt(batch: Sequence[NodeResult]) -> None:
+        calls.extend(result.hostname for result in batch)
+        handed.append(len(batch))
+        if len(handed) == 1:  # Ctrl-C arrives once, while the first results are being written
             raise KeyboardInterrupt
 
     try:
         outcome = run_fanout(
-            HOSTS[:5], transport, AgentRequest(), judge, parallel=5, on_result=interrupt
+            HOSTS[:5], transport, AgentRequest(), judge, parallel=5, on_results=interrupt
         )
     finally:
         transport.release.set()

@@ -40,7 +40,7 @@ from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_from
 from validator.remote.deadline import cut_short, timed_out
 from validator.remote.per_host import PerHostTransport
-from validator.remote.transport import AgentRequest, Progress, Transport
+from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -405,7 +405,7 @@ def certify_fleet(
     request: FleetRequest,
     *,
     progress: Progress | None = None,
-    on_result: Callable[[NodeResult], None] | None = None,
+    on_results: Arrivals | None = None,
     on_hosts: Callable[[list[HostSpec]], None] | None = None,
     stop: threading.Event | None = None,
     on_submitted: Callable[[Submission], None] | None = None,
@@ -450,7 +450,7 @@ def certify_fleet(
             deadline_s=fleet.deadline_s,
             judging=request.judging(),
             progress=progress,
-            on_result=on_result,
+            on_results=on_results,
             stop=stop,
             on_submitted=on_submitted,
         )
@@ -464,7 +464,7 @@ def certify_fleet(
                 parallel=request.parallel,
                 deadline_s=fleet.deadline_s,
                 progress=progress,
-                on_result=on_result,
+                on_results=on_results,
                 stop=stop,
             )
     base = fleet.base

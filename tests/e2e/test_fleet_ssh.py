@@ -96,7 +96,7 @@ def test_sshd_killed_mid_run_is_unknown_while_the_others_certify(
             burn=BurnConfig(duration_s=5.0),
             deadline_s=60.0,
         ),
-        on_result=arrived.append,
+        on_results=arrived.extend,
     )
     killer.join()
     by_name = {node.hostname: node for node in report.nodes}

@@ -314,26 +314,27 @@ def _certify_fleet(
             store.start_run(RunKind.CERTIFY, len(hosts), policy_digest(policy), request.argv)
         )
 
-    def arrived(result: NodeResult) -> None:
-        # Committed as it arrives; the final judgement (after the fleet
-        # comparison) replaces it, with its certificate.
-        store.record_result(run[0], result)
-        if request.report_dir is not None and not problems:
-            from validator.report.partial import write_host_result
+    def arrived(batch: Sequence[NodeResult]) -> None:
+        # Committed as they arrive, what has queued up in one transaction; the final
+        # judgement (after the fleet comparison) replaces each, with its certificate.
+        store.record_results(run[0], [(result, None) for result in batch])
+        for result in batch:
+            if request.report_dir is not None and not problems:
+                from validator.report.partial import write_host_result
 
-            try:
-                write_host_result(result, request.report_dir)
-            except ReportError as exc:
-                problems.append(str(exc))
-        # Only then shown: a result the user saw arrive is already stored.
-        if display is not None:
-            display.result(result)
+                try:
+                    write_host_result(result, request.report_dir)
+                except ReportError as exc:
+                    problems.append(str(exc))
+            # Only then shown: a result the user saw arrive is already stored.
+            if display is not None:
+                display.result(result)
 
     try:
         report = certify_fleet(
             request.fleet(),
             progress=display,
-            on_result=arrived,
+            on_results=arrived,
             on_hosts=hosts_known,
             on_submitted=on_submitted,
         )

@@ -281,11 +281,13 @@ def _drift_fleet(
         baseline = stored_baseline(store, host.name, request.sign_key)
         return drift_node(facts, baseline, policies[host.name])
 
-    def arrived(result: NodeResult) -> None:
-        result = result_with_actions(result)  # an unreachable host's findings too
-        store.record_result(run_id, result)
+    def arrived(batch: Sequence[NodeResult]) -> None:
+        # An unreachable host's findings get their actions too.
+        results = [result_with_actions(result) for result in batch]
+        store.record_results(run_id, [(result, None) for result in results])  # one commit
         if display is not None:
-            display.result(result)
+            for result in results:
+                display.result(result)
 
     asked = agent_request(
         request.burn, base, policies, interconnect_modes(request.measure_interconnect)
@@ -306,7 +308,7 @@ def _drift_fleet(
                 deadline_s=deadline_s,
                 judging={**judging, "deadline_s": request.deadline_s, "drift": True},
                 progress=display,
-                on_result=arrived,
+                on_results=arrived,
             )
         else:
             outcome = run_fanout(
@@ -317,7 +319,7 @@ def _drift_fleet(
                 parallel=request.parallel,
                 deadline_s=deadline_s,
                 progress=display,
-                on_result=arrived,
+                on_results=arrived,
             )
     except BaseException:
         store.finish_run(run_id, interrupted=True)

@@ -30,7 +30,7 @@ from validator.remote.slurm_fanout import (
     target_nodes,
 )
 from validator.remote.slurm_spool import Submission, find
-from validator.remote.transport import AgentRequest, Progress
+from validator.remote.transport import AgentRequest, Arrivals, Progress
 from validator.text import one_line
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def reach(
     deadline_s: float,
     judging: Mapping[str, Any],
     progress: Progress | None = None,
-    on_result: Callable[[NodeResult], None] | None = None,
+    on_results: Arrivals | None = None,
     stop: threading.Event | None = None,
     on_submitted: Callable[[Submission], None] | None = None,
 ) -> FanoutResult:
@@ -166,7 +166,7 @@ def reach(
             wait=options.wait,
             poll_s=options.poll_s,
             progress=progress,
-            on_result=on_result,
+            on_results=on_results,
             stop=stop,
         )
         results = outcome.results

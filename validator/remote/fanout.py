@@ -25,6 +25,7 @@ from validator.remote.deadline import cut_short, timed_out
 from validator.remote.transport import (
     AgentOutcome,
     AgentRequest,
+    Arrivals,
     Phase,
     Progress,
     Transport,
@@ -34,6 +35,10 @@ from validator.remote.transport import (
 )
 
 Judge = Callable[[HostSpec, NodeFacts], NodeResult]
+
+# The most results handed on at once: enough to commit a burst in one transaction,
+# few enough that the first of them is shown without waiting on the rest.
+MOST_AT_ONCE = 256
 
 
 class _Silent:
@@ -112,7 +117,7 @@ def run_fanout(
     parallel: int = 64,
     deadline_s: float = 600.0,
     progress: Progress | None = None,
-    on_result: Callable[[NodeResult], None] | None = None,
+    on_results: Arrivals | None = None,
     stop: threading.Event | None = None,
 ) -> FanoutResult:
     """Certify every host; one failing, hanging or unreachable host never holds up the others.
@@ -125,14 +130,15 @@ def run_fanout(
         parallel: how many hosts at once.
         deadline_s: how long one host may take from connect to facts.
         progress: told each host's phase.
-        on_result: called (in the caller's thread) with each result as it arrives.
+        on_results: called (in the caller's thread) with the results that have arrived
+            since its last call (every one waiting, up to :data:`MOST_AT_ONCE`).
         stop: set it to end the run early; unfinished hosts are reported UNKNOWN.
     """
     run = _Run(hosts, transport, request, judge, deadline_s, progress or _Silent(), stop)
     run.start(parallel)
     interrupted = False
     try:
-        run.collect(on_result)
+        run.collect(on_results)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -140,10 +146,17 @@ def run_fanout(
     if len(run.results) < len(hosts):
         interrupted = True
         why = "the run was interrupted before this host finished"
-        for position, host in enumerate(hosts):
-            if position not in run.results:
-                name = transport_name(transport, host)
-                run.record(position, unreachable(host, name, why, "interrupted", 0.0), on_result)
+        run.record(
+            [
+                (
+                    position,
+                    unreachable(host, transport_name(transport, host), why, "interrupted", 0.0),
+                )
+                for position, host in enumerate(hosts)
+                if position not in run.results
+            ],
+            on_results,
+        )
     return FanoutResult(
         results=tuple(run.results[i] for i in range(len(hosts))), interrupted=interrupted
     )
@@ -202,26 +215,30 @@ class _Run:
                 result = unreachable(host, name, why, "", 0.0)
             self.done.put((position, result))
 
-    def collect(self, on_result: Callable[[NodeResult], None] | None) -> None:
+    def collect(self, on_results: Arrivals | None) -> None:
         while len(self.results) < len(self.hosts) and not self.stop.is_set():
             try:
-                position, result = self.done.get(timeout=0.2)
+                arrived = [self.done.get(timeout=0.2)]
             except queue.Empty:
-                self._expire(on_result)
+                self._expire(on_results)
                 continue
-            if position not in self.results:  # else: already given up on past its deadline
-                self.record(position, result, on_result)
+            while len(arrived) < MOST_AT_ONCE:
+                try:
+                    arrived.append(self.done.get_nowait())
+                except queue.Empty:
+                    break
+            # A host given up on past its deadline already has its result.
+            self.record([(p, r) for p, r in arrived if p not in self.results], on_results)
 
-    def record(
-        self, position: int, result: NodeResult, on_result: Callable[[NodeResult], None] | None
-    ) -> None:
-        self.results[position] = result
-        failed = result.verdict is Verdict.UNKNOWN
-        self.progress.phase(self.hosts[position].name, Phase.FAILED if failed else Phase.DONE)
-        if on_result is not None:
-            on_result(result)
+    def record(self, arrived: list[tuple[int, NodeResult]], on_results: Arrivals | None) -> None:
+        for position, result in arrived:
+            self.results[position] = result
+            failed = result.verdict is Verdict.UNKNOWN
+            self.progress.phase(self.hosts[position].name, Phase.FAILED if failed else Phase.DONE)
+        if on_results is not None and arrived:
+            on_results([result for _, result in arrived])
 
-    def _expire(self, on_result: Callable[[NodeResult], None] | None) -> None:
+    def _expire(self, on_results: Arrivals | None) -> None:
         # Every transport enforces the deadline itself; this is the backstop for one
         # that cannot (a hung DNS lookup, a blocked library call).
         now = time.monotonic()
@@ -233,10 +250,11 @@ class _Run:
                 for p, t in self.started.items()
                 if p not in self.results and now - t > self.deadline_s + margin
             ]
+        why = f"no answer within the {self.deadline_s:g} s deadline"
+        given_up = []
         for position in overdue:
-            why = f"no answer within the {self.deadline_s:g} s deadline"
-            elapsed = now - self.started[position]
             host = self.hosts[position]
             name = transport_name(self.transport, host)
-            result = unreachable(host, name, why, "deadline", elapsed)
-            self.record(position, result, on_result)
+            elapsed = now - self.started[position]
+            given_up.append((position, unreachable(host, name, why, "deadline", elapsed)))
+        self.record(given_up, on_results)

@@ -53,7 +53,14 @@ from validator.remote.slurm_spool import (
     save,
     write_file,
 )
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, agent_deadline
+from validator.remote.transport import (
+    AgentOutcome,
+    AgentRequest,
+    Arrivals,
+    Phase,
+    Progress,
+    agent_deadline,
+)
 from validator.slurm import PREFIX, Runner, SlurmError
 from validator.slurm import resume_if_ours as slurm_resume
 from validator.slurm.commands import run_slurm
@@ -438,7 +445,7 @@ def follow(
     wait: bool = True,
     poll_s: float = DEFAULT_POLL_S,
     progress: Progress | None = None,
-    on_result: Callable[[NodeResult], None] | None = None,
+    on_results: Arrivals | None = None,
     stop: threading.Event | None = None,
     runner: Runner = run_slurm,
 ) -> FanoutResult:
@@ -455,7 +462,8 @@ def follow(
             pending or running are UNKNOWN with their job's state.
         poll_s: the pause between looks.
         progress: told each node's phase.
-        on_result: called with each result as it arrives.
+        on_results: called with the results that arrived since its last call (a look's
+            worth at once).
         stop: set it to end early (Ctrl-C does the same): the jobs are cancelled.
         runner: runs Slurm's commands.
     """
@@ -475,12 +483,12 @@ def follow(
     order = list(submission.nodes)
     for node, words in submission.skipped.items():
         run.results[node] = _unknown(run, node, words, "not submitted")
-        _told(run, node, on_result)
+    _told(run, list(submission.skipped), on_results)
     interrupted = False
     try:
         while True:
             # Without waiting, one look is the last: a finished job's missing nodes are told now.
-            _look(run, on_result, final=not wait)
+            _look(run, on_results, final=not wait)
             # Done when every node that has a job has its result (a node without one, in
             # a submission saved part-way, can never get one: _unfinished says so).
             if not wait or all(n in run.results for n in order if n in submission.jobs):
@@ -492,11 +500,11 @@ def follow(
     except KeyboardInterrupt:
         interrupted = True
         _cancel_and_wait(run)
-        _gather(run, on_result)  # what finished before the cancel still counts
-    for node in order:
-        if node not in run.results:
-            run.results[node] = _unfinished(run, node, interrupted)
-            _told(run, node, on_result)
+        _gather(run, on_results)  # what finished before the cancel still counts
+    unfinished = [node for node in order if node not in run.results]
+    for node in unfinished:
+        run.results[node] = _unfinished(run, node, interrupted)
+    _told(run, unfinished, on_results)
     return FanoutResult(results=tuple(run.results[node] for node in order), interrupted=interrupted)
 
 
@@ -505,15 +513,18 @@ class _Silent:
         del host, phase
 
 
-def _told(run: _Follow, node: str, on_result: Callable[[NodeResult], None] | None) -> None:
-    result = run.results[node]
-    run.progress.phase(node, Phase.FAILED if result.verdict is Verdict.UNKNOWN else Phase.DONE)
-    if on_result is not None:
-        on_result(result)
+def _told(run: _Follow, nodes: list[str], on_results: Arrivals | None) -> None:
+    """Show ``nodes``' results (each already in ``run.results``) and hand them on at once."""
+    for node in nodes:
+        verdict = run.results[node].verdict
+        run.progress.phase(node, Phase.FAILED if verdict is Verdict.UNKNOWN else Phase.DONE)
+    if on_results is not None and nodes:
+        on_results([run.results[node] for node in nodes])
 
 
-def _gather(run: _Follow, on_result: Callable[[NodeResult], None] | None) -> None:
+def _gather(run: _Follow, on_results: Arrivals | None) -> None:
     """Judge every node whose exit status is new in the spool."""
+    landed = []
     for node in sorted(finished_nodes(run.submission)):
         if node in run.results or node not in run.hosts:
             continue
@@ -521,15 +532,14 @@ def _gather(run: _Follow, on_result: Callable[[NodeResult], None] | None) -> Non
         if output.rc is None:  # not readable yet (being renamed, NFS): the next look
             continue
         run.results[node] = _judged(run, output)
-        _told(run, node, on_result)
+        landed.append(node)
+    _told(run, landed, on_results)
 
 
-def _look(
-    run: _Follow, on_result: Callable[[NodeResult], None] | None, *, final: bool = False
-) -> None:
+def _look(run: _Follow, on_results: Arrivals | None, *, final: bool = False) -> None:
     """One pass: new results from the spool, then the jobs' states."""
     now = time.monotonic()
-    _gather(run, on_result)
+    _gather(run, on_results)
     waiting = {
         job: [node for node in nodes if node not in run.results]
         for job, nodes in run.by_job.items()
@@ -544,10 +554,11 @@ def _look(
             for job in live:
                 run.states.setdefault(job, _unknown_state(job, str(exc)))
         return  # Slurm did not answer this time: look again next time
-    overdue = [job for job in live if _watch(run, job, waiting[job], now, final, on_result)]
+    overdue = [job for job in live if _watch(run, job, waiting[job], now, final, on_results)]
     if overdue:
         with contextlib.suppress(GpureadyError):
             cancel(overdue, run.runner)
+        given_up = []
         for job in overdue:
             for node in waiting[job]:
                 if node in run.results:
@@ -557,7 +568,8 @@ def _look(
                     f"gpuready cancelled job {job}"
                 )
                 run.results[node] = _unknown(run, node, why, "deadline")
-                _told(run, node, on_result)
+                given_up.append(node)
+        _told(run, given_up, on_results)
 
 
 def _asked(run: _Follow, live: list[str], final: bool) -> list[str]:
@@ -581,7 +593,7 @@ def _watch(
     waiting: list[str],
     now: float,
     final: bool,
-    on_result: Callable[[NodeResult], None] | None,
+    on_results: Arrivals | None,
 ) -> bool:
     """Act on one job's state; True when it has run past its deadline (to be cancelled)."""
     state = run.states.get(job)
@@ -594,7 +606,7 @@ def _watch(
     if state.finished:
         first_seen = run.ended.setdefault(job, now)
         if final or now - first_seen >= run.grace_s:
-            _job_ended(run, job, waiting, state, on_result)
+            _job_ended(run, job, waiting, state, on_results)
         return False
     started = run.started.get(job)
     return started is not None and now - started > run.deadline_s + TIME_MARGIN_S
@@ -605,7 +617,7 @@ def _job_ended(
     job: str,
     nodes: list[str],
     state: JobState,
-    on_result: Callable[[NodeResult], None] | None,
+    on_results: Arrivals | None,
 ) -> None:
     """Nodes of a finished job that left no result: UNKNOWN with the job's and node's words."""
     missing = [node for node in nodes if node not in run.results]
@@ -625,7 +637,7 @@ def _job_ended(
                 "with the nodes at the same path"
             )
             run.results[node] = _unknown(run, node, why, "run")
-        _told(run, node, on_result)
+    _told(run, missing, on_results)
 
 
 def _node_words(nodes: list[str], runner: Runner) -> dict[str, str]:

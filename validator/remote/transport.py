@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import enum
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts
+from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts, NodeResult
 from validator.node.bandwidth import check_mode
 from validator.node.burnin.config import BurnConfig
 
@@ -149,6 +149,11 @@ class AgentOutcome:
     stderr: str = ""  # the agent's stderr, kept for the report
     phase: Phase | str = ""  # where it stopped (""): connect, upload, run, parse
     elapsed_s: float = 0.0
+
+
+# Told the results that have arrived since it was last called, in the caller's thread:
+# one call for everything waiting, so a slow store commits many hosts at once.
+Arrivals = Callable[[Sequence[NodeResult]], None]
 
 
 class Progress(Protocol):
