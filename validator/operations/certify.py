@@ -318,10 +318,10 @@ def _certify_fleet(
         # Committed as they arrive, what has queued up in one transaction; the final
         # judgement (after the fleet comparison) replaces each, with its certificate.
         store.record_results(run[0], [(result, None) for result in batch])
+        from validator.report.partial import write_host_result  # a fleet's only
+
         for result in batch:
             if request.report_dir is not None and not problems:
-                from validator.report.partial import write_host_result
-
                 try:
                     write_host_result(result, request.report_dir)
                 except ReportError as exc:
