@@ -7,6 +7,7 @@ identity, the fp8 fixes and the deadline over the reads after the burn.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import threading
 import time
@@ -103,6 +104,28 @@ def test_under_load_keeps_only_the_window_busy_samples() -> None:
                   load_end_s=5.5)  # fmt: skip
     assert [s.t_s for s in under_load(gpu)] == [2.0, 4.0, 5.0]
     assert under_load(dataclasses.replace(gpu, load_start_s=Unavailable(Reason.NOT_MEASURED))) == ()
+
+
+def test_a_burns_load_samples_are_filtered_once_while_it_lives() -> None:
+    trace = tuple(sample(float(t), 100, 1830) for t in range(10))
+    gpu = GpuBurn(index=0, status=BurnStatus.COMPLETED, samples=trace, load_start_s=2.0,
+                  load_end_s=7.0)  # fmt: skip
+    first = under_load(gpu)
+    assert under_load(gpu) is first  # the checks and the reports share one filtering
+    # An equal copy is another object: filtered on its own, to the same samples.
+    twin = dataclasses.replace(gpu)
+    assert under_load(twin) == first
+    assert under_load(twin) is not first
+    narrower = dataclasses.replace(gpu, load_end_s=4.0)
+    assert [s.t_s for s in under_load(narrower)] == [2.0, 3.0, 4.0]
+    del gpu, twin, narrower
+    gc.collect()
+    # Whatever takes a dead burn's place (its id too) is filtered on its own samples.
+    for start in (0.0, 5.0, 8.0):
+        fresh = GpuBurn(index=0, status=BurnStatus.COMPLETED, samples=trace, load_start_s=start,
+                        load_end_s=9.0)  # fmt: skip
+        assert [s.t_s for s in under_load(fresh)] == [float(t) for t in range(int(start), 10)]
+        del fresh
 
 
 def test_a_low_percentile_is_not_the_minimum() -> None:

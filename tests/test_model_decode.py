@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from validator.model import NodeFacts, SchemaError, from_dict, to_dict
+from validator.model import GpuBurn, NodeFacts, SchemaError, from_dict, to_dict
 from validator.node.sources import collect_simulated
 
 SCENARIOS = (
@@ -147,3 +147,85 @@ def test_the_many_small_objects_of_a_host_keep_no_dict_each(name: str) -> None:
     assert not hasattr(one, "__dict__")
     assert dataclasses.replace(one) == one  # frozen and comparable as before
     assert type(one) is getattr(model, name)
+
+
+def _burn_with(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"index": 0, "status": "completed", "samples": samples}
+
+
+def _sample(t_s: float, **readings: object) -> dict[str, Any]:
+    return {"t_s": t_s, **readings}
+
+
+def test_readings_a_burn_repeats_are_kept_once() -> None:
+    """A default burn's 2,400 samples repeat their clocks, temperatures and reasons."""
+    # As json.loads gives them: every value its own object, equal ones too.
+    text = json.dumps(
+        _burn_with(
+            [
+                _sample(
+                    t_s=0.5 * i,
+                    power_w=690.0 + i / 7,
+                    temperature_gpu_c=54.0,
+                    sm_clock_mhz=1815,
+                    clock_event_reasons=["sw_power_cap"],
+                )
+                for i in range(2, 6)
+            ]
+        )
+    )
+    samples = [from_dict(GpuBurn, json.loads(text)).samples for _ in range(2)]
+    first, *others = [s for run in samples for s in run]
+    for other in others:
+        assert other.temperature_gpu_c is first.temperature_gpu_c
+        assert other.sm_clock_mhz is first.sm_clock_mhz
+        assert other.clock_event_reasons is first.clock_event_reasons
+    assert first.clock_event_reasons == ("sw_power_cap",)
+    # What differs at every tick stays each sample's own.
+    assert [s.power_w for s in samples[0]] == [690.0 + i / 7 for i in range(2, 6)]
+
+
+def test_kept_readings_keep_their_type_and_sign() -> None:
+    samples = from_dict(
+        GpuBurn,
+        json.loads(
+            json.dumps(
+                _burn_with(
+                    [
+                        _sample(1.0, utilization_pct=1, power_w=1.0, temperature_gpu_c=0.0),
+                        _sample(-0.0, utilization_pct=2, power_w=1, temperature_gpu_c=-0.0),
+                        _sample(2.0, clock_event_reasons=[]),
+                    ]
+                )
+            )
+        ),
+    ).samples
+    assert type(samples[0].utilization_pct) is int
+    assert type(samples[0].power_w) is float
+    assert type(samples[1].power_w) is float  # an int where a float is declared
+    assert math.copysign(1.0, samples[1].temperature_gpu_c) == -1.0  # type: ignore[arg-type]
+    assert math.copysign(1.0, samples[0].temperature_gpu_c) == 1.0  # type: ignore[arg-type]
+    assert math.copysign(1.0, samples[1].t_s) == -1.0
+    assert samples[2].clock_event_reasons == ()
+
+
+def test_the_kept_values_are_bounded_however_many_distinct_ones_come(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from validator import model
+
+    # Filled here, not for the tests after (the times are whole-number floats).
+    monkeypatch.setattr(model, "_SHARED_INTS", {})
+    monkeypatch.setattr(model, "_SHARED_FLOATS", {})
+    distinct = [_sample(float(i), sm_clock_mhz=100_000 + i) for i in range(model._SHARED_MOST + 50)]
+    samples = from_dict(GpuBurn, json.loads(json.dumps(_burn_with(distinct)))).samples
+    assert len(model._SHARED_INTS) == model._SHARED_MOST  # filled to the bound, no further
+    assert [s.sm_clock_mhz for s in samples] == [100_000 + i for i in range(len(distinct))]
+
+
+@pytest.mark.parametrize("reasons", [["sw_power_cap", 3], "sw_power_cap", [None]])
+def test_a_wrong_reason_list_is_named_at_its_place(reasons: object) -> None:
+    data = _burn_with([_sample(0.0), _sample(1.0, clock_event_reasons=reasons)])
+    with pytest.raises(SchemaError) as raised:
+        from_dict(GpuBurn, data)
+    assert "GpuBurn.samples[1].clock_event_reasons" in str(raised.value)

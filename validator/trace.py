@@ -27,6 +27,7 @@ Standard library and the model only, so any room may read a trace through it.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Callable
 
@@ -49,7 +50,34 @@ def is_under_load(sample: TelemetrySample, start: float, end: float) -> bool:
 
 
 def under_load(burn: GpuBurn) -> tuple[TelemetrySample, ...]:
-    """The samples of ``burn``'s trace that were taken under load (empty without a window)."""
+    """The samples of ``burn``'s trace that were taken under load (empty without a window).
+
+    Kept per burn object while it lives: judging a GPU reads its load samples in nine
+    checks and its reports again, and filtering a default burn's 300 samples each time
+    was a fifth of what judging a node cost.
+    """
+    key = id(burn)
+    entry = _LOADED.get(key)
+    if entry is not None and entry[0]() is burn:
+        return entry[1]
+    loaded = _filter_under_load(burn)
+
+    # As validator.packed's per-object texts: one dict operation per access, no lock
+    # (the callback may run in any thread, in the middle of a collection); it removes
+    # only its own entry, and an entry counts only for the object it was made from.
+    def forget(ref: object, key: int = key) -> None:
+        current = _LOADED.get(key)
+        if current is not None and current[0] is ref:
+            _LOADED.pop(key, None)
+
+    _LOADED[key] = (weakref.ref(burn, forget), loaded)
+    return loaded
+
+
+_LOADED: dict[int, tuple[weakref.ref[GpuBurn], tuple[TelemetrySample, ...]]] = {}
+
+
+def _filter_under_load(burn: GpuBurn) -> tuple[TelemetrySample, ...]:
     start, end = burn.load_start_s, burn.load_end_s
     if isinstance(start, Unavailable) or isinstance(end, Unavailable) or end < start:
         return ()
