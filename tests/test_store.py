@@ -689,6 +689,7 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
 # a lock that thread holds. In a child process, so a hang fails instead of hanging.
 _COLLECT_WHILE_CACHING = """
 import dataclasses, gc, types, weakref
+import validator.model as model
 import validator.packed as packed
 
 @dataclasses.dataclass(frozen=True)
@@ -699,7 +700,7 @@ def ref_collecting_first(obj, callback=None):
     gc.collect()  # an automatic collection, triggered by this allocation
     return weakref.ref(obj, callback)
 
-packed.weakref = types.SimpleNamespace(ref=ref_collecting_first)
+model.weakref = types.SimpleNamespace(ref=ref_collecting_first)  # KeptPerObject's
 cache = packed.PackedPerObject(repr)
 first = Facts(1)
 object.__setattr__(first, "cycle", [first])  # only the collector frees it
@@ -709,7 +710,7 @@ del first
 again = Facts(2)
 packed = cache.get(again)
 assert cache.get(again) is packed
-print("cached", len(cache._entries))
+print("cached", len(cache._kept._entries))
 """
 
 
@@ -724,5 +725,5 @@ def test_a_collection_while_caching_facts_does_not_deadlock() -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("PackedPerObject deadlocked: a weakref callback waited on the cache's own lock")
+        pytest.fail("KeptPerObject deadlocked: a weakref callback waited on the cache's own lock")
     assert (done.returncode, done.stdout, done.stderr) == (0, "cached 1\n", "")

@@ -423,6 +423,7 @@ def certify_fleet(
     from validator.judge.fleet import judge_fleet
     from validator.remote.bundle import build_agent
     from validator.remote.fanout import run_fanout  # a fleet's only: one node's start-up skips it
+    from validator.report.common import hold_without_samples
 
     fleet = plan_fleet(request)
     if on_hosts is not None:
@@ -437,7 +438,9 @@ def certify_fleet(
             build_agent()
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
-        return judge_node(facts, fleet.policies[host.name], catalog=catalog)
+        # Held until the reports: a certified node without its samples (its facts'
+        # packed text keeps them for the store, the host files and the full reports).
+        return hold_without_samples(judge_node(facts, fleet.policies[host.name], catalog=catalog))
 
     if fleet.slurm_plan is not None and request.slurm is not None:
         from validator.operations.slurm import reach

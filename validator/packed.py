@@ -13,13 +13,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import weakref
 import zlib
 from collections.abc import Callable
 from types import ModuleType
 from typing import Generic, TypeVar
 
-from validator.model import NodeFacts, NodeResult, to_dict
+from validator.model import BurnResult, KeptPerObject, NodeFacts, NodeResult, from_dict, to_dict
 from validator.text import one_line
 
 # How stored JSON is packed. xz at preset 0 packs a result with 300 s of burn
@@ -85,53 +84,38 @@ def encode(data: object) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-Kept = TypeVar("Kept")
+Item = TypeVar("Item")
 
 
-class PackedPerObject(Generic[Kept]):
+class PackedPerObject(Generic[Item]):
     """Each object's packed encoding, remembered while the object lives.
 
-    Keyed by the object's id, with a weak reference so an entry goes with its
-    object: the packed bytes are a few KB, against the hundreds of KB the
-    object holds.
-
-    No lock: each access is one dict operation, atomic in CPython. A lock would
-    deadlock, as the weak reference's callback runs wherever a collection happens,
-    in the same thread too (an allocation while the lock is held). The callback
-    removes only its own entry; in a race it may remove a newer one, which costs
-    a repack, never wrong bytes (an entry counts only if its object is the one asked for).
+    The packed bytes are a few KB, against the hundreds of KB the object holds
+    (see :class:`~validator.model.KeptPerObject`).
     """
 
-    def __init__(self, text_of: Callable[[Kept], str], *, quick: bool = False) -> None:
+    def __init__(self, text_of: Callable[[Item], str], *, quick: bool = False) -> None:
         self._text_of = text_of
         self._quick = quick  # packed with pack(quick=True)
-        self._entries: dict[int, tuple[weakref.ref[Kept], bytes]] = {}
+        self._kept: KeptPerObject[Item, bytes] = KeptPerObject()
 
-    def get(self, item: Kept) -> bytes:
+    def get(self, item: Item) -> bytes:
         """``item`` packed: remembered from an earlier call for this object, else packed now."""
-        key = id(item)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is item:
-            return entry[1]
-        packed = pack(self._text_of(item), quick=self._quick)
-        self.remember(item, packed)
+        packed = self._kept.get(item)
+        if packed is None:
+            packed = pack(self._text_of(item), quick=self._quick)
+            self._kept.keep(item, packed)
         return packed
 
-    def remember(self, item: Kept, packed: bytes) -> None:
+    def remember(self, item: Item, packed: bytes) -> None:
         """Take ``packed`` as ``item``'s packed encoding from now on, while it lives."""
-        key = id(item)
-        entries = self._entries
-
-        def forget(ref: object, key: int = key) -> None:
-            current = entries.get(key)
-            if current is not None and current[0] is ref:
-                entries.pop(key, None)
-
-        entries[key] = (weakref.ref(item, forget), packed)
+        self._kept.keep(item, packed)
 
 
 def _facts_text(facts: NodeFacts) -> str:
-    return encode(to_dict(facts))
+    # Facts made from held ones (a copy with another field changed) keep the held burn:
+    # encoded with its samples back, never without them.
+    return encode(to_dict(facts_with_samples(facts)))
 
 
 _RESULT_FIELDS = tuple(item.name for item in dataclasses.fields(NodeResult) if item.name != "facts")
@@ -179,3 +163,52 @@ def result_json(result: NodeResult) -> str:
     rest = unpack(packed_result(result))
     # Both are objects; the rest always holds the hostname, so it is never "{}".
     return '{"facts":' + unpack(packed_facts(result.facts)) + "," + rest[1:]
+
+
+# A fleet holds every result until its reports are written, and a default burn's 2,400
+# telemetry samples are most of a decoded host (~450 of ~600 KB). A certified node's
+# are read again only by a report that shows them in full, so the fleet holds it
+# without them: its burn (the samples dropped) is kept here with the packed facts it
+# came from, the facts' packed encoding stays the full one (the store and the host
+# files write from it), and whatever shows the samples takes them back from it.
+_HELD_BURNS: KeptPerObject[BurnResult, bytes] = KeptPerObject()
+
+
+def without_samples(result: NodeResult) -> NodeResult:
+    """``result`` with its burn's telemetry samples only in its packed facts.
+
+    Everything packed from it is as from ``result`` (the store's rows, the host file);
+    :func:`with_samples` gives the samples back. ``result`` itself when it has none.
+    """
+    facts = result.facts
+    burn = facts.burn
+    if burn is None or not any(gpu.samples for gpu in burn.gpus):
+        return result
+    full = packed_facts(facts)  # the agent's own text, remembered: nothing is encoded
+    held_burn = dataclasses.replace(
+        burn, gpus=tuple(dataclasses.replace(gpu, samples=()) for gpu in burn.gpus)
+    )
+    held_facts = dataclasses.replace(facts, burn=held_burn)
+    _HELD_BURNS.keep(held_burn, full)
+    _FACTS.remember(held_facts, full)
+    return dataclasses.replace(result, facts=held_facts)
+
+
+def facts_with_samples(facts: NodeFacts) -> NodeFacts:
+    """``facts`` with the samples :func:`without_samples` took (``facts`` itself if none were).
+
+    Raises:
+        ValueError: the packed facts cannot be read back (they were packed here).
+    """
+    burn = facts.burn
+    full = _HELD_BURNS.get(burn) if burn is not None else None
+    if full is None:
+        return facts
+    whole = from_dict(NodeFacts, json.loads(unpack(full)))
+    return dataclasses.replace(facts, burn=whole.burn)
+
+
+def with_samples(result: NodeResult) -> NodeResult:
+    """``result`` with its burn's samples back (``result`` itself if it has them)."""
+    facts = facts_with_samples(result.facts)
+    return result if facts is result.facts else dataclasses.replace(result, facts=facts)

@@ -82,7 +82,7 @@ from validator.certificate import (
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
 from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
-from validator.packed import pack, packed_facts, packed_result, unpack
+from validator.packed import pack, packed_facts, packed_result, unpack, with_samples
 from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.
@@ -552,7 +552,7 @@ class _Recorded:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "result": to_dict(self.result),
+            "result": to_dict(with_samples(self.result)),  # a held result's samples too
             "certificate": certificate_text(self.certificate) if self.certificate else None,
             "recorded_at": self.recorded_at,
         }

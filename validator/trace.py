@@ -27,11 +27,10 @@ Standard library and the model only, so any room may read a trace through it.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from typing import Callable
 
-from validator.model import GpuBurn, TelemetrySample, Unavailable
+from validator.model import GpuBurn, KeptPerObject, TelemetrySample, Unavailable
 
 LOAD_UTILIZATION_MIN_PCT = 90
 LOW_PERCENTILE = 5.0  # instead of the minimum where one sample should not decide
@@ -56,25 +55,14 @@ def under_load(burn: GpuBurn) -> tuple[TelemetrySample, ...]:
     checks and its reports again, and filtering a default burn's 300 samples each time
     was a fifth of what judging a node cost.
     """
-    key = id(burn)
-    entry = _LOADED.get(key)
-    if entry is not None and entry[0]() is burn:
-        return entry[1]
-    loaded = _filter_under_load(burn)
-
-    # As validator.packed's per-object texts: one dict operation per access, no lock
-    # (the callback may run in any thread, in the middle of a collection); it removes
-    # only its own entry, and an entry counts only for the object it was made from.
-    def forget(ref: object, key: int = key) -> None:
-        current = _LOADED.get(key)
-        if current is not None and current[0] is ref:
-            _LOADED.pop(key, None)
-
-    _LOADED[key] = (weakref.ref(burn, forget), loaded)
+    loaded = _LOADED.get(burn)
+    if loaded is None:
+        loaded = _filter_under_load(burn)
+        _LOADED.keep(burn, loaded)
     return loaded
 
 
-_LOADED: dict[int, tuple[weakref.ref[GpuBurn], tuple[TelemetrySample, ...]]] = {}
+_LOADED: KeptPerObject[GpuBurn, tuple[TelemetrySample, ...]] = KeptPerObject()
 
 
 def _filter_under_load(burn: GpuBurn) -> tuple[TelemetrySample, ...]:

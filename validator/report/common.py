@@ -23,6 +23,7 @@ from validator.model import (
     GpuBurn,
     GpuCopyBandwidth,
     Interconnect,
+    KeptPerObject,
     Measured,
     NodeFacts,
     NodeResult,
@@ -40,6 +41,7 @@ from validator.model import (
     measured_gb_s,
 )
 from validator.model import overall_verdict as verdict_of_nodes
+from validator.packed import without_samples
 from validator.text import one_line as fold_line
 from validator.text import size_words
 from validator.trace import LOW_PERCENTILE, percentile, under_load
@@ -439,6 +441,9 @@ def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
         The figures; each is :class:`~validator.model.Unavailable` when no sample
         measured it, with the samples' own reason where they give one.
     """
+    kept = _KEPT_STATS.get(gpu)
+    if kept is not None:
+        return kept
     samples = under_load(gpu)
     absent = _NO_LOAD if gpu.samples else NO_TELEMETRY
 
@@ -483,6 +488,28 @@ def burn_stats(gpu: GpuBurn, facts: NodeFacts) -> BurnStats:
         else (_missing(samples, "clock_event_reasons") if samples else absent),
         errors=gpu.mismatched_elements + gpu.nonfinite_elements,
     )
+
+
+# The figures of burns a fleet holds without their samples (see hold_without_samples).
+_KEPT_STATS: KeptPerObject[GpuBurn, BurnStats] = KeptPerObject()
+
+
+def hold_without_samples(result: NodeResult) -> NodeResult:
+    """A certified ``result`` as a fleet holds it until its reports: without its samples.
+
+    Its GPUs' burn figures (:func:`burn_stats`, which every format shows) are worked out
+    first and kept for the held burns; a report that shows the samples themselves
+    takes them back (:func:`validator.packed.with_samples`). Any other verdict is kept
+    whole: its full section shows them.
+    """
+    if result.verdict is not Verdict.CERTIFIED or result.facts.burn is None:
+        return result
+    stats = [burn_stats(gpu, result.facts) for gpu in result.facts.burn.gpus]
+    held = without_samples(result)
+    if held.facts.burn is not None:
+        for gpu, figures in zip(held.facts.burn.gpus, stats):
+            _KEPT_STATS.keep(gpu, figures)
+    return held
 
 
 def tflops_text(value: float) -> str:

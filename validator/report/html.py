@@ -50,6 +50,7 @@ from validator.model import (
     known,
     measured_gb_s,
 )
+from validator.packed import with_samples
 from validator.report import common, svg
 from validator.report.environment import render_template, render_template_chunks
 from validator.text import size_words
@@ -824,6 +825,8 @@ def _xid(node: NodeResult) -> tuple[list[XidEvent], str]:
 def _node_view(position: int, node: NodeResult, detail_file: str | None = None) -> NodeView:
     """A node's full section, or with ``detail_file`` its brief one (see NodeView)."""
     brief = detail_file is not None
+    if not brief:  # a full section charts the samples: a held node's come back for it
+        node = with_samples(node)
     events, note = ([], "") if brief else _xid(node)
     stderr = common.clean(node.agent_stderr).rstrip()
     findings = common.sorted_findings(node.findings)

@@ -27,6 +27,7 @@ from validator.model import (
     from_dict,
     to_dict,
 )
+from validator.packed import with_samples
 from validator.report import common
 
 SCHEMA_RESOURCE = "report.schema.json"
@@ -165,7 +166,7 @@ def json_chunks(
             if chosen is JsonForm.SUMMARY:
                 data = node_summary(node, lookup(node.hostname))
             else:
-                data = to_dict(node)
+                data = to_dict(with_samples(node))  # every field: a held node's samples too
             comma = "," if position < last else ""
             yield f"    {_nested(_dumps(data), 2)}{comma}\n"
         yield "  ],\n"

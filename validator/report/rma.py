@@ -49,6 +49,7 @@ from validator.model import (
     XidEvent,
     to_dict,
 )
+from validator.packed import facts_with_samples, with_samples
 from validator.report import common
 from validator.report.partial import safe_stem
 from validator.text import bus_key
@@ -136,7 +137,7 @@ def evidence_digest(facts: NodeFacts) -> str:
     """
     try:
         text = json.dumps(
-            to_dict(facts),
+            to_dict(facts_with_samples(facts)),  # a held node's samples too
             sort_keys=True,
             separators=(",", ":"),
             ensure_ascii=True,
@@ -498,6 +499,7 @@ def rma_files(
     failures = hardware_failures(node)
     if not failures:
         return []
+    node = with_samples(node)  # the evidence quotes the telemetry; a held node's comes back
     digest = _digest_line(node, certificate_digest, last_certificate)
     gpus = {gpu.index: gpu for gpu in node.facts.gpus}
     burns = {burn.index: burn for burn in node.facts.burn.gpus} if node.facts.burn else {}
