@@ -1299,14 +1299,14 @@ def _dataclass_decoder(tp: type) -> Decoder:
                         kwargs[name] = _shared(_SHARED_STR_TUPLES, tuple(value))
                     else:
                         kwargs[name] = decoders[name](value, path)
-                elif kind is int:
-                    kwargs[name] = _shared(_SHARED_INTS, value)
+                elif kind is int:  # the table asked first: no call for a value kept
+                    kwargs[name] = _SHARED_INTS.get(value) or _shared(_SHARED_INTS, value)
                 elif kind is not float:
                     kwargs[name] = value
                 elif value - value != 0.0:  # NaN or infinity (a finite float gives 0.0)
                     kwargs[name] = decoders[name](value, path)  # which refuses it
                 elif value and value.is_integer():
-                    kwargs[name] = _shared(_SHARED_FLOATS, value)
+                    kwargs[name] = _SHARED_FLOATS.get(value) or _shared(_SHARED_FLOATS, value)
                 else:
                     kwargs[name] = value
         except SchemaError:  # again, each value at its own path, for the message
