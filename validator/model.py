@@ -940,7 +940,7 @@ class KeptPerObject(Generic[Held, Kept]):
     deadlock, as the weak reference's callback runs wherever a collection happens,
     in the same thread too (an allocation while the lock is held). The callback
     removes only its own entry; in a race it may remove a newer one, which costs
-    the value's making again, never a wrong value (an entry counts only for the
+    making the value again, never a wrong value (an entry counts only for the
     object it was kept for).
     """
 
