@@ -11,7 +11,6 @@ held node must be the one made from the whole node: these compare them, format b
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import json
 import weakref
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_report_junit import certified_8_gpu_node
 from validator.model import (
     Action,
     Finding,
@@ -41,24 +41,9 @@ from validator.packed import (
 from validator.report.common import hold_without_samples
 
 
-@functools.cache
-def _certified() -> NodeResult:
-    from validator.judge import judge_node
-    from validator.judge.policy import Policy
-    from validator.node.burnin.config import BurnConfig
-    from validator.node.sources import collect_simulated
-
-    facts = collect_simulated(
-        "healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0), interconnect="on"
-    )
-    result = judge_node(facts, Policy())
-    assert result.verdict is Verdict.CERTIFIED
-    return result
-
-
 @pytest.fixture
 def whole() -> NodeResult:
-    return _certified()
+    return certified_8_gpu_node()
 
 
 @pytest.fixture
@@ -199,7 +184,7 @@ def test_held_facts_go_with_their_result() -> None:
     """Nothing is kept past the held result: the fleet's memory goes down with it."""
     from validator import packed
 
-    node = hold_without_samples(_renamed(_certified(), "short-lived"))
+    node = hold_without_samples(_renamed(certified_8_gpu_node(), "short-lived"))
     burn = node.facts.burn
     assert burn is not None
     assert packed._HELD_BURNS.get(burn) is not None

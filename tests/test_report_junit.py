@@ -283,7 +283,8 @@ def test_a_fleets_healthy_node_costs_under_ten_kilobytes() -> None:
 
 
 @functools.cache
-def _healthy_8_gpu() -> NodeResult:
+def certified_8_gpu_node() -> NodeResult:
+    """A certified 8-GPU node: a simulated 1 s burn, the interconnect measured (made once)."""
     from validator.judge import judge_node
     from validator.judge.policy import Policy
     from validator.node.burnin.config import BurnConfig
@@ -301,7 +302,7 @@ def healthy_8_gpu_fleet(nodes: int) -> Report:
     """``nodes`` certified 8-GPU nodes (a simulated burn, the interconnect measured)."""
     from validator.model import FleetSummary
 
-    base = _healthy_8_gpu()
+    base = certified_8_gpu_node()
     results = tuple(
         dataclasses.replace(
             base,

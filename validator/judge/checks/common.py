@@ -58,18 +58,7 @@ def gpu_finding(
     required: bool = True,
 ) -> Finding:
     """A finding about one GPU."""
-    # Made at once, not as a node finding then replaced: a node's checks make a
-    # hundred and more of these, and dataclasses.replace costs twice the making.
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
-        gpu_index=gpu.index,
-        gpu_uuid=uuid_of(gpu),
-        required=required,
-    )
+    return _finding(check, severity, message, observed, expected, required, gpu)
 
 
 def node_finding(
@@ -82,12 +71,28 @@ def node_finding(
     required: bool = True,
 ) -> Finding:
     """A finding about the node as a whole."""
+    return _finding(check, severity, message, observed, expected, required, None)
+
+
+def _finding(
+    check: str,
+    severity: Severity,
+    message: str,
+    observed: object,
+    expected: object,
+    required: bool,
+    gpu: GpuRef | None,
+) -> Finding:
+    # Made at once, never as a node finding then replaced with the GPU: a node's checks
+    # make a hundred and more, and dataclasses.replace costs twice the making.
     return Finding(
         check=check,
         severity=severity,
         message=message,
         observed=str(observed),
         expected=str(expected),
+        gpu_index=None if gpu is None else gpu.index,
+        gpu_uuid=None if gpu is None else uuid_of(gpu),
         required=required,
     )
 
