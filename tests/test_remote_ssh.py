@@ -902,3 +902,59 @@ def test_a_command_past_its_deadline_returns_without_a_status(
     assert run.status is None
     assert run.stdout == b"begun\n"
     assert 0.4 < waited < 3
+
+
+def _client_transports() -> list[paramiko.Transport]:
+    """This process's client-side paramiko threads that are still running (not the box's)."""
+    return [
+        thread
+        for thread in threading.enumerate()
+        if isinstance(thread, paramiko.Transport) and not thread.server_mode
+    ]
+
+
+def test_a_host_whose_agent_runs_long_wakes_no_thread_while_it_waits(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # paramiko's transport thread read its socket with a 0.1 s timeout, and ran its
+    # keepalive check each time it passed: ten wake-ups a second for every host whose
+    # agent is busy, which over a fleet cost the controller more than the handshakes.
+    wakes: list[float] = []
+    real_check = paramiko.packet.Packetizer._check_keepalive
+
+    def counted(packetizer: paramiko.packet.Packetizer) -> None:
+        thread = threading.current_thread()
+        if isinstance(thread, paramiko.Transport) and not thread.server_mode:
+            wakes.append(time.monotonic())
+        real_check(packetizer)
+
+    monkeypatch.setattr(paramiko.packet.Packetizer, "_check_keepalive", counted)
+    _known(tmp_path, box.known_hosts_line())
+    python = _script(  # the agent takes 1.5 s, as a busy host's would; the probe does not
+        tmp_path, "slow-python", f'[ "$1" = "-c" ] || sleep 1.5\nexec {sys.executable} "$@"\n'
+    )
+
+    outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1], python=str(python)))
+
+    assert outcome.error is None, outcome.error
+    assert outcome.facts is not None
+    assert len(wakes) <= 2  # at 0.1 s, about 15
+
+
+def test_closing_a_connection_ends_its_thread_at_once(
+    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+) -> None:
+    # The thread now looks at its socket only every few seconds; a close shuts the
+    # socket down, so that the thread sees its end then, not seconds later.
+    _known(tmp_path, box.known_hosts_line())
+    before = set(_client_transports())
+
+    outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1]))
+    closed = time.monotonic()
+    while set(_client_transports()) - before and time.monotonic() - closed < 3:
+        time.sleep(0.01)
+    lingered = time.monotonic() - closed
+
+    assert outcome.error is None, outcome.error
+    assert not set(_client_transports()) - before
+    assert lingered < 0.5  # without the shutdown: up to ssh._IDLE_CHECK_S

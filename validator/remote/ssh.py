@@ -95,6 +95,17 @@ _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 # Threads certify hosts in parallel; appends to one known_hosts file must not interleave.
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
+# paramiko's transport thread reads its socket with a 0.1 s timeout, only to notice
+# that it was closed: ten wake-ups a second per host while its agent runs, each a
+# raised socket.timeout under the GIL. Over a 64-host run that idling cost the
+# controller more CPU than the SSH handshakes. Once logged in (the handshake keeps
+# paramiko's own timing, which its banner and negotiation limits count on), the
+# thread looks every few seconds, and a close shuts the socket down so that it wakes
+# at once instead. Nothing else waits on that timeout: the session's limits are kept
+# by the calling thread (_execute), and rekeying after a few hundred MB never comes
+# with what an agent sends.
+_IDLE_CHECK_S = 5.0
+
 
 class _Failed(Exception):
     """One step on one host failed; the message is the outcome's one-line error."""
@@ -440,6 +451,15 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
         channel.close()
 
 
+def _close(client: SSHClient) -> None:
+    """Close ``client``; its transport thread wakes to the socket's end, not its timeout."""
+    transport = client.get_transport()
+    if transport is not None and isinstance(transport.sock, socket.socket):
+        with contextlib.suppress(OSError):  # never connected, or the peer went first
+            transport.sock.shutdown(socket.SHUT_RDWR)
+    client.close()
+
+
 class _PublicKeys(AuthStrategy):
     """Public keys only, in a fixed order; paramiko never asks for a password or passphrase.
 
@@ -609,7 +629,7 @@ class SshTransport:
             )
         finally:
             for client in reversed(clients):
-                client.close()
+                _close(client)
         progress.phase(host.name, Phase.DONE)
         return AgentOutcome(
             host=host.name,
@@ -727,7 +747,7 @@ class SshTransport:
                     ) from None
         except BaseException:
             for client in reversed(clients):
-                client.close()
+                _close(client)
             raise
         return clients
 
@@ -788,6 +808,9 @@ class SshTransport:
         finally:
             if agent is not None:
                 agent.close()
+        transport = client.get_transport()
+        if transport is not None:
+            transport.sock.settimeout(_IDLE_CHECK_S)
 
     # -- shipping and running -----------------------------------------------------------
 
