@@ -102,12 +102,15 @@ def test_failures_stay_with_their_host() -> None:
 
 def test_results_that_queue_up_while_the_caller_is_busy_come_in_one_call() -> None:
     """A slow store (the caller's commit) gets every result waiting at once: one transaction."""
-    transport = FakeTransport(delay_s=0.01)
+    # The other eleven wait for the first commit to begin, then finish while it lasts:
+    # on a busy machine, all twelve could otherwise be done before the first call.
+    transport = FakeTransport({h.name: "hang" for h in HOSTS[1:]}, delay_s=0.01)
     calls: list[list[str]] = []
 
     def slow_commit(batch: Sequence[NodeResult]) -> None:
         calls.append([r.hostname for r in batch])
         if len(calls) == 1:
+            transport.release.set()
             time.sleep(0.5)  # the other eleven finish meanwhile
 
     outcome = run_fanout(
