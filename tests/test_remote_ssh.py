@@ -913,6 +913,18 @@ def _client_transports() -> list[paramiko.Transport]:
     ]
 
 
+class _TimedPhases(Phases):
+    """Phases, with when each was first entered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: dict[str, float] = {}
+
+    def phase(self, host: str, phase: str) -> None:
+        super().phase(host, phase)
+        self.at.setdefault(phase, time.monotonic())
+
+
 def test_a_host_whose_agent_runs_long_wakes_no_thread_while_it_waits(
     tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -934,11 +946,18 @@ def test_a_host_whose_agent_runs_long_wakes_no_thread_while_it_waits(
         tmp_path, "slow-python", f'[ "$1" = "-c" ] || sleep 1.5\nexec {sys.executable} "$@"\n'
     )
 
-    outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1], python=str(python)))
+    phases = _TimedPhases()
+
+    outcome = _transport(tmp_path).run_agent(
+        _host(box, client_key[1], python=str(python)), AgentRequest(), 30.0, phases
+    )
 
     assert outcome.error is None, outcome.error
     assert outcome.facts is not None
-    assert len(wakes) <= 2  # at 0.1 s, about 15
+    # Counted from the agent's start: a handshake slowed by a busy machine may still
+    # wake on paramiko's own timing.
+    started = phases.at["run"]
+    assert len([when for when in wakes if when > started]) <= 1  # at 0.1 s, about 15
 
 
 def test_closing_a_connection_ends_its_thread_at_once(
@@ -951,10 +970,10 @@ def test_closing_a_connection_ends_its_thread_at_once(
 
     outcome, _ = _run(_transport(tmp_path), _host(box, client_key[1]))
     closed = time.monotonic()
-    while set(_client_transports()) - before and time.monotonic() - closed < 3:
+    while set(_client_transports()) - before and time.monotonic() - closed < 4:
         time.sleep(0.01)
     lingered = time.monotonic() - closed
 
     assert outcome.error is None, outcome.error
     assert not set(_client_transports()) - before
-    assert lingered < 0.5  # without the shutdown: up to ssh._IDLE_CHECK_S
+    assert lingered < 2  # without the shutdown: up to ssh._IDLE_CHECK_S (5 s)
