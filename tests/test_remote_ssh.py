@@ -930,7 +930,7 @@ def test_a_host_whose_agent_runs_long_wakes_no_thread_while_it_waits(
 ) -> None:
     # paramiko's transport thread read its socket with a 0.1 s timeout, and ran its
     # keepalive check each time it passed: ten wake-ups a second for every host whose
-    # agent is busy, which over a fleet cost the controller more than the handshakes.
+    # agent is busy, which cost the controller about as much CPU as the handshakes.
     wakes: list[float] = []
     real_check = paramiko.packet.Packetizer._check_keepalive
 
