@@ -48,6 +48,7 @@ from paramiko import (
     SSHClient,
     SSHConfig,
     SSHException,
+    Transport,
 )
 from paramiko.auth_strategy import AuthSource, AuthStrategy, InMemoryPrivateKey, OnDiskPrivateKey
 from paramiko.hostkeys import HostKeyEntry, HostKeys
@@ -451,13 +452,17 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
         channel.close()
 
 
-def _close(client: SSHClient) -> None:
-    """Close ``client``; its transport thread wakes to the socket's end, not its timeout."""
-    transport = client.get_transport()
-    if transport is not None and isinstance(transport.sock, socket.socket):
-        with contextlib.suppress(OSError):  # never connected, or the peer went first
-            transport.sock.shutdown(socket.SHUT_RDWR)
-    client.close()
+class _Transport(Transport):
+    """paramiko's transport, whose close wakes its thread to the socket's end, not its timeout.
+
+    Every close goes through here, paramiko's own on a failed login included.
+    """
+
+    def close(self) -> None:
+        if isinstance(self.sock, socket.socket):
+            with contextlib.suppress(OSError):  # never connected, or the peer went first
+                self.sock.shutdown(socket.SHUT_RDWR)
+        super().close()
 
 
 class _PublicKeys(AuthStrategy):
@@ -629,7 +634,7 @@ class SshTransport:
             )
         finally:
             for client in reversed(clients):
-                _close(client)
+                client.close()
         progress.phase(host.name, Phase.DONE)
         return AgentOutcome(
             host=host.name,
@@ -747,7 +752,7 @@ class SshTransport:
                     ) from None
         except BaseException:
             for client in reversed(clients):
-                _close(client)
+                client.close()
             raise
         return clients
 
@@ -804,6 +809,8 @@ class SshTransport:
                 auth_timeout=timeout,
                 channel_timeout=timeout,
                 auth_strategy=_PublicKeys(_key_sources(endpoint, agent)),
+                # The stubs' Transport lacks gss_kex and gss_deleg_creds; paramiko's has them.
+                transport_factory=_Transport,  # type: ignore[arg-type]
             )
         finally:
             if agent is not None:
