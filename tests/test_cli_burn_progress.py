@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import validator.certify as certify_service
 import validator.cli.certify as certify_command
 from validator.cli.burn_display import BurnDisplay, plain_line, render_burn, time_line
 from validator.cli.main import main
 from validator.model import Reason, TelemetrySample, Unavailable
+from validator.node import sources
 from validator.node.burnin.run import BurnProgress, GpuProgress
 from validator.store import Store
 
@@ -224,7 +224,7 @@ def test_ctrl_c_before_the_burn_is_one_line_and_exit_130(
     def interrupted(**_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(certify_service, "collect_from", interrupted)
+    monkeypatch.setattr(sources, "collect_from", interrupted)
     db = tmp_path / "history.db"
     code, out, err = run(
         capsys, "certify", "--simulate", HEALTHY, "--burn", "5s", "--json", "--db", str(db)
@@ -243,9 +243,9 @@ class _Recorded:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, burn_s: float | None) -> None:
         self.asked: list[Any] = []
-        self.real = certify_service.collect_from
+        self.real = sources.collect_from
         self.burn_s = burn_s
-        monkeypatch.setattr(certify_service, "collect_from", self)
+        monkeypatch.setattr(sources, "collect_from", self)
 
     def __call__(self, **kwargs: Any) -> Any:
         self.asked.append(kwargs["burn"])

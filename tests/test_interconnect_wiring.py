@@ -455,10 +455,8 @@ def collected(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         seen.append(kwargs)
         return collect_simulated(kwargs["simulate"])
 
-    import validator.certify
     import validator.node.sources
 
-    monkeypatch.setattr(validator.certify, "collect_from", collect_from)
     monkeypatch.setattr(validator.node.sources, "collect_from", collect_from)
     return seen
 

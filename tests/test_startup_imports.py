@@ -190,3 +190,61 @@ def test_forced_colour_still_draws_live(monkeypatch: pytest.MonkeyPatch) -> None
     """FORCE_COLOR makes rich take stderr for a terminal: the live view is kept."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert BurnDisplay().interactive
+
+
+# Never needed by a fleet's certify --json over SSH: one node's collector, paramiko's
+# `Match exec` runner (invoke, unittest.mock), drift, provisioning, rich.
+NOT_FOR_A_FLEET = (
+    "validator.node.sources",
+    "validator.node.scenario",
+    "validator.node.collect",
+    "invoke.collection",
+    "unittest.mock",
+    "rich",
+    "validator.provision",
+    "validator.drift",
+    "validator.operations.drift",
+)
+
+
+def test_a_fleet_certify_imports_no_single_node_collector_nor_invoke(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    # Port 1 on loopback refuses at once: the fan-out runs and judges the host UNKNOWN.
+    inventory.write_text("node01 ansible_host=127.0.0.1 ansible_port=1 ansible_user=root\n")
+    done, modules = run_dumping(
+        tmp_path,
+        "certify",
+        "-i",
+        str(inventory),
+        "--burn",
+        "0",
+        "--json",
+        "--db",
+        str(tmp_path / "history.db"),
+    )
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout)["nodes"][0]["verdict"] == "UNKNOWN"
+    assert "paramiko" in modules  # the dump is of a run that went over SSH
+    found = {name: imported(modules, name) for name in NOT_FOR_A_FLEET}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_paramiko_imports_invoke_only_when_a_match_exec_runs() -> None:
+    """The stand-in keeps paramiko's `Match exec` working: the real invoke runs it."""
+    probe = textwrap.dedent(
+        """
+        import sys
+        import validator.remote.ssh
+        from paramiko import SSHConfig
+        before = "invoke.collection" in sys.modules
+        config = SSHConfig.from_text("Match exec true\\n  User matched\\n")
+        print(before, config.lookup("h").get("user"), "invoke.collection" in sys.modules)
+        config = SSHConfig.from_text("Match exec false\\n  User matched\\n")
+        print(config.lookup("h").get("user"))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False matched True", "None"]

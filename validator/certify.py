@@ -37,7 +37,6 @@ from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
 from validator.node.bandwidth.config import ALLOWANCE_S
 from validator.node.burnin.config import BurnConfig
-from validator.node.sources import collect_from
 from validator.remote.deadline import cut_short, timed_out
 from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
@@ -137,6 +136,7 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
             then judged as interrupted).
     """
     from validator.node.agent import collect_facts
+    from validator.node.sources import collect_from  # one node's only: a fleet's start-up skips it
 
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     interconnect = interconnect_mode(policy)

@@ -38,6 +38,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# paramiko must find the stand-in for invoke (see validator.remote.lazy_invoke).
+import validator.remote.lazy_invoke  # noqa: F401
+
+# isort: split
 from paramiko import (
     Agent,
     AuthenticationException,
