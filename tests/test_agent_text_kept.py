@@ -8,13 +8,14 @@ one encoding would give, and that what each transport keeps decodes to its facts
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from contextlib import redirect_stdout
 
 import pytest
 
-from validator import packed
+from validator import codec, packed
 from validator.model import HostSpec, NodeFacts, from_dict, to_dict
 from validator.node import agent
 from validator.node.sources import collect_simulated
@@ -24,10 +25,10 @@ from validator.remote.slurm_spool import NodeOutput
 SCENARIOS = ("healthy-8x-h100-sxm", "gpu-fallen-off-bus", "nvswitch-sxid-fatal", "no-gpu-driver")
 
 
-def _printed(scenario: str) -> str:
+def _printed(scenario: str, *, packed_output: bool = False) -> str:
     out = io.StringIO()
     with redirect_stdout(out):
-        agent._print(collect_simulated(scenario))
+        agent._print(collect_simulated(scenario), packed_output)
     return out.getvalue().rstrip("\n")
 
 
@@ -53,9 +54,9 @@ def test_the_ssh_transport_keeps_the_agents_text(monkeypatch: pytest.MonkeyPatch
     text = _printed("row-remap-pending")
     run = ssh._Run(status=0, stdout=(text + "\n").encode(), stderr=b"")
     facts = ssh.SshTransport._facts(HostSpec(name="gpu-a", address="10.0.0.1"), run, 60.0)
-    assert packed.unpack(packed.packed_facts(facts)) == text  # the line's end left out
+    assert codec.unpack(packed.packed_facts(facts)) == text  # the line's end left out
     assert encoded == []  # taken as printed, not encoded again
-    assert from_dict(NodeFacts, json.loads(packed.unpack(packed.packed_facts(facts)))) == facts
+    assert from_dict(NodeFacts, json.loads(codec.unpack(packed.packed_facts(facts)))) == facts
 
 
 def test_the_slurm_collector_keeps_the_agents_text(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +64,7 @@ def test_the_slurm_collector_keeps_the_agents_text(monkeypatch: pytest.MonkeyPat
     text = _printed("healthy-8x-h100-sxm")
     outcome = slurm_fanout.agent_outcome(NodeOutput("gpu-b", 0, text.encode(), ""))
     assert outcome.facts is not None
-    assert packed.unpack(packed.packed_facts(outcome.facts)) == text
+    assert codec.unpack(packed.packed_facts(outcome.facts)) == text
     assert encoded == []
 
 
@@ -83,3 +84,49 @@ def test_text_the_model_refuses_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> 
     assert outcome.facts is None
     assert "do not fit the model" in (outcome.error or "")
     assert kept == []
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_packed_the_agent_prints_one_base64_line_of_the_same_text(scenario: str) -> None:
+    line = _printed(scenario, packed_output=True)
+    assert "\n" not in line
+    assert codec.unpack(base64.b64decode(line, validate=True)) == _printed(scenario)
+
+
+def test_packed_facts_are_kept_as_they_came(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's bytes are the agent's: nothing is encoded or packed again for the host."""
+    encoded = _no_encoding(monkeypatch)
+    packs: list[str] = []
+    monkeypatch.setattr(packed, "pack", lambda text, **_: packs.append(text) or b"")
+    line = _printed("row-remap-pending", packed_output=True)
+    run = ssh._Run(status=0, stdout=(line + "\n").encode(), stderr=b"")
+    facts = ssh.SshTransport._facts(HostSpec(name="gpu-a", address="10.0.0.1"), run, 60.0)
+    assert packed.packed_facts(facts) == base64.b64decode(line)
+    assert facts == collect_simulated("row-remap-pending")
+    assert (encoded, packs) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        (base64.b64encode(b"\xfd7zXZ\x00 cut short").decode(), "packed facts that do not unpack"),
+        (base64.b64encode(codec.pack('{"gpus": [')).decode(), "printed no valid JSON"),
+        ("not json, not base64!", "printed no valid JSON: Expecting value"),
+    ],
+)
+def test_packed_output_that_does_not_unpack_is_one_line(output: str, why: str) -> None:
+    run = ssh._Run(status=0, stdout=output.encode(), stderr=b"")
+    with pytest.raises(ssh._Failed) as failed:
+        ssh.SshTransport._facts(HostSpec(name="gpu-a", address="10.0.0.1"), run, 60.0)
+    assert why in failed.value.message
+    assert "\n" not in failed.value.message
+
+
+def test_the_slurm_collector_and_ansible_take_packed_facts_too() -> None:
+    from validator.remote import ansible_transport
+
+    line = _printed("healthy-8x-h100-sxm", packed_output=True)
+    outcome = slurm_fanout.agent_outcome(NodeOutput("gpu-b", 0, line.encode(), ""))
+    assert outcome.facts == collect_simulated("healthy-8x-h100-sxm")
+    parsed = ansible_transport._parse("gpu-c", {"stdout": line, "stderr": ""})
+    assert parsed.facts == outcome.facts

@@ -20,6 +20,7 @@ ALLOWED_PROJECT_MODULES = (
     "validator.text",
     "validator.files",
     "validator.fields",
+    "validator.codec",
     "validator.node",
 )
 

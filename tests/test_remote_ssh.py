@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import secrets
 import signal
@@ -35,8 +36,10 @@ from paramiko.common import (
 from paramiko.hostkeys import HostKeyEntry, HostKeys
 from paramiko.sftp import SFTP_OK
 
-from validator.model import HostSpec
+from validator.codec import unpack
+from validator.model import HostSpec, NodeFacts, from_dict
 from validator.node.scenario import SCENARIO_DIR
+from validator.packed import packed_facts
 from validator.remote import ssh
 from validator.remote.bundle import build_agent
 from validator.remote.ssh import SshTransport, append_known_host
@@ -339,6 +342,9 @@ def test_facts_come_back_and_the_second_run_hits_the_cache(
     assert first.phase == "done"
     assert phases.names() == ["connect", "upload", "run", "done"]
     assert {host for host, _ in phases.seen} == {"gpu07"}
+    # The facts come packed (a tenth of the bytes), and are kept as they came.
+    assert box.commands[-1].split()[-1] == "--packed"
+    assert from_dict(NodeFacts, json.loads(unpack(packed_facts(first.facts)))) == first.facts
     bundle = build_agent()
     cache = box.home / ".cache" / "gpuready"
     assert (cache / bundle.filename).read_bytes() == bundle.data

@@ -51,6 +51,7 @@ LEAVES = (
     "validator.text",
     "validator.files",
     "validator.fields",
+    "validator.codec",
 )
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
@@ -74,10 +75,12 @@ ROOMS: dict[str, Room] = {
     "validator.errors": Room(()),
     "validator.text": Room(()),
     "validator.files": Room(()),
+    # How kept JSON is compressed, by the store and by the agent: standard library and text.
+    "validator.codec": Room(("validator.text",)),
     # One way to check every document read: standard library and text only.
     "validator.fields": Room(("validator.text",)),
     # Results as packed JSON (the model's JSON out), shared by the store and the host files.
-    PACKED: Room(("validator.model", "validator.text")),
+    PACKED: Room(("validator.model", "validator.text", "validator.codec")),
     # "Under load", the one rule the judge and the reports share.
     "validator.trace": Room(("validator.model", "validator.errors")),
     # Runs on the hosts: stdlib, pynvml (the one NVML adapter only) and the leaves.

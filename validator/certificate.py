@@ -68,7 +68,8 @@ from validator.model import (
     measured_gb_s,
     to_dict,
 )
-from validator.packed import PackedPerObject, unpack
+from validator.codec import unpack
+from validator.packed import PackedPerObject
 from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.

@@ -10,69 +10,15 @@ the host file is written from them (unpacking costs a tenth of encoding).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
-import functools
 import json
-import zlib
 from collections.abc import Callable
-from types import ModuleType
 from typing import Generic, TypeVar
 
+from validator.codec import pack, unpack
 from validator.model import BurnResult, KeptPerObject, NodeFacts, NodeResult, from_dict, to_dict
-from validator.text import one_line
-
-# How stored JSON is packed. xz at preset 0 packs a result with 300 s of burn
-# telemetry to 11 KB in ~9 ms of CPU; zlib takes ~6 ms for 30 KB (level 6) and
-# ~2.5 ms for 36 KB (level 1), xz's higher presets save 10% more for 10x the time.
-# A result without its facts (the findings: words that repeat) is ``quick``: zlib
-# packs its 77 KB to 4.5 KB in 0.5 ms, where xz takes 1.3 ms for 4.3 KB, and it is
-# packed twice per host. Python built without liblzma (rare, and optional in
-# CPython) writes zlib; a reader tells them apart by their first bytes (xz's magic;
-# zlib starts 0x78).
-XZ_PRESET = 0
-ZLIB_LEVEL = 6
-_XZ_MAGIC = b"\xfd7zXZ\x00"
-
-
-@functools.lru_cache(maxsize=1)
-def _lzma() -> ModuleType | None:
-    """The lzma module, or None where Python was built without it; imported on first use."""
-    try:
-        import lzma  # 5 ms of start-up that only a store write or read needs
-    except ImportError:  # pragma: no cover - CPython without liblzma
-        return None
-    return lzma
-
-
-def pack(text: str, *, quick: bool = False) -> bytes:
-    """``text`` compressed for the store: xz (preset 0), else (or ``quick``) zlib."""
-    data = text.encode("utf-8")
-    xz = None if quick else _lzma()
-    if xz is not None:
-        return bytes(xz.compress(data, format=xz.FORMAT_XZ, check=xz.CHECK_CRC32, preset=XZ_PRESET))
-    return zlib.compress(data, ZLIB_LEVEL)
-
-
-def unpack(blob: bytes) -> str:
-    """The text :func:`pack` packed.
-
-    Raises:
-        ValueError: not packed data, damaged, or xz on a Python without lzma.
-    """
-    xz = _lzma()
-    errors: tuple[type[Exception], ...] = (zlib.error, UnicodeDecodeError, EOFError)
-    if xz is not None:
-        errors += (xz.LZMAError,)
-    try:
-        if blob.startswith(_XZ_MAGIC):
-            if xz is None:  # pragma: no cover - CPython without liblzma
-                raise ValueError("packed with xz, and this Python has no lzma module")
-            data = xz.decompress(blob, format=xz.FORMAT_XZ)
-        else:
-            data = zlib.decompress(blob)
-        return str(data.decode("utf-8"))
-    except errors as exc:
-        raise ValueError(one_line(exc)) from None
 
 
 def encode(data: object) -> str:
@@ -147,6 +93,37 @@ def remember_agent_text(facts: NodeFacts, text: str) -> None:
     """
     # Without the line's end, so a host file joining it with the rest is one line too.
     _FACTS.remember(facts, pack(text.strip()))
+
+
+def agent_facts(output: bytes | str) -> NodeFacts:
+    """The facts an agent printed, kept as their packed encoding (:func:`remember_agent_text`).
+
+    The agent prints JSON, or with ``--packed`` the same JSON packed (validator.codec)
+    in base64 on one line: those bytes are kept as they came, so the controller packs
+    nothing for the host. Output that is neither is read as JSON, for JSON's own error.
+
+    Raises:
+        SchemaError: JSON that does not fit NodeFacts (naming the path).
+        ValueError: neither JSON nor packed JSON (not UTF-8, damaged, or cut short).
+    """
+    text = (output.decode("utf-8") if isinstance(output, bytes) else output).strip()
+    blob = None
+    if text[:1] not in ("{", ""):
+        try:
+            blob = base64.b64decode(text, validate=True)
+        except binascii.Error:
+            blob = None
+        else:
+            try:
+                text = unpack(blob)
+            except ValueError as exc:
+                raise ValueError(f"packed facts that do not unpack: {exc}") from None
+    facts = from_dict(NodeFacts, json.loads(text))
+    if blob is None:
+        remember_agent_text(facts, text)
+    else:
+        _FACTS.remember(facts, blob)
+    return facts
 
 
 def packed_result(result: NodeResult) -> bytes:

@@ -82,7 +82,8 @@ from validator.certificate import (
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
 from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
-from validator.packed import pack, packed_facts, packed_result, unpack, with_samples
+from validator.codec import pack, unpack
+from validator.packed import packed_facts, packed_result, with_samples
 from validator.text import one_line
 
 # "gpur" in ASCII: PRAGMA application_id, so a file is known as ours before any table is read.

@@ -25,7 +25,6 @@ site reaches its hosts. Nothing here raises for what a host does.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import tempfile
@@ -39,8 +38,8 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from validator.errors import GpureadyError
-from validator.model import HostSpec, NodeFacts, SchemaError, from_dict
-from validator.packed import remember_agent_text
+from validator.model import HostSpec, SchemaError
+from validator.packed import agent_facts
 from validator.remote.bundle import write_agent
 from validator.remote.ssh import DEFAULT_CACHE_DIR
 from validator.remote.transport import (
@@ -294,20 +293,16 @@ def _outcome(
 
 def _parse(name: str, res: Mapping[str, Any]) -> AgentOutcome:
     stderr = str(res.get("stderr", ""))[-STDERR_KEEP:]
-    text = str(res.get("stdout", ""))
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return _failed(
-            name, f"the agent on {name} printed no valid JSON: {one_line(exc)}", "parse", stderr
-        )
-    try:
-        facts = from_dict(NodeFacts, data)
+        facts = agent_facts(str(res.get("stdout", "")))
     except SchemaError as exc:
         return _failed(
             name, f"facts from {name} do not fit the model: {one_line(exc)}", "parse", stderr
         )
-    remember_agent_text(facts, text)
+    except ValueError as exc:
+        return _failed(
+            name, f"the agent on {name} printed no valid JSON: {one_line(exc)}", "parse", stderr
+        )
     return AgentOutcome(host=name, facts=facts, stderr=stderr, phase=Phase.DONE)
 
 

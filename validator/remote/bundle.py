@@ -62,6 +62,7 @@ _PACKAGE_FILES = (
     "validator/text.py",
     "validator/files.py",
     "validator/fields.py",
+    "validator/codec.py",
 )
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import json
 import math
 import os
 import threading
@@ -36,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import BadInputError, GpureadyError
-from validator.model import HostSpec, NodeFacts, NodeResult, SchemaError, Verdict, from_dict
-from validator.packed import remember_agent_text
+from validator.model import HostSpec, NodeResult, SchemaError, Verdict
+from validator.packed import agent_facts
 from validator.remote.bundle import build_agent
 from validator.remote.fanout import FanoutResult, Judge, judged_result, unreachable
 from validator.remote.slurm_script import STEP_SCRIPT, AgentDelivery, batch_script
@@ -708,17 +707,13 @@ def agent_outcome(output: NodeOutput) -> AgentOutcome:
         why = one_line(last) or f"the agent on {node} exited with status {output.rc}"
         return AgentOutcome(node, None, why, stderr, Phase.RUN)
     try:
-        text = output.stdout.decode("utf-8")
-        data = json.loads(text)
-    except ValueError as exc:
-        why = f"the agent on {node} left no valid JSON in the spool: {one_line(exc)}"
-        return AgentOutcome(node, None, why, stderr, Phase.PARSE)
-    try:
-        facts = from_dict(NodeFacts, data)
+        facts = agent_facts(output.stdout)
     except SchemaError as exc:
         why = f"facts from {node} do not fit the model: {one_line(exc)}"
         return AgentOutcome(node, None, why, stderr, Phase.PARSE)
-    remember_agent_text(facts, text)
+    except ValueError as exc:
+        why = f"the agent on {node} left no valid JSON in the spool: {one_line(exc)}"
+        return AgentOutcome(node, None, why, stderr, Phase.PARSE)
     return AgentOutcome(node, facts, None, stderr, Phase.DONE)
 
 
