@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from validator import __version__, fields
+from validator.codec import unpack
 from validator.errors import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
@@ -68,7 +69,6 @@ from validator.model import (
     measured_gb_s,
     to_dict,
 )
-from validator.codec import unpack
 from validator.packed import PackedPerObject
 from validator.text import one_line
 

@@ -79,10 +79,10 @@ from validator.certificate import (
     certificate_text,
     packed_certificate,
 )
+from validator.codec import pack, unpack
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
 from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
-from validator.codec import pack, unpack
 from validator.packed import packed_facts, packed_result, with_samples
 from validator.text import one_line
 
