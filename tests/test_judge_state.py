@@ -15,6 +15,7 @@ from validator.model import (
     NOT_MEASURED,
     Action,
     Finding,
+    GpuStatus,
     NodeFacts,
     Reason,
     Severity,
@@ -254,3 +255,28 @@ def test_the_later_recovery_actions_are_named_and_acted_on(value: str, action: s
     (finding,) = recovery_findings(with_gpu(healthy_node(), 3, recovery_action=value), 3)
     assert (finding.severity, finding.action.value) == (FAIL, action)
     assert f"recovery action {value}" in finding.message
+
+
+def test_each_gpus_state_is_worked_out_once_per_gpu_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every check family asks it; judging a node works each GPU's out once, by identity."""
+    from validator.judge.checks import common
+
+    asked: list[int] = []
+    real = common._state
+
+    def counted(gpu: Any) -> Any:
+        asked.append(gpu.index)
+        return real(gpu)
+
+    monkeypatch.setattr(common, "_state", counted)
+    facts = healthy_node()
+    fresh = dataclasses.replace(facts, gpus=tuple(dataclasses.replace(gpu) for gpu in facts.gpus))
+    judge(fresh)
+    assert sorted(asked) == sorted(gpu.index for gpu in fresh.gpus)
+    # An equal GPU that is another object is worked out on its own, so a changed copy
+    # (as the hostile-input tests make) never takes a cached state.
+    lost = dataclasses.replace(fresh.gpus[0], status=GpuStatus.LOST, status_detail="gone")
+    assert common.gpu_state(lost) == (GpuStatus.LOST, "gone")
+    assert common.gpu_state(fresh.gpus[0])[0] is GpuStatus.OK

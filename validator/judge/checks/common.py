@@ -12,6 +12,7 @@ from validator.model import (
     Finding,
     GpuFacts,
     GpuStatus,
+    KeptPerObject,
     Measured,
     NodeFacts,
     NvmlStatus,
@@ -143,6 +144,11 @@ _STATUS_FIELDS = ("index", "status", "status_detail")
 _READING_FIELDS = tuple(f.name for f in fields(GpuFacts) if f.name not in _STATUS_FIELDS)
 
 
+# Every check family asks each GPU's state (80 times for an 8-GPU node): worked out
+# once per GPU object, while it lives.
+_STATES: KeptPerObject[GpuFacts, tuple[GpuStatus, str]] = KeptPerObject()
+
+
 def gpu_state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
     """Whether a GPU answered, from its readings as well as the status the collector gave.
 
@@ -153,6 +159,14 @@ def gpu_state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
     Returns:
         The status and a detail saying why.
     """
+    state = _STATES.get(gpu)
+    if state is None:
+        state = _state(gpu)
+        _STATES.keep(gpu, state)
+    return state
+
+
+def _state(gpu: GpuFacts) -> tuple[GpuStatus, str]:
     if gpu.status is not GpuStatus.OK:
         return gpu.status, gpu.status_detail
     values = [getattr(gpu, name) for name in _READING_FIELDS]
