@@ -11,7 +11,10 @@ root), then in one run times, with the simulated source and no burn:
 Targets: at 64 hosts gpuready is at least 3x faster than the ad-hoc run, 64
 hosts take under 3x the time of one, and the controller spends at most
 0.015 CPU-seconds per host (user + system of the certify process, from
-os.wait4). Its peak RSS is shown beside it. Every run writes its history into
+os.wait4). Its peak RSS is shown beside it, and beside that the floor: the same
+imports, inventory and SSH runs with nothing decoded, judged or stored
+(bench/ssh_floor.py), measured the same way, so what certify adds is shown apart
+from what any run over paramiko costs here. Every run writes its history into
 a temporary store (``--db`` and ``XDG_STATE_HOME`` in the scratch directory),
 never the user's, and runs from compiled bytecode, as an installed gpuready does
 (bench/compiled.py).
@@ -109,6 +112,15 @@ def timed(argv: list[str], env: dict[str, str], expect_hosts: int | None = None)
     return elapsed
 
 
+def floor_cpu(inventory: Path, known_hosts: Path, env: dict[str, str], repeat: int) -> float:
+    """The median CPU of bench/ssh_floor.py: certify's imports, the inventory and SSH alone."""
+    argv = [sys.executable, str(REPO / "bench" / "ssh_floor.py"), str(inventory), str(known_hosts)]
+    runs = [measured(argv, env) for _ in range(repeat)]
+    if any(run.returncode != 0 for run in runs):
+        sys.exit(f"ssh_floor.py failed: {runs[0].stdout[-200:]} {runs[0].stderr[-800:]}")
+    return statistics.median(run.cpu_s for run in runs)
+
+
 def best(samples: list[float]) -> float:
     return statistics.median(samples)
 
@@ -166,6 +178,7 @@ def main() -> int:
                     for _ in range(args.repeat)
                 ]
             )
+        floor = floor_cpu(inventories[args.hosts], known_hosts, env, args.repeat)
         for size in sizes:
             if size == 1:
                 continue
@@ -191,6 +204,11 @@ def main() -> int:
         cpu_16 = statistics.median(r.cpu_s for r in CONTROLLER[16])
         marginal = (cpu_per_host * n - cpu_16) / (n - 16)
         print(f"controller CPU each host adds (16 -> {n} hosts): {marginal:.4f} s")
+    print(
+        f"floor at {n} hosts (imports, inventory, SSH; nothing decoded): {floor:.2f} CPU-s "
+        f"= {floor / n:.4f} CPU-s/host"
+    )
+    print(f"certify's own work beyond the floor: {cpu_per_host - floor / n:.4f} CPU-s/host")
     speedup = results[f"ansible {n}"] / results[f"gpuready {n}"]
     scaling = results[f"gpuready {n}"] / results["gpuready 1"]
     print(f"ansible/gpuready at {n} hosts: {speedup:.2f}x (target >= 3)")
