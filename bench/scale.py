@@ -12,8 +12,10 @@ Two paths:
 - ``ssh``: the inventory's hosts through the SSH fan-out (validator.remote.fanout),
   with an in-process fake transport in place of paramiko (``transport_named`` is
   swapped, nothing else). Each host connects, checks its cached agent and runs it
-  after drawn delays; its facts come back as JSON text and are parsed and checked
-  (json.loads + from_dict, the text kept as their packed encoding) as the SSH transport does.
+  after drawn delays; its facts come back packed, as the agent prints them for SSH
+  (``--packed``), and are unpacked, parsed and checked (validator.packed.agent_facts,
+  the bytes kept as their packed encoding) as the SSH transport does. The packing is
+  the agent's work: its CPU is taken out of the controller's figure.
 - ``slurm`` / ``slurm-campaign``: the Slurm collector (validator.remote.slurm_fanout
   submit_run/follow) with a fake Runner answering sinfo, sbatch, squeue, sacct,
   scontrol and scancel as Slurm does (text forms, as recorded in tests/fixtures/slurm),
@@ -70,6 +72,7 @@ Prints one JSON summary (every run's figures) and a short table.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import dataclasses
 import functools
@@ -91,8 +94,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from validator.codec import pack  # noqa: E402
 from validator.model import HostSpec, NodeFacts, NodeResult, from_dict  # noqa: E402
-from validator.packed import remember_agent_text  # noqa: E402
+from validator.packed import agent_facts  # noqa: E402
 from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress  # noqa: E402
 from validator.slurm.commands import CommandResult  # noqa: E402
 
@@ -268,8 +272,35 @@ def _burn_cpu(seconds: float) -> None:
             x ^= i * i
 
 
+class _AgentCpu:
+    """CPU the fake SSH transport spends doing an agent's work (packing its facts)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.seconds += seconds
+
+
+AGENT_CPU = _AgentCpu()
+
+
+def _packed_by_the_agent(text: str) -> str:
+    """``text`` as ``--packed`` prints it: the agent's work, on its host, so not the controller's.
+
+    Done here in the controller's process, its thread CPU is counted apart (AGENT_CPU)
+    and taken out of the controller's figure.
+    """
+    started = time.thread_time()
+    line = base64.b64encode(pack(text)).decode("ascii")
+    AGENT_CPU.add(time.thread_time() - started)
+    return line
+
+
 class FakeSshTransport:
-    """The SSH transport's part, in process: drawn delays, the facts as JSON text."""
+    """The SSH transport's part, in process: drawn delays, the facts packed as by the agent."""
 
     name = "ssh"
 
@@ -302,9 +333,7 @@ class FakeSshTransport:
         time.sleep(draw.run_s)
         _burn_cpu(self._cpu_s / 2)  # reading the channel
         progress.phase(host.name, Phase.PARSE)
-        text = self._facts.text_for(draw.scenario, host.name)
-        facts = from_dict(NodeFacts, json.loads(text))
-        remember_agent_text(facts, text)
+        facts = agent_facts(_packed_by_the_agent(self._facts.text_for(draw.scenario, host.name)))
         return AgentOutcome(host.name, facts, None, "", Phase.DONE, time.monotonic() - start)
 
 
@@ -637,11 +666,13 @@ def simulate(config: Config, facts: Facts | None = None) -> dict[str, Any]:
                 stack.callback(slurm.close)
             store = stack.enter_context(Store.open(work / "history.db"))
             rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            agent_cpu_before = AGENT_CPU.seconds
             cpu_before = time.process_time()
             start = time.perf_counter()
             outcome = operations.run_certify(request, store, fleet_display=display)
             wall = time.perf_counter() - start
-            cpu = time.process_time() - cpu_before
+            # Less what the fake agents spent packing their facts (on their own hosts).
+            cpu = time.process_time() - cpu_before - (AGENT_CPU.seconds - agent_cpu_before)
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         store_bytes = sum(_size(p) for p in work.glob("history.db*"))
         files = _report_files(report_dir)

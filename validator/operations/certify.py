@@ -36,6 +36,7 @@ from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.operations.collector import sparing_collector
 from validator.operations.outcome import report_exit_code
 from validator.remote.transport import Progress
 from validator.store import RunKind
@@ -138,6 +139,8 @@ def run_certify(
 ) -> CertifyOutcome:
     """Certify what the request names; write its reports, certificates and history.
 
+    A fleet runs with the garbage collector set for it (validator.operations.collector).
+
     Args:
         request: what to certify and where the results go.
         store: the history database.
@@ -151,6 +154,18 @@ def run_certify(
         KeyboardInterrupt: Ctrl-C before a single node's burn; the run is closed as
             interrupted. (Ctrl-C during the burn ends the burn, which is judged.)
     """
+    if not (request.inventories or request.slurm is not None):
+        return _run_certify(request, store, burn_progress, fleet_display)
+    with sparing_collector():
+        return _run_certify(request, store, burn_progress, fleet_display)
+
+
+def _run_certify(
+    request: CertifyRequest,
+    store: Store,
+    burn_progress: ProgressSink | None,
+    fleet_display: FleetDisplay | None,
+) -> CertifyOutcome:
     from validator.certificate import load_key
 
     key = load_key(request.sign_key) if request.sign_key else None

@@ -31,6 +31,7 @@ from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.operations.collector import sparing_collector
 from validator.operations.outcome import exit_code, report_interrupted
 from validator.store import RunKind, StoreError
 
@@ -139,7 +140,8 @@ def run_drift(
     """
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
     if request.inventories or request.slurm is not None:
-        results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
+        with sparing_collector():  # many results arriving (validator.operations.collector)
+            results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
     else:
         results, run_id, interrupted = _drift_here(request, store, policy)
     now = datetime.datetime.now(datetime.timezone.utc)
