@@ -21,7 +21,8 @@ Two paths:
   scontrol and scancel as Slurm does (text forms, as recorded in tests/fixtures/slurm),
   and a fake cluster, a separate process, that writes each node's result files into
   the spool (validator.remote.slurm_spool's layout, renamed into place as step.sh
-  does) at the drawn times. Its CPU is the cluster's, not the controller's.
+  does; the facts packed, as the agent prints them for Slurm) at the drawn times. Its
+  CPU is the cluster's, not the controller's.
 
 Facts come from the simulated source: the real agent (``python -m validator.node.agent
 --simulate NAME``) runs once per scenario; every host gets that JSON with its own
@@ -340,17 +341,19 @@ class FakeSshTransport:
 # ---------------------------------------------------------------- fake Slurm
 
 _CLUSTER = r"""
-import json, os, sys, time
+import base64, json, os, sys, time
 plan = json.load(open(sys.argv[1]))
+sys.path.insert(0, plan["repo"])
+from validator.codec import pack  # each node's agent packs its facts (--packed)
 out, texts, t0 = plan["out"], plan["texts"], plan["t0"]
 for at, node, scenario in sorted(plan["steps"]):
     pause = t0 + at - time.time()
     if pause > 0:
         time.sleep(pause)
     body = texts[scenario].replace(json.dumps(plan["placeholder"]), json.dumps(node), 1)
-    with open(f"{out}/{node}.json.tmp", "w") as f:
-        f.write(body)
-    os.replace(f"{out}/{node}.json.tmp", f"{out}/{node}.json")
+    with open(f"{out}/{node}.stdout.tmp", "w") as f:
+        f.write(base64.b64encode(pack(body)).decode("ascii") + "\n")
+    os.replace(f"{out}/{node}.stdout.tmp", f"{out}/{node}.stdout")
     open(f"{out}/{node}.stderr", "w").close()
     with open(f"{out}/{node}.rc.tmp", "w") as f:
         f.write("0\n")
@@ -478,6 +481,7 @@ class FakeSlurm:
         if not self._pending or self._out is None:
             return
         plan = {
+            "repo": str(REPO),
             "out": self._out,
             "texts": self.facts.texts,
             "placeholder": PLACEHOLDER,

@@ -106,8 +106,8 @@ def test_each_node_gets_its_own_arguments_and_its_output_lands_whole(
     done = _run_job(tmp_path, spool, script, ["gpu001", "gpu002"])
     assert done.returncode == 0, done.stderr
     out = spool / OUT_DIR
-    first = json.loads((out / "gpu001.json").read_text())
-    second = json.loads((out / "gpu002.json").read_text())
+    first = json.loads((out / "gpu001.stdout").read_text())
+    second = json.loads((out / "gpu002.stdout").read_text())
     assert first == {"node": "gpu001", "argv": ["--xid-window-hours", "72"]}
     assert second["argv"][-2:] == ["--simulate", "/etc/gpuready/scenario file.json"]
     assert (out / "gpu001.rc").read_text() == "0\n"
@@ -140,7 +140,7 @@ def test_a_failed_delivery_runs_the_spools_copy(tmp_path: Path, spool: Path) -> 
     out = spool / OUT_DIR
     for node in ("gpu001", "gpu002"):
         assert (out / f"{node}.rc").read_text() == "0\n"
-        assert json.loads((out / f"{node}.json").read_text())["node"] == node
+        assert json.loads((out / f"{node}.stdout").read_text())["node"] == node
 
 
 def test_a_node_the_job_was_not_asked_about_is_refused(tmp_path: Path, spool: Path) -> None:

@@ -81,13 +81,24 @@ def test_a_damaged_request_is_one_line_naming_the_file(tmp_path: Path, damage: s
 def test_a_node_is_done_only_once_its_status_is_there(tmp_path: Path) -> None:
     submission = _saved(tmp_path)
     out = submission.out_dir
-    (out / "gpu001.json").write_text("{}")  # output without status: still running
+    (out / "gpu001.stdout").write_text("{}")  # output without status: still running
     assert finished_nodes(submission) == set()
     assert read_output(submission, "gpu001").rc is None
     (out / "gpu001.stderr").write_text("warning\n")
     (out / "gpu001.rc").write_text("0\n")
     assert finished_nodes(submission) == {"gpu001"}
     assert read_output(submission, "gpu001") == NodeOutput("gpu001", 0, b"{}", "warning\n")
+
+
+def test_an_older_spools_json_output_is_still_read(tmp_path: Path) -> None:
+    """Spools written before the agent packed its facts kept them as <node>.json."""
+    submission = _saved(tmp_path)
+    out = submission.out_dir
+    (out / "gpu001.json").write_text('{"older": true}')
+    (out / "gpu001.rc").write_text("0\n")
+    assert read_output(submission, "gpu001").stdout == b'{"older": true}'
+    (out / "gpu001.stdout").write_text("packed")  # a spool has one or the other; ours first
+    assert read_output(submission, "gpu001").stdout == b"packed"
 
 
 def test_an_unwritable_spool_is_bad_input(tmp_path: Path) -> None:
@@ -157,6 +168,10 @@ def test_a_campaign_writes_its_request_once_not_after_every_job(
     submission = submit_run(hosts, targets, AgentRequest(), 60.0, options, {}, _Sbatch())
     assert saves == [0, 300]  # before any sbatch, and once all are in
     assert len(submission.job_ids) == 300
+    # Each node's agent packs its facts: a tenth of the bytes on the shared filesystem.
+    job_script = (submission.directory / "job.sh").read_text()
+    assert job_script.count("--packed") >= 1
+    assert "--xid-window-hours" in job_script
     for job in ("101", "250", "400"):  # every job id is linked to the folder
         assert find(tmp_path, job).jobs == submission.jobs
 

@@ -27,9 +27,9 @@ STEP_SCRIPT = """#!/bin/sh
 # which tells the controller this node is done.
 out=$1 node=$2
 shift 2
-"$@" >"$out/$node.json.tmp" 2>"$out/$node.stderr"
+"$@" >"$out/$node.stdout.tmp" 2>"$out/$node.stderr"
 rc=$?
-mv -f "$out/$node.json.tmp" "$out/$node.json"
+mv -f "$out/$node.stdout.tmp" "$out/$node.stdout"
 printf '%s\\n' "$rc" >"$out/$node.rc.tmp"
 mv -f "$out/$node.rc.tmp" "$out/$node.rc"
 """

@@ -11,7 +11,8 @@ JOBID`` finds it::
         step.sh          what one node runs: the agent, its output kept atomically
         job.sh           the batch script: delivers the agent, one srun step per node
         slurm-<job>.out  the batch script's own output
-        out/<node>.json    the agent's stdout (NodeFacts), renamed into place whole
+        out/<node>.stdout  the agent's stdout (NodeFacts, ``--packed``), renamed into
+                           place whole (``<node>.json``, JSON, in older spools)
         out/<node>.stderr  the agent's stderr
         out/<node>.rc      its exit status, written last: the node is done
     SPOOL/<job id> -> <token>
@@ -38,6 +39,10 @@ from validator.errors import BadInputError, CouldNotRunError
 from validator.files import write_atomic
 
 REQUEST_FILE = "request.json"
+# Each node's stdout in out/: packed facts. Spools written before the agent packed its
+# facts for Slurm named it <node>.json (JSON); those are still read.
+STDOUT_SUFFIX = ".stdout"
+EARLIER_STDOUT_SUFFIX = ".json"
 AGENT_FILE = "agent.pyz"
 STEP_FILE = "step.sh"
 JOB_FILE = "job.sh"
@@ -253,7 +258,9 @@ def read_output(submission: Submission, node: str) -> NodeOutput:
         rc = int(rc_text)
     except ValueError:
         return NodeOutput(node, None)  # being written: the rename makes this rare
-    stdout = _read_bytes(out / f"{node}.json")
+    stdout = _read_bytes(out / f"{node}{STDOUT_SUFFIX}") or _read_bytes(
+        out / f"{node}{EARLIER_STDOUT_SUFFIX}"
+    )
     stderr = _read_bytes(out / f"{node}.stderr").decode("utf-8", "replace")
     return NodeOutput(node, rc, stdout, stderr)
 
