@@ -16,7 +16,7 @@ from contextlib import redirect_stdout
 import pytest
 
 from validator import codec, packed
-from validator.model import HostSpec, NodeFacts, from_dict, to_dict
+from validator.model import HostSpec, NodeFacts, SchemaError, from_dict, to_dict
 from validator.node import agent
 from validator.node.sources import collect_simulated
 from validator.remote import slurm_fanout, ssh
@@ -112,6 +112,12 @@ def test_packed_facts_are_kept_as_they_came(monkeypatch: pytest.MonkeyPatch) -> 
         (base64.b64encode(b"\xfd7zXZ\x00 cut short").decode(), "packed facts that do not unpack"),
         (base64.b64encode(codec.pack('{"gpus": [')).decode(), "printed no valid JSON"),
         ("not json, not base64!", "printed no valid JSON: Expecting value"),
+        ("", "printed no valid JSON: Expecting value"),
+        # Not ASCII, and base64's own alphabet without a packed header: read as JSON.
+        ("Fehler: \u00fc", "printed no valid JSON: Expecting value"),
+        ("\ufeff{}", "printed no valid JSON: Unexpected UTF-8 BOM"),
+        ("Segmentation", "printed no valid JSON: Expecting value"),
+        ("[" * 100_000, "printed no valid JSON: JSON nested too deeply"),
     ],
 )
 def test_packed_output_that_does_not_unpack_is_one_line(output: str, why: str) -> None:
@@ -130,3 +136,25 @@ def test_the_slurm_collector_and_ansible_take_packed_facts_too() -> None:
     assert outcome.facts == collect_simulated("healthy-8x-h100-sxm")
     parsed = ansible_transport._parse("gpu-c", {"stdout": line, "stderr": ""})
     assert parsed.facts == outcome.facts
+
+
+def test_packed_facts_past_the_bound_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = _printed("healthy-8x-h100-sxm", packed_output=True)
+    monkeypatch.setattr(packed, "AGENT_FACTS_LIMIT", 1000)
+    run = ssh._Run(status=0, stdout=line.encode(), stderr=b"")
+    with pytest.raises(ssh._Failed, match="packed facts that do not unpack: unpacks to more than"):
+        ssh.SshTransport._facts(HostSpec(name="gpu-a", address="10.0.0.1"), run, 60.0)
+
+
+def test_json_with_white_space_around_it_is_kept_as_one_line() -> None:
+    text = _printed("healthy-8x-h100-sxm")
+    facts = packed.agent_facts(f"  \n{text}\n\n")
+    assert codec.unpack(packed.packed_facts(facts)) == text
+    padded = base64.b64encode(codec.pack(f"\n {text} \n")).decode()
+    facts = packed.agent_facts(padded)
+    assert codec.unpack(packed.packed_facts(facts)) == text  # packed again, without them
+
+
+def test_null_is_json_that_does_not_fit() -> None:
+    with pytest.raises(SchemaError):
+        packed.agent_facts("null")

@@ -203,3 +203,34 @@ def test_many_live_jobs_are_asked_of_squeue_a_window_at_a_time(tmp_path: Path) -
     assert {job for asked in looks for job in asked} == set(live)  # three looks cover all
     assert slurm_fanout._asked(run, live, final=True) == live
     assert slurm_fanout._asked(run, live[:10], final=False) == live[:10]
+
+
+def test_a_packed_agent_run_by_step_sh_is_read_back_as_its_facts(tmp_path: Path) -> None:
+    """The real agent, packed, through the step script into the spool, and judged from there."""
+    import subprocess
+    import sys
+
+    from validator.node.sources import collect_simulated
+    from validator.remote.slurm_script import STEP_SCRIPT
+
+    submission = _saved(tmp_path)
+    step = tmp_path / "step.sh"
+    step.write_text(STEP_SCRIPT)
+    agent = [sys.executable, "-m", "validator.node.agent", "--simulate", "healthy-8x-h100-sxm"]
+    done = subprocess.run(
+        ["sh", str(step), str(submission.out_dir), "gpu001", *agent, "--packed"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    output = read_output(submission, "gpu001")
+    assert output.rc == 0
+    assert output.stdout.count(b"\n") == 1  # one line of base64
+    assert not output.stdout.startswith(b"{")
+    outcome = agent_outcome(output)
+    assert outcome.error is None, outcome.error
+    assert outcome.facts is not None
+    expected = collect_simulated("healthy-8x-h100-sxm")
+    assert (outcome.facts.hostname, outcome.facts.gpus) == (expected.hostname, expected.gpus)

@@ -45,26 +45,47 @@ def pack(text: str, *, quick: bool = False) -> bytes:
     return zlib.compress(data, ZLIB_LEVEL)
 
 
-def unpack(blob: bytes) -> str:
+def unpack(blob: bytes, *, limit: int | None = None) -> str:
     """The text :func:`pack` packed.
 
+    Args:
+        blob: the packed bytes.
+        limit: the most bytes the text may unpack to (a few KB of xz can unpack to GBs);
+            None for none, for what this controller packed itself.
+
     Raises:
-        ValueError: not packed data, damaged, or xz on a Python without lzma.
+        ValueError: not packed data, damaged, cut short, past ``limit``, or xz on a
+            Python without lzma.
     """
     xz = _lzma()
     errors: tuple[type[Exception], ...] = (zlib.error, UnicodeDecodeError, EOFError)
     if xz is not None:
         errors += (xz.LZMAError,)
     try:
-        if blob.startswith(XZ_MAGIC):
-            if xz is None:  # pragma: no cover - CPython without liblzma
-                raise ValueError("packed with xz, and this Python has no lzma module")
-            data = xz.decompress(blob, format=xz.FORMAT_XZ)
+        if not blob.startswith(XZ_MAGIC):
+            data = zlib.decompress(blob) if limit is None else _bounded(blob, limit, None)
+        elif xz is None:  # pragma: no cover - CPython without liblzma
+            raise ValueError("packed with xz, and this Python has no lzma module")
         else:
-            data = zlib.decompress(blob)
+            data = (
+                xz.decompress(blob, format=xz.FORMAT_XZ)
+                if limit is None
+                else _bounded(blob, limit, xz)
+            )
         return str(data.decode("utf-8"))
     except errors as exc:
         raise ValueError(one_line(exc)) from None
+
+
+def _bounded(blob: bytes, limit: int, xz: ModuleType | None) -> bytes:
+    """``blob`` unpacked (xz when ``xz`` is given, else zlib), refused past ``limit`` bytes."""
+    unpacker = xz.LZMADecompressor(format=xz.FORMAT_XZ) if xz is not None else zlib.decompressobj()
+    data = bytes(unpacker.decompress(blob, limit + 1))
+    if len(data) > limit:
+        raise ValueError(f"unpacks to more than {limit} bytes")
+    if not unpacker.eof:
+        raise ValueError("cut short: the packed data ends before its end marker")
+    return data
 
 
 __all__ = ["XZ_MAGIC", "XZ_PRESET", "ZLIB_LEVEL", "pack", "unpack"]

@@ -14,10 +14,11 @@ import base64
 import binascii
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from validator.codec import pack, unpack
+from validator.codec import XZ_MAGIC, pack, unpack
 from validator.model import BurnResult, KeptPerObject, NodeFacts, NodeResult, from_dict, to_dict
 
 
@@ -82,48 +83,56 @@ def packed_facts(facts: NodeFacts) -> bytes:
     return _FACTS.get(facts)
 
 
-def remember_agent_text(facts: NodeFacts, text: str) -> None:
-    """Keep the JSON an agent printed as the packed encoding of the facts decoded from it.
-
-    The agent prints its facts as :func:`encode` would (keys sorted, compact), from
-    the same model: encoding them again here would give the same text, for about
-    what judging the host costs. Called only once ``from_dict`` has accepted ``text``
-    (which refuses NaN and infinity), so what is kept decodes to ``facts``, whatever
-    an agent of another version left out or wrote differently.
-    """
-    # Without the line's end, so a host file joining it with the rest is one line too.
-    _FACTS.remember(facts, pack(text.strip()))
+# The most an agent's packed facts may unpack to: a few KB of xz can unpack to GBs. A
+# default burn's facts are ~500 KB of JSON (8 GPUs, 300 samples each), an hour's ~6 MB.
+AGENT_FACTS_LIMIT = 256 * 1024 * 1024
+# Output that is packed (``--packed``): base64 on one line, of xz's magic or zlib's 0x78.
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def agent_facts(output: bytes | str) -> NodeFacts:
-    """The facts an agent printed, kept as their packed encoding (:func:`remember_agent_text`).
+    """The facts an agent printed, its text kept as their packed encoding.
 
-    The agent prints JSON, or with ``--packed`` the same JSON packed (validator.codec)
-    in base64 on one line: those bytes are kept as they came, so the controller packs
-    nothing for the host. Output that is neither is read as JSON, for JSON's own error.
+    The agent prints its facts as :func:`encode` would (keys sorted, compact), from
+    the same model: encoding them again here would give the same text, for about
+    what judging the host costs. With ``--packed`` it prints that text packed
+    (validator.codec) in base64 on one line, and those bytes are kept as they came,
+    so the controller packs nothing for the host. What is kept is kept only once
+    ``from_dict`` has accepted the text (which refuses NaN and infinity), so it
+    decodes to the facts, whatever an agent of another version left out or wrote
+    differently. Output that is neither is read as JSON, for JSON's own error.
 
     Raises:
         SchemaError: JSON that does not fit NodeFacts (naming the path).
-        ValueError: neither JSON nor packed JSON (not UTF-8, damaged, or cut short).
+        ValueError: neither JSON nor packed JSON (not UTF-8, damaged, cut short, past
+            :data:`AGENT_FACTS_LIMIT`, or nested too deeply).
     """
     text = (output.decode("utf-8") if isinstance(output, bytes) else output).strip()
-    blob = None
-    if text[:1] not in ("{", ""):
+    blob = _packed_bytes(text)
+    if blob is not None:
         try:
-            blob = base64.b64decode(text, validate=True)
-        except binascii.Error:
-            blob = None
-        else:
-            try:
-                text = unpack(blob)
-            except ValueError as exc:
-                raise ValueError(f"packed facts that do not unpack: {exc}") from None
-    facts = from_dict(NodeFacts, json.loads(text))
-    if blob is None:
-        remember_agent_text(facts, text)
-    else:
-        _FACTS.remember(facts, blob)
+            text = unpack(blob, limit=AGENT_FACTS_LIMIT)
+        except ValueError as exc:
+            raise ValueError(f"packed facts that do not unpack: {exc}") from None
+        if text != text.strip():  # kept as one line: a host file joins it with the rest
+            text, blob = text.strip(), None
+    try:
+        facts = from_dict(NodeFacts, json.loads(text))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be NodeFacts") from None
+    _FACTS.remember(facts, blob if blob is not None else pack(text))
     return facts
+
+
+def _packed_bytes(text: str) -> bytes | None:
+    """The packed bytes ``text`` carries in base64, or None when it is not packed output."""
+    if not _BASE64.fullmatch(text):
+        return None
+    try:
+        blob = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return None
+    return blob if blob.startswith(XZ_MAGIC) or blob[:1] == b"\x78" else None
 
 
 def packed_result(result: NodeResult) -> bytes:

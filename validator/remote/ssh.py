@@ -6,9 +6,10 @@ One connection per host (through any ProxyJump hops), then three steps on it:
    Python version and whether ``<cache>/<bundle.filename>`` is already there;
 2. when it is not, the zipapp goes over SFTP to a temporary name and is renamed
    into place, so a half-written agent is never run;
-3. ``<python> <cache>/<agent> <arguments> --deadline <seconds>`` runs, every part
-   quoted, under the per-host deadline: the agent is given what is left of it, less
-   the trip, and cuts its burn-in to end in time; its stdout is the NodeFacts JSON.
+3. ``<python> <cache>/<agent> <arguments> --deadline <seconds> --packed`` runs, every
+   part quoted, under the per-host deadline: the agent is given what is left of it,
+   less the trip, and cuts its burn-in to end in time; its stdout is the NodeFacts
+   JSON packed in base64 (validator.packed.agent_facts reads it).
 
 Host keys are checked as OpenSSH does with ``StrictHostKeyChecking=yes`` (or
 ``accept-new`` when asked): an unknown key is refused unless new keys are
