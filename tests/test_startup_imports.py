@@ -65,6 +65,12 @@ def run_dumping(tmp_path: Path, *argv: str) -> tuple[subprocess.CompletedProcess
     return done, set(json.loads(dump.read_text(encoding="utf-8")))
 
 
+def unwanted(modules: set[str], names: tuple[str, ...]) -> dict[str, list[str]]:
+    """Those of ``names`` (with their submodules) that are among ``modules``."""
+    found = {name: imported(modules, name) for name in names}
+    return {name: hits for name, hits in found.items() if hits}
+
+
 def imported(modules: set[str], name: str) -> list[str]:
     """``name`` and its submodules among ``modules``."""
     return sorted(m for m in modules if m == name or m.startswith(name + "."))
@@ -89,8 +95,7 @@ def test_simulated_certify_json_imports_no_fleet_drift_provisioning_or_rich(
     # The burn's progress still reached stderr, as plain lines drawn without rich.
     assert "burn 1/2 s: gpu0 " in done.stderr
     assert "validator.cli.certify" in modules  # the dump is of a run that did certify
-    found = {name: imported(modules, name) for name in NOT_FOR_SIMULATED_JSON}
-    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert unwanted(modules, NOT_FOR_SIMULATED_JSON) == {}
 
 
 def test_help_lists_every_command_and_imports_none(tmp_path: Path) -> None:
@@ -225,8 +230,7 @@ def test_a_fleet_certify_imports_no_single_node_collector_nor_invoke(tmp_path: P
     assert done.returncode == 3, done.stderr
     assert json.loads(done.stdout)["nodes"][0]["verdict"] == "UNKNOWN"
     assert "paramiko" in modules  # the dump is of a run that went over SSH
-    found = {name: imported(modules, name) for name in NOT_FOR_A_FLEET}
-    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert unwanted(modules, NOT_FOR_A_FLEET) == {}
 
 
 def test_paramiko_imports_invoke_only_when_a_match_exec_runs() -> None:
