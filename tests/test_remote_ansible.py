@@ -84,9 +84,21 @@ def test_the_playbook_is_found_beside_the_package() -> None:
 
 
 def test_facts_come_back_and_the_agent_is_copied_once(
-    tmp_path: Path, transport: AnsibleTransport
+    tmp_path: Path, transport: AnsibleTransport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from validator import packed
+
+    packs: list[str] = []
+    real_pack = packed.pack
+
+    def counted(text: str, **options: bool) -> bytes:
+        packs.append(text)
+        return real_pack(text, **options)
+
+    monkeypatch.setattr(packed, "pack", counted)
     outcome, phases = _run(transport, _local())
+    # The agent printed its facts packed: kept as they came, nothing packed here.
+    assert packs == []
 
     assert outcome.error is None, outcome.error
     assert outcome.facts is not None
