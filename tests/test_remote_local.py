@@ -61,7 +61,7 @@ def test_the_burn_travels_to_the_agent_and_back_unchanged() -> None:
     argv = AgentRequest(burn=burn).arguments(host)
     assert BurnConfig.from_argv(argv[argv.index("--burn") :]) == burn
     assert BurnConfig.from_argv([]) is None
-    assert AgentRequest().arguments(host) == ["--xid-window-hours", "24"]
+    assert AgentRequest().arguments(host) == ["--packed", "--xid-window-hours", "24"]
     assert BurnConfig().memory_fraction == 0.9
 
 

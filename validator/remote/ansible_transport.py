@@ -250,8 +250,7 @@ def agent_arguments(request: AgentRequest, host: HostSpec, timeout_s: float) -> 
         f"{{{{ '%.3f' | format([{SHORTEST_AGENT_DEADLINE_S!r}, "
         f"{ends_at!r} - now().timestamp() - {trip!r}] | max) }}}}"
     )
-    # Packed: a tenth of the bytes through Ansible's result events, kept as they come.
-    return [*request.arguments(host), "--deadline", left, "--packed"]
+    return [*request.arguments(host), "--deadline", left]
 
 
 def _read(runner: Any) -> str:  # noqa: ANN401 - ansible_runner.Runner is untyped

@@ -232,9 +232,8 @@ def submit_run(
         write_file(directory, "agent-path.txt", options.agent_path + "\n")
     # The agent cuts its own work to end in time; its clock starts with its step.
     agent_s = agent_deadline(deadline_s)
-    # Packed: a tenth of the bytes on the shared filesystem, kept as they come.
     commands = {
-        host.name: [host.python, delivery.node_path, *request.arguments(host, agent_s), "--packed"]
+        host.name: [host.python, delivery.node_path, *request.arguments(host, agent_s)]
         for host in hosts
     }
     first = commands[hosts[0].name] if hosts else None

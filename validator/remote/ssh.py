@@ -6,7 +6,7 @@ One connection per host (through any ProxyJump hops), then three steps on it:
    Python version and whether ``<cache>/<bundle.filename>`` is already there;
 2. when it is not, the zipapp goes over SFTP to a temporary name and is renamed
    into place, so a half-written agent is never run;
-3. ``<python> <cache>/<agent> <arguments> --deadline <seconds> --packed`` runs, every
+3. ``<python> <cache>/<agent> --packed <arguments> --deadline <seconds>`` runs, every
    part quoted, under the per-host deadline: the agent is given what is left of it,
    less the trip, and cuts its burn-in to end in time; its stdout is the NodeFacts
    JSON packed in base64 (validator.packed.agent_facts reads it).
@@ -604,8 +604,7 @@ class SshTransport:
             progress.phase(host.name, Phase.RUN)
             # The agent cuts its burn-in to end within what is left, less the trip.
             left = agent_deadline(deadline - time.monotonic())
-            # Packed: a tenth of the bytes over SSH, kept as they come (validator.packed).
-            argv = [host.python, path, *request.arguments(host, left), "--packed"]
+            argv = [host.python, path, *request.arguments(host, left)]
             run = _execute(clients[-1], quoted(argv), deadline + overrun_s(timeout_s))
             facts = self._facts(host, run, timeout_s)
         except _Failed as failure:

@@ -86,7 +86,9 @@ class AgentRequest:
             deadline_s: how long the agent may take, from its start (see
                 :func:`agent_deadline`); None: no limit of its own.
         """
-        args = ["--xid-window-hours", f"{self.xid_window_hours:g}"]
+        # Packed: a tenth of the bytes to carry home, kept by the controller as they come
+        # (validator.packed.agent_facts), whichever transport carries them.
+        args = ["--packed", "--xid-window-hours", f"{self.xid_window_hours:g}"]
         if host.simulate:
             args += ["--simulate", host.simulate]
         if self.burn is not None and self.burn.duration_s > 0:
