@@ -38,6 +38,7 @@ from validator.model import (
     Finding,
     Interconnect,
     NodeFacts,
+    PeerBandwidth,
     Reason,
     Severity,
     Unavailable,
@@ -1052,3 +1053,23 @@ def test_each_fault_leaves_the_judge_with_its_action() -> None:
     assert action_of(missing, checks.RUN)[0] is Action.FIX_SOFTWARE
     busy = node(gpus=copies({3: (27.0, 27.5, 2540.0)}), busy_gpus=(3,))
     assert judge_node(busy, Policy()).verdict is Verdict.NOT_CERTIFIED  # UNKNOWN blocks
+
+
+def test_a_peer_matrix_measured_for_no_pair_names_every_pair_without_crashing() -> None:
+    # A 1-GPU nvbandwidth output beside an 8-GPU query (issue 30): every pair unseen.
+    # GPU 7's pairs are all taken by the GPUs diagnosed before it: no pair is left to it.
+    unseen = Unavailable(Reason.NOT_MEASURED, "nvbandwidth did not see both GPUs")
+    blank = tuple(
+        PeerBandwidth(src, dst, unseen, Bandwidth(gb_s=unseen), Bandwidth(gb_s=unseen))
+        for src in range(8)
+        for dst in range(8)
+        if src != dst
+    )
+    findings = of(judged(node(peers=blank)), "interconnect.p2p")
+    assert findings
+    assert all(f.severity is UNKNOWN for f in findings)
+    assert all(f.required for f in findings)
+    # GPU 0 takes its 14 pairs, GPU 1 the 12 left of its own ... GPU 6 its last 2: all 56.
+    assert [f.gpu_index for f in findings] == list(range(7))
+    assert "every peer" in findings[0].message
+    assert "1 of its 7 peers" in findings[-1].message

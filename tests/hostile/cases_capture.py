@@ -7,10 +7,15 @@ truncated or implausible, and a wrong verdict is worse than an error: 1 or 2, ne
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile.cases import Case, Outcome, case
 from tests.hostile.data_files import (
+    A40X10_QUERY,
+    CLEAN_DMESG,
     H200_BANNER,
     T4_XML,
     bundle,
@@ -77,6 +82,67 @@ def _xml_laughs() -> str:
 
 
 _DMESG_WITH_XID = xid79_dmesg  # called at setup time: the corpus is read then
+
+
+def _random_text(size: int) -> str:
+    """Bytes no log holds, the same each run, as a file read with errors replaced holds them."""
+    # Hash output: bytes of every value, the same each run.
+    blocks = (hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(size // 32))
+    return b"".join(blocks).decode("latin-1")
+
+
+def _journal_of(host: str) -> str:
+    """The clean log's lines as ``journalctl -k`` prints them on ``host``."""
+    return "".join(
+        f"Jun 25 09:{minute:02d}:00 {host} kernel: {line}\n"
+        for minute, line in enumerate(CLEAN_DMESG.splitlines())
+    )
+
+
+# Real outputs of other machines (their sources: tests/fixtures/*/SOURCES.md, captures).
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+DCGM_8X_JSON = "dcgmi/repo-NVIDIA-DCGM-JsonResultTests-8xgpu-dcgm3.1.0-json-real-output.json"
+DCGM_4X_TEXT = (
+    "dcgmi/issue-DCGM253-4xgpu-26b9-dcgm4.2.3-diag-text-metadata-software-per-gpu-TRUNCATED.txt"
+)
+NVB_8X_README = "nvbandwidth/repo-NVIDIA-nvbandwidth-README-8xgpu-d2d-memcpy-write-ce-276GBps.txt"
+NVB_1X_A100 = (
+    "nvbandwidth/issue-nvbandwidth42-a100-sxm4-40gb-560.35.05-v0.8-h2d-memcpy-sm-b512-pass.txt"
+)
+
+
+def _fixture(relative: str) -> str:
+    return (FIXTURES / relative).read_text(encoding="utf-8")
+
+
+def _dcgm_gpu0_twice() -> str:
+    """The real 8-GPU DCGM result with every GPU id made 0: GPU 0 reported again and again."""
+    text = _fixture(DCGM_8X_JSON).replace('"0,1,2,3,4,5,6,7"', '"0,0"')
+    return re.sub(r'("gpu_ids" : )[1-7],', r"\g<1>0,", text)
+
+
+def _nvlink_blocks(uuids: list[str]) -> str:
+    """``nvidia-smi nvlink -s`` for A40s: one block per UUID, two links up."""
+    blocks = []
+    for index, uuid in enumerate(uuids):
+        shown = f" (UUID: {uuid})" if uuid else ""
+        blocks.append(
+            f"GPU {index}: NVIDIA A40{shown}\n\t Link 0: 14.062 GB/s\n\t Link 1: 14.062 GB/s\n"
+        )
+    return "".join(blocks)
+
+
+def _nvlink_of_query(*, swap: bool) -> Callable[[str], str]:
+    """The nvlink file of the A40 query's own GPUs, GPUs 0 and 1 swapped when asked."""
+
+    def edit(_text: str) -> str:
+        uuids = re.findall(r"GPU UUID\s+: (GPU-[0-9a-f-]+)", corpus(A40X10_QUERY))
+        if swap:
+            uuids[0], uuids[1] = uuids[1], uuids[0]
+        return _nvlink_blocks(uuids)
+
+    return edit
+
 
 CASES: tuple[Case, ...] = (
     # Controls: the whole capture certifies, and a recent Xid 79 is caught.
@@ -378,6 +444,99 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     case("capture-empty-dmesg", *CERTIFY, exit=1, setup=bundle({"dmesg.txt": ""})),
+    # Measurement files of another machine beside the A10 (issue 30): no PASS for a GPU
+    # the node lacks, no figure silently dropped.
+    case(
+        "capture-dcgm-of-8-gpus-beside-1",
+        *CERTIFY,
+        exit=1,
+        out=("dcgmi-diag.json", "does not list"),
+        setup=bundle({"dcgmi-diag.json": lambda _t: _fixture(DCGM_8X_JSON)}),
+    ),
+    case(
+        "capture-dcgm-text-of-4-gpus-beside-1",
+        *CERTIFY,
+        exit=1,
+        out=("dcgmi-diag.txt", "does not list"),
+        setup=bundle({"dcgmi-diag.txt": lambda _t: _fixture(DCGM_4X_TEXT)}),
+    ),
+    case(
+        "capture-dcgm-gpu-0-twice",
+        *CERTIFY,
+        exit=1,
+        out=("reports GPU 0", "not one run"),
+        setup=bundle({"dcgmi-diag.json": lambda _t: _dcgm_gpu0_twice()}),
+    ),
+    case(
+        "capture-nvbandwidth-of-8-gpus-beside-1",
+        *CERTIFY,
+        exit=1,
+        out=("nvbandwidth.txt", "lists 1 GPU"),
+        setup=bundle({"nvbandwidth.txt": lambda _t: corpus(NVB_8X_README)}),
+    ),
+    case(
+        "capture-nvbandwidth-other-bus",
+        *CERTIFY,
+        exit=1,
+        out=("nvbandwidth.txt", "00000000:99:00.0"),
+        setup=bundle({"nvbandwidth.txt": lambda _t: corpus(NVB_1X_A100)}),
+    ),
+    case(
+        "capture-nvlink-uuids-swapped",
+        *CERTIFY,
+        exit=1,
+        out=("nvidia-smi-nvlink-s.txt", "calls"),
+        setup=bundle({"nvidia-smi-nvlink-s.txt": _nvlink_of_query(swap=True)}, base="a40x10"),
+    ),
+    case(
+        "capture-nvlink-uuids-agree",
+        *CERTIFY,
+        exit=0,
+        setup=bundle({"nvidia-smi-nvlink-s.txt": _nvlink_of_query(swap=False)}, base="a40x10"),
+    ),
+    case(
+        "capture-nvlink-of-more-gpus",
+        *CERTIFY,
+        exit=1,
+        out=("nvidia-smi-nvlink-s.txt", "lists 1 GPU"),
+        setup=bundle({"nvidia-smi-nvlink-s.txt": lambda _t: _nvlink_blocks(["", ""])}),
+    ),
+    # A dmesg.txt that is no kernel log proves nothing about Xids (issue 30).
+    case(
+        "capture-dmesg-nul-bytes",
+        *CERTIFY,
+        exit=1,
+        out="not a kernel log",
+        setup=bundle({"dmesg.txt": "\x00" * 65536}),
+    ),
+    case(
+        "capture-dmesg-random-bytes",
+        *CERTIFY,
+        exit=1,
+        out="not a kernel log",
+        setup=bundle({"dmesg.txt": lambda _t: _random_text(65536)}),
+    ),
+    case(
+        "capture-dmesg-prose",
+        *CERTIFY,
+        exit=1,
+        out="not a kernel log",
+        setup=bundle({"dmesg.txt": "Dear operator,\nall GPUs are fine.\nNo Xid here.\n"}),
+    ),
+    case(
+        "capture-journal-not-a-log-either",
+        *CERTIFY,
+        exit=1,
+        out="not a kernel log",
+        setup=bundle({"dmesg.txt": "prose\n", "journalctl.txt": "more prose\n"}),
+    ),
+    case(
+        "capture-kernel-log-of-another-host",
+        *CERTIFY,
+        exit=1,
+        out=("worker4", "a10-node"),
+        setup=bundle({"dmesg.txt": lambda _t: _journal_of("worker4")}),
+    ),
     case(
         "capture-meta-not-json",
         *CERTIFY,

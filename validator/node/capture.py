@@ -81,6 +81,15 @@ from validator.fields import LoadError, load_json
 from validator.files import remove_stale_temporaries, write_atomic
 from validator.model import GpuFacts, NvmlStatus, Reason, SourceConflict, Unavailable
 from validator.node import collect, host
+from validator.node.bundle_agreement import (
+    NodeGpus,
+    NvLinkBlock,
+    dcgm_conflicts,
+    kernel_log_conflicts,
+    nccl_conflicts,
+    nvbandwidth_conflicts,
+    nvlink_conflicts,
+)
 from validator.node.bundle_consistency import (
     BundleView,
     banner_view,
@@ -92,7 +101,11 @@ from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
 from validator.node.parsers.nccl_tests import parse_all_reduce
-from validator.node.parsers.nvbandwidth import parse_nvbandwidth_json, parse_nvbandwidth_text
+from validator.node.parsers.nvbandwidth import (
+    parse_nvbandwidth,
+    parse_nvbandwidth_json,
+    parse_nvbandwidth_text,
+)
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.nvlink_smi import (
     NvLinkErrorGpu,
@@ -463,8 +476,59 @@ class CaptureSystem:
             return None
 
     def conflicts(self) -> tuple[SourceConflict, ...]:
-        """Where the bundle's files disagree about the GPUs, or one is cut short."""
-        return bundle_conflicts(self.views())
+        """Where the bundle's files disagree about the GPUs, or one is cut short.
+
+        The nvidia-smi views and the PCI listing are compared with each other; every
+        other file (DCGM, nvbandwidth, nccl-tests, nvlink, the kernel log) with the
+        GPUs and host the bundle names (:mod:`validator.node.bundle_agreement`).
+        """
+        views = self.views()
+        return bundle_conflicts(views) + tuple(self._measurement_conflicts(views))
+
+    def _node_gpus(self, views: Sequence[BundleView]) -> NodeGpus:
+        """The GPUs the other files are held to: the chosen view's (XML, -q, banner)."""
+        listing = next((view for view in views if not view.on_bus), None)
+        if listing is None:
+            return NodeGpus("the bundle", (), whole=False)
+        return NodeGpus(listing.file, self.reading.gpus, whole=listing.whole)
+
+    def _measurement_conflicts(self, views: Sequence[BundleView]) -> list[SourceConflict]:
+        node = self._node_gpus(views)
+        found: list[SourceConflict] = []
+        dcgm = self.dcgm_output()
+        if dcgm is not None:
+            parse_dcgm = parse_dcgm_json if dcgm[0] == DCGM_JSON else parse_dcgm_text
+            found += dcgm_conflicts(dcgm[0], parse_dcgm(dcgm[1]).results, node)
+        nvbandwidth = self.nvbandwidth_output()
+        if nvbandwidth is not None:
+            parsed = parse_nvbandwidth(nvbandwidth[1], nvbandwidth[0])
+            found += nvbandwidth_conflicts(nvbandwidth[0], parsed, node)
+        all_reduce = self._parse_present(ALL_REDUCE, parse_all_reduce)
+        host, named_in = self._stated_host()
+        if all_reduce is not None:
+            found += nccl_conflicts(ALL_REDUCE, all_reduce, node, host)
+        status = self._parse_present(NVLINK_STATUS, parse_nvlink_status)
+        errors = self._parse_present(NVLINK_ERRORS, parse_nvlink_errors)
+        for name, report in ((NVLINK_STATUS, status), (NVLINK_ERRORS, errors)):
+            if report is not None and report.error is None:
+                blocks = [
+                    NvLinkBlock(gpu.index, gpu.uuid if isinstance(gpu.uuid, str) else None)
+                    for gpu in report.gpus
+                ]
+                found += nvlink_conflicts(name, blocks, node)
+        for name in (DMESG, JOURNAL):
+            text = self._texts.get(name)
+            if text is not None:
+                found += kernel_log_conflicts(name, text, host, named_in)
+        return found
+
+    def _stated_host(self) -> tuple[str | None, str]:
+        """The host name meta.json or hostname.txt states, and which; None where neither."""
+        named = self._meta.get("hostname")
+        if isinstance(named, str) and named.strip():
+            return named.strip(), META
+        text = (self._texts.get(HOSTNAME) or "").strip()
+        return (text or None), HOSTNAME
 
     # ------------------------------------------------------------ the System
 

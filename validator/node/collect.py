@@ -34,6 +34,7 @@ from validator.node import host
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header, parse_cudnn_packages
 from validator.node.parsers.kernel_log import log_is_empty, read_xid_log
+from validator.node.parsers.kernel_log_shape import not_a_kernel_log
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
@@ -320,14 +321,17 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
 
     Events and faults come from the same read of the same log, so they are measured (or
     not) together. A log that shows no line at all (cleared, or hidden from this user)
-    is not a clean log: both are then unknown, never an empty list. dmesg's raw stamps
+    is not a clean log, nor is a text whose lines are not a kernel log's (NUL bytes,
+    prose: validator.node.parsers.kernel_log_shape): both are then unknown, never an
+    empty list. dmesg's raw stamps
     are placed by /proc/uptime; an uptime that cannot be right places nothing (every
     Xid and fault counts), and the source says why.
     """
     result = attempt(system, DMESG)
-    if isinstance(result, CommandResult) and result.ok and not log_is_empty(result.stdout):
+    text = _log_text(result)
+    if text is not None:
         log = read_xid_log(
-            result.stdout,
+            text,
             now=system.now(),
             window_hours=window_hours,
             uptime_s=_uptime(system),
@@ -339,13 +343,21 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
             faults=log.faults,
         )
     journal = attempt(system, JOURNAL_KERNEL)
-    if isinstance(journal, CommandResult) and journal.ok and not log_is_empty(journal.stdout):
-        log = read_xid_log(journal.stdout, now=system.now(), window_hours=window_hours)
+    text = _log_text(journal)
+    if text is not None:
+        log = read_xid_log(text, now=system.now(), window_hours=window_hours)
         return KernelLogFacts(
             source="journalctl", window_hours=window_hours, events=log.events, faults=log.faults
         )
     missing = _no_kernel_log(result, journal)
     return KernelLogFacts(source="dmesg", window_hours=window_hours, events=missing, faults=missing)
+
+
+def _log_text(result: CommandResult | Unavailable) -> str | None:
+    """What a log command printed, where it is a kernel log (some line, shaped as the kernel's)."""
+    if not isinstance(result, CommandResult) or not result.ok or log_is_empty(result.stdout):
+        return None
+    return result.stdout if not_a_kernel_log(result.stdout) is None else None
 
 
 def _uptime(system: System) -> float | None:
@@ -380,7 +392,11 @@ def _no_kernel_log(
         journal_said = journal.detail
     else:
         journal_said = "journalctl -k " + (
-            "also failed" if not journal.ok else "showed no log line either"
+            "also failed"
+            if not journal.ok
+            else "showed no log line either"
+            if log_is_empty(journal.stdout)
+            else "is not a kernel log either"
         )
     return Unavailable(why.reason, f"{why.detail}; {journal_said}")
 
@@ -389,6 +405,13 @@ def _log_said(result: CommandResult, what: str) -> Unavailable:
     """A log command that failed, or showed no line (named as recorded, if it was)."""
     if not result.ok:
         return command_failure(result, what)
+    why = None if log_is_empty(result.stdout) else not_a_kernel_log(result.stdout)
+    if why is not None:
+        return Unavailable(
+            Reason.ERROR,
+            f"{result.recorded_in or what} is not a kernel log ({why}), so it proves "
+            "nothing about Xids or other GPU faults",
+        )
     return Unavailable(Reason.ERROR, EMPTY_LOG_DETAIL.format(what=result.recorded_in or what))
 
 

@@ -611,8 +611,10 @@ def _diagnose(pairs: set[Pair], indexes: list[int]) -> tuple[dict[int, list[Pair
         as_dst = sum(1 for _, dst in pairs if dst == gpu)
         if as_src * 2 > peers and as_dst * 2 > peers:
             mine = sorted(pair for pair in pairs if gpu in pair and pair not in taken)
-            by_gpu[gpu] = mine
-            taken.update(mine)
+            # The GPUs before it may have taken all its pairs (a matrix measured for none).
+            if mine:
+                by_gpu[gpu] = mine
+                taken.update(mine)
     return by_gpu, sorted(pairs - taken)
 
 
