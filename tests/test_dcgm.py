@@ -25,6 +25,7 @@ from validator.model import (
     DcgmOutcome,
     DcgmTestResult,
     Finding,
+    GpuFacts,
     HostSpec,
     NodeFacts,
     Reason,
@@ -920,3 +921,20 @@ def test_the_agent_request_carries_only_the_hosts_that_differ() -> None:
     assert "--dcgm-level" not in request.arguments(HostSpec(name="b", address="b"))
     assert request.arguments(HostSpec(name="a", address="a"))[-2:] == ["--dcgm-level", "4"]
     assert longest_dcgm(base, own).dcgm_level == 4  # the fan-out's deadline fits it
+
+
+def test_a_pass_on_a_gpu_the_node_does_not_list_is_no_pass() -> None:
+    # The real 8-GPU DCGM result beside a 1-GPU node (issue 30): GPUs 1-7 do not exist.
+    parsed = parse_dcgm_json(_read(FIXTURES, DCGM31_JSON))
+    facts = dataclasses.replace(_facts(_diag(parsed)), gpus=(GpuFacts(index=0),))
+    findings = dcgm_check.check(facts, LEVEL3, None)
+    on_gpu = [f for f in findings if f.gpu_index is not None]
+    assert {f.gpu_index for f in on_gpu} == set(range(8))
+    for finding in on_gpu:
+        if finding.gpu_index == 0:
+            assert finding.severity is Severity.PASS
+        else:
+            assert finding.severity is Severity.UNKNOWN
+            assert finding.required
+            assert "does not list" in finding.message
+            assert finding.action is Action.RERUN

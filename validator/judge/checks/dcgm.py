@@ -180,6 +180,13 @@ def _finding(facts: NodeFacts, result: DcgmTestResult, asked: bool) -> Finding:
         )
     else:
         gpu = next((g for g in facts.gpus if g.index == result.gpu_index), None)
+        if gpu is None and facts.gpus and severity is PASS:
+            # A GPU the node does not have cannot pass (another host's diagnostic).
+            severity, required = UNKNOWN, True
+            message = (
+                f"DCGM {result.test} passed on GPU {result.gpu_index}, which the node's "
+                "nvidia-smi does not list: not this node's result"
+            )
         finding = gpu_finding(
             check_id,
             severity,
@@ -191,6 +198,8 @@ def _finding(facts: NodeFacts, result: DcgmTestResult, asked: bool) -> Finding:
         )
     if severity is PASS:
         return finding
+    if result.outcome is DcgmOutcome.PASS:  # a pass on a GPU the node lacks: run it here
+        return replace(finding, action=Action.RERUN, action_source=TEST_SOURCE)
     action, source = action_for_result(result)
     return replace(finding, action=action, action_source=source)
 
