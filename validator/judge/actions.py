@@ -78,6 +78,8 @@ RULES: dict[str, Rule] = {
     "inventory.sources_agree": Rule(REBOOT),
     # An impossible reading is "not measured": read it again (a driver glitch).
     "inventory.readings_plausible": Rule(RERUN),
+    # A figure above the hardware's ceiling: measure again (a tool's or a unit's slip).
+    "inventory.figures_plausible": Rule(RERUN),
     # ---- versions: the software stack against its pins
     # Every version is installed software: reprovision. Unreadable: ask again.
     "versions.driver": Rule(SOFTWARE),

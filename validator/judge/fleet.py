@@ -18,8 +18,16 @@ Decisions, in one place:
 * GPUs are compared within one SKU and one burn data type: bf16 and fp8 TFLOPS are
   not comparable. When one SKU ran in several data types, each gets its own stats
   row, named ``<sku> <dtype>``.
-* Fewer than :data:`MIN_FLEET_GPUS` measured GPUs: there is no fleet to compare
-  with; those GPUs get no fleet finding and the SKU has no stats row.
+* A figure above what the SKU can do (:mod:`validator.judge.figures`), or one that is
+  not finite and above zero, is no measurement and is left out: the node's own
+  judgement names it.
+* The fleet median is a median of nodes: each node's median GPU first, then the median
+  of those. A node holding half the GPUs counts once, so it can neither set the median
+  (a forged 990 TFLOPS node) nor hide behind it (a slow 8-GPU node among 2-GPU ones).
+  Each GPU is still held to that median on its own.
+* Fewer than :data:`MIN_FLEET_NODES` measured nodes: there is no fleet to compare with
+  (two nodes cannot say which of them is off); those GPUs get no fleet finding and the
+  SKU has no stats row. The MAD shown beside the median is the GPUs' spread about it.
 * The threshold is each host's own policy's (per-host overrides apply to that
   host's GPUs); the stats row shows the one most of that SKU's hosts use.
 * Judging twice replaces the earlier fleet findings rather than adding to them.
@@ -42,9 +50,10 @@ fleet's), the NVSwitch baseboard only where they copy at speed.
   A GPU the idle gate found busy is left out (its figures may be low for that), and so
   is an all-reduce over one; a wrong sum is the node check's business, its busbw is
   still a measurement.
-* A group needs :data:`MIN_FLEET_GPUS` figures (fleet.speed's rule) from more than one
-  node: a "fleet" of one node is its own siblings, which ``interconnect_sibling_min``
-  judges already.
+* A group needs figures from :data:`MIN_FLEET_NODES` nodes (fleet.speed's rule), and
+  its median is a median of each node's median figure: a "fleet" of one node is its own
+  siblings, which ``interconnect_sibling_min`` judges already, and one node of many
+  GPUs counts once.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks.interconnect import P2P, PEER_ACCESS, gbs
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
+from validator.judge.figures import tflops_ceiling, tflops_plausible
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings
 from validator.model import (
@@ -81,7 +91,7 @@ from validator.text import size_words
 CHECK = "fleet.speed"
 INTERCONNECT_CHECK = "fleet.interconnect"
 FLEET_CHECKS = frozenset({CHECK, INTERCONNECT_CHECK})
-MIN_FLEET_GPUS = 3
+MIN_FLEET_NODES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +121,7 @@ def _policy_lookup(policy_for_host: Callable[[str], Policy] | Policy) -> Callabl
 
 
 def _groups(
-    results: Sequence[NodeResult], lookup: Callable[[str], Policy]
+    results: Sequence[NodeResult], lookup: Callable[[str], Policy], catalog: Catalog
 ) -> dict[tuple[str, str], list[_Sample]]:
     groups: dict[tuple[str, str], list[_Sample]] = collections.defaultdict(list)
     for position, node in enumerate(results):
@@ -119,10 +129,28 @@ def _groups(
         if node.sku is None or burn is None or node.verdict is Verdict.UNKNOWN:
             continue
         ratio = lookup(node.hostname).thresholds.fleet_speed_min
+        # judge_node made implausible figures "not measured" already; held again here for
+        # results judged elsewhere (a stored run, another catalog).
+        ceiling = tflops_ceiling(_sku(catalog, node.sku), burn.dtype, catalog)
         for gpu in burn.gpus:
-            if gpu.status is BurnStatus.COMPLETED and isinstance(gpu.tflops, float):
-                groups[(node.sku, burn.dtype)].append(_Sample(position, gpu, gpu.tflops, ratio))
+            if gpu.status is BurnStatus.COMPLETED and tflops_plausible(gpu.tflops, ceiling):
+                value = float(gpu.tflops)  # type: ignore[arg-type]
+                groups[(node.sku, burn.dtype)].append(_Sample(position, gpu, value, ratio))
     return groups
+
+
+def median_of_nodes(values: Sequence[tuple[int, float]]) -> float | None:
+    """The median over nodes of each node's median figure; None below MIN_FLEET_NODES nodes.
+
+    Args:
+        values: (node position, figure) pairs, any number per node.
+    """
+    per_node: dict[int, list[float]] = collections.defaultdict(list)
+    for node, value in values:
+        per_node[node].append(value)
+    if len(per_node) < MIN_FLEET_NODES:
+        return None
+    return statistics.median(statistics.median(figures) for figures in per_node.values())
 
 
 def _finding(sample: _Sample, hostname: str, label: str, median: float, mad: float) -> Finding:
@@ -318,9 +346,9 @@ def _judged_figures(
     """Every figure in a group large enough for a fleet, with its group's median."""
     judged: list[_Judged] = []
     for (sku, _, _), samples in _interconnect_groups(results, lookup).items():
-        if len(samples) < MIN_FLEET_GPUS or len({sample.node for sample in samples}) < 2:
+        median = median_of_nodes([(sample.node, sample.value) for sample in samples])
+        if median is None:
             continue
-        median = statistics.median(sample.value for sample in samples)
         label, row = _label(catalog, sku), _sku(catalog, sku)
         judged += [_Judged(sample, median, label, row) for sample in samples]
     return judged
@@ -381,7 +409,7 @@ def judge_fleet(
     """
     catalog = catalog if catalog is not None else load_catalog()
     lookup = _policy_lookup(policy_for_host)
-    groups = _groups(results, lookup)
+    groups = _groups(results, lookup, catalog)
     dtypes: dict[str, set[str]] = collections.defaultdict(set)
     for sku, dtype in groups:
         dtypes[sku].add(dtype)
@@ -389,8 +417,8 @@ def judge_fleet(
     stats: list[SkuFleetStats] = []
     for (sku, dtype), samples in groups.items():
         figures = [sample.tflops for sample in samples]
-        median = statistics.median(figures)
-        if len(samples) < MIN_FLEET_GPUS or median <= 0:
+        median = median_of_nodes([(sample.node, sample.tflops) for sample in samples])
+        if median is None:
             continue
         mad = statistics.median(abs(value - median) for value in figures)
         label = _label(catalog, sku)

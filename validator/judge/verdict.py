@@ -6,9 +6,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 from validator.errors import ExitCode
+from validator.judge import figures
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
+from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.common import by_check, nothing_to_judge, nvml_problem
 from validator.judge.policy import Policy, policy_digest
 from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict, overall_verdict
@@ -92,7 +94,10 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     """
     catalog = catalog if catalog is not None else load_catalog()
     sku = pick_sku(facts, policy, catalog)
-    findings: list[Finding] = []
+    # A figure above what the hardware can do is "not measured" for every check, as
+    # the node's own pass does for readings no GPU can give; the facts kept are these.
+    facts, implausible = figures.screen(facts, sku, catalog)
+    findings = figure_checks.findings(facts, implausible)
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
     # Every finding leaves the judge saying what to do about it (NONE on a PASS).
