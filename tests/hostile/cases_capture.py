@@ -446,6 +446,20 @@ CASES: tuple[Case, ...] = (
     case("capture-empty-dmesg", *CERTIFY, exit=1, setup=bundle({"dmesg.txt": ""})),
     # Measurement files of another machine beside the A10 (issue 30): no PASS for a GPU
     # the node lacks, no figure silently dropped.
+    # A real "GPU is lost" (tests/fixtures/nvidia-smi-errors/SOURCES.md): a hardware fault.
+    case(
+        "capture-banner-gpu-is-lost",
+        *CERTIFY,
+        exit=1,
+        out=("00000000:02:00.0", "reboot the node"),
+        forbid=("nothing to certify", "GPUs cannot be inspected"),
+        setup=bundle(
+            {
+                QUERY: None,
+                BANNER: lambda _t: _fixture("nvidia-smi-errors/issue-OWOD81-gpu-is-lost.txt"),
+            }
+        ),
+    ),
     case(
         "capture-dcgm-of-8-gpus-beside-1",
         *CERTIFY,

@@ -70,6 +70,7 @@ import fnmatch
 import json
 import os
 import posixpath
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -79,7 +80,14 @@ from typing import Callable, Optional, TypeVar, Union
 from validator.errors import CaptureError, ReportError
 from validator.fields import LoadError, load_json
 from validator.files import remove_stale_temporaries, write_atomic
-from validator.model import GpuFacts, NvmlStatus, Reason, SourceConflict, Unavailable
+from validator.model import (
+    GpuFacts,
+    GpuStatus,
+    NvmlStatus,
+    Reason,
+    SourceConflict,
+    Unavailable,
+)
 from validator.node import collect, host
 from validator.node.bundle_agreement import (
     NodeGpus,
@@ -97,6 +105,7 @@ from validator.node.bundle_consistency import (
     pci_view,
     query_view,
 )
+from validator.node.nvml import unreadable_gpu
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
@@ -117,7 +126,8 @@ from validator.node.parsers.nvlink_smi import (
 )
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import BannerGpu, SmiBanner, parse_banner
-from validator.node.parsers.smi_common import SmiQuery
+from validator.node.parsers.smi_common import SmiQuery, normalize_bus_id
+from validator.node.parsers.smi_errors import lost_gpu_bus_ids
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.system import CommandResult, NotRecordedError, System
@@ -408,6 +418,15 @@ class CaptureSystem:
         return queries
 
     def _driver_reading(self) -> collect.DriverReading:
+        reading = self._first_reading()
+        return _with_unreachable_gpus(reading, self._reading_text())
+
+    def _reading_text(self) -> str:
+        """The text of the file the reading comes from (XML, -q, banner)."""
+        name = next(iter(self._queries), SMI_BANNER)
+        return self._texts.get(name, "")
+
+    def _first_reading(self) -> collect.DriverReading:
         query = next(iter(self._queries.values()), None)  # XML first
         if query is not None:
             return collect.DriverReading(
@@ -616,6 +635,35 @@ class CaptureSystem:
     def now(self) -> datetime.datetime:
         """When the bundle was captured; this moment when it does not say."""
         return self.captured_at or datetime.datetime.now(datetime.timezone.utc)
+
+
+def _with_unreachable_gpus(reading: collect.DriverReading, text: str) -> collect.DriverReading:
+    """A reading whose error names GPUs the driver could not reach: those GPUs, so marked.
+
+    nvidia-smi prints "Unable to determine the device handle for GPU 0000:02:00.0: GPU is
+    lost" instead of its output when one GPU's handle fails: NVML started and found the
+    GPU, as it does live (validator.node.nvml reads such a GPU as lost or unreadable). So
+    it is that GPU's fault (reboot, replace it if it recurs), not "no GPU found".
+    """
+    if reading.status is not NvmlStatus.ERROR or reading.gpus:
+        return reading
+    gpus: list[GpuFacts] = []
+    for line in text.splitlines():
+        named = lost_gpu_bus_ids(line)
+        bus_id = normalize_bus_id(named[0]) if named else None
+        if bus_id is None or any(gpu.pci_bus_id == bus_id for gpu in gpus):
+            continue
+        lost = _LOST_WORDS.search(line) is not None
+        why = Unavailable(Reason.GPU_LOST if lost else Reason.ERROR, line.strip())
+        gpu = unreadable_gpu(len(gpus), GpuStatus.LOST if lost else GpuStatus.ERROR, why)
+        gpus.append(replace(gpu, pci_bus_id=bus_id))
+    if not gpus:
+        return reading
+    return replace(reading, status=NvmlStatus.OK, detail="", gpus=tuple(gpus))
+
+
+# The words by which nvidia-smi says a GPU is gone, not merely unreadable ("Unknown Error").
+_LOST_WORDS = re.compile(r"GPU is lost|fallen off the bus", re.IGNORECASE)
 
 
 def _gpu_from_banner(gpu: BannerGpu) -> GpuFacts:
