@@ -93,8 +93,9 @@ def _gpu(row1: re.Match[str], row2: re.Match[str], row3: re.Match[str] | None) -
         name=row1.group(2).strip(),
         pci_bus_id=read_bus_id(row1.group(4)),
         persistence_mode=persistence,
-        memory_used_mib=read_int(used, "MiB"),
-        memory_total_mib=read_int(total, "MiB"),
+        # Old nvidia-smi (R319 in our fixture) printed "6143MB" for what were MiB.
+        memory_used_mib=read_int(used, "MiB", "MB"),
+        memory_total_mib=read_int(total, "MiB", "MB"),
         power_draw_w=read_float(_err(draw), "W"),
         power_cap_w=read_float(_err(cap), "W"),
         temperature_gpu_c=read_float(_err(temp), "C"),
