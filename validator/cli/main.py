@@ -187,12 +187,26 @@ def _click_problem(exc: click.ClickException) -> str:
     return problem
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one return per error kind
+def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every error ends as one line on stderr and an exit code.
+
+    SIGTERM and SIGHUP stop a run as Ctrl-C does (validator.operations.signals); an
+    interrupted run then exits 128 + the signal's number (143, 129), Ctrl-C 130.
 
     Returns:
         The process exit code (also used by the console script).
     """
+    from validator.operations import signals
+
+    with signals.stop_signals():
+        code = _main(argv)
+        late = signals.late_notice()
+        if late is not None:
+            click.echo(f"gpuready: {late}", err=True)
+        return signals.exit_code(code)
+
+
+def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per error kind
     args = sys.argv[1:] if argv is None else argv
     try:
         code = cli.main(

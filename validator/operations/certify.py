@@ -36,6 +36,7 @@ from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.operations import signals
 from validator.operations.collector import sparing_collector
 from validator.operations.outcome import report_exit_code
 from validator.remote.transport import Progress
@@ -180,6 +181,7 @@ def _run_certify(
         )
     else:
         report, run_id = _certify_one(request, store, policy, burn_progress)
+    signals.measured()  # a stop signal from here on lets the reports and history finish
     report = report_with_actions(report)
     issued = certificates_for(report, key)
     written: dict[str, Path] = {}

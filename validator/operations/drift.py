@@ -31,6 +31,7 @@ from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.operations import signals
 from validator.operations.collector import sparing_collector
 from validator.operations.outcome import exit_code, report_interrupted
 from validator.store import RunKind, StoreError
@@ -144,6 +145,7 @@ def run_drift(
             results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
     else:
         results, run_id, interrupted = _drift_here(request, store, policy)
+    signals.measured()  # a stop signal from here on lets history and the textfile finish
     now = datetime.datetime.now(datetime.timezone.utc)
     report = Report(
         generated_at=now.isoformat(timespec="seconds"), tool_version=__version__, nodes=results
