@@ -601,3 +601,25 @@ def test_capture_command_leaves_nvbandwidth_out_unless_asked(
 
     assert main(["capture", "--simulate", "healthy-8x-h100-sxm", str(tmp_path / "b")]) == 0
     assert "nvbandwidth" not in capsys.readouterr().out
+
+
+GB200_MULTINODE = (
+    Path(__file__).parent
+    / "fixtures"
+    / "nvbandwidth"
+    / "WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+)
+
+
+def test_a_multinode_run_is_said_to_be_one_and_is_no_figure_of_the_node(tmp_path: Path) -> None:
+    # A real 2-host GB200 run beside one of its 4-GPU trays: its figures span both hosts.
+    system = _bundle(tmp_path, {NVBANDWIDTH_TEXT: GB200_MULTINODE})
+    interconnect = _recorded(system, _facts(("01", "02", "03", "04")))
+    for figures in (interconnect.gpus, interconnect.peers):
+        why = _reason(figures)
+        assert why.reason is Reason.NOT_MEASURED
+        assert "multi-node run (8 GPUs on 2 hosts)" in why.detail
+        assert "not a one-node figure" in why.detail
+        assert "device_to_device testcase" not in why.detail
+    assert "multi-node" in interconnect.source
+    assert system.conflicts() == ()

@@ -482,3 +482,29 @@ def test_json_device_entry_of_non_ascii_digits_is_bad_input() -> None:
     text = json.dumps({"nvbandwidth": {"GPU Device list": ["²: NVIDIA H100"], "testcases": []}})
     with pytest.raises(ParseError, match=r"device entry .* is unreadable"):
         parse_nvbandwidth_json(text)
+
+
+GB200_MULTINODE = "WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+
+
+def test_gb200_multinode_run_names_its_processes_hosts() -> None:
+    text = (Path(__file__).parent / "fixtures" / "nvbandwidth" / GB200_MULTINODE).read_text()
+    parsed = parse_nvbandwidth_text(text)
+    assert parsed.hosts == ("nvbandwidth-test-worker-0",) * 4 + ("nvbandwidth-test-worker-1",) * 4
+    assert parsed.multi_node
+    case = parsed.testcase("multinode_device_to_device_memcpy_read_ce")
+    assert case is not None
+    matrix = case.matrix()
+    assert matrix is not None
+    assert matrix.sum == 44685.29
+    assert matrix.value(0, 1) == 798.02
+
+
+def test_a_one_node_run_is_not_multi_node(captures_dir: Path) -> None:
+    text = (
+        captures_dir
+        / "nvbandwidth/repo-NVIDIA-nvbandwidth-README-8xgpu-d2d-memcpy-write-ce-276GBps.txt"
+    ).read_text()
+    parsed = parse_nvbandwidth_text(text)
+    assert parsed.hosts == ()
+    assert not parsed.multi_node

@@ -110,6 +110,10 @@ NVB_1X_A100 = (
     "nvbandwidth/issue-nvbandwidth42-a100-sxm4-40gb-560.35.05-v0.8-h2d-memcpy-sm-b512-pass.txt"
 )
 
+NVB_GB200_MULTINODE = (
+    "nvbandwidth/WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+)
+
 
 def _fixture(relative: str) -> str:
     return (FIXTURES / relative).read_text(encoding="utf-8")
@@ -494,6 +498,14 @@ CASES: tuple[Case, ...] = (
         exit=1,
         out=("nvbandwidth.txt", "00000000:99:00.0"),
         setup=bundle({"nvbandwidth.txt": lambda _t: corpus(NVB_1X_A100)}),
+    ),
+    case(
+        "capture-nvbandwidth-gb200-multinode",
+        *CERTIFY,
+        exit=frozenset({0, 1}),
+        out=("multi-node run (8 GPUs on 2 hosts)", "not a one-node figure"),
+        forbid="no device_to_device testcase",
+        setup=bundle({"nvbandwidth.txt": lambda _t: _fixture(NVB_GB200_MULTINODE)}),
     ),
     case(
         "capture-nvlink-uuids-swapped",

@@ -154,7 +154,13 @@ def dcgm_conflicts(
 
 
 def nvbandwidth_conflicts(file: str, parsed: NvbParsed, node: NodeGpus) -> list[SourceConflict]:
-    """An nvbandwidth output for more GPUs than the node has, or for GPUs at other bus ids."""
+    """An nvbandwidth output for more GPUs than the node has, or for GPUs at other bus ids.
+
+    A multi-node run is no figure of one node and is reported as such elsewhere
+    (validator.node.bandwidth.recorded): its GPUs are not held to this node's.
+    """
+    if parsed.multi_node:
+        return []
     if parsed.devices:
         count = len(parsed.devices)
     else:

@@ -19,10 +19,12 @@ measurement gives, so the judge reads them the same way:
 nvbandwidth numbers the GPUs as CUDA does; they are matched to NVML's by the bus ids its
 device list gives (v0.6 to v0.8), else by order, and the source says so. A figure that
 is not a measurement (``N/A``, an old build's ``0.00``, a testcase that failed, was cut
-short or waived) is its reason, never a number. A multi-node nccl-tests run is no
-figure of one node. Wrong data is never "not measured": ``#wrong`` stays on each point;
-older nccl-tests' "Out of bounds values : N FAILED" (or an ``error`` column beyond its
-tolerance) becomes :attr:`AllReduce.wrong`, the figures kept, and the judge fails it.
+short or waived) is its reason, never a number. A multi-node nccl-tests or nvbandwidth
+run (``mpirun`` over several hosts, nvbandwidth's ``multinode_*`` testcases) is no
+figure of one node, and the source says it is one. Wrong data is never "not
+measured": ``#wrong`` stays on each point; older nccl-tests' "Out of bounds values :
+N FAILED" (or an ``error`` column beyond its tolerance) becomes
+:attr:`AllReduce.wrong`, the figures kept, and the judge fails it.
 """
 
 from __future__ import annotations
@@ -117,16 +119,34 @@ def recorded_interconnect(system: CaptureSystem, facts: NodeFacts) -> Interconne
     if nvbandwidth is not None:
         name, text = nvbandwidth
         names.append(name)
-        copies = _Copies(_parse(system, name, text, lambda t: parse_nvbandwidth(t, name)), name)
-        copies.match(facts)
-        gpus, peers = copies.gpus(), copies.peers()
-        notes.extend(copies.notes)
+        parsed = _parse(system, name, text, lambda t: parse_nvbandwidth(t, name))
+        if parsed.multi_node:
+            gpus = peers = _multi_node(parsed, name)
+            notes.append(f"{name} is a multi-node run")
+        else:
+            copies = _Copies(parsed, name)
+            copies.match(facts)
+            gpus, peers = copies.gpus(), copies.peers()
+            notes.extend(copies.notes)
     if all_reduce_file is not None:
         name, text = all_reduce_file
         names.append(name)
         all_reduce = all_reduce_of(_parse(system, name, text, parse_all_reduce), name, facts, notes)
     source = ", ".join(names) + (f" ({'; '.join(notes)})" if notes else "")
     return Interconnect(source=source, gpus=gpus, peers=peers, all_reduce=all_reduce)
+
+
+def _multi_node(parsed: NvbParsed, name: str) -> Unavailable:
+    """Why a run across hosts (nvbandwidth's multinode testcases) gives no figure of one node."""
+    widths = [
+        len(row) for case in parsed.testcases for matrix in case.matrices for row in matrix.rows
+    ]
+    count = len(parsed.hosts) or max(widths, default=0)
+    hosts = len(set(parsed.hosts))
+    across = f"{count} GPUs on {hosts} hosts" if hosts > 1 else f"{count} GPUs on several hosts"
+    return Unavailable(
+        Reason.NOT_MEASURED, f"{name}: multi-node run ({across}): not a one-node figure"
+    )
 
 
 def _parse(system: CaptureSystem, name: str, text: str, parse: Callable[[str], T]) -> T:

@@ -69,6 +69,9 @@ _COV = re.compile(r"^COEFFICIENT_OF_VARIATION\s+(?P<key>[A-Za-z0-9_]+)\s+(?P<val
 _VERBOSE_STAT = re.compile(r"^(?:MIN|MAX|AVG)\s+[A-Za-z0-9_]+\s+\S+$")
 _BUS = r"(?P<domain>[0-9A-Fa-f]{1,8}):(?P<bus>[0-9A-Fa-f]{1,2}):(?P<device>[0-9A-Fa-f]{1,2})"
 _DEVICE = re.compile(rf"^Device\s+(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?$")
+# A multi-node run (built with MULTINODE, under mpirun) lists each rank's host and device:
+# "Process 4 (nvbandwidth-test-worker-1): device 0: HGX GB200 (00000008:01:00)".
+_PROCESS = re.compile(r"^Process\s+(?P<rank>[0-9]+)\s+\((?P<host>[^()]*)\):\s*device\s+[0-9]+:")
 _JSON_DEVICE = re.compile(rf"^(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?(?::\s*\(.*\))?$")
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<version>\S+)")
 _RUNTIME = re.compile(r"^CUDA Runtime Version:\s*(?P<value>.*)$")
@@ -167,6 +170,14 @@ class NvbParsed:
     driver_version: str | None = None
     devices: tuple[NvbDevice, ...] = ()
     error: str | None = None  # nvbandwidth failing outside any testcase
+    hosts: tuple[str, ...] = ()  # a multi-node run's host per process, in rank order
+
+    @property
+    def multi_node(self) -> bool:
+        """The run spans several hosts (or ran a multinode testcase): not one node's figures."""
+        return len(set(self.hosts)) > 1 or any(
+            case.name.startswith("multinode_") for case in self.testcases
+        )
 
     def testcase(self, name: str) -> NvbTestcase | None:
         """The testcase ``name``; where the output ran it more than once, a failure first.
@@ -277,6 +288,7 @@ class _Header:
     cuda_runtime_version: int | None = None
     driver_version: str | None = None
     devices: dict[int, NvbDevice] = field(default_factory=dict)
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, multi-node runs
     seen: bool = False
 
 
@@ -327,6 +339,11 @@ class _TextReader:
         driver = _DRIVER.match(line)
         if driver:
             self.header.driver_version = driver["value"]
+            return True
+        process = _PROCESS.match(line) if self.case is None else None
+        if process:
+            rank = _index(process["rank"], "process list")
+            self.header.hosts[rank] = process["host"].strip()
             return True
         device = _DEVICE.match(line) if self.case is None else None
         if device:
@@ -491,6 +508,7 @@ class _TextReader:
             driver_version=header.driver_version,
             devices=tuple(header.devices[i] for i in sorted(header.devices)),
             error=self.error,
+            hosts=tuple(header.hosts[rank] for rank in sorted(header.hosts)),
         )
 
 
