@@ -28,7 +28,6 @@ from validator.certificate import (
     certificate_from_json,
     certificate_to_json,
     issue_certificate,
-    load_key,
     sign,
     verify_certificate,
 )
@@ -51,6 +50,7 @@ from validator.model import (
 )
 from validator.node.burnin.config import BurnConfig
 from validator.node.sources import collect_simulated
+from validator.signing import load_key
 
 ISSUED = datetime.datetime(2025, 3, 1, 12, 30, 5, tzinfo=datetime.timezone.utc)
 KEY = b"0123456789abcdef-site-secret"
@@ -267,8 +267,8 @@ def test_empty_key_cannot_sign() -> None:
 def test_load_key(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_bytes(b"s3cret-value\n")
-    assert load_key(key_file) == b"s3cret-value"
-    assert load_key(str(key_file)) == b"s3cret-value"
+    assert load_key(key_file).secret == b"s3cret-value"
+    assert load_key(str(key_file)).secret == b"s3cret-value"
     # a trailing newline does not make another key
     cert = sign(issued(), load_key(key_file))
     verify_certificate(cert, b"s3cret-value")

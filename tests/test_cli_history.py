@@ -354,7 +354,10 @@ def write_key(tmp_path: Path, name: str, key: bytes) -> Path:
 def test_verify_unsigned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run(capsys, "verify-cert", str(write_cert(tmp_path)))
     assert (code, err) == (0, "")
-    assert out == "certificate of gpu07 issued 2025-03-01T12:00:00+00:00 is intact (unsigned)\n"
+    assert out == (
+        "certificate of gpu07 issued 2025-03-01T12:00:00+00:00 is intact: "
+        "digest matches; unsigned: proves nothing about who wrote it\n"
+    )
 
 
 def test_verify_signed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -362,7 +365,10 @@ def test_verify_signed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     key = write_key(tmp_path, "site.key", KEY)
     code, out, err = run(capsys, "verify-cert", str(cert), "--sign-key", str(key))
     assert (code, err) == (0, "")
-    assert out == "certificate of gpu07 issued 2025-03-01T12:00:00+00:00 is intact (signed)\n"
+    assert out == (
+        "certificate of gpu07 issued 2025-03-01T12:00:00+00:00 is intact: "
+        "HMAC matches the shared key: anyone holding that key could have written it\n"
+    )
 
 
 def _edit_number(path: Path) -> None:
@@ -378,25 +384,28 @@ def _edit_serial(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("signed", "edit", "with_key", "message"),
+    ("signed", "edit", "with_key", "message", "expected"),
     [
-        (False, _edit_number, None, "was edited after issue"),
-        (False, _edit_serial, None, "was edited after issue"),
-        (True, _edit_number, "site.key", "was edited after issue"),
-        (True, None, "other.key", "signature that does not match the key"),
-        (True, None, None, "is signed: give the key file with --sign-key"),
-        (False, None, "site.key", "is not signed, but a key was given"),
-        (True, None, "missing.key", "does not exist"),
-        (True, None, "empty.key", "is empty"),
+        # A certificate read whole whose seal does not hold: not verified, exit 1.
+        (False, _edit_number, None, "was edited after issue", ExitCode.NOT_CERTIFIED),
+        (False, _edit_serial, None, "was edited after issue", ExitCode.NOT_CERTIFIED),
+        (True, _edit_number, "site.key", "was edited after issue", ExitCode.NOT_CERTIFIED),
+        (True, None, "other.key", "signature that does not match the key", ExitCode.NOT_CERTIFIED),
+        (False, None, "site.key", "is not signed, but a key was given", ExitCode.NOT_CERTIFIED),
+        # What the command needs and did not get: bad input, exit 2.
+        (True, None, None, "is signed: give the key file with --sign-key", ExitCode.BAD_INPUT),
+        (True, None, "missing.key", "does not exist", ExitCode.BAD_INPUT),
+        (True, None, "empty.key", "is empty", ExitCode.BAD_INPUT),
     ],
 )
-def test_verify_failures_are_one_line_exit_2(
+def test_verify_failures_are_one_line(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     signed: bool,
     edit: Callable[[Path], None] | None,
     with_key: str | None,
     message: str,
+    expected: ExitCode,
 ) -> None:
     cert = write_cert(tmp_path, key=KEY if signed else None)
     if edit is not None:
@@ -408,7 +417,7 @@ def test_verify_failures_are_one_line_exit_2(
     if with_key is not None:
         args += ["--sign-key", str(tmp_path / with_key)]
     code, out, err = run(capsys, *args)
-    assert code == ExitCode.BAD_INPUT
+    assert code == expected
     assert out == ""
     assert err.startswith("gpuready: error: ")
     assert message in err

@@ -470,7 +470,12 @@ def test_verify_cert_refuses_a_tampered_duplicate_hostname(
     # The same file without the duplicate is intact: only the duplicate is refused.
     path.write_text(text)
     code, out, _ = verify_cert(capsys, *key_args, str(path))
-    assert (code, out) == (0, f"{cert.label} is intact ({'signed' if signed else 'unsigned'})\n")
+    proved = (
+        "HMAC matches the shared key: anyone holding that key could have written it"
+        if signed
+        else "digest matches; unsigned: proves nothing about who wrote it"
+    )
+    assert (code, out) == (0, f"{cert.label} is intact: {proved}\n")
 
 
 def test_drift_refuses_a_certificate_file_with_a_duplicate_key(
@@ -503,8 +508,8 @@ def test_verify_cert_on_non_ascii_seals_is_a_failed_check_not_a_bug(
     data["signature"] = signature if signature is not None else data["signature"]
     path.write_text(json.dumps(data))
     code, out, err = verify_cert(capsys, "--sign-key", str(key_file), str(path))
-    assert (code, out) == (2, "")
-    assert err.startswith(f"gpuready: error: {baseline().label} ")
+    assert (code, out) == (1, "")  # a certificate whose seal does not hold: not verified
+    assert err.startswith(f"gpuready: error: not verified: {baseline().label} ")
     assert err.count("\n") == 1
     assert "internal error" not in err
 

@@ -56,6 +56,7 @@ LEAVES = (
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
     "validator.certificate",
+    "validator.signing",
     "validator.store",
     "validator.inventory",
     "validator.provision",
@@ -112,6 +113,8 @@ ROOMS: dict[str, Room] = {
         frozenset({"paramiko", "ansible_runner"}),
     ),
     "validator.certificate": Room(STORE),
+    # Certificate keys: HMAC secrets and Ed25519 keys (cryptography, paramiko's own dependency).
+    "validator.signing": Room(STORE, frozenset({"cryptography"})),
     "validator.store": Room(STORE),  # sqlite3 is the standard library's
     "validator.inventory": Room(STORE, frozenset({"ansible"})),  # ansible-core
     "validator.provision": Room(STORE, frozenset({"ansible", "ansible_runner", "yaml"})),

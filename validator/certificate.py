@@ -7,9 +7,11 @@ policy the node was judged by, the tool version and the time of issue.
 
 The ``digest`` is the SHA-256 of the canonical JSON of every other field (keys
 sorted, no whitespace), so any edit of a value in the file makes it fail
-verification. An optional HMAC-SHA256 ``signature`` over the same bytes, made
-with a key file, proves who issued it: the digest alone can be recomputed by
-whoever edits the file.
+verification. The digest alone proves nothing about who wrote the file: whoever
+edits it can recompute it. An optional ``signature`` over the same bytes does: an
+Ed25519 signature (checked with the public key alone, validator.signing), or an
+HMAC-SHA256 one, which proves only that its writer held the shared key that every
+verifier holds too.
 
 A fact that could not be measured is ``None`` here: a certificate is JSON for
 people and other tools, and drift treats ``None`` as "nothing to compare".
@@ -44,7 +46,6 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from validator import __version__, fields
@@ -70,6 +71,7 @@ from validator.model import (
     to_dict,
 )
 from validator.packed import PackedPerObject
+from validator.signing import KeyKind, KeyLike, SealKey, as_key, signature_kind
 from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
@@ -92,6 +94,14 @@ _BANDWIDTH_MAX_GBS = 100_000.0
 
 class CertificateError(BadInputError):
     """A certificate that does not verify, or cannot be read; one line saying which."""
+
+
+class SealError(CertificateError):
+    """A certificate read whole whose seal does not hold: edited, re-signed, or another key's.
+
+    Still a CertificateError (drift keeps such a certificate as an untrusted baseline);
+    ``verify-cert`` answers it with exit 1, "not verified", apart from a file it cannot read.
+    """
 
 
 @dataclass(frozen=True)
@@ -214,7 +224,8 @@ class Certificate:
     peers: tuple[CertifiedPeer, ...] | None = None
     all_reduce: CertifiedAllReduce | None = None
     digest: str = ""  # sha256 hex of canonical_bytes()
-    signature: str | None = None  # HMAC-SHA256 hex of canonical_bytes(), or unsigned
+    # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
+    signature: str | None = None
 
     @property
     def holds_interconnect(self) -> bool:
@@ -595,10 +606,6 @@ def _digest(cert: Certificate) -> str:
     return hashlib.sha256(canonical_bytes(cert)).hexdigest()
 
 
-def _hmac(cert: Certificate, key: bytes) -> str:
-    return hmac.new(key, canonical_bytes(cert), hashlib.sha256).hexdigest()
-
-
 def _same(seal: str, computed: str) -> bool:
     """Constant-time equality of a seal as read with the one computed (hex).
 
@@ -608,43 +615,23 @@ def _same(seal: str, computed: str) -> bool:
     return hmac.compare_digest(seal.encode("utf-8", "surrogatepass"), computed.encode("ascii"))
 
 
-def sign(cert: Certificate, key: bytes) -> Certificate:
-    """The certificate with its digest recomputed and an HMAC-SHA256 signature made with ``key``.
+def sign(cert: Certificate, key: KeyLike) -> Certificate:
+    """The certificate with its digest recomputed and signed with ``key``.
+
+    Args:
+        cert: the certificate to seal.
+        key: an HMAC secret (bytes, or a SealKey read from a secret file) or an Ed25519
+            private key (validator.signing.load_signing_key).
 
     Raises:
         ValueError: an empty key, which would sign nothing.
+        BadInputError: a public key, which cannot sign.
     """
-    if not key:
-        raise ValueError("an empty key cannot sign a certificate")
+    sealer = as_key(key)
     covered = canonical_bytes(cert)  # the seal is not covered: one encoding serves both
     return dataclasses.replace(
-        cert,
-        digest=hashlib.sha256(covered).hexdigest(),
-        signature=hmac.new(key, covered, hashlib.sha256).hexdigest(),
+        cert, digest=hashlib.sha256(covered).hexdigest(), signature=sealer.sign(covered)
     )
-
-
-def load_key(path: str | Path) -> bytes:
-    """The signing key held in a file, surrounding whitespace removed.
-
-    Trailing newlines are stripped so that a key written with ``echo`` or
-    ``openssl rand -hex 32 > key`` works the same as one written without.
-
-    Raises:
-        BadInputError: the file is missing, unreadable or empty.
-    """
-    where = Path(path)
-    try:
-        key = where.read_bytes().strip()
-    except FileNotFoundError:
-        raise BadInputError(f"signing key file {where} does not exist") from None
-    except IsADirectoryError:
-        raise BadInputError(f"signing key {where} is a directory, not a key file") from None
-    except OSError as exc:
-        raise BadInputError(f"cannot read signing key file {where}: {exc.strerror}") from None
-    if not key:
-        raise BadInputError(f"signing key file {where} is empty: put a secret in it")
-    return key
 
 
 def certificate_to_json(cert: Certificate) -> str:
@@ -959,49 +946,84 @@ def certificate_from_json(text: str) -> Certificate:
     return Certificate(**CERTIFICATE_FIELDS.check(data, source))
 
 
-def verify_certificate(cert: Certificate, key: bytes | None) -> None:
+def verify_certificate(cert: Certificate, key: KeyLike | None) -> str:
     """Check that the certificate is as issued, and signed by ``key`` when one is given.
+
+    The key decides the algorithm, never the certificate: an Ed25519 key checks only an
+    Ed25519 signature, so an edited certificate re-signed with HMAC keyed by the public
+    key's bytes (anyone has them) is refused, as is one whose signature was removed.
 
     Args:
         cert: as read back from a file or the store.
-        key: the signing key; None checks the digest only, which an unsigned
-            certificate requires.
+        key: an HMAC secret or an Ed25519 key (public or private); None checks the digest
+            only, which an unsigned certificate requires.
+
+    Returns:
+        What was proved, for the operator: who could have written the certificate.
 
     Raises:
-        CertificateError: one line naming what does not hold: the digest does not match
-            (edited after issue), the signature does not match the key, a signed certificate
-            checked without a key, or an unsigned one checked with a key.
+        SealError: (a CertificateError) one line naming what does not hold: the digest
+            does not match (edited after issue), the signature does not match the key or
+            is of the other algorithm, or an unsigned certificate checked with a key.
+        CertificateError: a signed certificate checked without a key.
     """
     verify_digest(cert)
+    checker = None if key is None else as_key(key)
     if cert.signature is None:
-        if key is not None:
-            raise CertificateError(
-                f"{cert.label} is not signed, but a key was given: "
-                "it was issued without --sign-key or its signature was removed"
+        if checker is not None:
+            raise SealError(
+                f"{cert.label} is not signed, but a key was given: it was issued without "
+                "--sign-key, or its signature was removed (and the digest recomputed)"
             )
-        return
-    if key is None:
+        return "digest matches; unsigned: proves nothing about who wrote it"
+    kind = signature_kind(cert.signature)
+    if checker is None:
+        if kind is KeyKind.ED25519:
+            raise CertificateError(
+                f"{cert.label} is signed with Ed25519: give its public key with --public-key"
+            )
         raise CertificateError(f"{cert.label} is signed: give the key file with --sign-key")
-    if not _same(cert.signature, _hmac(cert, key)):
-        raise CertificateError(
+    if kind is not checker.kind:
+        raise SealError(
+            f"{cert.label} is signed with {_NAMES[kind]}, but the key given is "
+            f"{_KEY_NAMES[checker.kind]}: {_MISMATCH[checker.kind]}"
+        )
+    if not checker.holds(cert.signature, canonical_bytes(cert)):
+        raise SealError(
             f"{cert.label} has a signature that does not match the key: "
             "a different key, or the certificate was edited and re-digested"
         )
+    return _proved(checker)
+
+
+_NAMES = {KeyKind.HMAC: "HMAC-SHA256", KeyKind.ED25519: "Ed25519"}
+_KEY_NAMES = {KeyKind.HMAC: "a shared HMAC key", KeyKind.ED25519: "an Ed25519 key"}
+_MISMATCH = {
+    # An Ed25519 public key is public: an HMAC keyed with it proves nothing.
+    KeyKind.ED25519: "an Ed25519 key never checks an HMAC (a downgraded certificate?)",
+    KeyKind.HMAC: "give its Ed25519 public key with --public-key",
+}
+
+
+def _proved(key: SealKey) -> str:
+    if key.kind is KeyKind.ED25519:
+        return f"signed by ED25519 key {key.fingerprint}"
+    return "HMAC matches the shared key: anyone holding that key could have written it"
 
 
 def verify_digest(cert: Certificate) -> None:
     """Check that the certificate's content is what its digest was computed over.
 
     Raises:
-        CertificateError: the digest does not match: the certificate was edited after issue.
+        SealError: the digest does not match: the certificate was edited after issue.
     """
     if not _same(cert.digest, _digest(cert)):
-        raise CertificateError(
+        raise SealError(
             f"{cert.label} was edited after issue: its sha256 digest does not match its content"
         )
 
 
-def verify_baseline(cert: Certificate, key: bytes | None, hostname: str) -> None:
+def verify_baseline(cert: Certificate, key: KeyLike | None, hostname: str) -> None:
     """Check a stored certificate before drift compares ``hostname`` with it.
 
     The digest always; the signature when a key is given, and then an unsigned
@@ -1022,7 +1044,7 @@ def verify_baseline(cert: Certificate, key: bytes | None, hostname: str) -> None
     verify_seal(cert, key)
 
 
-def verify_seal(cert: Certificate, key: bytes | None) -> None:
+def verify_seal(cert: Certificate, key: KeyLike | None) -> None:
     """The digest always; with a key, the signature too (an unsigned certificate fails).
 
     Raises:

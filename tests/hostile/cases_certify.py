@@ -30,6 +30,7 @@ DB = ("--db", "{tmp}/history.db")
 SIM = ("certify", "--simulate", "healthy-8x-h100-sxm", *DB)
 QUICK = (*SIM, "--burn", "0")
 NO_BURN_POLICY = policy(POLICY_NO_BURN)
+_KEYS = Path(__file__).resolve().parent.parent / "fixtures" / "keys"
 
 
 def _stdout_is_json(_tmp: Path, outcome: Outcome) -> None:
@@ -304,6 +305,26 @@ CASES: tuple[Case, ...] = (
         exit=2,
         err="--sign-key",
         setup=mkdir("keys"),
+    ),
+    # A key file that is a key but cannot sign here: never taken as an HMAC secret.
+    *(
+        case(
+            f"certify-sign-key-{label}",
+            *QUICK,
+            "--policy",
+            "{tmp}/policy.yml",
+            "--sign-key",
+            f"{{tmp}}/{name}",
+            exit=2,
+            err=err,
+            setup=combine(NO_BURN_POLICY, write(name, (_KEYS / name).read_bytes())),
+        )
+        for label, name, err in (
+            ("public-key", "signer.pub", "public key"),
+            ("rsa-private-key", "rsa", "Ed25519"),
+            ("rsa-public-key", "rsa.pub", "Ed25519"),
+            ("encrypted-without-passphrase", "encrypted", "GPUREADY_SIGN_KEY_PASSPHRASE"),
+        )
     ),
     # Outputs that cannot be written.
     case(

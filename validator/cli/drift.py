@@ -25,6 +25,7 @@ from validator.cli.slurm_options import slurm_options, slurm_settings, tell_slur
 from validator.model import TransportName
 from validator.node.burnin.config import BurnConfig, parse_duration
 from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
+from validator.signing import SealKey
 from validator.store import Store
 
 
@@ -89,7 +90,15 @@ from validator.store import Store
     type=NonEmptyPath(),
     metavar="KEYFILE",
     help="Key the certificates were signed with: every baseline must carry its signature "
-    "(required for a signed --certificate file).",
+    "(required for a signed --certificate file). An Ed25519 key's public half is enough.",
+)
+@click.option(
+    "--public-key",
+    "public_key_path",
+    type=NonEmptyPath(),
+    metavar="FILE",
+    help="Ed25519 public key (ssh-ed25519 line or PEM) the certificates were signed with: "
+    "every baseline must carry its signature.",
 )
 @fanout_options
 @slurm_options
@@ -106,7 +115,7 @@ def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - clic
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     """The request the options make; a --certificate file is read and verified first."""
-    from validator.certificate import load_key
+    from validator.signing import load_key, load_public_key
 
     slurm = slurm_settings(options, manage_drains=options["slurm_drain"])
     if slurm is not None and not slurm.wait:
@@ -114,7 +123,12 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     _check_usage(options, slurm=slurm is not None)
     duration = parse_duration(options["burn_duration"])
     path, key_path = options["certificate_path"], options["key_path"]
+    public_path = options["public_key_path"]
+    if key_path is not None and public_path is not None:
+        raise click.UsageError("give --sign-key or --public-key, not both")
     key = load_key(key_path) if key_path is not None else None
+    if public_path is not None:
+        key = load_public_key(public_path)
     return DriftRequest(
         simulate=options["simulate"],
         certificate=_read_certificate(path, key) if path is not None else None,
@@ -167,7 +181,7 @@ def _check_prom_file(path: str) -> None:
         raise BadInputError(f"--prom-file {problem}")
 
 
-def _read_certificate(path: str, key: bytes | None) -> Certificate:
+def _read_certificate(path: str, key: SealKey | None) -> Certificate:
     """A certificate file, verified: an edited file (or a bad signature) is refused.
 
     Raises:

@@ -69,7 +69,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "verify-cert": LazyCommand(
         "validator.cli.verify_cert",
         "verify_cert",
-        "Check FILE's digest (any edit fails) and, with --sign-key, its signature.",
+        "Check FILE's digest (any edit fails) and, with a key, its signature; say what it proves.",
     ),
 }
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from validator.remote.slurm_fanout import SlurmOptions
     from validator.remote.slurm_spool import Submission
     from validator.report.rma import LastCertificate
+    from validator.signing import SealKey
     from validator.store import Store
 
 
@@ -76,7 +77,8 @@ class CertifyRequest:
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
     # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
     json_form: str = "auto"
-    sign_key: str | None = None  # a key file: certificates are signed with HMAC-SHA256
+    # A key file: certificates are signed with it (Ed25519 private key, or HMAC-SHA256 secret).
+    sign_key: str | None = None
     dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
     # --interconnect (True) / --no-interconnect (False): overrides the policy's; None: its own.
     interconnect: bool | None = None
@@ -167,9 +169,9 @@ def _run_certify(
     burn_progress: ProgressSink | None,
     fleet_display: FleetDisplay | None,
 ) -> CertifyOutcome:
-    from validator.certificate import load_key
+    from validator.signing import load_signing_key
 
-    key = load_key(request.sign_key) if request.sign_key else None
+    key = load_signing_key(request.sign_key) if request.sign_key else None
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
@@ -388,7 +390,7 @@ def _check_writable(directory: str) -> None:
         ) from None
 
 
-def certificates_for(report: Report, key: bytes | None) -> dict[str, Certificate]:
+def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certificate]:
     """A certificate for every CERTIFIED node, signed when a key is given."""
     from validator.certificate import issue_certificate, sign
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from validator.model import HostSpec
     from validator.operations.certify import FleetDisplay
     from validator.remote.slurm_fanout import SlurmOptions
+    from validator.signing import KeyLike
     from validator.slurm import Action, Runner
     from validator.store import Store
 
@@ -58,7 +59,7 @@ class DriftRequest:
 
     simulate: str | None = None
     certificate: Certificate | None = None  # this machine only; verified again here
-    sign_key: bytes | None = field(default=None, repr=False)  # secrets stay out of logs
+    sign_key: KeyLike | None = field(default=None, repr=False)  # secrets stay out of logs
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in, so no speed to compare
     inventories: tuple[str, ...] = ()
@@ -177,7 +178,7 @@ def _write_textfile(
 
 
 def _checked(
-    cert: Certificate, key: bytes | None, hostname: str | None
+    cert: Certificate, key: KeyLike | None, hostname: str | None
 ) -> Certificate | UntrustedBaseline:
     """``cert`` when it verifies (as ``hostname``'s own, when given), else why it does not."""
     try:
@@ -191,7 +192,7 @@ def _checked(
 
 
 def stored_baseline(
-    store: Store, hostname: str, key: bytes | None
+    store: Store, hostname: str, key: KeyLike | None
 ) -> Certificate | UntrustedBaseline | None:
     """The host's newest stored certificate, verified; None when it was never certified.
 
