@@ -114,6 +114,11 @@ NVB_GB200_MULTINODE = (
     "nvbandwidth/WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
 )
 
+NCCL_8X_H200 = (
+    "nccl-tests/WEAKPROV-codeidx-19124581599-8xh200-ndv5-nccl2.19.3-all_reduce_perf-8G-single-size"
+    "-pass.txt"
+)
+
 
 def _fixture(relative: str) -> str:
     return (FIXTURES / relative).read_text(encoding="utf-8")
@@ -506,6 +511,13 @@ CASES: tuple[Case, ...] = (
         out=("multi-node run (8 GPUs on 2 hosts)", "not a one-node figure"),
         forbid="no device_to_device testcase",
         setup=bundle({"nvbandwidth.txt": lambda _t: _fixture(NVB_GB200_MULTINODE)}),
+    ),
+    case(
+        "capture-nccl-of-another-8-gpu-host",
+        *CERTIFY,
+        exit=1,
+        out=("all_reduce_perf.txt", "lists 1 GPU", "test-h200-dsvm"),
+        setup=bundle({"all_reduce_perf.txt": lambda _t: corpus(NCCL_8X_H200)}),
     ),
     case(
         "capture-nvlink-uuids-swapped",
