@@ -6,6 +6,7 @@ recorded on another machine is a source conflict, never a PASS or a figure of th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from validator.model import DcgmOutcome, DcgmTestResult, GpuFacts
@@ -17,7 +18,9 @@ from validator.node.bundle_agreement import (
     nvlink_conflicts,
     same_host,
 )
+from validator.node.bundle_consistency import bundle_conflicts, query_view
 from validator.node.capture import CaptureSystem
+from validator.node.parsers.smi_query import parse_smi_query
 
 A10_Q = "nvidia-smi-q/gls-A10-550.90.12.txt"
 JOURNAL = (
@@ -116,3 +119,22 @@ def test_dcgm_gpus_the_node_lacks_and_one_gpu_twice() -> None:
     (dup,) = dcgm_conflicts("dcgmi-diag.json", twice, node)
     assert dup.what == "duplicate_gpu"
     assert "fail, pass" in dup.detail
+
+
+def test_uuids_swapped_between_the_query_and_the_xml(captures_dir: Path) -> None:
+    # Two views of the real 10-GPU A40 query, the second with GPUs 0 and 1's UUIDs swapped.
+    text = (captures_dir / "nvidia-smi-q/gls-A40x10-550.127.05.txt").read_text(encoding="utf-8")
+    uuids = re.findall(r"GPU UUID\s+: (GPU-[0-9a-f-]+)", text)
+    swapped = text.replace(uuids[0], "SWAP").replace(uuids[1], uuids[0]).replace("SWAP", uuids[1])
+    same = bundle_conflicts(
+        [query_view("a.txt", parse_smi_query(text)), query_view("b.txt", parse_smi_query(text))]
+    )
+    assert same == ()
+    views = [
+        query_view("nvidia-smi-q.xml", parse_smi_query(swapped)),
+        query_view("nvidia-smi-q.txt", parse_smi_query(text)),
+    ]
+    (conflict,) = bundle_conflicts(views)
+    assert conflict.what == "gpu_uuid"
+    assert uuids[1] in conflict.detail
+    assert uuids[0] in conflict.detail

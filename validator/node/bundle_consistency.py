@@ -18,6 +18,7 @@ Only what both files state is compared:
   so one missing from the listing means the files come from different hosts
   or moments; a GPU on the bus the driver does not list is a fault that
   ``inventory.gpu_count`` fails, not a disagreement between files;
+* UUIDs: per bus id where both files print one (a GPU has one UUID);
 * names: per bus id where both files name the GPU (by the set of names where
   no bus id is shared); the banner's cut names ("NVIDIA RTX 2000 Ada Gene...")
   compare as prefixes; the PCI listing names none.
@@ -42,10 +43,11 @@ _SHOWN_IDS = 3  # bus ids named in one sentence before "and N more"
 
 @dataclass(frozen=True)
 class GpuSighting:
-    """One GPU as one file states it: its bus id (NVML form) and name, where stated."""
+    """One GPU as one file states it: its bus id (NVML form), name and UUID, where stated."""
 
     bus_id: str | None
     name: str | None
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def _sighting(gpu: GpuFacts) -> GpuSighting:
     return GpuSighting(
         normalize_bus_id(bus_id) if isinstance(bus_id, str) else None,
         name if isinstance(name, str) else None,
+        gpu.uuid if isinstance(gpu.uuid, str) else None,
     )
 
 
@@ -167,6 +170,7 @@ def bundle_conflicts(views: Sequence[BundleView]) -> tuple[SourceConflict, ...]:
     for first, second in combinations(listings, 2):
         found += _driver(first, second)
         found += _names(first, second)
+        found += _uuids(first, second)
         found += _gpu_sets(first, second)
     for bus in (view for view in views if view.on_bus):
         found += [conflict for view in listings if (conflict := _off_bus(view, bus)) is not None]
@@ -264,6 +268,28 @@ def _gpu_sets(first: BundleView, second: BundleView) -> list[SourceConflict]:
             "pci_bus_id",
             f"{holder.file} lists GPUs at {_ids(extra)} that {lacking.file} does not",
             (holder.file, lacking.file),
+        )
+    ]
+
+
+def _uuids(first: BundleView, second: BundleView) -> list[SourceConflict]:
+    """Per bus id, the UUID both files print: a GPU has one (files of other hosts, or edited)."""
+    by_bus = {gpu.bus_id: gpu.uuid for gpu in second.gpus if gpu.bus_id and gpu.uuid}
+    differing = [
+        (gpu.bus_id, gpu.uuid, by_bus[gpu.bus_id])
+        for gpu in first.gpus
+        if gpu.bus_id in by_bus and gpu.uuid and gpu.uuid != by_bus[gpu.bus_id]
+    ]
+    if not differing:
+        return []
+    bus, one, other = differing[0]
+    more = f" (and {_plural(len(differing) - 1, 'other GPU')})" if len(differing) > 1 else ""
+    return [
+        SourceConflict(
+            "gpu_uuid",
+            f"{first.file} gives the GPU at {bus} UUID {one} but {second.file} gives it "
+            f"{other}{more}",
+            (first.file, second.file),
         )
     ]
 
