@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.hostile.cases import Case, Outcome, case
+from tests.hostile.cases import Case, Check, Outcome, case
 from tests.hostile.data_files import (
     combine,
     executable,
@@ -34,6 +34,7 @@ FLEET = (
     "{tmp}/policy.yml",
     *DB,
 )
+BURNED_FLEET = tuple("2s" if arg == "0" else arg for arg in FLEET)  # --burn 2s
 NO_BURN = "require_burn: false\n"
 HEALTHY = "healthy-8x-h100-sxm"
 SLEEPER = "#!/bin/sh\nsleep 600\n"
@@ -72,6 +73,34 @@ def _files_stay_in_report_dir(tmp: Path, _outcome: Outcome) -> None:
     assert not strays, f"a host name wrote outside the report dir: {strays}"
     outside = sorted(p.name for p in tmp.parent.iterdir() if p.name.startswith(("escape", "pwned")))
     assert not outside, f"a host name wrote outside the case's directory: {outside}"
+
+
+def _verdicts(expected: dict[str, str]) -> Check:
+    """Each host's verdict in hosts/<name>.json, as ``expected`` says."""
+
+    def check(tmp: Path, _outcome: Outcome) -> None:
+        found = {str(doc["hostname"]): str(doc["verdict"]) for doc in _host_files(tmp)}
+        assert found == expected, f"verdicts {found}, expected {expected}"
+
+    return check
+
+
+def _forged_speed(label: str, tflops: float, honest: int, **expect: object) -> Case:
+    """``honest`` healthy hosts beside one whose scenario reports ``tflops`` on every GPU."""
+    hosts = {**simulated(*(f"gpu{n:02}" for n in range(1, honest + 1))), "liar": {}}
+    hosts["liar"] = {"gpuready_simulate": "{tmp}/liar.json"}
+    return case(
+        f"fleet-forged-speed-{label}",
+        *BURNED_FLEET,
+        "--report-dir", "{tmp}/rep",
+        setup=combine(
+            inventory(hosts),
+            write("liar.json", json.dumps(
+                {"name": "liar", "extends": HEALTHY, "burn": {"tflops": tflops}})),
+        ),
+        timeout_s=90,
+        **expect,  # type: ignore[arg-type]
+    )  # fmt: skip
 
 
 def _host(name: str, **host_vars: object) -> dict[str, dict[str, object]]:
@@ -406,6 +435,31 @@ CASES: tuple[Case, ...] = (
         exit=2,
         err="capture",
         setup=inventory(simulated("gpu01")),
+    ),
+    # A forged but plausible speed: two nodes are no fleet, three outvote it.
+    _forged_speed("990-beside-one", 990.0, 1, exit=0, forbid="fleet.speed"),
+    _forged_speed(
+        "990-beside-two",
+        990.0,
+        2,
+        exit=0,
+        check=_verdicts({"gpu01": "CERTIFIED", "gpu02": "CERTIFIED", "liar": "CERTIFIED"}),
+    ),
+    # Beyond physics: the liar is not certified and its figures move no median.
+    _forged_speed(
+        "10000-beside-three",
+        10_000.0,
+        3,
+        exit=1,
+        out="inventory.figures_plausible",
+        check=_verdicts(
+            {
+                "gpu01": "CERTIFIED",
+                "gpu02": "CERTIFIED",
+                "gpu03": "CERTIFIED",
+                "liar": "NOT_CERTIFIED",
+            }
+        ),
     ),
     case(
         "fleet-bad-policy",

@@ -16,8 +16,13 @@ CERTIFY = (
     "certify", "--simulate", "{tmp}/scenario.json", "--burn", "0",
     "--policy", "{tmp}/policy.yml", "--db", "{tmp}/history.db",
 )  # fmt: skip
+BURNED = (
+    "certify", "--simulate", "{tmp}/scenario.json", "--burn", "2s",
+    "--policy", "{tmp}/policy.yml", "--db", "{tmp}/history.db",
+)  # fmt: skip
 BUILTIN = ("certify", "--burn", "0", "--policy", "{tmp}/policy.yml", "--db", "{tmp}/history.db")
 NEVER_CERTIFIED = frozenset({1, 2})
+A100 = "healthy-8x-a100-80gb"
 NO_BURN = "require_burn: false\n"
 
 XID_79_DMESG = (
@@ -38,6 +43,13 @@ def _implausible(label: str, **values: object) -> Case:
         exit=NEVER_CERTIFIED,
         setup=scenario({"nvml": {"gpu_overrides": {"3": values}}}),
     )
+
+
+def _beyond(
+    label: str, overrides: dict[str, object], out: str = "inventory.figures_plausible"
+) -> Case:
+    """A figure above what the SKU can do: not certified, the figure named."""
+    return case(f"scenario-beyond-{label}", *BURNED, exit=1, out=out, setup=scenario(overrides))
 
 
 def _raw(label: str, text: str | bytes, err: str | tuple[str, ...], **options: object) -> Case:
@@ -222,4 +234,34 @@ CASES: tuple[Case, ...] = (
     _builtin("cudnn-missing", 1),
     _builtin("nvcc-off-pin", 1, pin="nvcc_version: '12.4'\n"),
     _builtin("no-gpu-driver", 3),
+    # Figures beyond what the hardware can do: never certified, and named.
+    _beyond("tflops-10000", {"burn": {"tflops": 10_000.0}}),
+    _beyond("tflops-a-hundredfold", {"burn": {"tflops": 72_000.0}}),  # a unit slip
+    _beyond("one-gpu-tflops-2000", {"burn": {"gpu_overrides": {"5": {"tflops": 2000.0}}}}),
+    # The A100 scenario synthesises its trace (the H100's replays a real one).
+    _beyond("burn-power-twice-the-limit", {"extends": A100, "burn": {"power_fraction": 2.0}}),
+    _beyond(
+        "idle-power-draw-1500-w",
+        {"nvml": {"gpu_overrides": {"3": {"power_draw_w": 1500}}}},
+        out="inventory.readings_plausible",
+    ),
+    _beyond("h2d-5000", {"interconnect": {"h2d_gb_s": 5000.0}}),
+    _beyond("hbm-tenfold", {"interconnect": {"hbm_gb_s": 28_800.0}}),
+    _beyond("p2p-above-nvlink", {"interconnect": {"p2p_gb_s": 4000.0}}),
+    _beyond("busbw-above-the-fabric", {"interconnect": {"all_reduce_busbw_gb_s": 9000.0}}),
+    # Plausible speed while the power samples say the GPU idled: the speed is not believed.
+    case(
+        "scenario-burn-fast-but-idle-power",
+        *BURNED,
+        exit=1,
+        out="burn.power",
+        setup=scenario({"extends": A100, "burn": {"power_fraction": 0.1}}),
+    ),
+    # At the edge of physics but within it: a measurement, and the node certifies.
+    case(
+        "scenario-burn-just-below-peak-certifies",
+        *BURNED,
+        exit=0,
+        setup=scenario({"burn": {"tflops": 985.0}}),
+    ),
 )
