@@ -85,3 +85,10 @@ def test_a_mostly_kernel_log_with_a_stray_line_is_one(captures_dir: Path) -> Non
     # Empty and notes-only logs are the caller's (their own finding), not "not a log".
     assert not_a_kernel_log("") is None
     assert not_a_kernel_log("-- No entries --\n") is None
+
+
+def test_dmesg_facility_and_raw_level_prefixes(captures_dir: Path) -> None:
+    # dmesg -x prefixes facility and level, dmesg -r the raw <level>: same lines after them.
+    line = (captures_dir / "xid/gpud-xid79-sxid20034-nvswitch.log").read_text().splitlines()[0]
+    assert not_a_kernel_log(f"kern  :warn  : {line}\n") is None
+    assert not_a_kernel_log(f"<4>{line}\n") is None

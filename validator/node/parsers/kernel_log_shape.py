@@ -32,10 +32,12 @@ MIN_SHARE = 0.5
 _MONTH_DAY = r"[A-Z][a-z]{2}\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
 _ISO_STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[,.]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?"
 _HOST_KERNEL = r"(?P<host>[^\s:\[\]]+)\s+kernel(?:\[\d+\])?:"
+# dmesg -x prints facility and level first ("kern  :warn  : "), dmesg -r the raw "<4>".
+_PREFIX = r"^(?:\w+\s*:\s*\w+\s*:\s*|<\d+>)?"
 _SHAPES = (
-    re.compile(r"^\[\s*\d+\.\d+\]"),  # dmesg
-    re.compile(r"^\[[A-Z][a-z]{2} " + _MONTH_DAY + r" \d{4}\]"),  # dmesg -T
-    re.compile(r"^(?:\w+\s*:\s*\w+\s*:\s*)?" + _ISO_STAMP + r"\s"),  # --time-format iso
+    re.compile(_PREFIX + r"\[\s*\d+\.\d+\]"),  # dmesg
+    re.compile(_PREFIX + r"\[[A-Z][a-z]{2} " + _MONTH_DAY + r" \d{4}\]"),  # dmesg -T
+    re.compile(_PREFIX + _ISO_STAMP + r"\s"),  # --time-format iso
     re.compile(r"^" + _MONTH_DAY + r"\s+" + _HOST_KERNEL),  # journalctl -k, kern.log
     re.compile(r"^" + _ISO_STAMP + r"\s+" + _HOST_KERNEL),  # short-iso, rsyslog RFC 3339
     re.compile(r"^(?:NVRM|nvidia-nvswitch\d*|nvidia-nvlink|nvidia(?:-\w+)?):\s"),  # dmesg -t
