@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ansible_trust import trusted
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOKS = REPO_ROOT / "playbooks"
 ROLES_DIR = PLAYBOOKS / "roles"
@@ -613,17 +615,10 @@ def test_converged_switch(
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
 
-    try:
-        from ansible.template import trust_as_template
-    except ImportError:  # ansible-core < 2.19 trusts every string
-
-        def trust_as_template(value: str) -> str:
-            return value
-
     (play,) = yaml.safe_load((PLAYBOOKS / "site.yml").read_text("utf-8"))
     scope: dict[str, object] = {"provision_force": force, "ansible_run_tags": run_tags}
     if probe is not None:
         scope["provision_probe"] = probe
     templar = Templar(loader=DataLoader(), variables=scope)
-    value = templar.template(trust_as_template(play["vars"]["provision_converged"]))
+    value = templar.template(trusted(play["vars"]["provision_converged"]))
     assert str(value).strip() == str(converged)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
+
+from tests.ansible_trust import trusted
 
 ROLE = Path(__file__).resolve().parents[1] / "playbooks" / "roles" / "drift_timer"
 
@@ -22,7 +24,7 @@ def _exec_start(**overrides: object) -> str:
     variables = {**defaults, "ansible_managed": "managed", **overrides}
     text = (ROLE / "templates" / "gpuready-drift.service.j2").read_text()
     # ansible-core templates only text marked trusted, as it does a role's own files.
-    rendered = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(text))
+    rendered = Templar(loader=DataLoader(), variables=variables).template(trusted(text))
     lines = [line for line in str(rendered).splitlines() if line.startswith("ExecStart=")]
     assert len(lines) == 1
     return lines[0].removeprefix("ExecStart=")

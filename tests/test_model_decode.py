@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import math
+import sys
 from typing import Any
 
 import pytest
@@ -144,7 +145,8 @@ def test_the_many_small_objects_of_a_host_keep_no_dict_each(name: str) -> None:
     walk(judge_node(facts, Policy()).findings)
     assert found, f"no {name} in a healthy host's facts or findings"
     one = found[0]
-    assert not hasattr(one, "__dict__")
+    # Python 3.9 has no dataclass slots (validator.model keeps the dict there).
+    assert hasattr(one, "__dict__") is (sys.version_info < (3, 10))
     assert dataclasses.replace(one) == one  # frozen and comparable as before
     assert type(one) is getattr(model, name)
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ansible_trust import trusted
 from tests.conftest import REPO_ROOT
 from tests.localhost_playbook import run_localhost_playbook
 
@@ -296,14 +297,7 @@ def _load(path: Path) -> Any:
 
 def _render(role: str, name: str, **variables: Any) -> Any:
     from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
-
-    def trusted(value: Any) -> Any:
-        if isinstance(value, str):
-            return trust_as_template(value)
-        if isinstance(value, list):
-            return [trusted(item) for item in value]
-        return value
+    from ansible.template import Templar
 
     scope = {k: trusted(v) for k, v in _load(ROLES_DIR / role / "defaults" / "main.yml").items()}
     scope.update(variables)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ansible_trust import trusted
 from tests.conftest import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
@@ -176,18 +177,6 @@ def test_example_inventory_still_loads_through_the_certify_reader() -> None:
 # ---------------------------------------------------------------- rendered values
 
 
-def _trusted(value: Any) -> Any:
-    from ansible.template import trust_as_template
-
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
-
-
 def _facts(family: str) -> dict[str, str]:
     return {"os_family": family, "architecture": "x86_64", "kernel": "6.1.0-18-amd64"}
 
@@ -199,7 +188,7 @@ def _scope(role: str, family: str = "Debian", **variables: Any) -> dict[str, Any
     for kind in ("defaults", "vars"):
         path = ROLES_DIR / role / kind / "main.yml"
         if path.exists():
-            scope.update(_trusted(_load(path)))
+            scope.update(trusted(_load(path)))
     scope.update(variables)
     return scope
 
@@ -210,7 +199,7 @@ def _render(role: str, expression: Any, family: str = "Debian", **variables: Any
 
     scope = _scope(role, family, **variables)
     templar = Templar(loader=DataLoader(), variables=scope)
-    return templar.template(_trusted(expression))
+    return templar.template(trusted(expression))
 
 
 def _var(role: str, name: str, family: str = "Debian", **variables: Any) -> Any:
@@ -306,7 +295,7 @@ def test_nccl_install_names_render_per_package_manager() -> None:
 def _set_facts(role: str, file: str, name: str, family: str, **variables: Any) -> dict[str, Any]:
     """What a set_fact task would set, rendered with its own task vars in scope."""
     task = _task(role, file, name)
-    scope = {**_trusted(task.get("vars", {})), **variables}
+    scope = {**trusted(task.get("vars", {})), **variables}
     return {
         key: _render(role, value, family, **scope)
         for key, value in task["ansible.builtin.set_fact"].items()
@@ -539,7 +528,7 @@ def test_peermem_include_condition(value: object, included: bool) -> None:
     ]
     scope = {} if value is None else {"peermem_enabled": value}
     templar = Templar(loader=DataLoader(), variables=scope)
-    assert templar.evaluate_conditional(_trusted(task["when"])) is included
+    assert templar.evaluate_conditional(trusted(task["when"])) is included
 
 
 def test_site_playbook_lists_the_tags(tmp_path: Path) -> None:

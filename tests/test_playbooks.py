@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ansible_trust import trusted
 from tests.conftest import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
@@ -337,18 +338,6 @@ def test_test_host_switches_exist_with_production_defaults() -> None:
 # ---------------------------------------------------------------- rendered defaults
 
 
-def _trusted(value: Any) -> Any:
-    from ansible.template import trust_as_template
-
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
-
-
 def _render(role: str, name: str, **variables: Any) -> Any:
     """A role default rendered by Ansible with the role's other defaults and ``variables``."""
     from ansible.parsing.dataloader import DataLoader
@@ -356,7 +345,7 @@ def _render(role: str, name: str, **variables: Any) -> Any:
 
     scope: dict[str, Any] = {}
     for other in (role, "gpu_preflight", "nvidia_driver"):
-        scope = {**_trusted(_load(ROLES_DIR / other / "defaults" / "main.yml")), **scope}
+        scope = {**trusted(_load(ROLES_DIR / other / "defaults" / "main.yml")), **scope}
     scope.update(variables)
     return Templar(loader=DataLoader(), variables=scope).template(scope[name])
 
@@ -465,15 +454,15 @@ def _scope(role: str, facts: Mapping[str, str], **variables: Any) -> dict[str, A
     """Defaults, the distribution's vars file, vars/main.yml, facts and ``variables``."""
     scope: dict[str, Any] = {}
     for other in ("gpu_preflight", "nvidia_driver", role):
-        scope.update(_trusted(_load(ROLES_DIR / other / "defaults" / "main.yml")))
+        scope.update(trusted(_load(ROLES_DIR / other / "defaults" / "main.yml")))
     if (ROLES_DIR / role / "vars").is_dir() and any(
         path.name != "main.yml" for path in (ROLES_DIR / role / "vars").glob("*.yml")
     ):
-        scope.update(_trusted(_load(_vars_file(role, facts))))
+        scope.update(trusted(_load(_vars_file(role, facts))))
     main = ROLES_DIR / role / "vars" / "main.yml"
     if main.is_file():
-        scope.update(_trusted(_load(main)))
-    scope.update(_trusted(_load(GROUP_VARS)))
+        scope.update(trusted(_load(main)))
+    scope.update(trusted(_load(GROUP_VARS)))
     scope["ansible_facts"] = dict(facts)
     scope.update(variables)
     return scope
@@ -483,7 +472,7 @@ def _template(expression: Any, scope: Mapping[str, Any]) -> Any:
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
 
-    return Templar(loader=DataLoader(), variables=dict(scope)).template(_trusted(expression))
+    return Templar(loader=DataLoader(), variables=dict(scope)).template(trusted(expression))
 
 
 def _driver(facts: Mapping[str, str], name: str, version: str, **variables: Any) -> Any:
@@ -655,8 +644,8 @@ def _precompiled_scope(
     preflight = {} if opt_in is None else {"gpu_preflight_precompiled_modules": opt_in}
     scope = _scope("nvidia_driver", facts, **pins, **preflight, **variables)
     if _template(scope["nvidia_driver_precompiled"], scope):
-        scope.update(_trusted(_load(_PRECOMPILED_VARS)))
-        scope.update(_trusted(variables))
+        scope.update(trusted(_load(_PRECOMPILED_VARS)))
+        scope.update(trusted(variables))
     return scope
 
 
@@ -786,7 +775,7 @@ def _debian_task(name: str) -> dict[str, Any]:
 
 def _with_task_vars(scope: dict[str, Any], task: Mapping[str, Any], **state: Any) -> dict[str, Any]:
     """``scope`` with the task's own vars and the registered results in ``state``."""
-    return {**scope, **_trusted(task.get("vars", {})), **state}
+    return {**scope, **trusted(task.get("vars", {})), **state}
 
 
 def test_precompiled_path_installs_no_headers_or_dkms_and_resolves_the_install_list() -> None:

@@ -784,7 +784,7 @@ class FakeNvml(NvmlConstants):
         """NVML_COMPUTEMODE_*."""
         gpu = self._gpu("nvmlDeviceGetComputeMode", handle)
         mode = self._value(gpu, "compute_mode")
-        if mode not in COMPUTE_MODES:
+        if not isinstance(mode, str) or mode not in COMPUTE_MODES:
             raise NVMLError(self.NVML_ERROR_UNKNOWN)
         return COMPUTE_MODES[mode]
 

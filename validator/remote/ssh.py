@@ -814,7 +814,7 @@ class SshTransport:
                 channel_timeout=timeout,
                 auth_strategy=_PublicKeys(_key_sources(endpoint, agent)),
                 # The stubs' Transport lacks gss_kex and gss_deleg_creds; paramiko's has them.
-                transport_factory=_Transport,  # type: ignore[arg-type]
+                transport_factory=_Transport,  # type: ignore[arg-type,unused-ignore]
             )
         finally:
             if agent is not None:

@@ -529,7 +529,7 @@ def _row_results(row: _Row) -> list[DcgmTestResult]:
     only_one = len(results) == 1
     named = sorted({owner for owner, _ in notes if owner is not None})
     outcome_of_node = results[0][0] if only_one and results[0][1] is None else None
-    if outcome_of_node not in (None, DcgmOutcome.PASS) and named:
+    if outcome_of_node is not None and outcome_of_node is not DcgmOutcome.PASS and named:
         # A node-wide failure whose notes name GPUs ("GPU 3 has uncorrectable memory
         # errors ..."): DCGM 3 prints deployment rows for the node; the fault is theirs.
         return [
