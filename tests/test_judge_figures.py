@@ -337,3 +337,18 @@ def test_three_gpus_on_one_node_are_no_fleet() -> None:
     results, summary = judge_fleet([fleet_node("one", (712.0, 710.0, 500.0))], Policy())
     assert fleet_of(results[0]) == []
     assert summary.skus == ()
+
+
+# ---------------------------------------------------------------- drift
+
+
+def test_drift_does_not_take_a_speed_beyond_the_peak_as_unchanged() -> None:
+    from tests.test_drift import baseline, with_burn
+    from validator.drift import drift_node
+
+    result = drift_node(with_burn(10_000.0), baseline(), Policy())
+    assert result.verdict is not Verdict.CERTIFIED
+    (burn,) = [f for f in result.findings if f.check == "drift.burn" and f.gpu_index == 4]
+    assert burn.severity is UNKNOWN
+    assert "10000" in burn.message
+    assert "989.4" in burn.message

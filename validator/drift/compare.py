@@ -55,6 +55,8 @@ from validator.drift.gpus import (
     predates,
 )
 from validator.drift.interconnect import bandwidth_findings
+from validator.errors import PolicyError
+from validator.judge.catalog import Sku, load_catalog
 from validator.judge.checks.common import (
     FAIL,
     PASS,
@@ -68,6 +70,7 @@ from validator.judge.checks.common import (
 )
 from validator.judge.checks.dcgm import action_for_result
 from validator.judge.checks.errors import group_xids, parse_time, xid_finding, xid_meaning
+from validator.judge.figures import screen
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
 from validator.model import (
@@ -441,6 +444,13 @@ def gpus_unreadable(facts: NodeFacts) -> bool:
     return not facts.gpus and driver_silent(facts) is not None
 
 
+def _certified_sku(cert: Certificate) -> Sku | None:
+    try:
+        return load_catalog().get(cert.sku) if cert.sku else None
+    except PolicyError:
+        return None  # a certificate from another catalog: the catalog's largest ceilings
+
+
 def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Finding, ...]:
     """Every drift finding of a node's facts against its certificate, sorted.
 
@@ -453,6 +463,8 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
         Findings with check ids ``drift.*``: FAIL for drift, PASS for unchanged,
         UNKNOWN for what could not be measured now.
     """
+    # A figure beyond what the certified model can do is not measured now: never "unchanged".
+    facts, _ = screen(facts, _certified_sku(cert), load_catalog())
     findings = _versions(cert, facts)
     if gpus_unreadable(facts):
         detail = facts.nvml_detail or facts.nvml_status.value
