@@ -8,6 +8,7 @@ certification with a required UNKNOWN that names it, and never enters a fleet me
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -29,7 +30,9 @@ from validator.model import (
     Severity,
     Verdict,
     implausible_reading,
+    to_dict,
 )
+from validator.packed import agent_facts
 
 UNKNOWN = Severity.UNKNOWN
 H100 = load_catalog().get("h100-sxm")
@@ -337,6 +340,28 @@ def test_three_gpus_on_one_node_are_no_fleet() -> None:
     results, summary = judge_fleet([fleet_node("one", (712.0, 710.0, 500.0))], Policy())
     assert fleet_of(results[0]) == []
     assert summary.skus == ()
+
+
+# ---------------------------------------------------------------- forged agent output
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("tflops", 10_000.0), ("tflops", 720_000.0), ("tflops", -720.0), ("power_w", 7000.0)],
+    ids=["10000-tflops", "gflops-as-tflops", "negative-tflops", "power-in-deciwatts"],
+)
+def test_forged_agent_output_is_not_certified(field: str, value: float) -> None:
+    """What an agent prints, edited on the way (a spool file, a wrapper script)."""
+    document = to_dict(healthy_node())
+    gpu = document["burn"]["gpus"][3]
+    if field == "tflops":
+        gpu["tflops"] = value
+    else:
+        for sample in gpu["samples"]:
+            sample["power_w"] = value
+    result = judge(agent_facts(json.dumps(document)))
+    assert result.verdict is not Verdict.CERTIFIED
+    assert [f.gpu_index for f in implausible(result)] == [3]
 
 
 # ---------------------------------------------------------------- drift
