@@ -60,6 +60,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -741,6 +742,9 @@ class Store:
         self._started: dict[int, dict[str, Any]] = {}  # the runs this store began
         self._spools: dict[int, _Spool] = {}
         self._provisional = 0
+        # Why nothing can be written here (a read-only file system, a full disk): every
+        # run goes to a pending file, or, where that fails too, is not recorded.
+        self.cannot_write: str | None = None
 
     # ------------------------------------------------------------ opening
 
@@ -783,7 +787,7 @@ class Store:
         if exists:
             _check_header(where)
             # Look before touching: a read-only connection cannot change a foreign file.
-            probe = _connect(where, "ro")
+            probe = _connect_to_read(where)
             try:
                 version = _check_identity(probe, where, allow_empty=not readonly)
             except BaseException:
@@ -801,7 +805,21 @@ class Store:
         elif defer_create:
             _check_folder(where)
             return cls(None, where, readonly=False, retry_s=budget)
-        store = cls(_open_writable(where, budget), where, readonly=False, retry_s=budget)
+        try:
+            connection = _open_writable(where, budget)
+        except StoreError as exc:
+            reason = unwritable_reason(where, exc)
+            if reason is None:
+                raise
+            # Never a reason to stop the run: its verdict still counts (validator.operations).
+            # A file of an older schema is read only once upgraded: no history to read here.
+            current = exists and version >= schema_version()
+            store = cls(
+                _connect_to_read(where) if current else None, where, readonly=False, retry_s=budget
+            )
+            store.cannot_write = reason
+            return store
+        store = cls(connection, where, readonly=False, retry_s=budget)
         try:
             store.import_pending()
             store.mark_dead_runs()
@@ -817,7 +835,9 @@ class Store:
             StoreError: it cannot be created, or what is there now is not ours.
         """
         with self._lock:
-            if self._db is None and (create or _has_database(self.path)):
+            if self._db is None and self.cannot_write is None and (
+                create or _has_database(self.path)
+            ):
                 self._db = _open_writable(self.path, self.retry_s)
                 self.import_pending()
                 self.mark_dead_runs()
@@ -862,11 +882,13 @@ class Store:
             _Unwritable: SQLite refused (still locked after the wait, full, damaged).
         """
         self._refuse_readonly()
+        if self.cannot_write is not None:
+            raise _Unwritable(self.cannot_write)
         with self._lock:
             try:
                 db = self._connection(create=True)
             except StoreError as exc:  # a deferred database that cannot be made now
-                raise _Unwritable(str(exc)) from None
+                raise _Unwritable(unwritable_reason(self.path, exc) or str(exc)) from None
             assert db is not None  # noqa: S101 - create=True opens or raises
             try:
                 with self._busy_wait(db, wait_s):
@@ -1666,6 +1688,87 @@ def _open_writable(where: Path, budget: float) -> sqlite3.Connection:
     except BaseException:
         connection.close()
         raise
+    return connection
+
+
+# What SQLite and the OS say when a file cannot be written, whatever else is wrong.
+_UNWRITABLE_SIGNS = (
+    "readonly",
+    "read-only",
+    "unable to open database file",
+    "permission denied",
+    "operation not permitted",
+    "disk is full",
+    "no space left",
+)
+
+
+def _mount_of(folder: Path) -> Path:
+    """The mount point holding ``folder``: the longest in /proc/self/mounts above it.
+
+    A bind mount (how a shared folder is often made read-only) is on the same device
+    as its parent, so os.path.ismount cannot see it.
+    """
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as table:
+            points = [line.split()[1] for line in table if len(line.split()) > 1]
+    except OSError:
+        points = []
+    # the table writes a space, a tab, a newline and a backslash as octal escapes
+    decoded = [
+        Path(re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal[1], 8)), point))
+        for point in points
+    ]
+    holding = [point for point in decoded if point == folder or point in folder.parents]
+    return max(holding, key=lambda point: len(point.parts), default=Path(folder.anchor))
+
+
+def disk_problem(path: Path) -> str | None:
+    """``path``'s file system when it is read-only or full, named by its mount; else None."""
+    folder = path.parent.resolve()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        disk = os.statvfs(folder)
+    except OSError:
+        return None
+    if disk.f_flag & os.ST_RDONLY:
+        return f"read-only file system (mounted at {_mount_of(folder)})"
+    # root may use the blocks kept back for it, so only none at all is full for root
+    free = disk.f_bfree if os.geteuid() == 0 else disk.f_bavail
+    if free == 0:
+        return f"the disk is full (the file system mounted at {_mount_of(folder)})"
+    return None
+
+
+def unwritable_reason(path: Path, exc: BaseException) -> str | None:
+    """Why the database at ``path`` cannot be written, when ``exc`` says it cannot; else None.
+
+    A read-only or full disk is named with its mount point; a file that is damaged,
+    foreign or newer (None here) stays an error of its own.
+    """
+    text = one_line(exc)
+    problem = disk_problem(path)
+    if problem is not None:
+        return f"{text}: {problem}"
+    return text if any(sign in text.lower() for sign in _UNWRITABLE_SIGNS) else None
+
+
+def _connect_to_read(path: Path) -> sqlite3.Connection:
+    """A read-only connection; on a read-only or full disk, to the file as it stands.
+
+    A reader of a WAL database needs its -shm index, which SQLite cannot make on a
+    read-only mount (a compute node's view of the shared folder): there the file is
+    read as immutable, without the writers' lock, which is all a reader can have.
+    """
+    connection = _connect(path, "ro")
+    try:
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # SQLite opens lazily
+    except sqlite3.Error:
+        connection.close()
+        if disk_problem(path) is None:
+            return _connect(path, "ro")  # to fail where it would have, with its own words
+        return _connect(path, "ro&immutable=1")
     return connection
 
 

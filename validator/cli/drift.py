@@ -109,8 +109,10 @@ def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - clic
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
         outcome = _run(request, store, quiet=options["nhc"])
-        tell(store.take_notices())  # the run spooled to a pending file, if it was
-    ctx.exit(_render(outcome, as_json=options["as_json"], nhc=options["nhc"]))
+        notices = store.take_notices()  # the run spooled to a pending file, or not recorded
+    code = _render(outcome, as_json=options["as_json"], nhc=options["nhc"])
+    tell(notices)  # after the verdict, which a store that cannot be written never holds back
+    ctx.exit(code)
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
@@ -214,7 +216,9 @@ def _render(outcome: DriftOutcome, *, as_json: bool, nhc: bool) -> int:
     if nhc:
         from validator.drift import nhc_line
 
-        code, line = nhc_line(outcome.results, interrupted=outcome.interrupted)
+        code, line = nhc_line(
+            outcome.results, interrupted=outcome.interrupted, recorded=outcome.recorded
+        )
         click.echo(line)
         return code
     if as_json:

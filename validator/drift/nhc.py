@@ -3,7 +3,8 @@
 The line's exit code is the one rule of :mod:`validator.operations.outcome`: 0 no
 drift on any node, 3 nothing could be checked, 1 for anything else (drift, or
 some node that could not be shown unchanged: HealthCheckProgram wrappers drain on
-it), 130 when the run was interrupted.
+it), 130 when the run was interrupted. A run history could not record ends its line
+with ``(not recorded)``, and keeps its exit code.
 """
 
 from __future__ import annotations
@@ -18,18 +19,29 @@ from validator.text import one_line
 # is cut anyway, and one line that fits a terminal reads better.
 NHC_MAX_CHARS = 240
 PREFIX = "gpuready:"
+NOT_RECORDED = " (not recorded)"
 
 
 def _line(text: str) -> str:
     return one_line(f"{PREFIX} {text}", NHC_MAX_CHARS)
 
 
-def nhc_line(results: Sequence[NodeResult], *, interrupted: bool = False) -> tuple[int, str]:
+def nhc_line(
+    results: Sequence[NodeResult], *, interrupted: bool = False, recorded: bool = True
+) -> tuple[int, str]:
     """The exit code and one line prefixed ``gpuready:``, as NHC-style health checks give.
 
     One node is named by its summary alone; several, each by hostname. A run that
     is not clean names the drifted nodes first, then those that could not be checked.
+    A run that history could not record says so at the end, within the line's limit.
     """
+    code, line = _nhc_line(results, interrupted=interrupted)
+    if recorded:
+        return code, line
+    return code, one_line(line, NHC_MAX_CHARS - len(NOT_RECORDED)) + NOT_RECORDED
+
+
+def _nhc_line(results: Sequence[NodeResult], *, interrupted: bool) -> tuple[int, str]:
     code = int(exit_code((r.verdict for r in results), interrupted=interrupted))
     if not results:
         return code, _line("unknown: no node was checked")

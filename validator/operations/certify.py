@@ -196,11 +196,12 @@ def _run_certify(
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
     try:
-        record_report(store, run_id, report, stored)
+        recorded = record_report(store, run_id, report, stored)
     except GpureadyError as exc:
         problems.append(str(exc))
     else:
-        problems = [f"{problem} (the results are kept in history)" for problem in problems]
+        if recorded:  # else the store's warning says so; the verdict's exit code stands
+            problems = [f"{problem} (the results are kept in history)" for problem in problems]
     slurm: tuple[SlurmStep, ...] = ()
     if request.slurm_drain:
         from validator.operations.drift import tell_slurm
@@ -496,12 +497,17 @@ def _write_outputs(
 
 def record_report(
     store: Store, run_id: int, report: Report, certificates: dict[str, Certificate]
-) -> None:
-    """Commit every node's final result (and certificate) in one transaction, and close the run."""
-    from validator.operations.outcome import report_interrupted
+) -> bool:
+    """Commit every node's final result (and certificate) in one transaction, and close the run.
+
+    Returns:
+        Whether the run was recorded (in the database or a pending file); when it was
+        not, a warning waits among the store's notices.
+    """
+    from validator.operations.outcome import close_run, report_interrupted
 
     store.record_results(run_id, [(node, certificates.get(node.hostname)) for node in report.nodes])
-    store.finish_run(run_id, interrupted=report_interrupted(report))
+    return close_run(store, run_id, interrupted=report_interrupted(report))
 
 
 __all__ = [

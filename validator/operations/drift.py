@@ -33,7 +33,7 @@ from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdic
 from validator.node.burnin.config import BurnConfig
 from validator.operations import signals
 from validator.operations.collector import sparing_collector
-from validator.operations.outcome import exit_code, report_interrupted
+from validator.operations.outcome import close_run, exit_code, report_interrupted
 from validator.store import RunKind, StoreError
 
 if TYPE_CHECKING:
@@ -108,6 +108,7 @@ class DriftOutcome:
     interrupted: bool = False  # Ctrl-C: the fleet or the burn-in was cut short
     prom_file: Path | None = None  # the textfile written
     slurm: tuple[SlurmStep, ...] = ()
+    recorded: bool = True  # False: history could be written nowhere (the store warns)
 
     @property
     def results(self) -> tuple[NodeResult, ...]:
@@ -153,13 +154,14 @@ def run_drift(
     )
     interrupted = interrupted or report_interrupted(report)
     written = None
+    recorded = True
     try:
         if request.prom_file is not None:
             written = _write_textfile(request.prom_file, results, now, run_id)
     finally:
-        store.finish_run(run_id, interrupted=interrupted)
+        recorded = close_run(store, run_id, interrupted=interrupted)
     slurm = tell_slurm(results, slurm_runner) if request.slurm_drain else ()
-    return DriftOutcome(report, run_id, interrupted, written, slurm)
+    return DriftOutcome(report, run_id, interrupted, written, slurm, recorded)
 
 
 def _write_textfile(

@@ -11,7 +11,10 @@ The rule, for ``certify``, ``drift`` and ``provision --certify`` alike:
   A fleet is certified only when every node earned it, and one node that could
   not be judged is enough to keep it from being so, without hiding the nodes
   that were judged behind "nothing could be judged";
-- Ctrl-C during the run: exit 130, whatever was judged (the report still says it).
+- Ctrl-C during the run: exit 130, whatever was judged (the report still says it);
+  SIGTERM 143 and SIGHUP 129 (validator.operations.signals);
+- history that cannot be written (a read-only or full disk) changes no exit code:
+  the verdict stands, and the store's failure is a warning (:func:`close_run`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from validator.errors import ExitCode
 from validator.judge.verdict import exit_code
 from validator.model import Report, overall_verdict
+from validator.store import NotStoredError, Store
 
 
 def report_interrupted(report: Report) -> bool:
@@ -28,6 +32,20 @@ def report_interrupted(report: Report) -> bool:
     return any(node.facts.burn is not None and node.facts.burn.interrupted for node in report.nodes)
 
 
+def close_run(store: Store, run_id: int, *, interrupted: bool) -> bool:
+    """Close the run in history; False when it could be stored nowhere (then a warning).
+
+    The warning goes among the store's notices, told after the verdict: a compute
+    node whose shared history folder is mounted read-only still reports its drift.
+    """
+    try:
+        store.finish_run(run_id, interrupted=interrupted)
+    except NotStoredError as exc:
+        store.notices.append(f"warning: {exc}")
+        return False
+    return True
+
+
 def report_exit_code(report: Report) -> ExitCode:
     """The exit code of a certify report."""
     return exit_code(
@@ -35,4 +53,4 @@ def report_exit_code(report: Report) -> ExitCode:
     )
 
 
-__all__ = ["exit_code", "overall_verdict", "report_exit_code", "report_interrupted"]
+__all__ = ["close_run", "exit_code", "overall_verdict", "report_exit_code", "report_interrupted"]
