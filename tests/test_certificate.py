@@ -377,7 +377,7 @@ def test_unknown_field_names_the_closest() -> None:
         "certificate: unknown field 'hostnme' (did you mean 'hostname'?); valid fields: "
         "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
         "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, dcgm, "
-        "peers, all_reduce, digest, signature"
+        "peers, all_reduce, provenance, digest, signature"
     )
 
 
@@ -583,7 +583,8 @@ def with_interconnect(**changes: Any) -> NodeResult:
 
 def test_the_certificate_holds_the_bandwidth_figures() -> None:
     cert = issue_certificate(measured(), now=ISSUED)
-    assert cert.schema_version == CERTIFICATE_SCHEMA_VERSION == BANDWIDTH_SCHEMA_VERSION == 3
+    assert cert.schema_version == CERTIFICATE_SCHEMA_VERSION  # 4 since provenance (issue 30)
+    assert BANDWIDTH_SCHEMA_VERSION == 3
     assert INTERCONNECT_SCHEMA_VERSION == 2  # issue 13's link counters keep their number
     assert cert.holds_bandwidth
     assert cert.holds_interconnect

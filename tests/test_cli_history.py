@@ -70,15 +70,17 @@ def test_history_table(capsys: pytest.CaptureFixture[str], db: Path) -> None:
         "HOST",
         "VERDICT",
         "FAILED",
+        "SOURCE",
+        "CERTIFICATE",
         "SUMMARY",
     ]
-    cells = [line.split(maxsplit=7) for line in lines[1:]]
+    cells = [line.split(maxsplit=9) for line in lines[1:]]
     assert [(c[0], c[1], c[3], c[4], c[5], c[6]) for c in cells] == [
         ("2", "drift", "incomplete", "gpu07", "NOT_CERTIFIED", "1"),
         ("1", "certify", "complete", "gpu07", "CERTIFIED", "0"),
         ("1", "certify", "complete", "gpu08", "NOT_CERTIFIED", "1"),
     ]
-    assert cells[1][7] == result("gpu07").summary
+    assert cells[1][9] == result("gpu07").summary
     # columns line up: every host starts where the header's HOST does
     column = lines[0].index("HOST")
     assert {line[column : column + 5] for line in lines[1:]} == {"gpu07", "gpu08"}
@@ -117,6 +119,10 @@ def test_history_json(capsys: pytest.CaptureFixture[str], db: Path) -> None:
         "failed",
         "unknown",
         "recorded_at",
+        "provenance",
+        "certificate",
+        "certificate_run",
+        "certificate_changed_at",
     }
 
 
@@ -148,6 +154,8 @@ def test_history_default_path(
         "certify",
         out.splitlines()[1].split()[2],
         "incomplete",
+        "-",
+        "-",
         "-",
         "-",
         "-",
@@ -325,12 +333,14 @@ def test_history_summary_is_plain_text_on_one_line(
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 2
-    assert lines[1].split(maxsplit=7)[7] == summary.strip()
+    assert lines[1].split(maxsplit=9)[9] == summary.strip()
     assert "\x1b" not in out
 
 
 def test_render_history_empty_summary_is_not_padded() -> None:
-    assert render_history([]) == "RUN  KIND  STARTED  STATUS  HOST  VERDICT  FAILED  SUMMARY\n"
+    assert render_history([]) == (
+        "RUN  KIND  STARTED  STATUS  HOST  VERDICT  FAILED  SOURCE  CERTIFICATE  SUMMARY\n"
+    )
 
 
 # ---------------------------------------------------------------- verify-cert

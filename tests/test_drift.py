@@ -444,8 +444,9 @@ def test_a_driver_mismatch_is_drift_even_when_no_version_can_be_read() -> None:
 
 
 def test_no_driver_but_gpus_on_the_bus_is_unchecked_not_nothing_measurable() -> None:
-    # The judge's "nothing to judge" needs no GPU on the PCI bus either.
-    facts = NodeFacts(hostname="h100-node-01", source="live", pci_gpu_count=8)
+    # The judge's "nothing to judge" needs no GPU on the PCI bus either. Simulated, as
+    # the baseline is: a live host is never compared with a simulated node's certificate.
+    facts = NodeFacts(hostname="h100-node-01", source="simulate", pci_gpu_count=8)
     result = drift_node(facts, baseline(), POLICY)
     assert result.verdict is Verdict.UNKNOWN
     assert result.summary.startswith("could not be checked: ")

@@ -174,7 +174,7 @@ def test_a_schema_1_history_opens_with_every_run_readable(tmp_path: Path) -> Non
         store.finish_run(run)
         assert store.history("gpu-c")[0].verdict == "CERTIFIED"
     db = sqlite3.connect(old.path)
-    assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    assert db.execute("PRAGMA user_version").fetchone() == (store_module.schema_version(),)
     assert db.execute("PRAGMA foreign_key_check").fetchall() == []
     stored = dict(db.execute("SELECT hostname, json_packed FROM certificates").fetchall())
     assert store_module.unpack(stored["gpu-a"]) == old.certificates["gpu-a"]
@@ -231,7 +231,7 @@ def test_a_migration_that_fails_halfway_leaves_schema_1_as_it_was(
 def test_schema_1_is_read_only_refused_until_a_writer_upgrades_it(tmp_path: Path) -> None:
     old = build_v1(tmp_path / "h.db")
     before = old.path.read_bytes()
-    with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 2"):
+    with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 3"):
         Store.open(old.path, readonly=True)
     assert old.path.read_bytes() == before
 
@@ -255,7 +255,7 @@ def test_a_damaged_schema_1_result_migrates_and_reads_as_unreadable(tmp_path: Pa
         assert "\n" not in message
         assert store.result(1, "gpu-a") == old.results[(1, "gpu-a")]  # the others read as before
     with contextlib.closing(sqlite3.connect(old.path)) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (store_module.schema_version(),)
         # the damaged text is kept as it was, for whoever wants to look
         packed = db.execute("SELECT result_packed FROM results WHERE run_id = 2").fetchone()[0]
         assert store_module.unpack(packed) == "{truncated"

@@ -95,6 +95,7 @@ def traced_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[s
         store.history("gpu-0", limit=10)
         store.history(limit=10)
         store.latest_certificate("gpu-1")
+        store.latest_attempt("GPU-2")  # drift's revocation check, the name in any case
         store.result(drift, "gpu-0")
         store.mark_dead_runs()
         store.prune(keep_runs=2, dry_run=True)
@@ -127,6 +128,9 @@ def test_every_statement_the_store_runs_uses_an_index(
         "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET",  # prune --keep-runs
         "SELECT id FROM runs WHERE status != 'running' AND started_at <",  # prune --keep-days
         "SELECT 1 FROM results r JOIN certificates c",  # prune keeps latest certificates
+        "ORDER BY r.recorded_at DESC, r.run_id DESC LIMIT 1",  # a host's latest attempt
+        "ORDER BY r.recorded_at ASC, r.run_id ASC LIMIT 1",  # what replaced a certificate
+        "AND severity = 'FAIL'",  # the checks a revoking attempt failed
         "DELETE FROM runs WHERE id =",
     ):
         assert any(wanted in text for text in texts), wanted

@@ -36,6 +36,12 @@ figure is certified only where it was measured cleanly and its own check did not
 fail or stay unknown (:func:`_copy_figures`); simulated figures are certified as a
 simulated burn-in's speed is. A schema-2 certificate has none of them, is written and
 sealed as issued, and drift says it predates the bandwidth check.
+
+Schema 4 added ``provenance``: ``live``, ``capture`` or ``simulate`` (``unknown`` for
+any other source a node reported), inside the seal, so a simulated node's certificate
+cannot be passed off as a real host's without breaking it. A schema-4 certificate
+without it is refused; an older one has none, is written and sealed as issued, and
+drift names its provenance "unknown (older certificate)".
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ from validator.codec import unpack
 from validator.errors import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
+    PROVENANCES,
+    UNKNOWN_PROVENANCE,
     Bandwidth,
     BurnStatus,
     DcgmDiag,
@@ -68,6 +76,7 @@ from validator.model import (
     Unavailable,
     Verdict,
     measured_gb_s,
+    provenance_of,
     to_dict,
 )
 from validator.packed import PackedPerObject
@@ -77,13 +86,16 @@ from validator.text import one_line
 # Bump on any change that would make an older reader misjudge a certificate.
 # 2: NVLinks, NVLink errors, PCIe replays and recovery action per GPU; DCGM results.
 # 3: bandwidth figures: per GPU H2D, D2H and HBM; per pair P2P; the node's all-reduce.
-CERTIFICATE_SCHEMA_VERSION = 3
+# 4: provenance (live, capture or simulate), inside the seal.
+CERTIFICATE_SCHEMA_VERSION = 4
 # The first schema whose certificates hold the interconnect (NVLink state and error
 # counters, PCIe replays, recovery action) and DCGM facts (issue 13).
 INTERCONNECT_SCHEMA_VERSION = 2
 # The first schema whose certificates hold the measured bandwidth figures (issue 14):
 # copies, peers and all-reduce. Not to be confused with INTERCONNECT_SCHEMA_VERSION.
 BANDWIDTH_SCHEMA_VERSION = 3
+# The first schema whose certificates say where their facts came from (issue 30).
+PROVENANCE_SCHEMA_VERSION = 4
 
 T = TypeVar("T")
 
@@ -223,6 +235,7 @@ class Certificate:
     # None: not measured at certification (or schema 1 and 2).
     peers: tuple[CertifiedPeer, ...] | None = None
     all_reduce: CertifiedAllReduce | None = None
+    provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -236,6 +249,16 @@ class Certificate:
     def holds_bandwidth(self) -> bool:
         """True when the certificate's schema records the copy, peer and all-reduce figures."""
         return self.schema_version >= BANDWIDTH_SCHEMA_VERSION
+
+    @property
+    def holds_provenance(self) -> bool:
+        """True when the certificate's schema records where its facts came from."""
+        return self.schema_version >= PROVENANCE_SCHEMA_VERSION
+
+    @property
+    def simulated(self) -> bool:
+        """True when the certificate was issued for a simulated node."""
+        return self.provenance == "simulate"
 
     @property
     def bandwidth_figures(self) -> int:
@@ -264,6 +287,8 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 # And schema 3's: a schema-1 or -2 certificate is sealed and written without them.
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
+# And schema 4's: a schema-1 to -3 certificate is sealed and written without it.
+_ADDED_IN_4 = frozenset({"provenance"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -556,6 +581,7 @@ def issue_certificate(
         dcgm=_dcgm(facts.dcgm),
         peers=_peer_figures(result),
         all_reduce=_all_reduce_figure(result),
+        provenance=provenance_of(facts),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -577,6 +603,8 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     # to_dict, not dataclasses.asdict, which deep-copies every leaf: a certificate
     # holds numbers, strings, None and tuples only, which JSON writes the same either way.
     data: dict[str, Any] = to_dict(cert)
+    if not cert.holds_provenance:
+        _drop_unset(data, _ADDED_IN_4)
     if not cert.holds_bandwidth:
         _drop_unset(data, _ADDED_IN_3)
         for gpu in data["gpus"]:
@@ -905,6 +933,7 @@ CERTIFICATE_FIELDS = Document(
                 convert=_certified_all_reduce,
             )
         ),
+        _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
         Field("digest", str),
         Field("signature", str, nullable=True),
     ),
@@ -943,7 +972,14 @@ def certificate_from_json(text: str) -> Certificate:
             f"certificate schema {version} was written by a newer gpuready "
             f"(this one reads up to {CERTIFICATE_SCHEMA_VERSION}): upgrade gpuready"
         )
-    return Certificate(**CERTIFICATE_FIELDS.check(data, source))
+    cert = Certificate(**CERTIFICATE_FIELDS.check(data, source))
+    if cert.holds_provenance and cert.provenance is None:
+        # Absent only from an older schema: here it was removed, which hides a simulation.
+        raise CertificateError(
+            f"{cert.label} has no provenance, which schema {cert.schema_version} "
+            "certificates hold: it was edited after issue; certify the node again"
+        )
+    return cert
 
 
 def verify_certificate(cert: Certificate, key: KeyLike | None) -> str:

@@ -613,6 +613,19 @@ class NodeFacts:
     source_conflicts: Tuple[SourceConflict, ...] = ()
 
 
+# Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a
+# scenario (simulate). Certificates, history rows and reports carry it, so a simulated
+# node's verdict is never taken for a real host's.
+PROVENANCES: Tuple[str, ...] = ("live", "capture", "simulate")
+# A source outside PROVENANCES (a forged or damaged agent's): never read as one of them.
+UNKNOWN_PROVENANCE = "unknown"
+
+
+def provenance_of(facts: NodeFacts) -> str:
+    """``live``, ``capture`` or ``simulate``; ``unknown`` for any other source a node reported."""
+    return facts.source if facts.source in PROVENANCES else UNKNOWN_PROVENANCE
+
+
 class Severity(str, enum.Enum):
     """How a check came out."""
 

@@ -83,7 +83,17 @@ from validator.certificate import (
 from validator.codec import pack, unpack
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import STALE_AFTER_S, process_alive, write_atomic
-from validator.model import NodeResult, SchemaError, Severity, from_dict, to_dict
+from validator.model import (
+    PROVENANCES,
+    UNKNOWN_PROVENANCE,
+    NodeResult,
+    SchemaError,
+    Severity,
+    Verdict,
+    from_dict,
+    provenance_of,
+    to_dict,
+)
 from validator.packed import packed_facts, packed_result, with_samples
 from validator.text import one_line
 
@@ -220,6 +230,33 @@ def _v2_copy_packed(db: sqlite3.Connection) -> None:
         )
 
 
+def _stored_provenance(facts_packed: object) -> str | None:
+    """The provenance a stored result's facts name; None when they cannot be read."""
+    try:
+        data = json.loads(_stored_text(facts_packed))
+    except (BadInputError, ValueError, RecursionError):
+        return None
+    source = data.get("source") if isinstance(data, dict) else None
+    return source if source in PROVENANCES else UNKNOWN_PROVENANCE
+
+
+def _v3_provenance(db: sqlite3.Connection) -> None:
+    """Schema 2 to 3: each result's provenance (live, capture, simulate), read from its facts."""
+    last = 0
+    while True:
+        rows = db.execute(
+            "SELECT id, facts_packed FROM results WHERE id > ? ORDER BY id LIMIT ?",
+            (last, _MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        db.executemany(
+            "UPDATE results SET provenance = ? WHERE id = ?",
+            [(_stored_provenance(row[1]), row[0]) for row in rows],
+        )
+
+
 # Migration N (1-based) takes the schema from version N-1 to N. Append only:
 # a database records the version it reached in PRAGMA user_version, and every
 # migration after it runs, in order, in the same transaction (with foreign keys
@@ -348,6 +385,15 @@ MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
         # a pending run found again by its start; pruning by age
         "CREATE INDEX runs_by_start ON runs(started_at)",
     ),
+    (
+        # Where each result's facts came from; NULL only where its facts cannot be read.
+        "ALTER TABLE results ADD COLUMN provenance TEXT",
+        _v3_provenance,
+        # A host's certification attempts in time order, its name in any case (host
+        # names are case-insensitive): what revokes a certificate (Store.latest_attempt).
+        "CREATE INDEX results_by_host_nocase"
+        " ON results(hostname COLLATE NOCASE, recorded_at, run_id)",
+    ),
 )
 # Run ownership (the lock files) and pending runs live beside the database, not
 # in it: no schema change, so an older gpuready still reads a newer one's history.
@@ -417,6 +463,30 @@ class HistoryRow:
     failed: int  # FAIL findings
     unknown: int  # UNKNOWN findings
     recorded_at: str | None
+    provenance: str | None = None  # live | capture | simulate | unknown; None: no host
+    # What became of the certificate this result was issued: "current", "replaced" (by
+    # a later one) or "revoked" (by a later certification that did not certify the
+    # node), by run certificate_run at certificate_changed_at; None: no certificate.
+    certificate: str | None = None
+    certificate_run: int | None = None
+    certificate_changed_at: str | None = None
+
+
+@dataclass(frozen=True)
+class CertifyAttempt:
+    """A host's latest certification attempt, as drift weighs its certificate against it."""
+
+    run_id: int
+    hostname: str  # as that run named it (perhaps in another case)
+    verdict: str  # CERTIFIED | NOT_CERTIFIED | UNKNOWN
+    recorded_at: str
+    summary: str
+    failed: tuple[tuple[str, int | None], ...]  # the checks that failed, each with its GPU
+
+    @property
+    def certified(self) -> bool:
+        """Whether the attempt certified the node."""
+        return self.verdict == Verdict.CERTIFIED.value
 
 
 def _now() -> str:
@@ -625,7 +695,7 @@ class _Unwritable(Exception):
 _HISTORY_COLUMNS = """
     SELECT u.id, u.kind, u.started_at, u.finished_at, u.status,
            r.hostname, r.verdict, r.summary, r.recorded_at,
-           COALESCE(r.failed, 0), COALESCE(r.unknown, 0), u.pid
+           COALESCE(r.failed, 0), COALESCE(r.unknown, 0), u.pid, r.id, r.provenance
 """
 # Walks results_by_host backwards from the host's newest run: LIMIT rows read, no sort.
 # (A host has one result per run: recording it again replaces the earlier one.)
@@ -648,6 +718,27 @@ HISTORY_OF_ALL = (
 """
 )
 
+
+# A host's certification attempts, its name in any case, newest first, by
+# results_by_host_nocase. An UNKNOWN in a run cut short (Ctrl-C) is no attempt: it
+# judged nothing, and counting it would revoke a whole fleet's certificates at once.
+_ATTEMPTS = """
+    SELECT r.run_id, r.hostname, r.verdict, r.recorded_at, r.summary, r.id
+    FROM results r JOIN runs u ON u.id = r.run_id
+    WHERE r.hostname = ? COLLATE NOCASE AND u.kind = 'certify'
+      AND NOT (r.verdict = 'UNKNOWN' AND u.status = 'interrupted')
+"""
+LATEST_ATTEMPT = _ATTEMPTS + " ORDER BY r.recorded_at DESC, r.run_id DESC LIMIT 1"
+# The first attempt after a certificate's own: what replaced or revoked it.
+NEXT_ATTEMPT = (
+    _ATTEMPTS
+    + " AND r.id != ? AND (r.recorded_at, r.run_id) > (?, ?)"
+    + " ORDER BY r.recorded_at ASC, r.run_id ASC LIMIT 1"
+)
+FAILED_CHECKS = (
+    'SELECT "check", gpu_index FROM findings WHERE result_id = ? AND severity = \'FAIL\''
+)
+CERTIFICATE_OF_RESULT = "SELECT id FROM certificates WHERE result_id = ? LIMIT 1"
 
 RESULT_OF_HOST_IN_RUN = (
     "SELECT result_packed, facts_packed FROM results WHERE hostname = ? AND run_id = ?"
@@ -1304,6 +1395,7 @@ class Store:
         with self._lock, _errors(self.path):
             db = self._connection(create=False)
             rows = db.execute(query, params).fetchall() if db is not None else []
+            certificates = self._certificate_states(db, rows) if db is not None else {}
         alive: dict[int, bool] = {}
         for row in rows:
             if row[4] == "running" and row[0] not in alive:
@@ -1321,9 +1413,68 @@ class Store:
                 recorded_at=row[8],
                 failed=row[9],
                 unknown=row[10],
+                provenance=row[13],
+                **certificates.get(row[12], {}),
             )
             for row in rows
         ]
+
+    def _certificate_states(
+        self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]
+    ) -> dict[int, dict[str, Any]]:
+        """What became of the certificate each certify result was issued, by result id."""
+        states: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            result_id, hostname, recorded_at = row[12], row[5], row[8]
+            if row[1] != RunKind.CERTIFY.value or result_id is None:
+                continue
+            if db.execute(CERTIFICATE_OF_RESULT, (result_id,)).fetchone() is None:
+                continue
+            later = db.execute(
+                NEXT_ATTEMPT, (hostname, result_id, recorded_at, row[0])
+            ).fetchone()
+            if later is None:
+                states[result_id] = {"certificate": "current"}
+                continue
+            if later[2] != Verdict.CERTIFIED.value:
+                state = "revoked"
+            elif db.execute(CERTIFICATE_OF_RESULT, (later[5],)).fetchone() is not None:
+                state = "replaced"
+            else:  # certified, but its certificate was not stored: this one still holds
+                states[result_id] = {"certificate": "current"}
+                continue
+            states[result_id] = {
+                "certificate": state,
+                "certificate_run": later[0],
+                "certificate_changed_at": later[3],
+            }
+        return states
+
+    def latest_attempt(self, hostname: str) -> CertifyAttempt | None:
+        """The host's latest certification attempt (its name in any case); None if never tried.
+
+        Drift weighs the latest certificate against it: one that did not certify the
+        node revokes every certificate issued before it.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            if db is None:
+                return None
+            row = db.execute(LATEST_ATTEMPT, (hostname,)).fetchone()
+            if row is None:
+                return None
+            failed = tuple((str(f[0]), f[1]) for f in db.execute(FAILED_CHECKS, (row[5],)))
+        return CertifyAttempt(
+            run_id=row[0],
+            hostname=row[1],
+            verdict=row[2],
+            recorded_at=row[3],
+            summary=row[4] or "",
+            failed=failed,
+        )
 
     def result(self, run_id: int, hostname: str) -> NodeResult | None:
         """A host's full result in a run, as it was recorded; None when there is none.
@@ -1547,8 +1698,8 @@ def _insert_result(db: sqlite3.Connection, run_id: int, encoded: _Encoded) -> No
         db.executemany("DELETE FROM results WHERE id = ?", earlier)
     cursor = db.execute(
         "INSERT INTO results (run_id, hostname, recorded_at, verdict, sku, summary,"
-        " failed, unknown, passed, result_packed, facts_packed)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " failed, unknown, passed, result_packed, facts_packed, provenance)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             result.hostname,
@@ -1561,6 +1712,7 @@ def _insert_result(db: sqlite3.Connection, run_id: int, encoded: _Encoded) -> No
             encoded.passed,
             encoded.result_packed,
             encoded.facts_packed,
+            provenance_of(result.facts),
         ),
     )
     result_id = cursor.lastrowid

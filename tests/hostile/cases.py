@@ -30,7 +30,6 @@ CASE_MODULES = (
     "cases_history",
     "cases_provision",
     "cases_slurm",
-    "cases_escaping",
 )
 
 ExitCodes = Union[int, frozenset[int]]

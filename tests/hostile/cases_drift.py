@@ -21,6 +21,7 @@ from tests.hostile.data_files import (
     drop_field,
     duplicate_hostname,
     executable,
+    failed_attempt,
     flip_digest,
     foreign_sqlite,
     inventory,
@@ -567,5 +568,72 @@ CASES: tuple[Case, ...] = (
     *(
         _flag(flag, value, fleet=True)
         for flag, value in (("--parallel", "-2"), ("--deadline", "nan"))
+    ),
+    # A later certification that did not certify the node revokes its certificate
+    # (issue 30): never "no drift" against it, until a new certificate is issued.
+    case(
+        "drift-revoked-by-a-failed-certification",
+        *HEALTHY,
+        exit=1,
+        out=("last certification on", "failed:", "power.limit"),
+        forbid="no drift",
+        setup=combine(BASE, failed_attempt(HOST)),
+    ),
+    case(
+        "drift-revoked-nhc-drains",
+        *HEALTHY,
+        "--nhc",
+        exit=1,
+        out="gpuready: last certification on",
+        check=_nhc_one_line,
+        setup=combine(BASE, failed_attempt(HOST)),
+    ),
+    case(
+        "drift-revoked-under-another-case-of-the-name",
+        *HEALTHY,
+        exit=1,
+        out="last certification on",
+        setup=combine(BASE, failed_attempt(HOST.upper())),
+    ),
+    case(
+        "drift-revoked-certificate-file-copied-back",
+        *HEALTHY,
+        "--certificate",
+        "{tmp}/cert.json",
+        *KEY,
+        exit=1,
+        out="last certification on",
+        setup=combine(BASE, certificate_file(HOST), failed_attempt(HOST)),
+    ),
+    case(
+        "drift-revoked-fleet-only-the-failed-host",
+        *FLEET,
+        "--json",
+        exit=1,
+        check=_json_not_certified,
+        setup=combine(_fleet(), failed_attempt(HOST)),
+    ),
+    # The control: an UNKNOWN in a certify run cut short judged nothing, revokes nothing.
+    case(
+        "drift-interrupted-attempt-revokes-nothing",
+        *HEALTHY,
+        exit=0,
+        out="no drift",
+        setup=combine(BASE, failed_attempt(HOST, interrupted=True)),
+    ),
+    # Provenance is sealed: removing it or calling a simulated node live breaks the seal.
+    case(
+        "drift-provenance-removed",
+        *HEALTHY,
+        exit=1,
+        out="provenance",
+        setup=_stored(drop_field("provenance")),
+    ),
+    case(
+        "drift-provenance-edited-to-live",
+        *HEALTHY,
+        exit=1,
+        forbid="no drift",
+        setup=_stored(set_field("provenance", "live")),
     ),
 )

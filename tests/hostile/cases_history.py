@@ -8,6 +8,8 @@ from pathlib import Path
 from tests.hostile.cases import Case, Outcome, case
 from tests.hostile.data_files import (
     baseline_db,
+    combine,
+    failed_attempt,
     foreign_sqlite,
     future_schema_db,
     mkdir,
@@ -101,4 +103,13 @@ CASES: tuple[Case, ...] = (
     ),
     case("history-db-from-the-future", *HISTORY, exit=2, err="newer", setup=future_schema_db()),
     case("history-two-hosts", *HISTORY, "gpu01", "gpu02", exit=2, err="extra argument", setup=BASE),
+    # Which certificates a later certification replaced or revoked, and where every
+    # result came from (issue 30).
+    case(
+        "history-shows-the-revoked-certificate",
+        *HISTORY,
+        exit=0,
+        out=("revoked by run", "simulate"),
+        setup=combine(BASE, failed_attempt("h100-node-01")),
+    ),
 )

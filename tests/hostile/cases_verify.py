@@ -459,4 +459,26 @@ PROOF_CASES: tuple[Case, ...] = (
     ),
 )
 
-CASES = (*CASES, *ED25519_CASES, *PROOF_CASES)
+# Provenance is inside the seal (issue 30): a simulated node's certificate cannot be
+# made to read live, nor have its provenance removed, without failing verification.
+PROVENANCE_CASES: tuple[Case, ...] = (
+    case(
+        "verify-provenance-edited-to-live",
+        *VERIFY,
+        *KEY,
+        exit={1, 2},
+        forbid="intact",
+        setup=certificate_file(HOST, set_field("provenance", "live")),
+    ),
+    case(
+        "verify-provenance-removed",
+        *VERIFY,
+        *KEY,
+        exit={1, 2},
+        err="provenance",
+        forbid="intact",
+        setup=certificate_file(HOST, drop_field("provenance")),
+    ),
+)
+
+CASES = (*CASES, *ED25519_CASES, *PROOF_CASES, *PROVENANCE_CASES)

@@ -522,3 +522,49 @@ def future_schema_db(relative: str = "history.db") -> Setup:
             db.close()
 
     return setup
+
+
+# ---------------------------------------------------------------- certification attempts
+
+
+def failed_attempt(
+    host: str, *, scenario_name: str = "one-gpu-power-capped", interrupted: bool = False
+) -> Setup:
+    """Record in {tmp}/history.db a later certify run that did not certify ``host``.
+
+    The result is ``scenario_name`` judged (NOT_CERTIFIED for the capped scenario) and
+    named ``host``, as ``certify`` records it, one second after the baseline's
+    certificates. ``interrupted``: an UNKNOWN result (nothing judged) in a run cut short.
+    """
+
+    def setup(ws: Workspace) -> None:
+        import dataclasses
+
+        from validator import store as store_module
+        from validator.judge import judge_node
+        from validator.judge.policy import Policy
+        from validator.model import NodeFacts, Verdict
+        from validator.node.sources import collect_from
+
+        if interrupted:
+            facts = NodeFacts(hostname=host, source="simulate")
+        else:
+            facts = dataclasses.replace(collect_from(simulate=scenario_name), hostname=host)
+        result = judge_node(facts, Policy())
+        assert result.verdict is not Verdict.CERTIFIED, result.summary
+        with store_module.Store.open(ws.tmp / "history.db") as store:
+            run = store.start_run("certify", 1, result.policy_digest)
+            store.record_result(run, result)
+            store.finish_run(run, interrupted=interrupted)
+        # Recorded after every certificate of the baseline, whatever the clock says.
+        db = sqlite3.connect(ws.tmp / "history.db")
+        try:
+            db.execute(
+                "UPDATE results SET recorded_at = '2999-01-01T00:00:00+00:00' WHERE run_id = ?",
+                (run,),
+            )
+            db.commit()
+        finally:
+            db.close()
+
+    return setup

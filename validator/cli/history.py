@@ -17,7 +17,6 @@ from validator.cli.options import TEXT, db_option
 from validator.errors import BadInputError
 from validator.fields import excerpt
 from validator.store import HistoryRow, NoHistoryError, PruneOutcome, Store, history_row_to_dict
-from validator.text import one_line
 
 # Rows are read into memory and printed: a million is more than any terminal wants.
 MAX_LIMIT = 1_000_000
@@ -25,12 +24,31 @@ MAX_LIMIT = 1_000_000
 MAX_KEEP_DAYS = 36_500
 MAX_KEEP_RUNS = 1_000_000
 
-COLUMNS = ("RUN", "KIND", "STARTED", "STATUS", "HOST", "VERDICT", "FAILED", "SUMMARY")
+COLUMNS = (
+    "RUN",
+    "KIND",
+    "STARTED",
+    "STATUS",
+    "HOST",
+    "VERDICT",
+    "FAILED",
+    "SOURCE",
+    "CERTIFICATE",
+    "SUMMARY",
+)
+
+
+def _certificate_cell(row: HistoryRow) -> str:
+    """``current``, ``revoked by run 7``, ``replaced by run 9``; ``-`` where none was issued."""
+    if row.certificate is None:
+        return "-"
+    if row.certificate_run is None:
+        return row.certificate
+    return f"{row.certificate} by run {row.certificate_run}"
 
 
 def _cells(row: HistoryRow) -> tuple[str, ...]:
-    """One row's cells, each one line with every control escaped: a node names itself."""
-    cells = (
+    return (
         str(row.run_id),
         row.kind,
         row.started_at,
@@ -38,9 +56,10 @@ def _cells(row: HistoryRow) -> tuple[str, ...]:
         row.hostname or "-",
         row.verdict or "-",
         str(row.failed) if row.hostname is not None else "-",
+        row.provenance or "-",
+        _certificate_cell(row),
         row.summary if row.hostname is not None else "(no host recorded)",
     )
-    return tuple(one_line(cell) for cell in cells)
 
 
 def parse_limit(text: object) -> int:
@@ -273,7 +292,7 @@ def _show_history(host: str | None, db_path: str | None, as_json: bool, limit: i
         click.echo(json.dumps([history_row_to_dict(row) for row in rows], indent=2))
         return
     if not rows:
-        where = f"for {one_line(host)} " if host is not None else ""
+        where = f"for {host} " if host is not None else ""
         click.echo(f"no runs recorded {where}in {store.path}", err=True)
         return
     click.echo(render_history(rows), nl=False)

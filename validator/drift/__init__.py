@@ -28,19 +28,23 @@ from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
 from validator.drift.verdict import (
     NEVER_CERTIFIED,
     NOT_TRUSTED,
+    OLDER_PROVENANCE,
     UntrustedBaseline,
     drift_by_check,
     drift_node,
+    revoked,
 )
 
 __all__ = [
     "NEVER_CERTIFIED",
     "NHC_MAX_CHARS",
     "NOT_TRUSTED",
+    "OLDER_PROVENANCE",
     "UntrustedBaseline",
     "compare",
     "drift_by_check",
     "drift_node",
     "nhc_line",
+    "revoked",
     "slurm_reason",
 ]

@@ -12,6 +12,13 @@ bad or missing signature, unreadable, another node's) is not compared with at al
 one FAIL ``drift.certificate``, so the node reads as drift (NOT_CERTIFIED, exit 1).
 It is not UNKNOWN: a node whose certificate was tampered with is exactly what drift
 is there to catch, and UNKNOWN alone would exit 3 ("nothing could be judged").
+
+Two more baselines are refused the same way. A certificate revoked by a later
+certification that did not certify the node (:func:`revoked`): drift reports "last
+certification on <date> failed: <checks>" until a new certificate is issued. And a
+simulated node's certificate taken as a live or captured host's baseline: a scenario
+proves nothing about a real machine. A certificate older than provenance (schema 1-3)
+is compared as before, and the summary says its provenance is unknown.
 """
 
 from __future__ import annotations
@@ -32,10 +39,13 @@ from validator.model import (
     Severity,
     Verdict,
     drift_findings,
+    provenance_of,
 )
+from validator.text import one_line
 
 NEVER_CERTIFIED = "never certified: run gpuready certify first"
 NOT_TRUSTED = "baseline not trusted"
+OLDER_PROVENANCE = "provenance unknown (older certificate)"
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,64 @@ class UntrustedBaseline:
     """
 
     problem: str
+    # The result's summary in place of "baseline not trusted: <problem>" (a revocation's).
+    summary: str = ""
+
+
+def _failed_checks(failed: Iterable[tuple[str, int | None]]) -> str:
+    """``power.limit (GPU 3), burn.speed (GPU 3)``: each check once, with its GPUs."""
+    gpus: dict[str, list[int]] = {}
+    for check, gpu in failed:
+        named = gpus.setdefault(one_line(check, 60), [])
+        if gpu is not None:
+            named.append(gpu)
+    return ", ".join(
+        f"{check} ({_gpu_run(indexes)})" if indexes else check for check, indexes in gpus.items()
+    )
+
+
+def revoked(
+    cert: Certificate,
+    *,
+    when: str,
+    run_id: int,
+    verdict: str,
+    failed: Sequence[tuple[str, int | None]],
+    summary: str,
+) -> UntrustedBaseline:
+    """``cert`` revoked by the host's later certification (run ``run_id``) that did not certify it.
+
+    Args:
+        cert: the host's latest certificate, verified.
+        when: when the later attempt was recorded (ISO 8601).
+        run_id: its run.
+        verdict: its verdict (NOT_CERTIFIED, or UNKNOWN: nothing certified it).
+        failed: the checks that failed, each with its GPU (None: the node).
+        summary: its own summary, shown where no check failed.
+    """
+    date = one_line(when, 40)
+    if failed:
+        outcome = f"failed: {_failed_checks(failed)}"
+    else:
+        outcome = f"did not certify it ({one_line(verdict, 20)}: {one_line(summary, 200)})"
+    return UntrustedBaseline(
+        problem=(
+            f"{cert.label} was revoked by the certification of {date} (run {run_id}), "
+            f"which {outcome}"
+        ),
+        summary=f"last certification on {date} {outcome}: certify the node again",
+    )
+
+
+def _simulated_baseline(facts: NodeFacts, cert: Certificate) -> UntrustedBaseline | None:
+    """Why a simulated node's certificate is no baseline for ``facts``; None when it may be."""
+    if not cert.simulated or facts.source == "simulate":
+        return None
+    return UntrustedBaseline(
+        f"{cert.label} was issued for a simulated node, and is no baseline for a "
+        f"{provenance_of(facts)} host: certify {one_line(facts.hostname, 80)} itself "
+        "(without --simulate or gpuready_simulate)"
+    )
 
 
 def _gpu_run(indexes: Iterable[int]) -> str:
@@ -92,7 +160,7 @@ def _untrusted(facts: NodeFacts, baseline: UntrustedBaseline, digest: str) -> No
         facts=facts,
         findings=assign_actions((finding,)),
         policy_digest=digest,
-        summary=f"{NOT_TRUSTED}: {baseline.problem}",
+        summary=baseline.summary or f"{NOT_TRUSTED}: {baseline.problem}",
     )
 
 
@@ -136,8 +204,14 @@ def drift_node(
         return _never_certified(facts, digest)
     if isinstance(cert, UntrustedBaseline):
         return _untrusted(facts, cert, digest)
+    # Where nothing was measured no baseline is used, so none is refused either.
+    refused = None if nothing_to_judge(facts) else _simulated_baseline(facts, cert)
+    if refused is not None:
+        return _untrusted(facts, refused, digest)
     findings = assign_actions(compare(cert, facts, policy))
-    verdict, summary = decide_drift(facts, findings, cert.issued_at)
+    # A certificate older than provenance is compared as before, and the summary says so.
+    issued = cert.issued_at if cert.holds_provenance else f"{cert.issued_at}, {OLDER_PROVENANCE}"
+    verdict, summary = decide_drift(facts, findings, issued)
     return NodeResult(
         hostname=facts.hostname,
         verdict=verdict,

@@ -12,6 +12,9 @@ its digest (and, with a key, carry that key's signature); one that does not, or
 that cannot be read at all, is an :class:`UntrustedBaseline`: the node is reported
 as drift on ``drift.certificate``, never compared with it, and never with an older
 certificate in its place (that would let a tampered row roll the baseline back).
+Nor is one that a later certification of the host (its name in any case) did not
+certify: that attempt revokes it (:func:`revocation`), a certificate file given for
+this machine included, until a new certificate is issued.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 from validator import __version__
 from validator.certificate import CertificateError, verify_baseline, verify_seal
 from validator.certify import FleetRequest, fleet_of
-from validator.drift import UntrustedBaseline, drift_node, slurm_reason
+from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
 from validator.errors import ExitCode, GpureadyError, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
@@ -212,7 +215,46 @@ def stored_baseline(
         if not isinstance(exc.__context__, CertificateError):
             raise
         return UntrustedBaseline(str(exc))
-    return None if cert is None else _checked(cert, key, hostname)
+    if cert is None:
+        return None
+    checked = _checked(cert, key, hostname)
+    if isinstance(checked, UntrustedBaseline):
+        return checked
+    return revocation(store, checked, hostname) or checked
+
+
+def _at(text: str) -> datetime.datetime | None:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=datetime.timezone.utc)
+
+
+def revocation(store: Store, cert: Certificate, hostname: str) -> UntrustedBaseline | None:
+    """Why ``cert`` is revoked: the host's latest certification did not certify it; else None.
+
+    Only an attempt at or after the certificate's issue revokes it (one recorded before
+    it, in a history the certificate did not come from, does not). A time that cannot be
+    read is taken as later: fail closed.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    attempt = store.latest_attempt(hostname)
+    if attempt is None or attempt.certified:
+        return None
+    tried, issued = _at(attempt.recorded_at), _at(cert.issued_at)
+    if tried is not None and issued is not None and tried < issued:
+        return None
+    return revoked(
+        cert,
+        when=attempt.recorded_at,
+        run_id=attempt.run_id,
+        verdict=attempt.verdict,
+        failed=attempt.failed,
+        summary=attempt.summary,
+    )
 
 
 def interconnect_modes(asked: bool) -> Callable[[Policy], str]:
@@ -249,11 +291,14 @@ def _drift_here(
     # A file given for this machine is the operator's pick: its seal is checked, not its
     # name (an inventory name is rarely the name the machine gives itself); its GPUs'
     # UUIDs and serials still tell another node's certificate apart.
-    baseline = (
-        _checked(request.certificate, key, None)
-        if request.certificate is not None
-        else stored_baseline(store, facts.hostname, key)
-    )
+    baseline: Certificate | UntrustedBaseline | None
+    if request.certificate is not None:
+        baseline = _checked(request.certificate, key, None)
+        if not isinstance(baseline, UntrustedBaseline):
+            # A file copied back into place after a failed certification is still revoked.
+            baseline = revocation(store, baseline, baseline.hostname) or baseline
+    else:
+        baseline = stored_baseline(store, facts.hostname, key)
     result = drift_node(facts, baseline, policy)
     store.record_result(run_id, result)
     return (result,), run_id, False
@@ -370,6 +415,7 @@ __all__ = [
     "DriftRequest",
     "SlurmStep",
     "interconnect_modes",
+    "revocation",
     "run_drift",
     "stored_baseline",
     "tell_slurm",

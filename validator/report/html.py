@@ -49,6 +49,7 @@ from validator.model import (
     XidEvent,
     known,
     measured_gb_s,
+    provenance_of,
 )
 from validator.packed import with_samples
 from validator.report import common, svg
@@ -1024,6 +1025,8 @@ def html_chunks(
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
         "totals": common.count_severities(f for node in report.nodes for f in node.findings),
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),
+        # A verdict on a scenario is no real host's: said in the banner, before anything else.
+        "simulated": sum(1 for node in report.nodes if provenance_of(node.facts) == "simulate"),
         "script": script,
         "script_hash": script_hash,
         "action_words": common.ACTION_WORDS,

@@ -25,6 +25,7 @@ from validator.model import (
     SchemaError,
     Severity,
     from_dict,
+    provenance_of,
     to_dict,
 )
 from validator.packed import with_samples
@@ -102,6 +103,7 @@ def node_summary(node: NodeResult, result_file: str | None = None) -> dict[str, 
         "sku": node.sku,
         "gpu_count": len(node.facts.gpus),
         "transport": node.transport,
+        "provenance": provenance_of(node.facts),
         "summary": node.summary,
         "elapsed_s": node.elapsed_s,
         "counts": {

@@ -21,7 +21,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from validator.model import Action, Finding, NodeResult, Report, Severity, Verdict
+from validator.model import (
+    Action,
+    Finding,
+    NodeResult,
+    Report,
+    Severity,
+    Verdict,
+    provenance_of,
+)
 from validator.report import common
 
 SUITES_NAME = "gpuready"
@@ -181,6 +189,7 @@ def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Eleme
         ("cuda_driver_version", common.show(facts.cuda_driver_version)),
         ("gpu_count", str(len(facts.gpus))),
         ("source", common.one_line(facts.source)),
+        ("provenance", provenance_of(facts)),  # live | capture | simulate | unknown
         ("collected_at", common.one_line(facts.collected_at)),
         ("policy_digest", common.one_line(node.policy_digest)),
         ("transport", common.one_line(node.transport)),
