@@ -7,9 +7,11 @@ certification with a required UNKNOWN that names it, and never enters a fleet me
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +20,7 @@ from tests.test_judge_healthy import healthy_node, judge, with_gpu, with_gpu_bur
 from validator.judge import Policy
 from validator.judge.catalog import load_catalog
 from validator.judge.checks.figures import CHECK
-from validator.judge.figures import ceilings
+from validator.judge.figures import ceilings, screen
 from validator.judge.fleet import CHECK as FLEET_CHECK
 from validator.judge.fleet import judge_fleet
 from validator.model import (
@@ -215,6 +217,42 @@ def test_a_reading_at_the_limit_with_jitter_is_real() -> None:
     assert facts.burn is not None
     samples = tuple(dataclasses.replace(s, power_w=712.0) for s in facts.burn.gpus[0].samples)
     assert implausible(judge(with_gpu_burn(facts, 0, samples=samples))) == []
+
+
+def _highest_instant_draw(trace: str) -> float:
+    """The highest power.draw.instant of a recorded nvidia-smi CSV log (read in place)."""
+    path = Path(__file__).parent / "fixtures" / "telemetry" / trace
+    with path.open(encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    column = [name.strip() for name in rows[0]].index("power.draw.instant [W]")
+    return max(
+        float(row[column].split()[0]) for row in rows[1:] if row[column].strip()[:1].isdigit()
+    )
+
+
+@pytest.mark.parametrize(
+    ("trace", "sku"),
+    [
+        ("h800-sxm-gemm-idle-load-at-power-cap-idle.csv", "h100-sxm"),  # the same 700 W board
+        ("h100-pcie-350w-gemm-lms1-idle-to-power-cap.csv", "h100-pcie"),
+    ],
+)
+def test_a_real_instantaneous_overshoot_is_a_measurement(trace: str, sku: str) -> None:
+    # Instantaneous readings overshoot the limit by up to 30% in these recordings.
+    draw = _highest_instant_draw(trace)
+    board = load_catalog().get(sku)
+    assert draw > 1.1 * board.default_power_w  # the overshoot the margin must keep
+    facts = healthy_node()
+    assert facts.burn is not None
+    gpus = tuple(
+        dataclasses.replace(
+            g, samples=tuple(dataclasses.replace(s, power_w=draw) for s in g.samples)
+        )
+        for g in facts.burn.gpus
+    )
+    facts = dataclasses.replace(facts, burn=dataclasses.replace(facts.burn, gpus=gpus))
+    _, found = screen(facts, board, load_catalog())
+    assert [item for item in found if "power" in item.figure] == []
 
 
 def test_plausible_tflops_with_an_idle_gpu_is_not_certified() -> None:

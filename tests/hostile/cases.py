@@ -30,6 +30,7 @@ CASE_MODULES = (
     "cases_history",
     "cases_provision",
     "cases_slurm",
+    "cases_escaping",
 )
 
 ExitCodes = Union[int, frozenset[int]]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from validator.cli.progress import LiveDisplay
 from validator.model import TelemetrySample, known
 from validator.node.burnin.run import BurnProgress, GpuProgress
+from validator.text import visible
 
 if TYPE_CHECKING:
     # rich is imported where it draws: plain lines (no terminal) need none of it
@@ -121,12 +122,12 @@ def render_burn(progress: BurnProgress | None) -> RenderableType:
         tflops = _tflops(gpu.tflops)
         table.add_row(
             Text(f"gpu{gpu.index}"),
-            Text(gpu.state, style=_STATE_STYLE.get(gpu.state, "red")),
+            Text(visible(gpu.state), style=_STATE_STYLE.get(gpu.state, "red")),
             Text(tflops or _MISSING),
             Text(fields["power"] or _MISSING),
             Text(fields["temperature"] or _MISSING),
             Text(fields["clock"] or _MISSING),
-            Text(fields["reasons"] or "", style="yellow"),
+            Text(visible(fields["reasons"] or ""), style="yellow"),
         )
     return Group(Text(time_line(progress), style="bold"), table)
 

@@ -8,6 +8,7 @@ from validator.cli.options import TEXT, BoundedInt, NonEmptyPath
 from validator.node.capture import write_capture
 from validator.node.scenario import load_scenario
 from validator.node.system import LiveSystem, System
+from validator.text import one_line
 
 
 @click.command()
@@ -40,6 +41,6 @@ def capture(directory: str, simulate: str | None, dcgm_level: int, interconnect:
     system: System = load_scenario(simulate).system() if simulate else LiveSystem()
     outcome = write_capture(directory, system, dcgm_level=dcgm_level, interconnect=interconnect)
     for name, what in sorted(outcome.items()):
-        click.echo(f"{name:26} {what}")
+        click.echo(f"{one_line(name):26} {one_line(what)}")  # a command's own words
     written = sum(1 for what in outcome.values() if what == "written")
-    click.echo(f"{written} files written to {directory}")
+    click.echo(f"{written} files written to {one_line(directory)}")

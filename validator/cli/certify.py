@@ -36,6 +36,7 @@ from validator.model import TransportName
 from validator.node.burnin.config import parse_duration
 from validator.operations.certify import CertifyOutcome, CertifyRequest, run_certify
 from validator.store import Store
+from validator.text import one_line
 
 # A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.
 SIMULATED_BURN_DEFAULT = "10s"
@@ -134,14 +135,14 @@ def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - cl
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:  # measured, but not stored: exit 3
-        click.echo(f"gpuready: error: {problem}", err=True)
+        click.echo(f"gpuready: error: {one_line(problem)}", err=True)
     ctx.exit(int(outcome.exit_code))
 
 
 def tell(notices: Iterable[str]) -> None:
     """The store's notices (a run spooled, pending runs imported), one stderr line each."""
     for notice in notices:
-        click.echo(f"gpuready: {notice}", err=True)
+        click.echo(f"gpuready: {one_line(notice)}", err=True)
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyRequest, str | None]:

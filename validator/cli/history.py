@@ -17,6 +17,7 @@ from validator.cli.options import TEXT, db_option
 from validator.errors import BadInputError
 from validator.fields import excerpt
 from validator.store import HistoryRow, NoHistoryError, PruneOutcome, Store, history_row_to_dict
+from validator.text import one_line
 
 # Rows are read into memory and printed: a million is more than any terminal wants.
 MAX_LIMIT = 1_000_000
@@ -48,7 +49,8 @@ def _certificate_cell(row: HistoryRow) -> str:
 
 
 def _cells(row: HistoryRow) -> tuple[str, ...]:
-    return (
+    """One row's cells, each one line with every control escaped: a node names itself."""
+    cells = (
         str(row.run_id),
         row.kind,
         row.started_at,
@@ -60,6 +62,7 @@ def _cells(row: HistoryRow) -> tuple[str, ...]:
         _certificate_cell(row),
         row.summary if row.hostname is not None else "(no host recorded)",
     )
+    return tuple(one_line(cell) for cell in cells)
 
 
 def parse_limit(text: object) -> int:
@@ -292,7 +295,7 @@ def _show_history(host: str | None, db_path: str | None, as_json: bool, limit: i
         click.echo(json.dumps([history_row_to_dict(row) for row in rows], indent=2))
         return
     if not rows:
-        where = f"for {host} " if host is not None else ""
+        where = f"for {one_line(host)} " if host is not None else ""
         click.echo(f"no runs recorded {where}in {store.path}", err=True)
         return
     click.echo(render_history(rows), nl=False)

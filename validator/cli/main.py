@@ -213,7 +213,8 @@ def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per erro
             args=args, prog_name="gpuready", standalone_mode=False, obj={"argv": list(args)}
         )
     except GpureadyError as exc:
-        click.echo(f"gpuready: error: {exc}", err=True)
+        # one_line: a message quoting a node's or a file's words must not drive the terminal
+        click.echo(f"gpuready: error: {one_line(exc)}", err=True)
         return int(exc.exit_code)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
@@ -233,7 +234,7 @@ def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per erro
         if os.environ.get("GPUREADY_DEBUG") or "--debug" in args:
             traceback.print_exc()
         click.echo(
-            f"gpuready: internal error: {type(exc).__name__}: {exc} "
+            f"gpuready: internal error: {type(exc).__name__}: {one_line(exc)} "
             "(re-run with --debug for the traceback, and please report it)",
             err=True,
         )

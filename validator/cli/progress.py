@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from validator.model import HostSpec, NodeResult, Verdict
 from validator.remote.transport import Phase
+from validator.text import visible
 
 if TYPE_CHECKING:
     # rich is imported where it draws: a run off a terminal (--json into a pipe) needs none
@@ -23,9 +24,6 @@ if TYPE_CHECKING:
 _FINAL = ("done", "failed")
 _SHOWN_RUNNING = 12  # hosts listed by name; the rest are counted
 
-
-# What rich's Text leaves out of a printed line (bell, backspace, VT, FF, CR): plain lines match
-_CONTROL_CODES = str.maketrans("", "", "\x07\x08\x0b\x0c\x0d")
 
 _Display = TypeVar("_Display", bound="LiveDisplay")
 
@@ -69,15 +67,17 @@ class LiveDisplay:
     def print_line(self, text: str) -> None:
         """One plain line on stderr, as the display prints without a terminal.
 
-        Without a console given and off a terminal, written directly, as rich would
-        write it (control codes left out), so that rich is not imported for it.
+        Control characters (a host's name is the host's to choose) are shown escaped,
+        a newline too: one line, whether rich writes it or, off a terminal and without
+        a console given, it is written directly (so that rich is not imported for it).
         """
+        text = visible(text)
         if self._console is not None:
             self._console.print(text, markup=False, highlight=False, soft_wrap=True)
             return
         stream = sys.stderr
         if stream is not None:
-            stream.write(text.translate(_CONTROL_CODES) + "\n")
+            stream.write(text + "\n")
             stream.flush()
 
     def _render(self) -> RenderableType:
@@ -144,6 +144,7 @@ class FleetProgress(LiveDisplay):
 
     def _render(self) -> Table:
         from rich.table import Table
+        from rich.text import Text
 
         with self.lock:
             running = {h: p for h, p in self.phases.items() if p not in (*_FINAL, "waiting")}
@@ -160,7 +161,8 @@ class FleetProgress(LiveDisplay):
             f"{elapsed:.0f} s",
         )
         for host, phase in sorted(running.items())[:_SHOWN_RUNNING]:
-            table.add_row(f"  {host}", phase, "", "", "", "")
+            # Text, not markup: a host named "[red]x" is shown as it is named
+            table.add_row(Text(f"  {visible(host)}"), visible(phase), "", "", "", "")
         if len(running) > _SHOWN_RUNNING:
             table.add_row(f"  ... and {len(running) - _SHOWN_RUNNING} more", "", "", "", "", "")
         return table

@@ -56,6 +56,7 @@ from validator.provision import (
     parse_extra_vars,
     run_provision,
 )
+from validator.text import one_line, visible
 
 _SHOWN_HOSTS = 12  # hosts listed with their current task; the rest are counted
 _STATUS_STYLE = {
@@ -116,7 +117,7 @@ class ProvisionProgress(LiveDisplay):
         why = f": {event.message}" if event.message else ""
         ignored = " (ignored)" if event.ignored else ""
         self.console.print(
-            f"[{count}] {event.host} {event.status}{ignored}  {event.task}{why}",
+            visible(f"[{count}] {event.host} {event.status}{ignored}  {event.task}{why}"),
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -130,7 +131,9 @@ class ProvisionProgress(LiveDisplay):
         for host, task in sorted(current.items())[:_SHOWN_HOSTS]:
             state = trouble.get(host)
             label = Text(state, style="red") if state else Text("")
-            hosts.add_row(Text(f"  {host}"), label, Text(task, overflow="ellipsis"))
+            hosts.add_row(
+                Text(f"  {visible(host)}"), label, Text(visible(task), overflow="ellipsis")
+            )
         if len(current) > _SHOWN_HOSTS:
             hosts.add_row(Text(f"  ... and {len(current) - _SHOWN_HOSTS} more"), "", "")
         return Group(self.bar, hosts)
@@ -147,16 +150,16 @@ def closing_table(result: ProvisionResult) -> Table:
     for host in result.hosts:
         style = "" if host.succeeded and host.host not in result.stopped else "red"
         table.add_row(
-            Text(host.host, style=style),
+            Text(one_line(host.host), style=style),
             str(host.ok),
             Text(str(host.changed), style="yellow" if host.changed else ""),
             Text(str(host.failed), style="red" if host.failed else ""),
             Text(str(host.unreachable), style="red" if host.unreachable else ""),
-            Text(result.failed_messages.get(host.host, "")),
+            Text(one_line(result.failed_messages.get(host.host, ""))),
         )
     for name in result.not_run:
         why = "not run: the roll stopped before this host's batch"
-        table.add_row(Text(name, style="red"), "", "", "", "", Text(why))
+        table.add_row(Text(one_line(name), style="red"), "", "", "", "", Text(why))
     return table
 
 
@@ -227,7 +230,7 @@ def _certify(
             certified = run_certify(request, store, fleet_display=progress)
     tell(certified.notices)
     for problem in certified.problems:  # measured, but not stored: exit 3
-        click.echo(f"gpuready: error: {problem}", err=True)
+        click.echo(f"gpuready: error: {one_line(problem)}", err=True)
     return certified
 
 
@@ -243,7 +246,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
         *(f"gpuready: slurm: {note}" for note in result.slurm.values()),
     ]
     for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     return result
 
 

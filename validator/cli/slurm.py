@@ -17,6 +17,7 @@ from validator.cli.options import (
 )
 from validator.cli.slurm_options import spool_path, tell_slurm_steps
 from validator.store import Store
+from validator.text import one_line
 
 
 @click.group()
@@ -90,5 +91,5 @@ def collect(ctx: click.Context, /, job: str, **options: Any) -> None:  # noqa: A
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
     for problem in outcome.problems:
-        click.echo(f"gpuready: error: {problem}", err=True)
+        click.echo(f"gpuready: error: {one_line(problem)}", err=True)
     ctx.exit(int(outcome.exit_code))

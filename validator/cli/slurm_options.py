@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from validator.cli.options import TEXT, FiniteFloat, NonEmptyPath
+from validator.text import one_line
 
 if TYPE_CHECKING:
     from validator.operations.drift import SlurmStep
@@ -170,10 +171,12 @@ def tell_slurm_steps(steps: Iterable[SlurmStep]) -> None:
         from validator.slurm import Action  # only when there is a step: the Slurm code is large
 
         if step.action is None:
-            click.echo(f"gpuready: slurm: {step.hostname}: {step.error}", err=True)
+            said = one_line(f"{step.hostname}: {step.error}")
+            click.echo(f"gpuready: slurm: {said}", err=True)
         elif step.action in (Action.DRAINED, Action.UPDATED, Action.RESUMED, Action.LEFT_ALONE):
             note = " (drained by someone else)" if step.action is Action.LEFT_ALONE else ""
-            click.echo(f"gpuready: slurm: {step.hostname}: {step.action.value}{note}", err=True)
+            host = one_line(step.hostname)
+            click.echo(f"gpuready: slurm: {host}: {step.action.value}{note}", err=True)
 
 
 def tell_submitted(submission: Submission) -> None:

@@ -20,9 +20,11 @@ what its SKU (from the catalog) physically allows:
   busbw (which counts 2(n-1)/n of the data) exceeds one direction's links: 486 GB/s on
   8x H200 against 450 one way (captures/nccl-tests).
 * power: the board's maximum (the larger of the SKU's TDP and any default limit it ships
-  with) x :data:`POWER_MARGIN`, for sensor overshoot. No shared capture reads above its
-  limit (the highest under load is 629 W of 700 W); 10% covers the power controller's
-  transient overshoot in one-second samples without admitting a wrong unit.
+  with) x :data:`POWER_MARGIN`, for sensor overshoot. One-second averages stay within 5%
+  of the limit in the recorded traces (702.81 W of 700 on an H800 SXM, 367.71 of 350 on an
+  H100 PCIe), but instantaneous readings, which the XML and CSV readers fall back to,
+  reach 793.82 W and 455.86 W there: 1.30x. 1.5x keeps those and still refuses a draw in
+  the wrong unit or twice the board.
 
 :func:`screen` replaces each figure above its ceiling with "not measured: implausible
 value ..." (the node pass's words, so every check sees "not measured") and lists what it
@@ -56,7 +58,7 @@ from validator.model import (
 
 TFLOPS_MARGIN = 1.05
 HBM_MARGIN = 1.05
-POWER_MARGIN = 1.10
+POWER_MARGIN = 1.5
 # PCIe per lane: GT/s and line code, by generation (PCI-SIG base specifications). Gen6's
 # FLIT mode is counted as no overhead, so its ceiling stays a ceiling.
 _PCIE_LANE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),

@@ -42,8 +42,8 @@ from validator.model import (
 )
 from validator.model import overall_verdict as verdict_of_nodes
 from validator.packed import without_samples
-from validator.text import one_line as fold_line
-from validator.text import size_words
+from validator.text import one_line as one_line  # noqa: PLC0414 - renderers call common.one_line
+from validator.text import size_words, visible
 from validator.trace import LOW_PERCENTILE, percentile, under_load
 
 # The order operators read in: what blocks certification first.
@@ -61,11 +61,6 @@ VERDICT_ORDER: dict[Verdict, int] = {
     Verdict.UNKNOWN: 1,
     Verdict.CERTIFIED: 2,
 }
-
-# Characters that must never reach a terminal or an XML document verbatim:
-# C0 controls (bar tab and newline), DEL and C1 controls. ESC in a message
-# taken from a device would otherwise let it repaint the operator's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,10 +147,11 @@ def overall_summary(report: Report) -> str:
         return "No nodes were judged."
     if len(nodes) == 1:
         node = nodes[0]
-        return node.summary or f"{node.hostname}: {verdict_words(node.verdict)}."
-    certified = [n.hostname for n in nodes if n.verdict is Verdict.CERTIFIED]
-    failed = [n.hostname for n in nodes if n.verdict is Verdict.NOT_CERTIFIED]
-    unknown = [n.hostname for n in nodes if n.verdict is Verdict.UNKNOWN]
+        return one_line(node.summary or f"{node.hostname}: {verdict_words(node.verdict)}.")
+    # A host names itself: one line, controls escaped, whichever format shows it.
+    certified = [one_line(n.hostname) for n in nodes if n.verdict is Verdict.CERTIFIED]
+    failed = [one_line(n.hostname) for n in nodes if n.verdict is Verdict.NOT_CERTIFIED]
+    unknown = [one_line(n.hostname) for n in nodes if n.verdict is Verdict.UNKNOWN]
     parts = [f"{len(certified)} of {len(nodes)} nodes certified"]
     if failed:
         parts.append(f"not certified: {', '.join(failed)}")
@@ -349,18 +345,12 @@ def show_pair(first: object, second: object, unit: str = "", sep: str = " / ") -
 
 
 def clean(text: str) -> str:
-    """Replace control characters (ESC, NUL, ...) with visible escapes.
+    """A block of lines shown safely: :func:`validator.text.visible`, newlines kept.
 
-    Tab and newline are kept; callers that need one line replace newlines
-    themselves. XML 1.0 cannot carry the others at all, and a terminal would
-    obey them.
+    XML 1.0 cannot carry control characters at all, and a terminal would obey them;
+    one-line text (a cell, a message) is :func:`one_line`, validator.text's.
     """
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
-
-
-def one_line(text: str) -> str:
-    """``clean`` and fold line breaks and tabs into single spaces."""
-    return fold_line(clean(text))
+    return visible(text, lines=True)
 
 
 def plural(count: int, word: str) -> str:

@@ -20,7 +20,7 @@ from validator.model import (
     Severity,
     drift_state,
 )
-from validator.report.common import action_words
+from validator.report.common import action_words, one_line
 
 STATE_WORDS = {
     DriftState.OK: "NO DRIFT",
@@ -51,7 +51,7 @@ def _finding_lines(result: NodeResult) -> list[str]:
         optional = "" if finding.required or finding.severity is Severity.FAIL else " (optional)"
         lines.append(
             f"  {finding.severity.value:<8} {finding.check:<{CHECK_WIDTH}} {where:<5} "
-            f"{finding.message}{optional}{_todo(finding)}"
+            f"{one_line(finding.message)}{optional}{_todo(finding)}"
         )
     return lines
 
@@ -64,7 +64,8 @@ def render_drift_text(results: Sequence[NodeResult]) -> str:
     """
     lines = []
     for result in results:
-        lines.append(f"{result.hostname}  {STATE_WORDS[drift_state(result)]}  {result.summary}")
+        state = STATE_WORDS[drift_state(result)]
+        lines.append(f"{one_line(result.hostname)}  {state}  {one_line(result.summary)}")
         lines += _finding_lines(result)
     if len(results) > 1:
         counts = Counter(drift_state(result) for result in results)

@@ -3,7 +3,9 @@
 Templates live in the repository's top-level ``templates/`` directory; the wheel
 ships them as the ``validator.templates`` package data. The environment is strict:
 a name the template uses but the renderer did not pass is an error, never an empty
-string, and HTML/XML output is escaped.
+string, and HTML/XML output is escaped. Every value a template prints has its control
+characters made visible first (:func:`validator.text.visible`): autoescape leaves ESC
+and BEL alone, so a host name could otherwise carry them into the HTML's text.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from validator.errors import ReportError
 from validator.model import Unavailable
 from validator.report import common
+from validator.text import visible
 
 TEMPLATE_PACKAGE = "validator.templates"
 # A template every installation has; used to tell a real templates directory
@@ -75,6 +79,20 @@ def _is_unavailable(value: object) -> bool:
     return isinstance(value, Unavailable)
 
 
+def _shown(value: object) -> object:
+    """What a ``{{ }}`` prints, its text with control characters made visible.
+
+    Markup (an SVG chart, a filter's HTML) stays markup: its tags hold no control
+    characters, and the ones a text inside it carries are escaped all the same.
+    """
+    if isinstance(value, markupsafe.Markup):
+        # Safe: it was markup already, and an escape adds only a backslash and hex digits.
+        return markupsafe.Markup(visible(str(value), lines=True))  # noqa: S704
+    if isinstance(value, str):
+        return visible(value, lines=True)
+    return value
+
+
 @functools.lru_cache(maxsize=1)
 def get_environment() -> jinja2.Environment:
     """The shared, strict Jinja2 environment (built once).
@@ -100,6 +118,7 @@ def get_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters["show"] = common.show
     env.filters["show_pair"] = common.show_pair

@@ -40,6 +40,7 @@ from validator.model import (
     drift_findings,
     drift_state,
 )
+from validator.text import one_line
 
 
 def drift_registry(results: Sequence[NodeResult], *, now: datetime.datetime) -> CollectorRegistry:
@@ -71,7 +72,8 @@ def drift_registry(results: Sequence[NodeResult], *, now: datetime.datetime) -> 
     )
     moment = now if now.tzinfo else now.replace(tzinfo=datetime.timezone.utc)
     for result in results:
-        host = result.hostname
+        # A host names itself: a dashboard shows the label, so no control character in it
+        host = one_line(result.hostname)
         certified.labels(host).set(1 if result.verdict is Verdict.CERTIFIED else 0)
         state = drift_state(result)
         for each in DriftState:

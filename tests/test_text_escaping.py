@@ -1,0 +1,94 @@
+"""validator.text.visible and one_line: the one escaping of text from a node or a file."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+
+from validator.report import common
+from validator.report.environment import get_environment
+from validator.text import one_line, visible
+
+# Every character the escaping must show rather than pass on: C0 bar tab and newline,
+# DEL, C1, the bidi controls and marks, and the Unicode line/paragraph separators.
+OBEYED = [
+    *(chr(code) for code in range(0x20) if chr(code) not in "\t\n"),
+    "\x7f",
+    *(chr(code) for code in range(0x80, 0xA0)),
+    "\u061c",
+    "\u200e",
+    "\u200f",
+    "\u2028",
+    "\u2029",
+    *(chr(code) for code in range(0x202A, 0x202F)),
+    *(chr(code) for code in range(0x2066, 0x206A)),
+]
+
+
+@pytest.mark.parametrize("char", OBEYED, ids=[f"U+{ord(c):04X}" for c in OBEYED])
+def test_every_obeyed_character_is_shown_as_its_escape(char: str) -> None:
+    code = ord(char)
+    written = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for shown in (visible(f"a{char}b"), visible(f"a{char}b", lines=True), one_line(f"a{char}b")):
+        assert shown == f"a{written}b"
+
+
+def test_no_other_character_is_touched() -> None:
+    """Printable text of any script, and spaces, stay as they are (checked over the BMP)."""
+    obeyed = set(OBEYED) | {"\n", "\t"}
+    kept = "".join(
+        chr(code)
+        for code in range(0x10000)
+        if chr(code) not in obeyed and unicodedata.category(chr(code)) != "Cs"
+    )
+    assert visible(kept, lines=True) == kept
+
+
+def test_a_newline_is_kept_only_in_a_block_of_lines() -> None:
+    assert visible("one\ntwo", lines=True) == "one\ntwo"
+    assert visible("one\ntwo") == "one\\x0atwo"
+    assert visible("one\r\ntwo") == "one\\x0d\\x0atwo"
+
+
+def test_one_line_folds_white_space_and_keeps_a_forged_record_inside_its_line() -> None:
+    hostile = "gpu07\x1b]52;c;cm0gLXJm\x07\r\ngpuready: CERTIFIED\u202e\tend"
+    line = one_line(hostile)
+    assert line == "gpu07\\x1b]52;c;cm0gLXJm\\x07\\x0d gpuready: CERTIFIED\\u202e end"
+    assert len(line.splitlines()) == 1
+
+
+def test_escaping_twice_changes_nothing() -> None:
+    hostile = "a\x1b[2J\x9b\u2028\u202eb\nc"
+    assert visible(visible(hostile)) == visible(hostile)
+    assert one_line(one_line(hostile)) == one_line(hostile)
+
+
+def test_one_line_still_cuts_and_names_a_bare_exception() -> None:
+    assert one_line("x" * 20, limit=10) == "xxxxxxx..."
+    assert one_line(ValueError()) == "ValueError"
+    assert one_line(ValueError("bad\x1bvalue")) == "bad\\x1bvalue"
+
+
+def test_the_report_helpers_are_this_escaping() -> None:
+    """The renderers' helpers are validator.text's, not copies that could drift apart."""
+    assert common.one_line is one_line
+    hostile = "a\x1b\u202e\nb"
+    assert common.clean(hostile) == visible(hostile, lines=True)
+
+
+@pytest.mark.parametrize("template", ["{{ name }}", "<b>{{ name }}</b>", "{{ name | one_line }}"])
+def test_html_templates_print_no_raw_control_character(template: str) -> None:
+    """Autoescape leaves ESC and BEL alone: the environment's finalize shows them."""
+    rendered = get_environment().from_string(template).render(name="gpu\x1b]8;;x\x07<i>\u202e")
+    assert "\x1b" not in rendered
+    assert "\x07" not in rendered
+    assert "\u202e" not in rendered
+    assert "\\x1b]8;;x\\x07&lt;i&gt;\\u202e" in rendered
+
+
+def test_markup_stays_markup_with_its_controls_shown() -> None:
+    from markupsafe import Markup
+
+    rendered = get_environment().from_string("{{ svg }}").render(svg=Markup("<text>a\x1bb</text>"))
+    assert rendered == "<text>a\\x1bb</text>"
