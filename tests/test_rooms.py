@@ -52,6 +52,7 @@ LEAVES = (
     "validator.files",
     "validator.fields",
     "validator.codec",
+    "validator.limits",
 )
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
@@ -78,6 +79,8 @@ ROOMS: dict[str, Room] = {
     "validator.files": Room(()),
     # How kept JSON is compressed, by the store and by the agent: standard library and text.
     "validator.codec": Room(("validator.text",)),
+    # Every input's bound, and the readers that hold them: standard library only.
+    "validator.limits": Room(()),
     # One way to check every document read: standard library and text only.
     "validator.fields": Room(("validator.text",)),
     # Results as packed JSON (the model's JSON out), shared by the store and the host files.
@@ -94,6 +97,7 @@ ROOMS: dict[str, Room] = {
             "validator.errors",
             "validator.text",
             "validator.fields",
+            "validator.limits",
             "validator.trace",
             "validator.judge",
         ),

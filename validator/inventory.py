@@ -59,9 +59,10 @@ from ansible.template import Templar
 from ansible.utils.display import Display
 from ansible.vars.manager import VariableManager
 
-from validator import fields
+from validator import fields, limits
 from validator.errors import BadInputError, PolicyError
 from validator.fields import Document, Field
+from validator.judge import yamlfile
 from validator.judge.policy import Policy, Thresholds, policy_from_mapping
 from validator.model import TRANSPORTS, HostSpec
 
@@ -538,6 +539,54 @@ def _check_sources(sources: Sequence[str]) -> None:
                 f"{source}: inventory not found: check the path "
                 "(or give hosts as a comma-separated list ending in ',')"
             )
+        if not _is_host_list(source):
+            for path in _inventory_files(source):
+                _check_bounded(path)
+
+
+def _inventory_files(source: str) -> list[str]:
+    """The files ansible reads for ``source`` (the first 10,000).
+
+    A file and the ``group_vars``/``host_vars`` folders beside it; a folder's files,
+    its sub-folders' included.
+    """
+    if os.path.isdir(source):
+        found, folders = [], [source]
+    else:
+        parent = os.path.dirname(source) or "."
+        found, folders = [source], [os.path.join(parent, n) for n in ("group_vars", "host_vars")]
+    for folder in folders:
+        for directory, _, names in os.walk(folder):
+            found.extend(os.path.join(directory, name) for name in sorted(names))
+            if len(found) >= _MAX_INVENTORY_FILES:
+                return found[:_MAX_INVENTORY_FILES]
+    return found
+
+
+_MAX_INVENTORY_FILES = 10_000
+
+
+def _check_bounded(path: str) -> None:
+    """One inventory file, bounded before ansible reads it.
+
+    A regular file of at most :data:`limits.INVENTORY_BYTES`, whose YAML aliases do not
+    expand it past :data:`limits.YAML_EXPANDED_VALUES` values.
+
+    Raises:
+        BadInputError: naming the file and what is wrong with it.
+    """
+    try:
+        data = limits.read_bounded(path, limits.INVENTORY_BYTES)
+    except limits.OverLimitError as exc:
+        raise BadInputError(f"inventory {path} {exc}; give an inventory file") from None
+    except OSError:
+        return  # ansible says why it cannot read it
+    if os.access(path, os.X_OK) or b"*" not in data:
+        return  # a script's output, or YAML with no alias to expand
+    try:
+        yamlfile.compose_checked(data.decode("utf-8", errors="replace"))
+    except fields.LoadError as exc:
+        raise BadInputError(f"inventory {path}, line {exc.line}: {exc.problem}") from None
 
 
 def _parsed_sources(inventory: InventoryManager) -> list[str]:

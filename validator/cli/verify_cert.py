@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from validator import limits
 from validator.certificate import (
     CertificateError,
     SealError,
@@ -31,11 +32,13 @@ def read_certificate_text(path: str) -> str:
     """
     where = Path(path)
     try:
-        return where.read_text(encoding="utf-8")
+        return limits.read_text(where, limits.CERTIFICATE_BYTES)
     except FileNotFoundError:
         raise CertificateError(f"certificate file {where} does not exist") from None
-    except IsADirectoryError:
-        raise CertificateError(f"{where} is a directory, not a certificate file") from None
+    except limits.OverLimitError as exc:
+        if where.is_dir():
+            raise CertificateError(f"{where} is a directory, not a certificate file") from None
+        raise CertificateError(f"{where} {exc}: not a certificate file") from None
     except UnicodeDecodeError:
         raise CertificateError(f"{where} is not a certificate: not UTF-8 text") from None
     except OSError as exc:

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator import fields
+from validator import fields, limits
 from validator.errors import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
@@ -139,7 +139,9 @@ def load_catalog(path: str | None = None) -> Catalog:
 def _load(path: str) -> Catalog:
     name = Path(path).name
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = limits.read_text(path, limits.DOCUMENT_BYTES)
+    except limits.OverLimitError as exc:
+        raise PolicyError(f"{path}: cannot read SKU catalog: it {exc}; give a YAML file") from None
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read SKU catalog: {exc.strerror}") from None
     source = fields.Source(name, error=PolicyError)

@@ -44,10 +44,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from validator import fields
+from validator import fields, limits
 from validator.errors import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
@@ -331,9 +330,11 @@ def load_policy(path: str) -> Policy:
             :func:`policy_from_mapping` (with the line and column of the bad key or value).
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = limits.read_text(path, limits.DOCUMENT_BYTES)
     except FileNotFoundError:
         raise PolicyError(f"{path}: policy file not found") from None
+    except limits.OverLimitError as exc:
+        raise PolicyError(f"{path}: cannot read policy file: it {exc}; give a YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise PolicyError(f"{path}: cannot read policy file: {reason}") from None

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from validator.fields import KeyPath, LoadError, Mark, Marks, quoted
+from validator.limits import YAML_EXPANDED_VALUES
 from validator.text import one_line
 
 # libyaml's loader when PyYAML was built with it; the pure-Python safe loader otherwise.
@@ -31,6 +32,86 @@ def load(text: str) -> object:
     return load_located(text)[0]
 
 
+def check_expansion(root: yaml.Node | None, limit: int = YAML_EXPANDED_VALUES) -> None:
+    """Refuse a document whose aliases make it stand for more than ``limit`` values.
+
+    Aliases of aliases let a few lines stand for billions of values ("billion
+    laughs"), and an anchor inside itself for endless ones: whatever walks the data
+    then (ours, ansible's) never ends. Each node's expanded size is worked out once,
+    on the composed graph, before anything is built from it.
+
+    Raises:
+        LoadError: the document expands past ``limit`` values or into itself; it names
+            the key path (and line) of the first value that does.
+    """
+    if root is None:
+        return
+    sizes: dict[int, int] = {}
+    paths: dict[int, KeyPath] = {id(root): ()}  # where each node was first met
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes and not done:
+            continue
+        children = _children(node, paths[id(node)])
+        if not done:
+            sizes[id(node)] = -1  # being sized: met again below it, it holds itself
+            stack.append((node, True))
+            for path, child in children:
+                if sizes.get(id(child)) == -1:
+                    raise _expansion_error(limit, node, paths[id(node)], endless=True)
+                paths.setdefault(id(child), path)
+                stack.append((child, False))
+            continue
+        total = 1 + sum(sizes[id(child)] for _, child in children)
+        if total > limit:
+            raise _expansion_error(limit, node, paths[id(node)])
+        sizes[id(node)] = total
+
+
+def _children(node: yaml.Node, path: KeyPath) -> list[tuple[KeyPath, yaml.Node]]:
+    """A node's keys and values, or items, each with its key path."""
+    if isinstance(node, yaml.MappingNode):
+        found: list[tuple[KeyPath, yaml.Node]] = []
+        for key, value in node.value:
+            name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+            found += [(path, key), ((*path, name), value)]
+        return found
+    if isinstance(node, yaml.SequenceNode):
+        return [((*path, index), item) for index, item in enumerate(node.value)]
+    return []
+
+
+def _expansion_error(
+    limit: int, node: yaml.Node, path: KeyPath, *, endless: bool = False
+) -> LoadError:
+    how = "into itself, endlessly" if endless else f"past {limit:,} values"
+    what = quoted(path) if path else "the document"
+    return LoadError(
+        f"{what} expands through its aliases (*name) {how}: write the values out",
+        line=node.start_mark.line + 1,
+        column=node.start_mark.column + 1,
+        path=path,
+    )
+
+
+def compose_checked(text: str) -> None:
+    """Refuse a YAML text whose aliases expand past the bound (:func:`check_expansion`).
+
+    For YAML another library loads (ansible's inventories); a syntax error is left to it.
+
+    Raises:
+        LoadError: as :func:`check_expansion`.
+    """
+    loader = _SAFE_LOADER(text)
+    try:
+        check_expansion(loader.get_single_node())
+    except yaml.YAMLError:
+        return
+    finally:
+        loader.dispose()
+
+
 def load_located(text: str) -> tuple[object, Marks]:
     """Parse one YAML document; also give where each key and value starts.
 
@@ -47,6 +128,7 @@ def load_located(text: str) -> tuple[object, Marks]:
         node = loader.get_single_node()
         if node is None:
             return None, Marks()
+        check_expansion(node)
         marks = _walk(loader, node)
         data: object = loader.construct_document(node)
         return data, marks

@@ -67,7 +67,6 @@ from validator.node.sources import (
     with_interconnect,
 )
 from validator.node.system import LiveSystem, System
-from validator.text import one_line
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -482,8 +481,7 @@ def run(argv: Sequence[str]) -> int:
             interconnect=args.interconnect,
         )
     except GpureadyError as exc:
-        # one line, controls escaped: the message may quote a scenario file's own words
-        sys.stderr.write(f"gpuready-agent: error: {one_line(exc)}\n")
+        sys.stderr.write(f"gpuready-agent: error: {exc}\n")
         return int(exc.exit_code)
     _print(facts, args.packed)
     return int(ExitCode.OK)

@@ -77,6 +77,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
 
+from validator import limits
 from validator.errors import CaptureError, ReportError
 from validator.fields import LoadError, load_json
 from validator.files import remove_stale_temporaries, write_atomic
@@ -221,6 +222,18 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
     BundleFile(ALL_REDUCE, check=parse_all_reduce),
 )  # fmt: skip
+# The most bytes each file may hold (limits.TOOL_OUTPUT_BYTES for the rest): a bundle is
+# anyone's folder, and each file is bounded before it is read, let alone parsed.
+_MAX_BYTES = {
+    SMI_XML: limits.SMI_QUERY_BYTES,
+    SMI_QUERY: limits.SMI_QUERY_BYTES,
+    **dict.fromkeys(
+        (NVCC, CUDNN_HEADER, PROC_VERSION, OS_RELEASE, UNAME, HOSTNAME, META),
+        limits.SMALL_FILE_BYTES,
+    ),
+}
+# The kernel logs are read from their tail: the newest lines are the ones judged.
+_TAILED = (DMESG, JOURNAL)
 # Files write_capture records its own way, not by asking the table's command or path.
 _WRITTEN_APART = (
     HOSTNAME, META, DCGM_JSON, DCGM_TEXT, NVBANDWIDTH_JSON, NVBANDWIDTH_TEXT, ALL_REDUCE
@@ -259,6 +272,7 @@ class CaptureSystem:
         reading: NVML's stand-in, from the bundle's nvidia-smi query or banner
             (the files it is not taken from are compared with it: :meth:`conflicts`).
         captured_at: when the bundle was captured (meta.json), or None.
+        partial: by file name, why only part of it was read (a kernel log's tail).
 
     Raises:
         CaptureError: (on construction) the directory is missing, holds no
@@ -267,6 +281,7 @@ class CaptureSystem:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        self.partial: dict[str, str] = {}  # why only part of a file was read, by name
         if not self.directory.is_dir():
             raise CaptureError(
                 f"capture directory {self.directory} does not exist: give the folder "
@@ -291,15 +306,34 @@ class CaptureSystem:
     # ------------------------------------------------------------ loading
 
     def _load(self, name: str) -> str | None:
+        """A file's text, bounded before it is read; None where the bundle lacks it.
+
+        A kernel log larger than :data:`limits.KERNEL_LOG_TAIL_BYTES` is read from its
+        tail (:attr:`partial` says so); any other file over its bound, and anything that is
+        no regular file (a FIFO, /dev/zero, a directory), is bad input.
+        """
         path = self.directory / name
-        if not path.is_file():
+        if not os.path.lexists(path):
             return None
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
+            if name in _TAILED:
+                data, size = limits.read_tail(path, limits.KERNEL_LOG_TAIL_BYTES)
+                if size:
+                    self.partial[name] = (
+                        f"only its last {limits.size_text(limits.KERNEL_LOG_TAIL_BYTES)} were "
+                        f"read: {name} is {limits.size_text(size)}"
+                    )
+            else:
+                data = limits.read_bounded(path, _MAX_BYTES.get(name, limits.TOOL_OUTPUT_BYTES))
+        except limits.OverLimitError as exc:
+            raise CaptureError(f"{path} {exc}; capture it again or remove the file") from None
+        except FileNotFoundError:
+            return None  # a link to nothing
         except OSError as exc:
             raise CaptureError(
                 f"cannot read {path}: {exc.strerror}; check its permissions"
             ) from None
+        return data.decode("utf-8", errors="replace")
 
     def _parse_present(self, name: str, parse: Callable[[str], T]) -> T | None:
         """A file parsed, or None when the bundle lacks it; a broken file is bad input."""
@@ -630,7 +664,7 @@ class CaptureSystem:
         text = self._texts.get(name)
         if text is None:
             raise _not_in_capture(name)
-        return CommandResult(0, text, recorded_in=name)
+        return CommandResult(0, text, recorded_in=name, partial=self.partial.get(name, ""))
 
     def now(self) -> datetime.datetime:
         """When the bundle was captured; this moment when it does not say."""

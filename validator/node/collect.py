@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from validator.limits import KERNEL_LOG_EVENTS
 from validator.model import (
     DEFAULT_XID_WINDOW_HOURS,
     GpuFacts,
@@ -337,7 +338,7 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
             uptime_s=_uptime(system),
         )
         return KernelLogFacts(
-            source=_dmesg_source(log.uptime_doubt),
+            source=_partial(_dmesg_source(log.uptime_doubt), result, log.dropped),
             window_hours=window_hours,
             events=log.events,
             faults=log.faults,
@@ -347,10 +348,18 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
     if text is not None:
         log = read_xid_log(text, now=system.now(), window_hours=window_hours)
         return KernelLogFacts(
-            source="journalctl", window_hours=window_hours, events=log.events, faults=log.faults
+            source=_partial("journalctl", journal, log.dropped),
+            window_hours=window_hours,
+            events=log.events,
+            faults=log.faults,
         )
     missing = _no_kernel_log(result, journal)
-    return KernelLogFacts(source="dmesg", window_hours=window_hours, events=missing, faults=missing)
+    return KernelLogFacts(
+        source=_partial("dmesg", result, 0),
+        window_hours=window_hours,
+        events=missing,
+        faults=missing,
+    )
 
 
 def _log_text(result: CommandResult | Unavailable) -> str | None:
@@ -369,6 +378,23 @@ def _uptime(system: System) -> float | None:
         return float(text.split()[0])
     except (ValueError, IndexError):
         return None
+
+
+def _partial(source: str, result: CommandResult | Unavailable, dropped: int) -> str:
+    """The source, saying so where only part of the log was read or kept.
+
+    A bundle's kernel log is read from its tail; of a flood of Xid or fault lines, the
+    latest :data:`validator.limits.KERNEL_LOG_EVENTS` of each are kept.
+    """
+    notes = [source]
+    if isinstance(result, CommandResult) and result.partial:
+        notes.append(result.partial)
+    if dropped:
+        notes.append(
+            f"{dropped:,} older Xid or fault lines were not kept (the latest "
+            f"{KERNEL_LOG_EVENTS:,} of each were)"
+        )
+    return "; ".join(notes)
 
 
 def _dmesg_source(uptime_doubt: str | None) -> str:

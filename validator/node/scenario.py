@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from validator import limits
 from validator.errors import ScenarioError
 from validator.fields import (
     Document,
@@ -144,7 +145,7 @@ _HOST_PCI_DEVICES = (("0000:00:00.0", "0x8086", "0x060000"), ("0000:00:1f.0", "0
 
 # ---------------------------------------------------------------- loading
 
-MAX_FILE_BYTES = 16 << 20  # a scenario file (built-ins are a few KiB)
+MAX_FILE_BYTES = limits.SCENARIO_BYTES  # a scenario file (built-ins are a few KiB)
 MAX_DEPTH = 32  # nesting of objects and lists (the built-ins need 6)
 
 
@@ -243,10 +244,21 @@ def _read_json(path: Path | Traversable) -> dict[str, Any]:
 
 
 def _read_text(path: Path | Traversable) -> str:
-    """The file's text, read up to :data:`MAX_FILE_BYTES` (so /dev/zero ends too)."""
+    """The file's text, read up to :data:`MAX_FILE_BYTES` (a FIFO or /dev/zero is refused)."""
+    too_large = ScenarioError(
+        f"scenario file {path} is larger than {MAX_FILE_BYTES >> 20} MiB: a scenario "
+        "describes one node; cut it down (large logs belong in burn.telemetry_csv)"
+    )
     try:
-        with path.open("rb") as stream:
-            raw = stream.read(MAX_FILE_BYTES + 1)
+        if isinstance(path, Path):
+            raw = limits.read_bounded(path, MAX_FILE_BYTES)
+        else:  # a built-in, inside the package
+            with path.open("rb") as stream:
+                raw = stream.read(MAX_FILE_BYTES + 1)
+    except limits.OverLimitError as exc:
+        if exc.too_large:
+            raise too_large from None
+        raise ScenarioError(f"scenario file {path} {exc}; give a scenario JSON file") from None
     except FileNotFoundError:
         raise ScenarioError(
             f"scenario file {path} does not exist: check the path, or run `gpuready scenarios` "
@@ -257,10 +269,7 @@ def _read_text(path: Path | Traversable) -> str:
             f"scenario file {path} cannot be read ({exc}); fix its permissions or encoding (UTF-8)"
         ) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ScenarioError(
-            f"scenario file {path} is larger than {MAX_FILE_BYTES >> 20} MiB: a scenario "
-            "describes one node; cut it down (large logs belong in burn.telemetry_csv)"
-        )
+        raise too_large
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -923,7 +932,14 @@ def _read_telemetry(where: str, scenario: str) -> dict[int, tuple[TelemetrySampl
         if where.startswith(BUILTIN_PREFIX):
             text = (SCENARIO_DIR / shown).read_text(encoding="utf-8")
         else:
-            text = Path(where).read_text(encoding="utf-8")
+            # Streamed under a bound on rows and on each row: a log of gigabytes (or a
+            # line with no end) is refused at its bound, never read whole.
+            text = "\n".join(limits.read_lines(where, limits.TELEMETRY_CSV_ROWS))
+    except limits.OverLimitError as exc:
+        raise ScenarioError(
+            f"scenario {scenario!r}: burn.telemetry_csv {shown} {exc}; cut the log down (a "
+            f"replay needs at most {limits.TELEMETRY_CSV_ROWS} lines)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(
             f"scenario {scenario!r}: burn.telemetry_csv {shown} cannot be read "

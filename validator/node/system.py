@@ -36,13 +36,16 @@ class CommandResult:
     """What a command did. ``rc`` 127: not found; 124: timed out.
 
     ``recorded_in`` names the bundle file the output was read from (messages
-    about the output name it); empty when the command ran.
+    about the output name it); empty when the command ran. ``partial`` says why
+    only part of the output is here ("only its last 64 MiB were read: ..."), empty
+    when it is whole.
     """
 
     rc: int
     stdout: str
     stderr: str = ""
     recorded_in: str = ""
+    partial: str = ""
 
     @property
     def ok(self) -> bool:

@@ -63,6 +63,7 @@ _PACKAGE_FILES = (
     "validator/files.py",
     "validator/fields.py",
     "validator/codec.py",
+    "validator/limits.py",
 )
 
 

@@ -53,6 +53,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from validator.limits import KERNEL_LOG_EVENTS
 from validator.model import KernelFault, Unavailable, XidEvent
 from validator.node.plausibility import plausible_uptime
 
@@ -236,6 +237,8 @@ class XidLog:
     # None: the uptime placed the raw stamps (or none was given, or no window asked).
     uptime_doubt: str | None = None
     faults: tuple[KernelFault, ...] = ()
+    # Xid and fault lines older than the latest limits.KERNEL_LOG_EVENTS of each: not kept.
+    dropped: int = 0
 
 
 def parse_xid_events(
@@ -294,7 +297,7 @@ def read_xid_log(
     reference = now if now is not None else datetime.datetime.now(datetime.timezone.utc)
     scan = _scan(text, reference)
     if window_hours is None:
-        return XidLog(tuple(scan.events), faults=tuple(scan.faults))
+        return XidLog(tuple(scan.events), faults=tuple(scan.faults), dropped=scan.dropped)
     doubt = _uptime_doubt(uptime_s, scan.latest_raw) if uptime_s is not None else None
     trusted = uptime_s if doubt is None else None
 
@@ -304,7 +307,7 @@ def read_xid_log(
 
     events = tuple(e for e in scan.events if recent(e.timestamp, e.uptime_s))
     faults = tuple(f for f in scan.faults if recent(f.timestamp, f.uptime_s))
-    return XidLog(events, doubt, faults)
+    return XidLog(events, doubt, faults, scan.dropped)
 
 
 def _uptime_doubt(uptime_s: float, latest_raw: float | None) -> str | None:
@@ -383,6 +386,7 @@ class _Scan:
     events: list[XidEvent]
     faults: list[KernelFault]
     latest_raw: float | None
+    dropped: int = 0  # the older Xid and fault lines not kept (limits.KERNEL_LOG_EVENTS)
 
 
 def _nvrm_text(body: str) -> str:
@@ -429,7 +433,15 @@ def _scan(text: str, reference: datetime.datetime) -> _Scan:
     last: tuple[XidEvent, _Stamp] | None = None
     dump: _Stamp | None = None  # the stamp of the Xid whose dump the lines may be
     fallen: tuple[_Found, int] | None = None  # a three-line fallen-off-bus, lines left
+    dropped = 0
     for raw_line in text.splitlines():
+        # A log flooded with Xids keeps its latest ones (trimmed in batches: cheap).
+        if len(events) > 2 * KERNEL_LOG_EVENTS:
+            dropped += len(events) - KERNEL_LOG_EVENTS
+            del events[:-KERNEL_LOG_EVENTS]
+        if len(found) > 2 * KERNEL_LOG_EVENTS:
+            dropped += len(found) - KERNEL_LOG_EVENTS
+            del found[:-KERNEL_LOG_EVENTS]
         stamp, body = _stamp(raw_line.rstrip(), reference)
         if stamp.uptime is not None:
             latest_raw = stamp.uptime if latest_raw is None else max(latest_raw, stamp.uptime)
@@ -455,7 +467,11 @@ def _scan(text: str, reference: datetime.datetime) -> _Scan:
         kind = _fault_kind(body, dump is not None)
         if kind is not None:
             found.append(_Found(kind[0], _bus_in(body), [_nvrm_text(body)], stamp, kind[1]))
-    return _Scan(events, [f.fault() for f in _fold_reasons(_merge_runs(found))], latest_raw)
+    for kept in (events, found):
+        dropped += max(0, len(kept) - KERNEL_LOG_EVENTS)
+        del kept[:-KERNEL_LOG_EVENTS]
+    faults = [f.fault() for f in _fold_reasons(_merge_runs(found))]
+    return _Scan(events, faults, latest_raw, dropped)
 
 
 def _fallen_off_bus(

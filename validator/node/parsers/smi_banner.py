@@ -21,7 +21,13 @@ from dataclasses import dataclass
 
 from validator.model import NOT_MEASURED, Measured, NvmlStatus, Reason, Unavailable
 from validator.node.parsers.base import ParseError
-from validator.node.parsers.smi_common import read_bool, read_bus_id, read_float, read_int
+from validator.node.parsers.smi_common import (
+    check_gpu_count,
+    read_bool,
+    read_bus_id,
+    read_float,
+    read_int,
+)
 from validator.node.parsers.smi_errors import smi_error
 
 
@@ -128,6 +134,7 @@ def parse_banner(text: str) -> SmiBanner:
         return SmiBanner(error.status, error.detail, error.library_version, NOT_MEASURED, ())
     lines = text.splitlines()
     gpus = _gpu_rows(lines)
+    check_gpu_count(len(gpus), "nvidia-smi banner")
     if not gpus:
         raise ParseError("nvidia-smi table has no GPU row (output cut short?)")
     driver = _DRIVER.search(text)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from validator.limits import GPUS_PER_NODE
 from validator.model import (
     CLOCK_EVENT_REASONS,
     NOT_MEASURED,
@@ -23,6 +24,7 @@ from validator.model import (
     Reason,
     Unavailable,
 )
+from validator.node.parsers.base import ParseError
 from validator.node.parsers.smi_errors import SmiError
 
 T = TypeVar("T")
@@ -468,3 +470,16 @@ def active_reasons(
     order = {name: i for i, (_, name) in enumerate(CLOCK_EVENT_REASONS)}
     unique = sorted(set(active), key=lambda name: (order.get(name, len(order)), name))
     return tuple(unique)
+
+
+def check_gpu_count(count: int, what: str) -> None:
+    """Refuse an output with more GPU sections than a node can hold, before they are read.
+
+    Raises:
+        ParseError: more than :data:`validator.limits.GPUS_PER_NODE` sections.
+    """
+    if count > GPUS_PER_NODE:
+        raise ParseError(
+            f"{what} holds {count} GPU sections; a node has at most {GPUS_PER_NODE}, so this "
+            "is not one node's output"
+        )

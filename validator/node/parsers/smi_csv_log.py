@@ -181,6 +181,10 @@ def _cells(line: str) -> list[str]:
 
 def _is_header(cells: Iterable[str]) -> bool:
     """Whether cells are field names, one of them ``timestamp`` (a prompt line is not)."""
+    cells = list(cells)
+    # Asked of every row: most are told apart here, before any regular expression.
+    if not any(cell[:9].lower() == "timestamp" for cell in cells):
+        return False
     names = [_UNIT.sub("", cell) for cell in cells]
     return "timestamp" in (n.lower() for n in names) and all(_FIELD.match(n) for n in names)
 

@@ -40,6 +40,7 @@ from validator.node.parsers.base import ParseError
 from validator.node.parsers.smi_common import (
     SmiQuery,
     active_reasons,
+    check_gpu_count,
     first_known,
     normalize_bus_id,
     read_bool,
@@ -58,6 +59,8 @@ from validator.node.parsers.smi_errors import smi_error
 
 _KEY_VALUE = re.compile(r"^(\S.*?)\s+:(?:\s?(.*))?$")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
+# The same header found in the whole text, counted before the tree is built.
+_GPU_LINE = re.compile(r"^GPU\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)
 
 
 class _Node:
@@ -348,6 +351,7 @@ def parse_smi_query(text: str) -> SmiQuery:
     """
     if "NVSMI LOG" not in text:
         return SmiQuery.from_error(smi_error(text, "nvidia-smi -q output", "no NVSMI LOG banner"))
+    check_gpu_count(sum(1 for _ in _GPU_LINE.finditer(text)), "nvidia-smi -q output")
     root = _build_tree(text)
     sections = [
         (match.group(1), node)

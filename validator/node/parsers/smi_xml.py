@@ -20,6 +20,7 @@ from validator.node.parsers.base import ParseError
 from validator.node.parsers.smi_common import (
     SmiQuery,
     active_reasons,
+    check_gpu_count,
     first_known,
     normalize_bus_id,
     read_bool,
@@ -246,6 +247,7 @@ def parse_smi_xml(text: str) -> SmiQuery:
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"XML root is <{root.tag}>, expected <nvidia_smi_log>")
     elements = root.findall("gpu")
+    check_gpu_count(len(elements), "nvidia-smi XML")
     gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(elements))
     if not gpus:
         raise ParseError("nvidia-smi XML has no <gpu> element")
