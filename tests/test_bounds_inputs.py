@@ -502,3 +502,31 @@ def test_yaml_aliases_are_bounded_by_what_they_expand_to() -> None:
         yamlfile.load("\n".join(levels))
     with pytest.raises(LoadError, match=r"'a' expands through its aliases .* into itself"):
         yamlfile.load("a: &x [1, *x]\n")
+
+
+def test_a_live_kernel_log_past_the_bound_is_judged_from_its_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import datetime
+
+    from validator.node import collect
+    from validator.node.system import CommandResult
+
+    monkeypatch.setattr(collect, "KERNEL_LOG_TAIL_BYTES", 200)
+    xid = xid79_dmesg(95.0).splitlines()[-1]
+    printed = "[   1.000000] early line that is dropped\n" * 20 + xid + "\n"
+
+    class Host:
+        def run(self, argv: object, timeout_s: float = 30.0) -> CommandResult:
+            return CommandResult(0, printed)
+
+        def now(self) -> datetime.datetime:
+            return datetime.datetime(2024, 6, 25, tzinfo=datetime.timezone.utc)
+
+        def read_text(self, path: str) -> str:
+            return "100.0 100.0\n"
+
+    facts = collect.kernel_log_facts(Host(), 24.0)  # type: ignore[arg-type]
+    assert isinstance(facts.events, tuple)
+    assert [event.xid for event in facts.events] == [79]
+    assert "only its last 200 bytes were read: it printed" in facts.source

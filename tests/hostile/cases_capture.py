@@ -8,6 +8,7 @@ truncated or implausible, and a wrong verdict is worse than an error: 1 or 2, ne
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,8 @@ from tests.hostile.data_files import (
     CLEAN_DMESG,
     H200_BANNER,
     T4_XML,
+    Setup,
+    Workspace,
     bundle,
     combine,
     corpus,
@@ -82,6 +85,27 @@ def _xml_laughs() -> str:
 
 
 _DMESG_WITH_XID = xid79_dmesg  # called at setup time: the corpus is read then
+
+
+def _fifo(relative: str) -> Setup:
+    """A FIFO under the case's directory: opening it to read would wait for a writer."""
+
+    def setup(ws: Workspace) -> None:
+        os.mkfifo(ws.tmp / relative)
+
+    return setup
+
+
+def _gpu_sections(count: int) -> Callable[[str], str]:
+    """An edit of the -q: its GPU section given ``count`` times."""
+
+    def edit(text: str) -> str:
+        start = re.search(r"^GPU [0-9A-Fa-f]{8}:", text, flags=re.M)
+        if start is None:
+            raise AssertionError("the base capture has no GPU section")
+        return text[: start.start()] + text[start.start() :] * count
+
+    return edit
 
 
 def _random_text(size: int) -> str:
@@ -313,7 +337,8 @@ CASES: tuple[Case, ...] = (
     case(
         "capture-query-links-to-dev-zero",
         *CERTIFY,
-        exit={1, 2, 3},  # not a file: missing (nothing judged) or bad input, never a hang
+        exit=2,  # no regular file: refused unread, never a hang
+        err="character device",
         setup=combine(
             bundle({QUERY: None, BANNER: None}), symlink("bundle/nvidia-smi-q.txt", "/dev/zero")
         ),
@@ -730,5 +755,42 @@ CASES: tuple[Case, ...] = (
     case("capture-cmd-no-directory", "capture", exit=2, err="DIRECTORY"),
     case(
         "capture-cmd-two-directories", "capture", "{tmp}/a", "{tmp}/b", exit=2, err="extra argument"
+    ),
+    # Bounds before parsing (validator.limits): refused at the bound, in seconds.
+    case(
+        "capture-dmesg-is-a-fifo",
+        *CERTIFY,
+        exit=2,
+        err=("dmesg.txt", "is a FIFO"),
+        setup=combine(bundle({"dmesg.txt": None}), _fifo("bundle/dmesg.txt")),
+        child=True,
+        timeout_s=30,
+    ),
+    case(
+        "capture-query-65-gpu-sections",
+        *CERTIFY,
+        exit=2,
+        err=("nvidia-smi-q.txt", "65 GPU sections", "at most 64"),
+        setup=bundle({QUERY: _gpu_sections(65), BANNER: None}),
+        child=True,
+        timeout_s=30,
+    ),
+    case(
+        "capture-query-over-16-mib",
+        *CERTIFY,
+        exit=2,
+        err=("nvidia-smi-q.txt", "larger than the 16 MiB"),
+        setup=bundle({QUERY: lambda text: text + "x" * (16 << 20)}),
+        child=True,
+        timeout_s=30,
+    ),
+    case(
+        "capture-nvbandwidth-json-nested-deep",
+        *CERTIFY,
+        exit=2,
+        err="nvbandwidth.json",
+        setup=bundle({"nvbandwidth.json": "[" * 200_000 + "]" * 200_000}),
+        child=True,
+        timeout_s=30,
     ),
 )

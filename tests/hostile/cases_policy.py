@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.hostile.cases import Case, Outcome, case
 from tests.hostile.cases_certify import value_label
-from tests.hostile.data_files import mkdir, policy, write
+from tests.hostile.data_files import mkdir, policy, symlink, write
 
 BASE = (
     "certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "0",
@@ -311,5 +311,24 @@ CASES: tuple[Case, ...] = (
         exit=2,
         err="policy.yml",
         setup=policy(f"{NO_BURN}---\nrequire_ecc: false\n"),
+    ),
+    # Bounds before parsing: no regular file, or too large, is refused unread.
+    case(
+        "policy-links-to-dev-zero",
+        *BASE,
+        exit=2,
+        err=("policy.yml", "character device"),
+        setup=symlink("policy.yml", "/dev/zero"),
+        child=True,
+        timeout_s=30,
+    ),
+    case(
+        "policy-over-4-mib",
+        *BASE,
+        exit=2,
+        err=("policy.yml", "larger than the 4 MiB"),
+        setup=policy(NO_BURN + "#" * (4 << 20) + "\n"),
+        child=True,
+        timeout_s=30,
     ),
 )

@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 
 from tests.hostile.cases import Case, case
-from tests.hostile.data_files import gpu, mkdir, nested_json, policy, scenario
+from tests.hostile.data_files import (
+    combine,
+    gpu,
+    mkdir,
+    nested_json,
+    policy,
+    scenario,
+    write,
+)
 
 CERTIFY = (
     "certify", "--simulate", "{tmp}/scenario.json", "--burn", "0",
@@ -263,5 +271,17 @@ CASES: tuple[Case, ...] = (
         *BURNED,
         exit=0,
         setup=scenario({"burn": {"tflops": 985.0}}),
+    ),
+    # The telemetry CSV is streamed under its bounds (validator.limits), never read whole.
+    case(
+        "scenario-telemetry-csv-one-endless-line",
+        *CERTIFY,
+        exit=2,
+        err=("t.csv", "line 1 is longer than"),
+        setup=combine(
+            scenario({"burn": {"telemetry_csv": "t.csv"}}), write("t.csv", "x" * (8 << 20))
+        ),
+        child=True,
+        timeout_s=30,
     ),
 )

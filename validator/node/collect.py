@@ -16,10 +16,10 @@ is "not measured".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, TypeVar
 
-from validator.limits import KERNEL_LOG_EVENTS
+from validator.limits import KERNEL_LOG_EVENTS, KERNEL_LOG_TAIL_BYTES, size_text
 from validator.model import (
     DEFAULT_XID_WINDOW_HOURS,
     GpuFacts,
@@ -328,7 +328,7 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
     are placed by /proc/uptime; an uptime that cannot be right places nothing (every
     Xid and fault counts), and the source says why.
     """
-    result = attempt(system, DMESG)
+    result = _tail(attempt(system, DMESG))
     text = _log_text(result)
     if text is not None:
         log = read_xid_log(
@@ -343,7 +343,7 @@ def kernel_log_facts(system: System, window_hours: float | None) -> KernelLogFac
             events=log.events,
             faults=log.faults,
         )
-    journal = attempt(system, JOURNAL_KERNEL)
+    journal = _tail(attempt(system, JOURNAL_KERNEL))
     text = _log_text(journal)
     if text is not None:
         log = read_xid_log(text, now=system.now(), window_hours=window_hours)
@@ -378,6 +378,23 @@ def _uptime(system: System) -> float | None:
         return float(text.split()[0])
     except (ValueError, IndexError):
         return None
+
+
+def _tail(result: CommandResult | Unavailable) -> CommandResult | Unavailable:
+    """A log's last :data:`validator.limits.KERNEL_LOG_TAIL_BYTES` characters, whole lines.
+
+    Wherever the log came from (a live dmesg or journal, a scenario): a bundle's file
+    is read so already, and says so.
+    """
+    if not isinstance(result, CommandResult) or len(result.stdout) <= KERNEL_LOG_TAIL_BYTES:
+        return result
+    tail = result.stdout[-KERNEL_LOG_TAIL_BYTES:]
+    cut = tail.find("\n")
+    note = (
+        f"only its last {size_text(KERNEL_LOG_TAIL_BYTES)} were read: it printed "
+        f"{size_text(len(result.stdout))}"
+    )
+    return replace(result, stdout=tail[cut + 1 :] if cut >= 0 else "", partial=note)
 
 
 def _partial(source: str, result: CommandResult | Unavailable, dropped: int) -> str:
