@@ -61,6 +61,7 @@ STORE_ROW = (
     "validator.store",
     "validator.inventory",
     "validator.provision",
+    "validator.extravars",
     "validator.slurm",
 )
 NODE = Room((*LEAVES, "validator.node"))
@@ -123,6 +124,8 @@ ROOMS: dict[str, Room] = {
     "validator.inventory": Room(STORE, frozenset({"ansible"})),  # ansible-core
     "validator.provision": Room(STORE, frozenset({"ansible", "ansible_runner", "yaml"})),
     "validator.slurm": Room(STORE),  # Slurm's own commands, no library
+    # Which extra variables are secrets, and the private file they go to ansible-playbook in.
+    "validator.extravars": Room(STORE),
     # Drift: facts of now against the certificate, with the judge's findings.
     "validator.drift": Room(
         (*LEAVES, "validator.trace", "validator.judge", "validator.certificate", "validator.drift")

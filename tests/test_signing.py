@@ -294,3 +294,25 @@ def test_certify_signs_with_ed25519_and_verify_cert_checks_with_the_public_key(
     assert isinstance(wrong.exception, NotVerified)
     assert wrong.exception.exit_code == 1
     assert "does not match the key" in str(wrong.exception)
+
+
+def test_drift_checks_an_ed25519_baseline_with_the_public_key_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from validator.cli.main import main
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    db = str(tmp_path / "h.db")
+    simulate = ("--simulate", "healthy-8x-h100-sxm")
+    assert main(["certify", *simulate, "--burn", "2s", "--db", db,
+                 "--sign-key", str(KEYS / "signer")]) == 0  # fmt: skip
+    capsys.readouterr()
+    public = ["--public-key", str(KEYS / "signer.pub")]
+    assert main(["drift", *simulate, "--db", db, *public]) == 0
+    assert "NO DRIFT" in capsys.readouterr().out
+    # Another key's public half: the stored certificate is no trusted baseline.
+    assert main(["drift", *simulate, "--db", db, "--public-key", str(KEYS / "other.pub")]) == 1
+    assert "does not match the key" in capsys.readouterr().out
+    # Both flags at once is a usage error.
+    both = [*public, "--sign-key", str(KEYS / "signer")]
+    assert main(["drift", *simulate, "--db", db, *both]) == 2

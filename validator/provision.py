@@ -48,6 +48,7 @@ import datetime
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,12 @@ from typing import Any, Literal
 
 from validator import slurm
 from validator.errors import BadInputError, CouldNotRunError
+from validator.extravars import (
+    refuse_on_command_line,
+    remove_secrets,
+    split_secrets,
+    write_secrets,
+)
 from validator.text import ansible_error, one_line, strip_ansi
 
 # ansible-playbook's prompt for --ask-become-pass ("BECOME password: ", or with
@@ -202,7 +209,8 @@ class ProvisionRequest:
     check: bool = False
     diff: bool = False
     mirror: str | None = None
-    extra_vars: Mapping[str, object] = field(default_factory=dict)
+    # Out of repr: it may hold secrets (validator.extravars), read from a vars file.
+    extra_vars: Mapping[str, object] = field(default_factory=dict, repr=False)
     become_password: str | None = field(default=None, repr=False)
     playbook: str | None = None
     state_dir: str | None = None
@@ -434,7 +442,10 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
             key, sep, text = item.partition("=")
             if not sep:
                 raise BadInputError(f"{origin}: expected KEY=VALUE (or @FILE.yml)")
-            pairs = [(key.strip(), _yaml_value(text, origin))]
+            key = key.strip()
+            refuse_on_command_line(key, None)  # before the value is read, or shown in an error
+            pairs = [(key, _yaml_value(text, origin))]
+            refuse_on_command_line(key, pairs[0][1])  # a secret inside a mapping
         for key, value in pairs:
             if not _KEY.match(key):
                 raise BadInputError(
@@ -627,7 +638,8 @@ def estimate_tasks(request: ProvisionRequest) -> int | None:
             _ansible_playbook(),
             "--list-hosts",
             "--list-tasks",
-            *_common_args(request, _extravars(request)),
+            # Secrets are left out: a listing needs none, and this command line is public.
+            *_common_args(request, split_secrets(_extravars(request))[0]),
             str(playbook),
         ]
     except (BadInputError, CouldNotRunError):
@@ -919,9 +931,14 @@ def run_provision(
     ident = _ident()
     # Named in the Slurm drain reason, so an operator finds the run's artifacts.
     extravars = {**extravars, "provision_run_id": ident}
+    # Secrets reach ansible-playbook in a private file, never on its command line.
+    extravars, secrets = split_secrets(extravars)
     forks = forks_for(request, len(planned))
     collector = _Collector(on_event)
     cmdline, passwords = _prompts(request)
+    secrets_file = write_secrets(private, ident, secrets) if secrets else None
+    if secrets_file is not None:
+        cmdline = " ".join(filter(None, (cmdline, "-e", shlex.quote(f"@{secrets_file}"))))
 
     def run(canceled: Callable[[], bool]) -> Any:  # noqa: ANN401 - ansible_runner.Runner
         return ansible_runner.run(
@@ -949,7 +966,11 @@ def run_provision(
             cancel_callback=canceled,
         )
 
-    runner = _in_thread(run, cancel)
+    try:
+        runner = _in_thread(run, cancel)
+    finally:
+        if secrets_file is not None:
+            remove_secrets(secrets_file)
     result = _result(request, runner, collector, runs / ident, planned)
     return _keep_drained(result, collector, slurm_runner)
 

@@ -247,4 +247,31 @@ CASES: tuple[Case, ...] = (
         err="--db",
         setup=SAFE,
     ),
+    # A secret on gpuready's command line is in the process list and shell history
+    # already: refused with the fix (-K, or a vars file), the value never echoed.
+    *(
+        case(
+            f"provision-secret-on-the-command-line-{label}",
+            *PROVISION,
+            "-e",
+            item,
+            exit=2,
+            err=("-K", "@FILE"),
+            forbid="hunter2",
+            setup=SAFE,
+        )
+        for label, item in (
+            ("become-password", "ansible_become_password=hunter2"),
+            ("become-pass", "ansible_become_pass=hunter2"),
+            ("ssh-pass", "ansible_ssh_pass=hunter2"),
+            ("password", "ansible_password=hunter2"),
+            ("vault-password", "my_vault_password=hunter2"),
+            ("token", "API_TOKEN=hunter2"),
+            ("secret", "client_secret=hunter2"),
+            ("nested-in-a-mapping", "db={host: db1, password: hunter2}"),
+            ("nested-in-a-list", "users=[{name: a, passwd: hunter2}]"),
+            ("bad-yaml", "ansible_password=[hunter2"),
+            ("empty-value", "ansible_become_password="),
+        )
+    ),
 )
