@@ -144,9 +144,12 @@ def test_a_second_signal_ends_the_run_at_once(tmp_path: Path) -> None:
         time.sleep(1.0)
         child.send_signal(signal.SIGTERM)
         assert child.stderr is not None
+        writing = False
         for line in child.stderr:  # the first signal ended the burn: the reports are begun
             if line.startswith("gpuready-test: writing"):
+                writing = True
                 break
+        assert writing, "the first signal did not end the burn and go on to the reports"
         child.send_signal(signal.SIGTERM)
         sent = time.monotonic()
         child.wait(timeout=KILL_WAIT_S)
@@ -237,3 +240,58 @@ def test_a_signal_the_caller_ignored_stays_ignored(tmp_path: Path) -> None:
     _, _, err = signalled(child, signal.SIGHUP)
     assert child.returncode == ExitCode.OK, err  # the burn ran its course
     assert rows_of(db) == [("certify", "complete", "h100-node-01", "CERTIFIED")]
+
+
+def test_a_stop_signal_to_a_slurm_collected_fleet_cancels_its_job_and_reports_every_node(
+    tmp_path: Path,
+) -> None:
+    db, out, spool = tmp_path / "history.db", tmp_path / "reports", tmp_path / "spool"
+    spool.mkdir()
+    cancelled = tmp_path / "scancel.log"
+    # Slurm's commands answered as a cluster whose job runs on and on (the text forms, as
+    # recorded on the test cluster); the job's nodes never write a result.
+    fake_slurm = f"""
+        import functools, os, sys
+        import validator.operations.slurm as operations
+        from validator.remote import slurm_fanout
+        from validator.slurm.commands import CommandResult
+        def slurm(argv):
+            argv = list(argv)
+            if "--json" in argv:
+                return CommandResult(1, "", argv[0] + ": unrecognized option '--json'\\n")
+            if argv[0] == "sinfo":
+                return CommandResult(0, "node01|idle|none|gpu*\\nnode02|idle|none|gpu*\\n")
+            if argv[0] == "sbatch":
+                print({BURNING!r}, file=sys.stderr, flush=True)  # the job is in
+                return CommandResult(0, "1000\\n")
+            if argv[0] == "squeue":  # listed cancelled once scancel was called, as Slurm does
+                state = "CANCELLED" if os.path.exists({str(cancelled)!r}) else "RUNNING"
+                return CommandResult(0, f"1000|{{state}}|None|node01,node02|gpuready-certify\\n")
+            if argv[0] == "scancel":
+                with open({str(cancelled)!r}, "a") as log:
+                    log.write(" ".join(argv) + "\\n")
+                return CommandResult(0)
+            return CommandResult(1, "", "slurm_load_jobs error: Invalid job id specified\\n")
+        operations.target_nodes = functools.partial(slurm_fanout.target_nodes, runner=slurm)
+        operations.submit_run = functools.partial(slurm_fanout.submit_run, runner=slurm)
+        operations.follow = functools.partial(slurm_fanout.follow, runner=slurm)
+    """
+    child = start(
+        ["certify", "--slurm", "--partition", "gpu", "--spool", str(spool), "--poll", "0.2",
+         "--burn", "60s", "--db", str(db), "--report-dir", str(out)],
+        fake_slurm,
+    )  # fmt: skip
+    seconds, _, err = signalled(child, signal.SIGTERM)
+    assert child.returncode == 143, err
+    assert seconds < KILL_WAIT_S / 2
+    assert cancelled.read_text().split() == ["scancel", "1000"]  # the job goes with the run
+    report = json.loads((out / "report.json").read_text())
+    nodes = {node["hostname"]: node for node in report["nodes"]}
+    assert sorted(nodes) == ["node01", "node02"]
+    assert {node["verdict"] for node in nodes.values()} == {"UNKNOWN"}
+    assert all("interrupted" in node["findings"][0]["message"] for node in nodes.values())
+    rows = rows_of(db)
+    assert sorted((row[1], row[2]) for row in rows) == [
+        ("interrupted", "node01"),
+        ("interrupted", "node02"),
+    ]
