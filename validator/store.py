@@ -1003,7 +1003,7 @@ class Store:
         if "locked" in text or "busy" in text:
             waited = self.retry_s if wait_s is None else wait_s
             return f"{text}, still after {waited:g} s"
-        return text
+        return unwritable_reason(self.path, exc) or text  # a full disk, named by its mount
 
     @contextlib.contextmanager
     def _busy_wait(self, db: sqlite3.Connection, seconds: float | None) -> Iterator[None]:

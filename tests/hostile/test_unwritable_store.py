@@ -176,3 +176,59 @@ def test_a_full_disk_is_a_warning_naming_the_disk_never_bad_input(
     (warning,) = warnings(ran.err)
     assert f"the disk is full (the file system mounted at {disk})" in warning
     assert "gpuready: error:" not in ran.err
+
+
+WAIT_FOR_RUN = (
+    "import sqlite3, sys, time\n"
+    "for _ in range(1200):\n"
+    "    try:\n"
+    "        db = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True)\n"
+    "        if db.execute(\"SELECT 1 FROM runs WHERE status = 'running'\").fetchone():\n"
+    "            break\n"
+    "    except sqlite3.Error:\n"
+    "        pass\n"
+    "    time.sleep(0.05)\n"
+)
+
+
+def test_a_disk_that_fills_during_a_fleet_run_still_gives_every_verdict(tmp_path: Path) -> None:
+    disk, out = tmp_path / "disk", tmp_path / "reports"
+    disk.mkdir()
+    db = disk / "history.db"
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[gpu]\n" + "".join(f"gpu0{i} gpuready_simulate={HEALTHY}\n" for i in (1, 2))
+    )
+    quoted = shlex.quote(str(disk))
+    # The run is in history, the burn under way: then the disk fills to its last block.
+    filler = (
+        f"mount -t tmpfs -o size=1m tmpfs {quoted}\n"
+        f"( {shlex.quote(sys.executable)} -c {shlex.quote(WAIT_FOR_RUN)} {db}"
+        f" && dd if=/dev/zero of={quoted}/filler bs=4k 2> /dev/null ) &"
+    )
+    ran = in_namespace(
+        tmp_path,
+        filler,
+        f"certify -i {inventory} --transport local --burn 4s --db {db} --report-dir {out}",
+    )
+    assert ran.code == ExitCode.OK, ran.err  # both certified: the full disk hides nothing
+    assert "gpu01" in ran.out
+    assert "gpu02" in ran.out
+    report = (out / "report.json").read_text()
+    assert report.count('"verdict": "CERTIFIED"') >= 2
+    (warning,) = warnings(ran.err)
+    assert "the run was not stored" in warning
+    assert f"the disk is full (the file system mounted at {disk})" in warning
+    assert "gpuready: error:" not in ran.err
+
+
+def test_the_nhc_line_says_not_recorded_within_its_limit() -> None:
+    from tests.test_judge_healthy import healthy_node, judge
+    from validator.drift.nhc import NHC_MAX_CHARS, nhc_line
+
+    result = judge(healthy_node())
+    long = result.__class__(**{**result.__dict__, "summary": "x" * 1000})
+    code, line = nhc_line([long], recorded=False)
+    assert len(line) <= NHC_MAX_CHARS
+    assert line.endswith(" (not recorded)")
+    assert (code, nhc_line([long])[1].endswith("(not recorded)")) == (0, False)

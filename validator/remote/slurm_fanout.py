@@ -79,8 +79,10 @@ TIME_MARGIN_S = 300.0
 # most three looks' worth: a quick poll (a test cluster, local storage) waits less.
 SPOOL_GRACE_S = 15.0
 GRACE_LOOKS = 3
-# How long Ctrl-C waits for Slurm to stop listing the cancelled jobs.
-CANCEL_WAIT_S = 30.0
+# How long Ctrl-C (or SIGTERM) waits for Slurm to stop listing the cancelled jobs: well
+# inside Slurm's default KillWait (30 s), which a controller run as a job is given
+# between its own SIGTERM and SIGKILL, so the reports and history are still written.
+CANCEL_WAIT_S = 10.0
 _STDERR_KEEP = 8192
 # How often a campaign's request.json is rewritten while its jobs are submitted.
 SAVE_EVERY_S = 1.0
