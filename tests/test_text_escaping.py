@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,18 @@ def test_markup_stays_markup_with_its_controls_shown() -> None:
 
     rendered = get_environment().from_string("{{ svg }}").render(svg=Markup("<text>a\x1bb</text>"))
     assert rendered == "<text>a\\x1bb</text>"
+
+
+def test_the_node_agent_error_line_shows_a_hostile_name_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent's own error line (seen on the node, or relayed) holds no raw control."""
+    from validator.node.agent import run
+
+    code = run(["--simulate", str(tmp_path / "evil\x1b]52;c;cm0=\x07\r\ngpuready: ok\u202e")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("gpuready-agent: error:")
+    assert err.count("\n") == 1
+    assert "\\x1b]52" in err
+    assert not [char for char in err if char in "\x1b\x07\r\u202e"]

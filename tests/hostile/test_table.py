@@ -10,6 +10,8 @@ The contract, for every case:
   ``expect_stderr`` substring; stdout is empty; nothing under the case's directory
   or the state directory was created or changed;
 * no ``*.tmp`` file is left anywhere under those directories;
+* stdout and stderr hold no raw control character (C0 bar tab and newline, DEL, C1,
+  bidi controls, U+2028/2029): whatever a case's input said, it is shown escaped;
 * the case's own ``expect_output``, ``forbid_output``, ``must_exist``,
   ``must_not_exist`` and ``check`` hold.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -52,6 +55,10 @@ from validator.cli.main import cli, main
 
 ALL_CASES = all_cases()
 BUG = 70
+# What a terminal or viewer obeys (validator.text.visible shows each as an escape).
+RAW_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 BAD_INPUT = 2
 MIN_CASES = 250
 ERROR_PREFIXES = ("gpuready: error:", "Error:")
@@ -200,6 +207,8 @@ def _assert_contract(
     both = outcome.out + outcome.err
     assert outcome.code != BUG, "exit 70: an internal error" + _show(outcome)
     assert "Traceback" not in both, "a traceback was printed" + _show(outcome)
+    raw = sorted({f"U+{ord(char):04X}" for char in RAW_CONTROL.findall(both)})
+    assert not raw, f"raw control characters reached the terminal: {raw}" + _show(outcome)
     assert "internal error:" not in outcome.err.lower(), "an internal error was reported" + _show(
         outcome
     )

@@ -317,7 +317,7 @@ def provision(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - 
     if result.hosts:
         out.print(closing_table(result))
     if result.error:
-        click.echo(f"gpuready: provision: {result.error}", err=True)
+        click.echo(f"gpuready: provision: {one_line(result.error)}", err=True)
     certified = None
     if options["certify_after"]:
         certified = _certify(

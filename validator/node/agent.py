@@ -67,6 +67,7 @@ from validator.node.sources import (
     with_interconnect,
 )
 from validator.node.system import LiveSystem, System
+from validator.text import one_line
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -481,7 +482,8 @@ def run(argv: Sequence[str]) -> int:
             interconnect=args.interconnect,
         )
     except GpureadyError as exc:
-        sys.stderr.write(f"gpuready-agent: error: {exc}\n")
+        # one line, controls escaped: the message may quote a scenario file's own words
+        sys.stderr.write(f"gpuready-agent: error: {one_line(exc)}\n")
         return int(exc.exit_code)
     _print(facts, args.packed)
     return int(ExitCode.OK)
