@@ -132,6 +132,21 @@ DRIFTED = combine(
 )
 SIMULATE = ("--simulate", "{tmp}/scenario.json", "--burn", "0")
 REPORTS = ("--report-dir", "{tmp}/rep")
+# GPU 2 has a row remap pending (drain and RMA): its evidence file names the serial.
+HOSTILE_RMA = combine(
+    write("policy.yml", POLICY_NO_BURN),
+    write(
+        "scenario.json",
+        json.dumps(
+            {
+                "name": "hostile-rma",
+                "extends": "row-remap-pending",
+                "host": {"hostname": PAYLOAD},
+                "nvml": {"gpu_overrides": {"2": {"serial": "1654423003026" + PAYLOAD}}},
+            }
+        ),
+    ),
+)
 KEY = write("key", "0f" * 32 + "\n")
 CERTIFIED_PAYLOAD = combine(
     HOSTILE_HOST,
@@ -218,6 +233,8 @@ CASES: tuple[Case, ...] = (
     case("certify-escape-signed-certificate", *CERTIFY, *SIMULATE, *REPORTS, "--sign-key",
          "{tmp}/key", exit=0, setup=combine(HOSTILE_HOST, KEY), check=_shown_with(ESCAPED_ESC),
          exists="rep/certificates/*.json"),
+    case("certify-escape-rma-evidence", *CERTIFY, *SIMULATE, *REPORTS, exit=1,
+         setup=HOSTILE_RMA, check=_shown_with(ESCAPED_ESC), exists="rep/rma/*.txt"),
     # certify: a bundle whose meta.json, kernel log and -q carry the payload.
     case("certify-escape-bundle", *CERTIFY, "--capture", "{tmp}/bundle", *REPORTS,
          exit={0, 1}, setup=_A10_BUNDLE, check=_shown_with(ESCAPED_ESC)),
