@@ -108,3 +108,48 @@ def test_the_node_agent_error_line_shows_a_hostile_name_escaped(
     assert err.count("\n") == 1
     assert "\\x1b]52" in err
     assert not [char for char in err if char in "\x1b\x07\r\u202e"]
+
+
+def _drawn(renderable: object) -> str:
+    """What rich writes for ``renderable`` on a terminal without colours."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=300, color_system=None, force_terminal=True).print(renderable)
+    return out.getvalue()
+
+
+def test_the_live_fleet_view_shows_a_hostile_host_name_as_text() -> None:
+    """Neither its controls nor rich markup in a host's name reach the terminal as such."""
+    from validator.cli.progress import FleetProgress
+    from validator.model import HostSpec
+
+    name = "gpu[bold]07\x1b]52;c;cm0=\x07\u202e"
+    display = FleetProgress()
+    display.set_hosts([HostSpec(name=name, address="192.0.2.7")])
+    display.phase(name, "collect")
+    drawn = _drawn(display._render())
+    assert "gpu[bold]07\\x1b]52;c;cm0=\\x07\\u202e" in drawn
+    assert not [char for char in drawn if char in "\x1b\x07\u202e"]
+
+
+def test_the_live_burn_view_shows_a_node_reported_state_as_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from validator.cli.burn_display import plain_line, render_burn
+    from validator.cli.progress import LiveDisplay
+    from validator.node.burnin.run import BurnProgress, GpuProgress
+
+    gpu = GpuProgress(
+        index=0, state="failed\x1b[2J\x9b", tflops=None, power_limit_w=None, sample=None
+    )
+    progress = BurnProgress(elapsed_s=1.0, duration_s=10.0, gpus=(gpu,))
+    drawn = _drawn(render_burn(progress))
+    assert "failed\\x1b[2J\\x9b" in drawn
+    assert not [char for char in drawn if char in "\x1b\x9b"]
+    LiveDisplay().print_line(plain_line(progress))  # off a terminal: written directly
+    err = capsys.readouterr().err
+    assert "failed\\x1b[2J\\x9b" in err
+    assert not [char for char in err if char in "\x1b\x9b"]
