@@ -21,6 +21,7 @@ ALLOWED_PROJECT_MODULES = (
     "validator.files",
     "validator.fields",
     "validator.codec",
+    "validator.limits",
     "validator.node",
 )
 

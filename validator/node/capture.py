@@ -77,10 +77,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
 
-from validator import limits
 from validator.errors import CaptureError, ReportError
 from validator.fields import LoadError, load_json
 from validator.files import remove_stale_temporaries, write_atomic
+from validator.limits import (
+    KERNEL_LOG_TAIL_BYTES,
+    SMALL_FILE_BYTES,
+    SMI_QUERY_BYTES,
+    TOOL_OUTPUT_BYTES,
+    OverLimitError,
+    read_bounded,
+    read_tail,
+    size_text,
+)
 from validator.model import (
     GpuFacts,
     GpuStatus,
@@ -222,14 +231,14 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
     BundleFile(ALL_REDUCE, check=parse_all_reduce),
 )  # fmt: skip
-# The most bytes each file may hold (limits.TOOL_OUTPUT_BYTES for the rest): a bundle is
+# The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
 _MAX_BYTES = {
-    SMI_XML: limits.SMI_QUERY_BYTES,
-    SMI_QUERY: limits.SMI_QUERY_BYTES,
+    SMI_XML: SMI_QUERY_BYTES,
+    SMI_QUERY: SMI_QUERY_BYTES,
     **dict.fromkeys(
         (NVCC, CUDNN_HEADER, PROC_VERSION, OS_RELEASE, UNAME, HOSTNAME, META),
-        limits.SMALL_FILE_BYTES,
+        SMALL_FILE_BYTES,
     ),
 }
 # The kernel logs are read from their tail: the newest lines are the ones judged.
@@ -308,7 +317,7 @@ class CaptureSystem:
     def _load(self, name: str) -> str | None:
         """A file's text, bounded before it is read; None where the bundle lacks it.
 
-        A kernel log larger than :data:`limits.KERNEL_LOG_TAIL_BYTES` is read from its
+        A kernel log larger than :data:`validator.limits.KERNEL_LOG_TAIL_BYTES` is read from its
         tail (:attr:`partial` says so); any other file over its bound, and anything that is
         no regular file (a FIFO, /dev/zero, a directory), is bad input.
         """
@@ -317,15 +326,15 @@ class CaptureSystem:
             return None
         try:
             if name in _TAILED:
-                data, size = limits.read_tail(path, limits.KERNEL_LOG_TAIL_BYTES)
+                data, size = read_tail(path, KERNEL_LOG_TAIL_BYTES)
                 if size:
                     self.partial[name] = (
-                        f"only its last {limits.size_text(limits.KERNEL_LOG_TAIL_BYTES)} were "
-                        f"read: {name} is {limits.size_text(size)}"
+                        f"only its last {size_text(KERNEL_LOG_TAIL_BYTES)} were "
+                        f"read: {name} is {size_text(size)}"
                     )
             else:
-                data = limits.read_bounded(path, _MAX_BYTES.get(name, limits.TOOL_OUTPUT_BYTES))
-        except limits.OverLimitError as exc:
+                data = read_bounded(path, _MAX_BYTES.get(name, TOOL_OUTPUT_BYTES))
+        except OverLimitError as exc:
             raise CaptureError(f"{path} {exc}; capture it again or remove the file") from None
         except FileNotFoundError:
             return None  # a link to nothing

@@ -59,7 +59,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from validator import limits
 from validator.errors import ScenarioError
 from validator.fields import (
     Document,
@@ -71,6 +70,13 @@ from validator.fields import (
     load_json,
     quoted,
     unknown,
+)
+from validator.limits import (
+    SCENARIO_BYTES,
+    TELEMETRY_CSV_ROWS,
+    OverLimitError,
+    read_bounded,
+    read_lines,
 )
 from validator.model import (
     CLOCK_EVENT_REASONS,
@@ -145,7 +151,7 @@ _HOST_PCI_DEVICES = (("0000:00:00.0", "0x8086", "0x060000"), ("0000:00:1f.0", "0
 
 # ---------------------------------------------------------------- loading
 
-MAX_FILE_BYTES = limits.SCENARIO_BYTES  # a scenario file (built-ins are a few KiB)
+MAX_FILE_BYTES = SCENARIO_BYTES  # a scenario file (built-ins are a few KiB)
 MAX_DEPTH = 32  # nesting of objects and lists (the built-ins need 6)
 
 
@@ -251,11 +257,11 @@ def _read_text(path: Path | Traversable) -> str:
     )
     try:
         if isinstance(path, Path):
-            raw = limits.read_bounded(path, MAX_FILE_BYTES)
+            raw = read_bounded(path, MAX_FILE_BYTES)
         else:  # a built-in, inside the package
             with path.open("rb") as stream:
                 raw = stream.read(MAX_FILE_BYTES + 1)
-    except limits.OverLimitError as exc:
+    except OverLimitError as exc:
         if exc.too_large:
             raise too_large from None
         raise ScenarioError(f"scenario file {path} {exc}; give a scenario JSON file") from None
@@ -934,11 +940,11 @@ def _read_telemetry(where: str, scenario: str) -> dict[int, tuple[TelemetrySampl
         else:
             # Streamed under a bound on rows and on each row: a log of gigabytes (or a
             # line with no end) is refused at its bound, never read whole.
-            text = "\n".join(limits.read_lines(where, limits.TELEMETRY_CSV_ROWS))
-    except limits.OverLimitError as exc:
+            text = "\n".join(read_lines(where, TELEMETRY_CSV_ROWS))
+    except OverLimitError as exc:
         raise ScenarioError(
             f"scenario {scenario!r}: burn.telemetry_csv {shown} {exc}; cut the log down (a "
-            f"replay needs at most {limits.TELEMETRY_CSV_ROWS} lines)"
+            f"replay needs at most {TELEMETRY_CSV_ROWS} lines)"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(
