@@ -159,7 +159,7 @@ def test_write_prometheus_failure_keeps_the_old_file(
     target = tmp_path / "gpuready.prom"
     target.write_text("old 1\n")
 
-    def refuse(src: str, dst: str) -> None:
+    def refuse(src: str, dst: str, **relative: int) -> None:
         raise OSError(28, "No space left on device")
 
     # prometheus_client renames the temporary file into place (os.rename on POSIX).

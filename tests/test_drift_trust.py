@@ -545,7 +545,7 @@ def test_a_prom_file_that_cannot_be_written_after_measuring_is_one_line_exit_3(
     out_dir.mkdir()
     prom = out_dir / "gpuready.prom"
 
-    def full(src: object, dst: object) -> None:
+    def full(src: object, dst: object, **relative: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     # Root writes through chmod 0500: the disk filling up is what is left to fail.
@@ -624,7 +624,7 @@ def test_write_prometheus_cleans_up_when_interrupted(
     from tests.test_drift_outputs import clean
     from validator.report.prometheus import write_prometheus
 
-    def interrupted(src: object, dst: object) -> None:
+    def interrupted(src: object, dst: object, **relative: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", interrupted)

@@ -115,7 +115,7 @@ def _fail_close(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _fail_replace(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(src: object, dst: object) -> None:
+    def refused(src: object, dst: object, **relative: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(os, "replace", refused)
@@ -478,6 +478,8 @@ def _refuse_creating_under(
 
     def guarded(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
         text = os.fspath(path)
+        if kwargs.get("dir_fd") is not None:  # a name in a folder held open: its full path
+            text = os.path.join(os.readlink(f"/proc/self/fd/{kwargs['dir_fd']}"), text)
         if flags & os.O_CREAT and text.startswith(str(directory)) and when(text):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), text)
         return real(path, flags, *args, **kwargs)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_report_samples import failing_node, fleet_report, healthy_node, sample_report
-from validator.errors import ReportError
+from validator.errors import ReportError, UnsafePathError
 from validator.model import Report
 from validator.report import writer
 from validator.report.html import render_html
@@ -52,11 +52,13 @@ def test_failure_on_second_file_keeps_the_previous_set(
     real_replace = os.replace
     calls: list[str] = []
 
-    def flaky_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def flaky_replace(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], **relative: int
+    ) -> None:
         calls.append(Path(dst).name)
         if Path(dst).name == "report.html":
             raise OSError(28, "No space left on device")
-        real_replace(src, dst)
+        real_replace(src, dst, **relative)
 
     monkeypatch.setattr(os, "replace", flaky_replace)
     with pytest.raises(ReportError, match="No space left on device") as info:
@@ -86,10 +88,12 @@ def test_failure_without_previous_reports_removes_new_ones(
 ) -> None:
     real_replace = os.replace
 
-    def fail_on_junit(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def fail_on_junit(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], **relative: int
+    ) -> None:
         if Path(dst).name == "junit.xml":
             raise OSError(13, "Permission denied")
-        real_replace(src, dst)
+        real_replace(src, dst, **relative)
 
     monkeypatch.setattr(os, "replace", fail_on_junit)
     with pytest.raises(ReportError):
@@ -195,7 +199,7 @@ def test_a_failing_node_gets_a_page_of_its_own_and_a_certified_one_none(tmp_path
 
 def test_a_detail_page_that_cannot_be_written_names_it(tmp_path: Path) -> None:
     (tmp_path / "hosts").mkdir()
-    (tmp_path / "hosts" / "gpu02.html").mkdir()  # a folder in the way
-    with pytest.raises(ReportError, match=r"cannot write .*gpu02\.html"):
+    (tmp_path / "hosts" / "gpu02.html").mkdir()  # a folder in the way: refused, not replaced
+    with pytest.raises(UnsafePathError, match=r"hosts/gpu02\.html is a folder, not a regular"):
         write_reports(fleet_report(3, failing=(1,), unknown=()), tmp_path)
     assert not (tmp_path / "report.html").exists()

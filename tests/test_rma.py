@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_report_samples import burn_node, healthy_node, sample_report
-from validator.errors import ReportError
+from validator.errors import UnsafePathError
 from validator.judge import Policy, judge_node
 from validator.model import (
     Action,
@@ -316,8 +316,8 @@ def test_write_rma_writes_atomically_and_replaces_this_hosts_stale_files(
 
 
 def test_an_unwritable_folder_is_one_clear_error(tmp_path: Path, remap_node: NodeResult) -> None:
-    (tmp_path / RMA_DIR).write_text("a file in the way\n")
-    with pytest.raises(ReportError, match=r"cannot write the RMA evidence .*rma.*--report-dir"):
+    (tmp_path / RMA_DIR).write_text("a file in the way\n")  # refused: never replaced
+    with pytest.raises(UnsafePathError, match=r"rma is a regular file, not a folder"):
         write_rma(_report(remap_node), tmp_path)
 
 

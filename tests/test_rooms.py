@@ -77,7 +77,8 @@ ROOMS: dict[str, Room] = {
     "validator.model": Room(("validator.text", "validator.fields")),
     "validator.errors": Room(()),
     "validator.text": Room(()),
-    "validator.files": Room(()),
+    # Refuses a planted link with the error tree's own kind (exit 2 at the edge).
+    "validator.files": Room(("validator.errors",)),
     # How kept JSON is compressed, by the store and by the agent: standard library and text.
     "validator.codec": Room(("validator.text",)),
     # Every input's bound, and the readers that hold them: standard library only.

@@ -39,6 +39,14 @@ class BadInputError(GpureadyError, ValueError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class UnsafePathError(BadInputError):
+    """A path to write, rename or remove is a link or the wrong kind of file: refused.
+
+    Never followed: a link planted where gpuready (run as root) writes would aim its
+    writes, or its clean-up, at any file on the machine.
+    """
+
+
 class PolicyError(BadInputError):
     """A policy file that cannot be used."""
 

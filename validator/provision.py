@@ -68,6 +68,7 @@ from validator.extravars import (
     split_secrets,
     write_secrets,
 )
+from validator.files import Folder
 from validator.text import ansible_error, one_line, strip_ansi
 
 # ansible-playbook's prompt for --ask-become-pass ("BECOME password: ", or with
@@ -816,13 +817,17 @@ def _state_dirs(request: ProvisionRequest) -> tuple[Path, Path]:
 
     Raises:
         CouldNotRunError: they cannot be created.
+        UnsafePathError: one of them is a link (or not a folder): refused, never followed.
     """
     state = Path(request.state_dir).expanduser() if request.state_dir else default_state_dir()
     runs = state / "runs"
     private = state / "runner"
     try:
-        for path in (state, runs, private):
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The state folder and its runs/ and runner/ are ours: ansible-runner writes the
+        # run records (extra vars included) there, so never through a planted link.
+        with Folder.open(state, mode=0o700) as folder:
+            for name in (runs.name, private.name):
+                folder.child(name, mode=0o700).close()
     except OSError as exc:
         raise CouldNotRunError(
             f"cannot create the state directory {state}: {exc.strerror or exc}: "

@@ -64,6 +64,7 @@ import re
 import secrets
 import socket
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -81,8 +82,15 @@ from validator.certificate import (
     packed_certificate,
 )
 from validator.codec import pack, unpack
-from validator.errors import BadInputError, CouldNotRunError
-from validator.files import STALE_AFTER_S, process_alive, write_atomic
+from validator.errors import BadInputError, CouldNotRunError, UnsafePathError
+from validator.files import (
+    STALE_AFTER_S,
+    Folder,
+    process_alive,
+    refusal,
+    remove_file,
+    write_atomic,
+)
 from validator.model import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,
@@ -502,10 +510,18 @@ _HELD_GUARD = threading.Lock()
 
 
 def _hold_lock(path: Path, owner: dict[str, object]) -> bool:
-    """Create ``path`` and hold an exclusive flock on it; False when that cannot be done."""
+    """Create ``path`` and hold an exclusive flock on it; False when that cannot be done.
+
+    The run id is predictable, so whoever can write to the database's folder may have
+    put something there first: never through a link, and a file we did not make is
+    locked as it is, never truncated or written.
+
+    Raises:
+        UnsafePathError: a link, FIFO or folder is at ``path``.
+    """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        with Folder.open(path.parent, start=path.parent) as folder:
+            fd, made = folder.hold(path.name)
     except OSError:
         return False
     try:
@@ -513,9 +529,9 @@ def _hold_lock(path: Path, owner: dict[str, object]) -> bool:
     except OSError:
         os.close(fd)
         return False
-    with contextlib.suppress(OSError):  # for people reading the folder; the lock is the fact
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(owner, sort_keys=True) + "\n").encode())
+    if made:  # for people reading the folder; the lock is the fact
+        with contextlib.suppress(OSError):
+            os.write(fd, (json.dumps(owner, sort_keys=True) + "\n").encode())
     with _HELD_GUARD:
         _HELD[str(path)] = fd
     return True
@@ -527,15 +543,16 @@ def _release_lock(path: Path) -> None:
     if fd is None:
         return
     # Removed before it is let go: a reader never finds it unheld while the run is ours.
-    with contextlib.suppress(OSError):
-        path.unlink()
+    with contextlib.suppress(OSError, UnsafePathError):
+        remove_file(path)
     os.close(fd)
 
 
 def _lock_held(path: Path) -> bool | None:
     """Whether some live process holds ``path``'s lock; None when there is no such file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Never through a link, and never waiting on a planted FIFO.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError:
@@ -1242,8 +1259,8 @@ class Store:
         """Write the spooled run's pending file; a final save that fails raises."""
         text = json.dumps(spool.document(self.path), indent=1, sort_keys=True) + "\n"
         try:
-            spool.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(spool.path, text, mode=0o600)
+            # <db>.pending/ is ours: made when missing, refused when it is a link.
+            write_atomic(spool.path, text, mode=0o600, start=spool.path.parent)
         except OSError as exc:
             spool.error = f"{spool.path}: {exc.strerror or one_line(exc)}"
             if final:
@@ -1267,7 +1284,9 @@ class Store:
         """The pending files waiting to be imported, oldest first."""
         directory = pending_dir(self.path)
         try:
-            return sorted(p for p in directory.iterdir() if p.suffix == ".json" and p.is_file())
+            # A link (to the folder or in it) is never read: only regular files are listed.
+            with Folder.open(directory, create=False) as folder:
+                return [directory / name for name in folder.files() if name.endswith(".json")]
         except OSError:
             return []
 
@@ -1297,8 +1316,8 @@ class Store:
                     _import_run(db, run, results)
             except _Unwritable:
                 break
-            with contextlib.suppress(OSError):
-                path.unlink()
+            with contextlib.suppress(OSError, UnsafePathError):
+                remove_file(path)
             imported.append(path)
         if imported:
             with contextlib.suppress(OSError):
@@ -1924,7 +1943,30 @@ def _connect_to_read(path: Path) -> sqlite3.Connection:
     return connection
 
 
+def _refuse_links(path: Path) -> None:
+    """Refuse a database, or a journal of it, that is a link (or a FIFO, socket, device).
+
+    SQLite follows links; a link planted as the database or its ``-wal`` file would aim
+    root's writes at any file. A folder in the database's place is left to SQLite's own
+    message.
+
+    Raises:
+        UnsafePathError: naming the first such file.
+    """
+    for name in (path.name, *(f"{path.name}{tail}" for tail in ("-wal", "-shm", "-journal"))):
+        where = path.with_name(name)
+        try:
+            found = os.lstat(where)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode) or (name == path.name and stat.S_ISDIR(found.st_mode)):
+            continue
+        target = os.readlink(where) if stat.S_ISLNK(found.st_mode) else ""
+        raise refusal(where, found.st_mode, "a regular file", target)
+
+
 def _connect(path: Path, mode: str) -> sqlite3.Connection:
+    _refuse_links(path)
     uri = f"{path.resolve().as_uri()}?mode={mode}"
     with _errors(path):
         connection = sqlite3.connect(
@@ -1948,6 +1990,7 @@ def _check_header(path: Path) -> None:
     The header is the whole truth only while no ``-wal`` file holds newer pages;
     otherwise (and for an empty stamp) SQLite's own reading decides.
     """
+    _refuse_links(path)  # read through no link, and wait on no FIFO
     try:
         with path.open("rb") as handle:
             head = handle.read(_HEADER_SIZE)

@@ -155,6 +155,8 @@ def test_a_report_dir_gone_read_only_during_a_fleet_run_loses_no_host(
         path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int
     ) -> int:
         text = os.fspath(path)
+        if kwargs.get("dir_fd") is not None:  # a name in a folder held open: its full path
+            text = os.path.join(os.readlink(f"/proc/self/fd/{kwargs['dir_fd']}"), text)
         first_host_in = (out / "hosts").is_dir() and any((out / "hosts").glob("*.json"))
         if flags & os.O_CREAT and text.startswith(str(out)) and first_host_in:
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), text)

@@ -411,7 +411,7 @@ def _remove_stale_temporaries(directory: str) -> None:
 
     root = Path(directory)
     for folder in (root, root / HOSTS_DIR, root / CERTIFICATES_DIR, root / RMA_DIR):
-        remove_stale_temporaries(folder)
+        remove_stale_temporaries(folder, start=root)  # none through a planted link
 
 
 def _last_certificates(store: Store, report: Report) -> dict[str, LastCertificate]:
@@ -480,8 +480,8 @@ def _write_outputs(
     for hostname, certificate in certificates.items():
         target = certificate_path(directory, hostname)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, certificate_text(certificate))
+            # The report folder and certificates/ are ours: never through a link.
+            write_atomic(target, certificate_text(certificate), start=directory)
         except OSError as exc:
             return (
                 written,

@@ -69,6 +69,7 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
 
     Raises:
         ReportError: the directory cannot be written; no temporary file is left.
+        UnsafePathError: the report folder, hosts/ or the file is a link (or the wrong kind).
         ValueError: a number in the result is not finite (JSON has none; from_dict
             refuses them in every result read, so only a bug here can make one).
     """
@@ -78,9 +79,9 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
     # costs more than judging it.
     text = result_json(result) + "\n"
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         # 0644 like report.json and report.html, which link to it: whoever reads them reads this.
-        write_atomic(target, text, mode=0o644)
+        # The report folder and hosts/ are ours: made when missing, never through a link.
+        write_atomic(target, text, mode=0o644, start=directory)
     except OSError as exc:
         raise ReportError(
             f"cannot write {target}: {exc.strerror or exc}; free space or choose a writable "

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from validator.errors import ReportError
-from validator.files import write_atomic
+from validator.errors import ReportError, UnsafePathError
+from validator.files import check_path, write_atomic
 from validator.model import (
     DRIFT_CHECKS,
     DriftState,
@@ -122,6 +122,8 @@ def textfile_problem(path: str) -> str | None:
         return f"{path}: the folder {folder} does not exist; create it or give another path"
     if not folder.is_dir():
         return f"{path}: {folder} is not a folder; give another path"
+    if target.is_symlink():
+        check_path(target)  # a link planted there: refused by name, never followed
     if _not_a_file(target):
         return f"{path}: it exists and is not a regular file; give a file path"
     return None
@@ -145,6 +147,8 @@ def write_prometheus(
     try:
         # node_exporter often runs as its own user and must be able to read it.
         write_atomic(target, text, mode=0o644)
+    except UnsafePathError:
+        raise  # a link planted since the check: bad input, named as it is
     except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
         raise ReportError(
             f"cannot write the Prometheus file {target}: {getattr(exc, 'strerror', None) or exc}"

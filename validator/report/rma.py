@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from validator.errors import ReportError
-from validator.files import write_atomic
+from validator.files import Folder, write_atomic
 from validator.model import (
     HARDWARE_ACTIONS,
     DcgmDiag,
@@ -561,18 +561,19 @@ def write_rma(
 
     Raises:
         ReportError: a file cannot be written; the message names it and the fix.
+        UnsafePathError: the report folder, rma/ or a file in it is a link (or the
+            wrong kind of file): refused, nothing written or removed through it.
     """
     files = render_rma(report, certificate_digests, last_certificates)
     folder = Path(directory) / RMA_DIR
     written: list[Path] = []
     current = folder
     try:
-        if files:
-            folder.mkdir(parents=True, exist_ok=True)
+        # The report folder and rma/ are ours: made when missing, never through a link.
         for file in files:
             current = folder / file.name
-            written.append(write_atomic(current, file.text))
-        _remove_stale(folder, report, {file.name for file in files})
+            written.append(write_atomic(current, file.text, start=directory))
+        _remove_stale(Path(directory), report, {file.name for file in files})
     except OSError as exc:
         raise ReportError(
             f"cannot write the RMA evidence {current}: {exc.strerror or exc}; free space or "
@@ -581,13 +582,21 @@ def write_rma(
     return written
 
 
-def _remove_stale(folder: Path, report: Report, keep: set[str]) -> None:
-    if not folder.is_dir():
-        return
+def _remove_stale(directory: Path, report: Report, keep: set[str]) -> None:
+    """Remove this report's hosts' RMA files that this run did not write.
+
+    Relative to rma/'s descriptor, never through a link: a planted rma/ link (or a
+    link named like an RMA file) is refused, so nothing outside the folder is removed.
+    """
+    try:
+        folder = Folder.open(directory / RMA_DIR, create=False, start=directory)
+    except FileNotFoundError:
+        return  # no rma/ folder: nothing to clean up
     hosts = {safe_stem(node.hostname, longest=_PART_LONGEST) for node in report.nodes}
-    for path in folder.iterdir():
-        if path.name not in keep and host_of_file_name(path.name) in hosts and path.is_file():
-            path.unlink()
+    with folder:
+        for name in folder.names():
+            if name not in keep and host_of_file_name(name) in hosts:
+                folder.remove(name)
 
 
 __all__ = [

@@ -29,13 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from validator.errors import ReportError
-from validator.files import (
-    BACKUP_SUFFIX,
-    create_temporary,
-    fsync_directory,
-    temporary_path,
-    write_atomic,
-)
+from validator.files import BACKUP_SUFFIX, Folder, temporary_path, write_atomic
 from validator.model import Report, Verdict
 from validator.report.common import is_fleet
 from validator.report.html import html_chunks, render_html
@@ -52,24 +46,26 @@ JUNIT_NAME = "junit.xml"
 _BUFFER = 1 << 20
 
 
-def _write_temp(directory: Path, name: str, chunks: Iterable[str]) -> Path:
-    """Render ``chunks`` into a new temporary file beside ``directory / name``, fsynced.
+def _write_temp(folder: Folder, name: str, chunks: Iterable[str]) -> str:
+    """Render ``chunks`` into a new temporary file beside ``name`` in ``folder``, fsynced.
+
+    Returns:
+        The temporary file's name in ``folder``.
 
     Raises:
         OSError, ReportError: writing or rendering failed; no temporary file is left.
     """
-    fd, temporary = create_temporary(directory / name)
+    fd, temporary = folder.create_temporary(name)
     try:
         with os.fdopen(fd, "wb", buffering=_BUFFER) as stream:
             for chunk in chunks:
                 stream.write(chunk.encode("utf-8"))
             stream.flush()
+            # Reports are for sharing: 0644 (a temporary file starts as 0600).
+            os.fchmod(stream.fileno(), 0o644)
             os.fsync(stream.fileno())
-        # Reports are for sharing: 0644 (a temporary file starts as 0600).
-        os.chmod(temporary, 0o644)
     except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+        folder.remove_quietly(temporary)
         raise
     return temporary
 
@@ -89,36 +85,52 @@ def write_detail_pages(report: Report, directory: Path) -> None:
 
     Raises:
         ReportError: a page cannot be rendered or written.
+        UnsafePathError: ``hosts/`` or a page is a link (or not a folder, not a file).
     """
     for node in report.nodes:
         page = directory / detail_file(node.hostname)
         try:
             if node.verdict is Verdict.CERTIFIED:
-                page.unlink(missing_ok=True)  # from a run it failed: it is not this one's
+                _remove_page(page, directory)  # from a run it failed: it is not this one's
                 continue
             alone = Report(
                 generated_at=report.generated_at, tool_version=report.tool_version, nodes=(node,)
             )
-            page.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(page, render_html(alone), mode=0o644)
+            write_atomic(page, render_html(alone), mode=0o644, start=directory)
         except OSError as exc:
             raise _unwritable(page, exc) from exc
 
 
-def _backup(target: Path) -> Path | None:
-    """Keep the current ``target`` reachable under a temporary name (None: there is none)."""
-    if not target.exists():
+def _remove_page(page: Path, directory: Path) -> None:
+    try:
+        hosts = Folder.open(page.parent, create=False, start=directory)
+    except FileNotFoundError:
+        return  # no hosts/ folder: no page
+    with hosts:
+        hosts.remove(page.name)
+
+
+def _backup(folder: Folder, name: str) -> str | None:
+    """Keep the current ``name`` reachable under a temporary name (None: there is none)."""
+    if not folder.check_file(name):
         return None
     # Named as a temporary file of this process, so the next run removes it if we die.
-    backup = temporary_path(target, BACKUP_SUFFIX)
+    backup = temporary_path(name, BACKUP_SUFFIX).name
     try:
-        os.link(target, backup)
+        os.link(name, backup, src_dir_fd=folder.fd, dst_dir_fd=folder.fd, follow_symlinks=False)
     except OSError:
         # Filesystems without hard links: a copy does the same job.
+        source = folder.open_read(name)
         try:
-            shutil.copy2(target, backup)
+            made = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            copy = os.open(backup, made, 0o600, dir_fd=folder.fd)
+            with os.fdopen(source, "rb") as reader, os.fdopen(copy, "wb") as writer:
+                source = -1
+                shutil.copyfileobj(reader, writer)
         except BaseException:
-            backup.unlink(missing_ok=True)
+            if source >= 0:
+                os.close(source)
+            folder.remove_quietly(backup)
             raise
     return backup
 
@@ -155,12 +167,20 @@ def write_reports(
     """
     target_dir = Path(directory)
     try:
-        target_dir.mkdir(parents=True, exist_ok=True)
+        # The folder named is ours from itself down: a link there is refused, never followed.
+        folder = Folder.open(target_dir)
     except OSError as exc:
         raise _unwritable(target_dir, exc) from exc
-    form = resolve_form(report, json_form)
+    with folder:
+        return _write_set(report, folder, resolve_form(report, json_form))
+
+
+def _write_set(report: Report, folder: Folder, form: JsonForm) -> dict[str, Path]:
+    target_dir = folder.path
     linked: Callable[[str], str | None] | None = None
     detailed: Callable[[str], str | None] | None = None
+    for name in (JSON_NAME, HTML_NAME, JUNIT_NAME):
+        folder.check_file(name)  # before anything is written: the set stays whole
     if form is JsonForm.SUMMARY:
         # The summary points at these files: they hold the final judgement first.
         for node in report.nodes:
@@ -175,42 +195,40 @@ def write_reports(
         "junit": (JUNIT_NAME, lambda: [render_junit(report)]),
     }
 
-    temps: dict[str, Path] = {}
-    backups: dict[Path, Path | None] = {}
-    replaced: list[Path] = []
+    temps: dict[str, str] = {}
+    backups: dict[str, str | None] = {}
+    replaced: list[str] = []
     current = target_dir  # the file being written, for the message
     try:
         for key, (name, chunks) in pieces.items():
             current = target_dir / name
-            temps[key] = _write_temp(target_dir, name, chunks())
+            temps[key] = _write_temp(folder, name, chunks())
         for key, (name, _) in pieces.items():
-            current = target = target_dir / name
-            backups[target] = _backup(target)
-            os.replace(temps[key], target)
-            replaced.append(target)
+            current = target_dir / name
+            backups[name] = _backup(folder, name)
+            folder.replace(temps[key], name)
+            replaced.append(name)
     except BaseException as exc:
-        _roll_back(replaced, backups)
+        _roll_back(folder, replaced, backups)
         if isinstance(exc, OSError):
             raise _unwritable(current, exc) from exc
         raise
     finally:
         for temp in temps.values():
-            with contextlib.suppress(OSError):
-                temp.unlink(missing_ok=True)
+            folder.remove_quietly(temp)
         for backup in backups.values():
             if backup is not None:
-                with contextlib.suppress(OSError):
-                    backup.unlink(missing_ok=True)
-    fsync_directory(target_dir)
+                folder.remove_quietly(backup)
+    folder.sync()
     return {key: target_dir / name for key, (name, _) in pieces.items()}
 
 
-def _roll_back(replaced: list[Path], backups: dict[Path, Path | None]) -> None:
+def _roll_back(folder: Folder, replaced: list[str], backups: dict[str, str | None]) -> None:
     """Put back what was there before for every file already replaced."""
-    for target in reversed(replaced):
-        backup = backups.get(target)
+    for name in reversed(replaced):
+        backup = backups.get(name)
         with contextlib.suppress(OSError):
             if backup is None:
-                target.unlink(missing_ok=True)
+                os.unlink(name, dir_fd=folder.fd)
             else:
-                os.replace(backup, target)
+                os.replace(backup, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
