@@ -419,9 +419,9 @@ def test_capture_writes_atomically_with_the_shared_writer(
 
     written: list[str] = []
 
-    def spy(path: Path, data: str | bytes, *, mode: int = 0o644) -> Path:
+    def spy(path: Path, data: str | bytes, *, mode: int = 0o644, **where: Path) -> Path:
         written.append(Path(path).name)
-        return real(path, data, mode=mode)
+        return real(path, data, mode=mode, **where)
 
     monkeypatch.setattr(capture_module, "write_atomic", spy)
     outcome = write_capture(tmp_path / "bundle", load_scenario("healthy-8x-h100-sxm").system())

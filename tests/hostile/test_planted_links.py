@@ -330,3 +330,26 @@ def test_the_store_s_refusal_leaves_the_linked_database_unopened(
     with pytest.raises(UnsafePathError):
         Store.open(tmp_path / "history.db")
     assert real.read_bytes() == b""
+
+
+# ---------------------------------------------------------------- capture
+
+
+def test_a_capture_file_planted_as_a_link_is_refused(
+    tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "hostname.txt").symlink_to(outside / "shadow")
+    code, _out, err = run_cli(capsys, "capture", "--simulate", SCENARIO, str(bundle))
+    refused(code, err, bundle / "hostname.txt")
+    untouched(outside)
+
+
+def test_a_capture_folder_planted_as_a_link_is_refused(
+    tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bundle").symlink_to(outside, target_is_directory=True)
+    code, _out, err = run_cli(capsys, "capture", "--simulate", SCENARIO, str(tmp_path / "bundle"))
+    refused(code, err, tmp_path / "bundle")
+    untouched(outside)

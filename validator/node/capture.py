@@ -79,7 +79,7 @@ from typing import Callable, Optional, TypeVar, Union
 
 from validator.errors import CaptureError, ReportError
 from validator.fields import LoadError, load_json
-from validator.files import remove_stale_temporaries, write_atomic
+from validator.files import Folder, remove_stale_temporaries, write_atomic
 from validator.limits import (
     KERNEL_LOG_TAIL_BYTES,
     SMALL_FILE_BYTES,
@@ -869,12 +869,13 @@ def write_capture(
     """
     path = Path(directory)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # The folder named is ours from itself down: a link there is refused, never followed.
+        Folder.open(path).close()
     except OSError as exc:
         if exc.errno in _OUT_OF_ROOM:
             raise _not_stored(path, path, exc) from None
         raise CaptureError(f"cannot create {path}: {exc.strerror}; choose another folder") from None
-    remove_stale_temporaries(path)  # those of a capture killed mid-write
+    remove_stale_temporaries(path, start=path)  # those of a capture killed mid-write
     outcome: dict[str, str] = {}
     contents: dict[str, str] = {}
     locations: dict[str, str] = {}
@@ -906,7 +907,7 @@ def write_capture(
     for name, text in contents.items():
         target = path / name
         try:
-            write_atomic(target, text)
+            write_atomic(target, text, start=path)
         except OSError as exc:
             raise _not_stored(target, path, exc) from None
         outcome[name] = "written"
