@@ -57,20 +57,6 @@ _ANY_TEMPORARY = re.compile(
 )
 
 
-def fsync_directory(directory: str | os.PathLike[str]) -> None:
-    """Make renames in ``directory`` durable (some filesystems cannot open a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def host_tag() -> str:
     """Eight hex digits naming this host in temporary file names."""
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
@@ -109,40 +95,6 @@ def _write_all(fd: int, data: bytes) -> None:
         if written <= 0:  # pragma: no cover - a regular file never writes nothing
             raise OSError(errno.EIO, "the write made no progress")
         view = view[written:]
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError:
-        # A directory gone read-only keeps it; the next writer's clean-up tries again.
-        pass
-
-
-def write_temporary(target: str | os.PathLike[str], data: bytes, mode: int) -> Path:
-    """Write ``data`` whole into a new temporary file beside ``target``, fsynced, with ``mode``.
-
-    Returns:
-        The temporary file's path (the caller renames it into place).
-
-    Raises:
-        OSError: the data could not be written; no temporary file is left.
-    """
-    fd, temporary = create_temporary(target)
-    try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            # close() reports some filesystems' (NFS) delayed write errors.
-            os.close(fd)
-        os.chmod(temporary, mode)
-    except BaseException:
-        _remove(temporary)
-        raise
-    return temporary
 
 
 def write_atomic(
@@ -427,23 +379,6 @@ class Folder:
             return False
         return True
 
-    def remove_folder(self, name: str) -> bool:
-        """Remove the empty sub-folder ``name``; False when absent or not empty.
-
-        Raises:
-            UnsafePathError: a link or a file is there (left in place).
-        """
-        found = self.lstat(name)
-        if found is None:
-            return False
-        if not stat.S_ISDIR(found.st_mode):
-            raise refusal(self.path / name, found.st_mode, "a folder", _readlink_at(name, self.fd))
-        try:
-            os.rmdir(name, dir_fd=self.fd)
-        except OSError:
-            return False
-        return True
-
     def hold(self, name: str, mode: int = 0o644) -> tuple[int, bool]:
         """Open ``name`` to read and write, made when missing, never through a link.
 
@@ -610,7 +545,6 @@ __all__ = [
     "Folder",
     "check_path",
     "create_temporary",
-    "fsync_directory",
     "host_tag",
     "is_stale_temporary",
     "process_alive",
@@ -619,5 +553,4 @@ __all__ = [
     "remove_stale_temporaries",
     "temporary_path",
     "write_atomic",
-    "write_temporary",
 ]
