@@ -108,6 +108,34 @@ def test_a_new_certificate_ends_the_revocation(
     assert code == 0, out
 
 
+def test_report_dir_keeps_no_certificate_of_a_host_it_did_not_certify(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert certify(capsys, work, HEALTHY)[0] == 0
+    assert cert_file(work).is_file()
+    assert certify(capsys, work, CAPPED)[0] == 1
+    assert not cert_file(work).exists()
+    code, _, err = gpuready(capsys, "verify-cert", str(cert_file(work)))
+    assert code == 2
+    assert "does not exist" in err
+
+
+def test_a_certificate_planted_as_a_link_is_refused_never_followed(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = work / "victim.json"
+    victim.write_text("keep me\n", encoding="utf-8")
+    cert_file(work).parent.mkdir(parents=True)
+    os.symlink(victim, cert_file(work))
+    code, _, err = certify(capsys, work, CAPPED)
+    assert code == 3, err  # measured and recorded, but the folder could not be cleaned
+    assert str(cert_file(work)) in err, err
+    assert "link" in err, err
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    with Store.open(work / "h.db") as store:
+        assert [row.verdict for row in store.history(HOST)] == ["NOT_CERTIFIED"]
+
+
 def test_a_certificates_folder_planted_as_a_link_is_not_followed(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

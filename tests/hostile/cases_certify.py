@@ -13,11 +13,14 @@ from pathlib import Path
 from tests.hostile.cases import Case, Outcome, case
 from tests.hostile.data_files import (
     POLICY_NO_BURN,
+    Setup,
+    Workspace,
     combine,
     foreign_sqlite,
     future_schema_db,
     mkdir,
     policy,
+    symlink,
     truncated_baseline_db,
     write,
 )
@@ -31,6 +34,35 @@ SIM = ("certify", "--simulate", "healthy-8x-h100-sxm", *DB)
 QUICK = (*SIM, "--burn", "0")
 NO_BURN_POLICY = policy(POLICY_NO_BURN)
 _KEYS = Path(__file__).resolve().parent.parent / "fixtures" / "keys"
+
+
+CAPPED = (
+    "certify",
+    "--simulate",
+    "one-gpu-power-capped",
+    *DB,
+    "--burn",
+    "0",
+    "--policy",
+    "{tmp}/policy.yml",
+    "--report-dir",
+    "{tmp}/rep",
+)
+
+
+def _stale_certificate(name: str) -> Setup:
+    """``{tmp}/rep/certificates/<name>``: the baseline's intact certificate of h100-node-01."""
+
+    def setup(ws: Workspace) -> None:
+        source = ws.baseline / "rep" / "certificates" / "h100-node-01.json"
+        (ws.tmp / "rep" / "certificates").mkdir(parents=True, exist_ok=True)
+        (ws.tmp / "rep" / "certificates" / name).write_bytes(source.read_bytes())
+
+    return setup
+
+
+def _victim_kept(tmp: Path, _outcome: Outcome) -> None:
+    assert (tmp / "victim.json").read_text(encoding="utf-8") == "keep me\n"
 
 
 def _stdout_is_json(_tmp: Path, outcome: Outcome) -> None:
@@ -416,5 +448,45 @@ CASES: tuple[Case, ...] = (
         exit=2,
         err="xid_window_hours",
         setup=policy("xid_window_hours: .nan\n"),
+    ),
+    # --report-dir keeps no certificate of a host the run did not certify (issue 30): an
+    # older one left there reads "intact" to verify-cert. Host names in any case.
+    *(
+        case(
+            f"certify-failed-removes-stale-certificate-{label}",
+            *CAPPED,
+            exit=1,
+            setup=combine(NO_BURN_POLICY, _stale_certificate(name)),
+            absent=f"rep/certificates/{name}",
+            exists="rep/report.json",
+        )
+        for label, name in (("same", "h100-node-01.json"), ("upper", "H100-NODE-01.json"))
+    ),
+    # The control: a certified run keeps (rewrites) it.
+    case(
+        "certify-passed-keeps-its-certificate",
+        *QUICK,
+        "--policy",
+        "{tmp}/policy.yml",
+        "--report-dir",
+        "{tmp}/rep",
+        exit=0,
+        setup=combine(NO_BURN_POLICY, _stale_certificate("h100-node-01.json")),
+        exists="rep/certificates/h100-node-01.json",
+    ),
+    # A link planted in a certificate's place is refused, never followed nor its target
+    # removed; the run is measured and recorded all the same (exit 3: not all stored).
+    case(
+        "certify-failed-stale-certificate-is-a-link",
+        *CAPPED,
+        exit=3,
+        err="h100-node-01.json",
+        setup=combine(
+            NO_BURN_POLICY,
+            write("victim.json", "keep me\n"),
+            mkdir("rep/certificates"),
+            symlink("rep/certificates/h100-node-01.json", "{tmp}/victim.json"),
+        ),
+        check=_victim_kept,
     ),
 )

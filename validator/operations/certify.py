@@ -463,11 +463,14 @@ def _write_outputs(
     from validator.report.writer import write_reports
 
     _remove_stale_temporaries(directory)  # those a killed run left in these folders
+    # First, even where the reports cannot be written: no older certificate stays here
+    # for a host this run did not certify.
+    stale = _remove_uncertified(report, certificates, directory)
     try:
         written = write_reports(report, directory, json_form=json_form)
     except ReportError as exc:
-        return {}, {}, str(exc)
-    problem: str | None = None
+        return {}, {}, stale or str(exc)
+    problem: str | None = stale
     try:
         digests = {host: certificate.digest for host, certificate in certificates.items()}
         evidence = write_rma(report, directory, digests, last_certificates)
@@ -493,6 +496,21 @@ def _write_outputs(
             )
         stored[hostname] = certificate
     return written, stored, problem
+
+
+def _remove_uncertified(
+    report: Report, certificates: Mapping[str, Certificate], directory: str
+) -> str | None:
+    """Remove the ``certificates/`` files of hosts this run did not certify; the problem or None."""
+    from validator.errors import UnsafePathError
+    from validator.report.partial import remove_certificates
+
+    uncertified = [node.hostname for node in report.nodes if node.hostname not in certificates]
+    try:
+        remove_certificates(directory, uncertified)
+    except (ReportError, UnsafePathError) as exc:
+        return str(exc)
+    return None
 
 
 def record_report(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from validator.errors import ReportError
@@ -88,3 +89,53 @@ def write_host_result(result: NodeResult, directory: str | os.PathLike[str]) -> 
             "--report-dir"
         ) from None
     return target
+
+
+def remove_certificates(
+    directory: str | os.PathLike[str], hostnames: Iterable[str]
+) -> list[Path]:
+    """Remove ``DIR/certificates/`` files of hosts a run did not certify (their names in any case).
+
+    A folder that keeps an older certificate of a host whose latest certification
+    failed would hand verify-cert (and ``drift --certificate``) a verdict the host no
+    longer holds. Host names are case-insensitive, so ``GPU01.json`` goes with ``gpu01``.
+    Nothing is followed: the folders are opened by descriptor from ``directory`` down,
+    and only regular files are removed (validator.files.Folder).
+
+    Returns:
+        The files removed.
+
+    Raises:
+        ReportError: the folder or a file could not be read or removed.
+        UnsafePathError: certificates/ or a certificate's name is a link (or not a file):
+            left in place.
+    """
+    from validator.files import Folder
+
+    root = Path(directory)
+    wanted = {f"{host_file_stem(name)}.json".lower() for name in hostnames}
+    removed: list[Path] = []
+    if not wanted:
+        return removed
+    try:
+        folder = Folder.open(root / CERTIFICATES_DIR, create=False, start=root)
+    except FileNotFoundError:
+        return removed
+    except OSError as exc:
+        raise ReportError(
+            f"cannot open {root / CERTIFICATES_DIR} to remove the certificates of the hosts "
+            f"this run did not certify: {exc.strerror or exc}; remove them by hand"
+        ) from None
+    with folder:
+        try:
+            for name in folder.names():
+                if name.lower() in wanted and folder.remove(name):
+                    removed.append(folder.path / name)
+        except OSError as exc:
+            raise ReportError(
+                f"cannot remove a certificate in {folder.path} of a host this run did not "
+                f"certify: {exc.strerror or exc}; remove it by hand"
+            ) from None
+        if removed:
+            folder.sync()
+    return removed
