@@ -22,3 +22,16 @@ def trusted(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: trusted(item) for key, item in value.items()}
     return value
+
+
+def is_true(templar: Any, condition: str) -> bool:
+    """What a task's ``when: condition`` decides, as the installed ansible-core decides it.
+
+    ``Templar.evaluate_conditional`` is 2.19's; before it, the condition is templated as an
+    expression in an ``if``, which is what ``when`` did there.
+    """
+    evaluate = getattr(templar, "evaluate_conditional", None)
+    if evaluate is not None:
+        return bool(evaluate(trusted(condition)))
+    decided = templar.template(f"{{% if {condition} %}}True{{% else %}}False{{% endif %}}")
+    return str(decided) == "True"

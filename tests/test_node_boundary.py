@@ -7,10 +7,13 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.stdlib_names import stdlib_module_names
+
+STDLIB = stdlib_module_names()
 
 REPO = Path(__file__).resolve().parent.parent
 NODE = REPO / "validator" / "node"
@@ -46,7 +49,7 @@ def test_node_imports_only_stdlib_pynvml_and_the_model(path: Path) -> None:
         elif top == "pynvml":
             assert path.name == "nvml.py", f"only nvml.py may import pynvml, not {path.name}"
         else:
-            assert top in sys.stdlib_module_names, f"{path.name} imports non-stdlib {module}"
+            assert top in STDLIB, f"{path.name} imports non-stdlib {module}"
 
 
 def python39() -> str | None:

@@ -15,11 +15,14 @@ turns into a failure the day the import goes: then the entry goes too.
 from __future__ import annotations
 
 import ast
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.stdlib_names import stdlib_module_names
+
+STDLIB = stdlib_module_names()
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "validator"
@@ -214,7 +217,7 @@ def violations(
             forbidden = any(_under(imported, entry) for entry in room.forbid)
             if forbidden or not allowed:
                 found[imported] = f"{name} imports {imported}, outside the {key} room's rules"
-        elif top in sys.stdlib_module_names:
+        elif top in STDLIB:
             continue
         elif top in UI:
             if not room.ui:

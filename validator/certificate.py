@@ -52,7 +52,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
 from validator.codec import unpack
@@ -371,7 +371,8 @@ def _counters_certified(gpu: GpuFacts, facts: NodeFacts) -> ErrorCounters:
 
 # ------------------------------------------------------------------ bandwidth figures
 
-Copies = tuple[float | None, float | None, float | None]  # H2D, D2H, HBM in GB/s
+# Optional, not ``float | None``: an alias is evaluated at import, and 3.9 has no ``|`` on types.
+Copies = tuple[Optional[float], Optional[float], Optional[float]]  # H2D, D2H, HBM in GB/s
 _NO_COPIES: Copies = (None, None, None)
 # A figure whose own check says this did not pass is no baseline (E1's check ids).
 _NOT_PASSED = (Severity.FAIL, Severity.UNKNOWN)
