@@ -188,7 +188,9 @@ def test_plain_lines_are_what_rich_would_have_printed(
     rich_out = io.StringIO()
     LiveDisplay(Console(file=rich_out, width=20)).print_line(line)
     assert capsys.readouterr().err == rich_out.getvalue()
-    assert rich_out.getvalue() == "[3/9] node07 [bold]FAILED[/] burn: 12 % \x1b[31mlow\n"
+    # Controls a node sent are shown, not obeyed nor dropped, whichever writes the line.
+    shown = r"[3/9] node\x0d07 [bold]FAILED[/] \x07burn: 12 % \x1b[31mlow"
+    assert rich_out.getvalue() == shown + "\n"
 
 
 def test_forced_colour_still_draws_live(monkeypatch: pytest.MonkeyPatch) -> None:

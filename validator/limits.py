@@ -24,8 +24,9 @@ policy, catalog            :data:`DOCUMENT_BYTES` (4 MiB)
 scenario                   :data:`SCENARIO_BYTES` (16 MiB)
 certificate                :data:`CERTIFICATE_BYTES` (16 MiB)
 inventory file             :data:`INVENTORY_BYTES` (16 MiB)
-YAML aliases               a document is refused when its aliases expand it
-                           past :data:`YAML_EXPANDED_VALUES` (1,000,000) values
+YAML aliases, nesting      a document is refused when its aliases expand it
+                           past :data:`YAML_EXPANDED_VALUES` (1,000,000) values,
+                           or it nests deeper than :data:`YAML_DEPTH` (100)
 =========================  =================================================
 
 Standard library only, Python 3.9: the node agent ships with this module.
@@ -51,6 +52,9 @@ SCENARIO_BYTES = 16 * MIB
 CERTIFICATE_BYTES = 16 * MIB
 INVENTORY_BYTES = 16 * MIB
 YAML_EXPANDED_VALUES = 1_000_000
+# Real policies and inventories nest a few levels; Python's own recursion limit (1,000)
+# is where 3.11's loader happened to stop, and 3.9's did not.
+YAML_DEPTH = 100
 
 _CHUNK = 1 * MIB
 # What a path that is no regular file is, in the words of the message.
@@ -236,6 +240,7 @@ __all__ = [
     "SMI_QUERY_BYTES",
     "TELEMETRY_CSV_ROWS",
     "TOOL_OUTPUT_BYTES",
+    "YAML_DEPTH",
     "YAML_EXPANDED_VALUES",
     "OverLimitError",
     "read_bounded",

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from validator.fields import KeyPath, LoadError, Mark, Marks, quoted
-from validator.limits import YAML_EXPANDED_VALUES
+from validator.limits import YAML_DEPTH, YAML_EXPANDED_VALUES
 from validator.text import one_line
 
 # libyaml's loader when PyYAML was built with it; the pure-Python safe loader otherwise.
@@ -41,8 +41,9 @@ def check_expansion(root: yaml.Node | None, limit: int = YAML_EXPANDED_VALUES) -
     on the composed graph, before anything is built from it.
 
     Raises:
-        LoadError: the document expands past ``limit`` values or into itself; it names
-            the key path (and line) of the first value that does.
+        LoadError: the document expands past ``limit`` values or into itself (naming
+            the key path and line of the first value that does), or it nests deeper
+            than :data:`~validator.limits.YAML_DEPTH`.
     """
     if root is None:
         return
@@ -60,6 +61,8 @@ def check_expansion(root: yaml.Node | None, limit: int = YAML_EXPANDED_VALUES) -
             for path, child in children:
                 if sizes.get(id(child)) == -1:
                     raise _expansion_error(limit, node, paths[id(node)], endless=True)
+                if len(path) > YAML_DEPTH:
+                    raise LoadError("nested too deep", line=_mark(child)[0], syntax=True)
                 paths.setdefault(id(child), path)
                 stack.append((child, False))
             continue
