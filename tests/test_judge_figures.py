@@ -402,6 +402,19 @@ def test_forged_agent_output_is_not_certified(field: str, value: float) -> None:
     assert [f.gpu_index for f in implausible(result)] == [3]
 
 
+@pytest.mark.parametrize("dtype", ["bf16x", "__class__", "__doc__", "peak_tflops", ""])
+def test_a_forged_burn_dtype_is_not_certified_nor_a_crash(dtype: str) -> None:
+    """A dtype no GPU burns has no peak to be held to: no speed of it can be plausible."""
+    document = to_dict(healthy_node())
+    document["burn"]["dtype"] = dtype
+    for gpu in document["burn"]["gpus"]:
+        gpu["tflops"] = 10_000.0
+    result = judge(agent_facts(json.dumps(document)))
+    assert result.verdict is not Verdict.CERTIFIED
+    assert [f.gpu_index for f in implausible(result)] == list(range(8))
+    assert all(blocking(f) for f in implausible(result))
+
+
 # ---------------------------------------------------------------- drift
 
 

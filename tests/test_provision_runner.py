@@ -476,7 +476,17 @@ def test_bad_extra_vars_are_one_line(item: str, message: str) -> None:
     with pytest.raises(BadInputError, match=re.escape(message)) as caught:
         parse_extra_vars([item])
     assert "\n" not in str(caught.value)
-    assert item in str(caught.value)
+    named = item if item.startswith("@") else item.partition("=")[0] if "=" in item else ""
+    assert named in str(caught.value)
+
+
+def test_a_bad_extra_var_never_shows_its_value() -> None:
+    # The value may be a secret: the key and the problem name it, the value stays out.
+    with pytest.raises(BadInputError) as caught:
+        parse_extra_vars(["cfg={ansible_become_password: hunter2, x: [}"])
+    assert "cfg" in str(caught.value)
+    assert "not valid YAML" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
 
 
 def test_extra_vars_file_must_be_a_mapping(tmp_path: Path) -> None:

@@ -116,7 +116,8 @@ def write_atomic(
         mode: the file's permissions (a temporary file starts as 0600).
         start: the folder the operator named, when ``path`` lies below it: the
             folders from there down are ours, created when missing and never
-            followed. Without it, ``path``'s folder must exist and is taken as given.
+            followed. Without it, ``path``'s folder must exist and is taken as given
+            (a link to it is followed, as the operator named it).
 
     Returns:
         The path written.
@@ -128,7 +129,7 @@ def write_atomic(
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if start is None:
-        with Folder.open(target.parent, create=False, start=target.parent) as folder:
+        with Folder.given(target.parent) as folder:
             folder.write(target.name, payload, mode)
     else:
         with Folder.open(target.parent, start=start) as folder:
@@ -207,6 +208,20 @@ class Folder:
         """Hold ``fd``, the folder at ``path`` (named in messages)."""
         self.fd = fd
         self.path = path
+
+    @classmethod
+    def given(cls, path: str | os.PathLike[str]) -> Folder:
+        """Open the existing folder ``path`` as the operator named it (links on the way followed).
+
+        For the folder of a file the operator named (``--db``, ``--prom-file``): a
+        ``/var/lib/gpuready`` that links to shared storage is theirs to make. What is
+        made inside it is still never reached through a link.
+
+        Raises:
+            OSError: it is missing or no folder.
+        """
+        target = Path(path)
+        return cls(os.open(str(target) or ".", os.O_RDONLY | _DIRECTORY | _CLOEXEC), target)
 
     @classmethod
     def open(

@@ -388,8 +388,15 @@ def _yaml_value(text: str, origin: str) -> object:
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:
+        from validator.judge.yamlfile import error_line, error_problem
+
+        # YAML's own text quotes the value around the error, and a value may be a secret:
+        # its problem and column only.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at column {mark.column + 1}" if error_line(exc) == 1 and mark else ""
         raise BadInputError(
-            f"{origin}: the value is not valid YAML ({one_line(exc, 160)}): quote it"
+            f"{origin}: the value is not valid YAML ({one_line(error_problem(exc), 100)}"
+            f"{where}): quote it"
         ) from None
     if isinstance(value, (float, datetime.date)):
         return text  # a version or a date, as written
@@ -418,7 +425,8 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
 
     variables: dict[str, object] = {}
     for item in items:
-        origin = f"-e {item!r}"
+        # Named by its file or its key, never its value: a value may be a secret.
+        origin = f"-e {item!r}" if item.startswith("@") else f"-e {item.partition('=')[0]!r}=..."
         if item.startswith("@"):
             path = Path(item[1:]).expanduser()
             try:
@@ -442,7 +450,7 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
         else:
             key, sep, text = item.partition("=")
             if not sep:
-                raise BadInputError(f"{origin}: expected KEY=VALUE (or @FILE.yml)")
+                raise BadInputError("-e: expected KEY=VALUE (or @FILE.yml); one item has no '='")
             key = key.strip()
             refuse_on_command_line(key, None)  # before the value is read, or shown in an error
             pairs = [(key, _yaml_value(text, origin))]

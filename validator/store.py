@@ -520,7 +520,9 @@ def _hold_lock(path: Path, owner: dict[str, object]) -> bool:
         UnsafePathError: a link, FIFO or folder is at ``path``.
     """
     try:
-        with Folder.open(path.parent, start=path.parent) as folder:
+        # The database's folder is the operator's (it may link to shared storage); the
+        # lock file in it is ours, never reached through a link.
+        with Folder.given(path.parent) as folder:
             fd, made = folder.hold(path.name)
     except OSError:
         return False

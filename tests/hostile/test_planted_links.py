@@ -281,6 +281,33 @@ def test_a_prometheus_file_planted_as_a_link_is_refused(
     untouched(outside)
 
 
+def test_the_folders_the_operator_named_may_be_links(
+    tmp_path: Path, policy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /var/lib/gpuready or the textfile folder linked to shared storage is the operator's
+    # choice: their folders are taken as named; only what gpuready makes in them is never
+    # reached through a link (the cases above).
+    shared = tmp_path / "shared"
+    (shared / "state").mkdir(parents=True)
+    (shared / "textfiles").mkdir()
+    (tmp_path / "state").symlink_to(shared / "state")
+    (tmp_path / "textfiles").symlink_to(shared / "textfiles")
+    db = tmp_path / "state" / "history.db"
+    code, _out, err = run_cli(
+        capsys, "certify", "--simulate", SCENARIO, "--burn", "0", "--policy", str(policy),
+        "--db", str(db),
+    )
+    assert code == 0, err
+    code, _out, err = run_cli(
+        capsys, "drift", "--simulate", SCENARIO, "--db", str(db),
+        "--prom-file", str(tmp_path / "textfiles" / "gpuready.prom"),
+    )
+    assert code == 0, err
+    assert (shared / "state" / "history.db").is_file()
+    assert (shared / "textfiles" / "gpuready.prom").is_file()
+    assert "gpuready" in (shared / "textfiles" / "gpuready.prom").read_text()
+
+
 @pytest.mark.parametrize("folder", ["runs", "runner"])
 def test_a_provision_state_folder_planted_as_a_link_is_refused(
     tmp_path: Path, outside: Path, folder: str

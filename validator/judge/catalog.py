@@ -19,7 +19,7 @@ from validator.judge import yamlfile
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
 # The GPU counts an all-reduce floor may be given for: a node's GPUs, two or more.
 ALL_REDUCE_GPUS = (2, 64)
-_PRECISIONS = ("fp16", "bf16", "tf32", "fp8", "fp32")
+PRECISIONS = ("fp16", "bf16", "tf32", "fp8", "fp32")
 _DEFAULT_PATH = Path(__file__).with_name("skus.yaml")
 
 
@@ -32,6 +32,15 @@ class PeakTflops:
     tf32: float | None
     fp8: float | None
     fp32: float | None
+
+    def of(self, dtype: str) -> float | None:
+        """The peak for ``dtype``; None for a precision with none or a name that is none.
+
+        ``dtype`` comes from a node's result: only the five precisions are looked up, so
+        a forged ``"__class__"`` or ``"bf16x"`` finds no peak rather than an attribute.
+        """
+        value = getattr(self, dtype) if dtype in PRECISIONS else None
+        return float(value) if isinstance(value, (int, float)) else None
 
 
 @dataclass(frozen=True)
@@ -232,7 +241,7 @@ def _gpu_count_floors(floors: dict[object, float]) -> tuple[tuple[int, float], .
     return tuple(sorted(counted))
 
 
-_TFLOPS = Document(tuple(_positive(p, nullable=True) for p in _PRECISIONS))
+_TFLOPS = Document(tuple(_positive(p, nullable=True) for p in PRECISIONS))
 
 ROW_FIELDS = Document(
     (
@@ -269,7 +278,7 @@ ROW_FIELDS = Document(
         Field(
             "peak_tflops",
             dict,
-            wanted="a mapping with keys " + ", ".join(_PRECISIONS),
+            wanted="a mapping with keys " + ", ".join(PRECISIONS),
             required=True,
             document=_TFLOPS,
         ),
@@ -318,7 +327,7 @@ def _parse_row(source: fields.Source, number: int, data: object) -> Sku:
     _check_peer_floors(at, data, values)
     values["all_reduce_min_gbs"] = values["all_reduce_min_gbs"] or ()
     values["peak_tflops"] = PeakTflops(
-        **{key: values["peak_tflops"].get(key) for key in _PRECISIONS}
+        **{key: values["peak_tflops"].get(key) for key in PRECISIONS}
     )
     return Sku(**values)
 

@@ -39,7 +39,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from validator.judge.catalog import Catalog, Sku
+from validator.judge.catalog import PRECISIONS, Catalog, Sku
 from validator.model import (
     IMPLAUSIBLE,
     AllReduce,
@@ -140,13 +140,19 @@ def _marker(item: Implausible) -> Unavailable:
 
 
 def tflops_ceiling(sku: Sku | None, dtype: str, catalog: Catalog) -> Ceiling | None:
-    """The fastest a GPU of ``sku`` can burn ``dtype``; None where no SKU knows the dtype."""
-    own = getattr(sku.peak_tflops, dtype, None) if sku is not None else None
+    """The fastest a GPU of ``sku`` can burn ``dtype``; None where no SKU knows the dtype.
+
+    A ``dtype`` that is none of the catalog's precisions (a forged result's) has a ceiling
+    of zero: no speed of it is plausible, so it can neither pass nor enter a median.
+    """
+    if dtype not in PRECISIONS:
+        return Ceiling(0.0, "TFLOPS", f"no GPU burns {dtype!r}: not one of {', '.join(PRECISIONS)}")
+    own = sku.peak_tflops.of(dtype) if sku is not None else None
     if sku is not None and own is not None:
         why = f"the {sku.label}'s {own:g} dense {dtype} peak x {TFLOPS_MARGIN:g}"
         return Ceiling(own * TFLOPS_MARGIN, "TFLOPS", why)
     known = [
-        (peak, row) for row in catalog.all() if (peak := getattr(row.peak_tflops, dtype, None))
+        (peak, row) for row in catalog.all() if (peak := row.peak_tflops.of(dtype))
     ]
     if not known:
         return None

@@ -321,7 +321,7 @@ def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> l
                 expected="a GPU backend",
             )
         ]
-    peak = getattr(sku.peak_tflops, burn.dtype, None) if sku is not None else None
+    peak = sku.peak_tflops.of(burn.dtype) if sku is not None else None
     if peak is None:
         return [
             _finding(
