@@ -2,7 +2,7 @@
 
 Each run is a child ``python -m validator.cli.main`` under a 1 GiB address-space limit
 and a hard timeout, so an unbounded read fails here (MemoryError, killed) rather than
-eating the test machine; the child's own peak RSS (``wait4``) and wall time are held
+eating the test machine; the child's own peak RSS and CPU time (``wait4``) are held
 to the promise: any single input at its limit takes under 10 s and 500 MB. The big
 inputs are made here, in tmp: sparse files (a size reported, no bytes written) where
 the size is the attack, real captures repeated where the content is.
@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +48,7 @@ class Run:
     code: int
     out: str
     err: str
-    seconds: float
+    seconds: float  # the child's own CPU time, user and system
     rss: int  # bytes, the child's own peak
 
 
@@ -63,7 +62,6 @@ def run_child(tmp: Path, *args: str) -> Run:
     env.pop("GPUREADY_DEBUG", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), env.get("PYTHONPATH"))))
     out_path, err_path = tmp / "child.out", tmp / "child.err"
-    started = time.monotonic()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         child = subprocess.Popen(
             [sys.executable, "-m", "validator.cli.main", *args],
@@ -82,7 +80,9 @@ def run_child(tmp: Path, *args: str) -> Run:
     finally:
         timer.cancel()
     child.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.monotonic() - started
+    # CPU time, not wall time: CI runs this beside other tests on two cores, and what the
+    # input costs is what the child spent (the wall clock is held by HARD_TIMEOUT_S).
+    seconds = usage.ru_utime + usage.ru_stime
     return Run(
         code=child.returncode,
         out=out_path.read_text(errors="replace"),
@@ -98,7 +98,7 @@ def cheap(run: Run) -> Run:
     assert run.code >= 0, f"killed by signal {-run.code}\n{shown}"
     assert run.code != 70, shown
     assert "Traceback" not in run.err, shown
-    assert run.seconds < PROMISED_S, f"took {run.seconds:.1f} s\n{shown}"
+    assert run.seconds < PROMISED_S, f"took {run.seconds:.1f} s of CPU\n{shown}"
     assert run.rss < PROMISED_RSS, f"peak RSS {run.rss >> 20} MB\n{shown}"
     return run
 

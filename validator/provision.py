@@ -450,7 +450,10 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, object]:
         else:
             key, sep, text = item.partition("=")
             if not sep:
-                raise BadInputError("-e: expected KEY=VALUE (or @FILE.yml); one item has no '='")
+                # A bare name is shown (it is no value); anything else may be a secret typed
+                # without its key.
+                shown = f"-e {item!r}" if _KEY.match(item) else "-e: an item"
+                raise BadInputError(f"{shown}: expected KEY=VALUE (or @FILE.yml)")
             key = key.strip()
             refuse_on_command_line(key, None)  # before the value is read, or shown in an error
             pairs = [(key, _yaml_value(text, origin))]
