@@ -208,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per error kind
     args = sys.argv[1:] if argv is None else argv
+    if not args:
+        # A bare gpuready asked for nothing: its help, and exit 2 on every click (8.2 and
+        # newer say so themselves; 8.1, all that Python 3.9 has, exited 0).
+        with cli.make_context("gpuready", [], resilient_parsing=True) as context:
+            click.echo(context.get_help())
+        return int(ExitCode.BAD_INPUT)
     try:
         code = cli.main(
             args=args, prog_name="gpuready", standalone_mode=False, obj={"argv": list(args)}

@@ -72,6 +72,31 @@ def check_expansion(root: yaml.Node | None, limit: int = YAML_EXPANDED_VALUES) -
         sizes[id(node)] = total
 
 
+def check_depth(text: str, limit: int = YAML_DEPTH) -> None:
+    """Refuse a YAML text that nests deeper than ``limit``, before anything composes it.
+
+    libyaml's parser is a loop, its composer (and PyYAML's) a recursion: on Python 3.9 a
+    document 20,000 levels deep crashed the interpreter (SIGSEGV) there rather than raise.
+    The events are counted, so nothing recurses; a syntax error is left to the loader.
+
+    Raises:
+        LoadError: "nested too deep", with the line where it passes ``limit``.
+    """
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SAFE_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > limit:
+                    raise LoadError(
+                        "nested too deep", line=event.start_mark.line + 1, syntax=True
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return
+
+
 def _children(node: yaml.Node, path: KeyPath) -> list[tuple[KeyPath, yaml.Node]]:
     """A node's keys and values, or items, each with its key path."""
     if isinstance(node, yaml.MappingNode):
@@ -106,6 +131,7 @@ def compose_checked(text: str) -> None:
     Raises:
         LoadError: as :func:`check_expansion`.
     """
+    check_depth(text)
     loader = _SAFE_LOADER(text)
     try:
         check_expansion(loader.get_single_node())
@@ -126,6 +152,7 @@ def load_located(text: str) -> tuple[object, Marks]:
             document nested too deep, or a key given twice in one mapping (with the line
             and column of the second).
     """
+    check_depth(text)
     loader = _SAFE_LOADER(text)
     try:
         node = loader.get_single_node()
