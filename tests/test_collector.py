@@ -12,7 +12,7 @@ from tests.test_cli_drift import certify_into, run
 from tests.test_cli_drift import write_inventory as write_drift_inventory
 from tests.test_deadline import write_inventory
 from validator.model import TransportName, Verdict
-from validator.operations.collector import FLEET_YOUNG_THRESHOLD, sparing_collector
+from validator.node.sparing_gc import FLEET_YOUNG_THRESHOLD, sparing_collector
 from validator.store import Store
 
 

@@ -178,22 +178,31 @@ def _split_result(text: str) -> tuple[str, str]:
 _MIGRATION_BATCH = 500
 
 
+def _batches(db: sqlite3.Connection, select: str) -> Iterator[list[Any]]:
+    """The rows of ``select`` a batch at a time: an upgrade never holds a whole table.
+
+    ``select`` names the id first and ends ``WHERE id > ? ORDER BY id LIMIT ?``.
+    """
+    last = 0
+    while True:
+        rows = db.execute(select, (last, _MIGRATION_BATCH)).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield rows
+
+
 def _v2_copy_packed(db: sqlite3.Connection) -> None:
     """Schema 1 to 2: each result and certificate copied, its JSON text packed as it was.
 
     Counts and PASS summaries come from schema 1's findings rows (which held every
     finding); the texts are kept byte for byte, so a certificate still verifies.
     """
-    last = 0
-    while True:
-        rows = db.execute(
-            "SELECT id, run_id, hostname, recorded_at, verdict, sku, summary, result_json"
-            " FROM results WHERE id > ? ORDER BY id LIMIT ?",
-            (last, _MIGRATION_BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        last = rows[-1][0]
+    for rows in _batches(
+        db,
+        "SELECT id, run_id, hostname, recorded_at, verdict, sku, summary, result_json"
+        " FROM results WHERE id > ? ORDER BY id LIMIT ?",
+    ):
         copied = []
         for row in rows:
             severities: dict[str, int] = {}
@@ -221,16 +230,11 @@ def _v2_copy_packed(db: sqlite3.Connection) -> None:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             copied,
         )
-    last = 0
-    while True:
-        rows = db.execute(
-            "SELECT id, result_id, hostname, issued_at, digest, json FROM certificates"
-            " WHERE id > ? ORDER BY id LIMIT ?",
-            (last, _MIGRATION_BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        last = rows[-1][0]
+    for rows in _batches(
+        db,
+        "SELECT id, result_id, hostname, issued_at, digest, json FROM certificates"
+        " WHERE id > ? ORDER BY id LIMIT ?",
+    ):
         db.executemany(
             "INSERT INTO certificates_v2 (id, result_id, hostname, issued_at, digest, json_packed)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -250,15 +254,9 @@ def _stored_provenance(facts_packed: object) -> str | None:
 
 def _v3_provenance(db: sqlite3.Connection) -> None:
     """Schema 2 to 3: each result's provenance (live, capture, simulate), read from its facts."""
-    last = 0
-    while True:
-        rows = db.execute(
-            "SELECT id, facts_packed FROM results WHERE id > ? ORDER BY id LIMIT ?",
-            (last, _MIGRATION_BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        last = rows[-1][0]
+    for rows in _batches(
+        db, "SELECT id, facts_packed FROM results WHERE id > ? ORDER BY id LIMIT ?"
+    ):
         db.executemany(
             "UPDATE results SET provenance = ? WHERE id = ?",
             [(_stored_provenance(row[1]), row[0]) for row in rows],

@@ -36,8 +36,8 @@ from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.node.sparing_gc import sparing_collector
 from validator.operations import signals
-from validator.operations.collector import sparing_collector
 from validator.operations.outcome import report_exit_code
 from validator.remote.transport import Progress
 from validator.store import RunKind
@@ -142,7 +142,7 @@ def run_certify(
 ) -> CertifyOutcome:
     """Certify what the request names; write its reports, certificates and history.
 
-    A fleet runs with the garbage collector set for it (validator.operations.collector).
+    A fleet runs with the garbage collector set for it (validator.node.sparing_gc).
 
     Args:
         request: what to certify and where the results go.

@@ -34,8 +34,8 @@ from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
 from validator.node.burnin.config import BurnConfig
+from validator.node.sparing_gc import sparing_collector
 from validator.operations import signals
-from validator.operations.collector import sparing_collector
 from validator.operations.outcome import close_run, exit_code, report_interrupted
 from validator.store import RunKind, StoreError
 
@@ -146,7 +146,7 @@ def run_drift(
     """
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
     if request.inventories or request.slurm is not None:
-        with sparing_collector():  # many results arriving (validator.operations.collector)
+        with sparing_collector():  # many results arriving (validator.node.sparing_gc)
             results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
     else:
         results, run_id, interrupted = _drift_here(request, store, policy)

@@ -48,17 +48,15 @@ and :attr:`XidLog.uptime_doubt` says why.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
-import gc
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from validator.limits import KERNEL_LOG_EVENTS
 from validator.model import KernelFault, Unavailable, XidEvent
 from validator.node.plausibility import plausible_uptime
+from validator.node.sparing_gc import sparing_collector
 
 _XID = re.compile(
     r"(?:(nvidia-nvswitch\d*):\s*)?(S?Xid)\s*\(PCI:([0-9A-Fa-f:.]+)\):\s*(\d+)\s*,?\s*(.*)$"
@@ -298,7 +296,9 @@ def read_xid_log(
     :data:`UPTIME_SLACK_S` after it: that log was not written by a host up that long.
     """
     reference = now if now is not None else datetime.datetime.now(datetime.timezone.utc)
-    with _sparing_collector():
+    # A log at its bound is some 800,000 lines in one list: with CPython's default the
+    # scan of a 64 MiB Xid flood took 5.0 s of CPU, with the collector spared 2.3 s.
+    with sparing_collector():
         scan = _scan(text, reference)
     if window_hours is None:
         return XidLog(tuple(scan.events), faults=tuple(scan.faults), dropped=scan.dropped)
@@ -312,27 +312,6 @@ def read_xid_log(
     events = tuple(e for e in scan.events if recent(e.timestamp, e.uptime_s))
     faults = tuple(f for f in scan.faults if recent(f.timestamp, f.uptime_s))
     return XidLog(events, doubt, faults, scan.dropped)
-
-
-@contextlib.contextmanager
-def _sparing_collector(young: int = 50_000) -> Iterator[None]:
-    """Collect the youngest generation after ``young`` allocations, not 700, meanwhile.
-
-    A log at its bound (limits.KERNEL_LOG_TAIL_BYTES) is some 800,000 lines in one
-    list, which every older-generation collection walks: with CPython's default the
-    scan of a 64 MiB Xid flood took 5.0 s of CPU, with this 2.3 s. The scan leaves no
-    reference cycles; the setting before is put back, however the block ends (as
-    validator.operations.collector does for a fleet, which this room cannot import).
-    """
-    before = gc.get_threshold()
-    if before[0] == 0 or before[0] >= young:
-        yield
-        return
-    gc.set_threshold(young, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _uptime_doubt(uptime_s: float, latest_raw: float | None) -> str | None:

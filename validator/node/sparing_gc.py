@@ -1,4 +1,8 @@
-"""The garbage collector's setting for a fleet run: many results arrive, and they stay.
+"""The garbage collector set sparingly while many objects are made and kept.
+
+A fleet run (many results arrive, and they stay) and the kernel log's scan (a log at
+its bound is some 800,000 lines in one list) both use it; it lives with the node's
+code, which ships with the agent, so both can. Standard library only, Python 3.9.
 
 A fleet's controller decodes every host's facts, tens of thousands of small objects
 for a default burn's telemetry, and holds each result until its reports. CPython
