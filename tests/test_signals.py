@@ -118,6 +118,8 @@ def test_a_stop_signal_during_a_burn_keeps_reports_and_history_within_kill_wait(
     (node,) = report["nodes"]
     assert node["facts"]["burn"]["interrupted"] is True
     assert node["facts"]["burn"]["elapsed_s"] < 60  # stopped, not run out
+    # minutes of copies and all-reduce would outlast KillWait: not started after a stop
+    assert node["facts"]["interconnect"]["error"].startswith("not started: the run was")
     assert rows_of(db) == [("certify", "interrupted", "h100-node-01", node["verdict"])]
 
 

@@ -24,6 +24,11 @@ the burn-in: :func:`interconnect_within`), DCGM's diagnostic (``--dcgm-level``, 
 last) gets what is left after that, its timeout cut to fit (:func:`dcgm_within`),
 and should the collector still not return (a wedged GPU, a hung command), the agent
 says so and exits, leaving nothing of itself running on the host.
+
+SIGTERM, SIGHUP and SIGINT (scancel, a Slurm time limit, a dropped SSH session, Ctrl-C)
+stop the burn-in after its batch (validator.node.stop_request): the interconnect and
+DCGM are not started, and the facts are printed as usual, the burn marked
+interrupted, exit 0. A second signal ends the agent at once.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from validator.model import (
     Reason,
     to_dict,
 )
+from validator.node import stop_request
 from validator.node.bandwidth import check_mode, wanted
 from validator.node.bandwidth.config import ALLOWANCE_S
 from validator.node.burnin.config import BurnConfig
@@ -461,6 +467,11 @@ def _run_within(args: argparse.Namespace, burn: BurnConfig | None) -> int:
 def run(argv: Sequence[str]) -> int:
     """Collect and print; the exit code as the module docstring says."""
     args = _parser().parse_args(list(argv))
+    with stop_request.on_stop_signals():
+        return _collect_and_print(args)
+
+
+def _collect_and_print(args: argparse.Namespace) -> int:
     try:
         burn = BurnConfig.from_arguments(args)
         check_mode(args.interconnect)

@@ -18,7 +18,7 @@ from validator.model import (
     Unavailable,
     XidEvent,
 )
-from validator.node import collect
+from validator.node import collect, stop_request
 from validator.node.nvml import read_nvml
 from validator.node.parsers.kernel_log import parse_xid_events
 from validator.node.scenario import Scenario, load_scenario
@@ -340,9 +340,27 @@ def with_dcgm(
     """
     if level <= 0:
         return facts
+    stopped = stopped_reason(facts)
+    if stopped is not None:
+        from validator.node.dcgm import not_run
+
+        return dataclasses.replace(facts, dcgm=not_run(level, Reason.NOT_MEASURED, stopped))
     from validator.node.dcgm import run_dcgm
 
     return dataclasses.replace(facts, dcgm=run_dcgm(system, level, timeout_s))
+
+
+def stopped_reason(facts: NodeFacts) -> str | None:
+    """Why nothing more is started after the burn-in: it was stopped; None when it was not.
+
+    A stopped run has seconds left (Slurm's KillWait is 30 s) for its facts to be
+    printed, judged and recorded: the interconnect and DCGM would take minutes.
+    """
+    if stop_request.requested():
+        return stop_request.reason()
+    if facts.burn is not None and facts.burn.interrupted:
+        return "not started: the run was interrupted during the burn-in"
+    return None
 
 
 def with_interconnect(
@@ -377,6 +395,15 @@ def with_interconnect(
     del system  # the same seam as with_dcgm's, so the collectors call both alike
     if not wanted(facts, mode):
         return facts
+    stopped = stopped_reason(facts)
+    if stopped is not None:
+        simulated = scenario is not None
+        return dataclasses.replace(
+            facts,
+            interconnect=Interconnect(
+                source="simulate" if simulated else "cuda", simulated=simulated, error=stopped
+            ),
+        )
     if scenario is not None:
         from validator.node.bandwidth.simulated import simulated_interconnect
 

@@ -27,8 +27,7 @@ from types import FrameType
 from typing import Any
 
 from validator.errors import ExitCode
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from validator.node.stop_request import STOP_SIGNALS
 
 
 class _State:

@@ -35,6 +35,7 @@ from validator.model import (
     Reason,
     Unavailable,
 )
+from validator.node import stop_request
 from validator.node.bandwidth.config import InterconnectConfig
 from validator.node.bandwidth.nccl_lib import NcclApi
 from validator.node.burnin.cuda_libs import (
@@ -79,7 +80,9 @@ def failed(exc: BaseException) -> Unavailable:
 
 
 def no_time() -> Unavailable:
-    """The reason of a measurement the deadline left no time for."""
+    """The reason of a measurement the deadline, or a stop signal, left no time for."""
+    if stop_request.requested():
+        return Unavailable(Reason.NOT_MEASURED, stop_request.reason())
     return Unavailable(Reason.ERROR, NO_TIME)
 
 
@@ -163,7 +166,9 @@ class Budget:
         return moved_bytes / rate
 
     def allows(self, seconds: float) -> bool:
-        """Whether something taking ``seconds`` ends before the deadline."""
+        """Whether something taking ``seconds`` ends before the deadline (never once stopped)."""
+        if stop_request.requested():
+            return False
         left = self.left()
         return left is None or seconds <= left
 

@@ -7,8 +7,8 @@ could block on a wedged GPU after the workers (the sampler's last reads, the
 error counters, NVML's shutdown) runs under the same deadline: the burn itself
 never hangs. Each NVML GPU is burned on the backend device with its PCI bus id
 (:mod:`validator.node.burnin.devices`); one the backend cannot see is named.
-Ctrl-C stops the workers after their batch and still returns every figure,
-marked interrupted.
+Ctrl-C, or a stop asked for by the agent's SIGTERM or SIGHUP (validator.node.stop_request),
+stops the workers after their batch and still returns every figure, marked interrupted.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from validator.model import (
     XidEvent,
     counters_unavailable,
 )
+from validator.node import stop_request
 from validator.node.burnin.backend import Backend, GpuWorker, SetupResult, flops_per_product
 from validator.node.burnin.config import BurnConfig
 from validator.node.burnin.devices import CudaEnvironment, Matching, Target, match_devices
@@ -322,8 +323,13 @@ def _wait(
     progresses: dict[int, _Progress],
     until: float,
     tick: Callable[[], None] | None,
+    *,
+    heed_stop: bool = True,
 ) -> None:
     """Wait for every worker or ``until``, calling ``tick`` about once a second.
+
+    With ``heed_stop``, a stop asked for from outside (validator.node.stop_request:
+    the agent's SIGTERM) ends the wait too, within a poll.
 
     A worker is done when it says so (``_Progress.done``), never by
     ``Thread.is_alive()``: a Ctrl-C that lands inside ``Thread.join`` leaves the
@@ -334,6 +340,8 @@ def _wait(
     while True:
         now = time.monotonic()
         if all(progress.done for progress in progresses.values()) or now >= until:
+            return
+        if heed_stop and stop_request.requested():
             return
         time.sleep(max(0.0, min(WAIT_POLL_S, until - now, next_tick - now)))
         if tick is not None and time.monotonic() >= next_tick:
@@ -429,10 +437,17 @@ def run_burn(  # noqa: PLR0915 - the one place a burn is orchestrated
     interrupted = False
     try:
         _wait(progresses, deadline - reserve, tick)
+        interrupted = stop_request.requested()
     except KeyboardInterrupt:
         interrupted = True
+    if interrupted:
         stop.set()
-        _wait(progresses, min(deadline - reserve, time.monotonic() + INTERRUPT_WAIT_S), None)
+        _wait(
+            progresses,
+            min(deadline - reserve, time.monotonic() + INTERRUPT_WAIT_S),
+            None,
+            heed_stop=False,
+        )
     stop.set()
     elapsed = time.monotonic() - start
     # After Ctrl-C the operator waits: the reads get the reserve, not the burn's deadline.
