@@ -10,8 +10,10 @@ import base64
 import dataclasses
 import hashlib
 import hmac
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.test_certificate import issued
+from validator import signing
 from validator.certificate import (
     CertificateError,
     SealError,
@@ -157,6 +160,36 @@ def test_a_huge_key_file_is_refused(tmp_path: Path) -> None:
     where.write_bytes(b"x" * (1024 * 1024))
     with pytest.raises(BadInputError, match="not a key file"):
         load_key(where)
+
+
+def test_a_fifo_nothing_writes_to_is_given_up_on_not_waited_on_forever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(signing, "_PIPE_WAIT_S", 0.5)
+    planted = tmp_path / "key"
+    os.mkfifo(planted)
+    started = time.monotonic()
+    with pytest.raises(BadInputError, match=r"a pipe nothing wrote a key to within 0\.5 s"):
+        load_key(planted)
+    assert time.monotonic() - started < 5
+
+
+def test_a_key_handed_over_through_a_pipe_is_read(tmp_path: Path) -> None:
+    # as --sign-key <(vault kv get -field=key ...) hands it over: /dev/fd/N, a pipe
+    reading, writing = os.pipe()
+    try:
+        os.write(writing, b"piped-secret\n")
+        os.close(writing)
+        key = load_key(f"/dev/fd/{reading}")
+    finally:
+        os.close(reading)
+    assert key.kind is KeyKind.HMAC
+    assert key.secret == b"piped-secret"
+
+
+def test_a_device_is_no_key_file() -> None:
+    with pytest.raises(BadInputError, match="a device or a socket, not a key file"):
+        load_key("/dev/zero")
 
 
 def test_secrets_stay_out_of_repr(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ import enum
 import hashlib
 import hmac
 import os
+import select
+import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -46,6 +49,8 @@ ED25519_PREFIX = "ed25519:"
 _CONTEXT = b"gpuready certificate signature v1\n"
 # A key file is a few hundred bytes; an HMAC secret file rarely more than a line.
 _KEY_FILE_MAX = 64 * 1024
+# How long a key handed over through a pipe (``<(vault ...)``) may take to arrive.
+_PIPE_WAIT_S = 10.0
 # How key files begin: such a file is a key of some kind, never an HMAC secret.
 _KEY_SHAPES = (b"-----BEGIN ", b"ssh-", b"ecdsa-", b"sk-")
 
@@ -162,20 +167,75 @@ def as_key(key: KeyLike) -> SealKey:
 
 
 def _read(where: Path) -> bytes:
+    """The key file's bytes, whitespace around them removed; a pipe is waited on for a while.
+
+    ``--sign-key <(vault kv get ...)`` hands over a pipe, which is read until its writer
+    closes it; one nothing writes to (a planted FIFO) is given up on after
+    :data:`_PIPE_WAIT_S` instead of hanging the run. A device or a socket is refused.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with where.open("rb") as handle:
-            data = handle.read(_KEY_FILE_MAX + 1)
+        fd = os.open(where, flags)
     except FileNotFoundError:
         raise BadInputError(f"signing key file {where} does not exist") from None
-    except IsADirectoryError:
-        raise BadInputError(f"signing key {where} is a directory, not a key file") from None
     except OSError as exc:
         raise BadInputError(f"cannot read signing key file {where}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BadInputError(f"signing key {where} is a directory, not a key file")
+        if stat.S_ISFIFO(mode):
+            data = _read_pipe(where, fd)
+        elif stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(_KEY_FILE_MAX + 1)
+        else:
+            raise BadInputError(
+                f"signing key {where} is a device or a socket, not a key file: give a file"
+            )
+    except OSError as exc:
+        raise BadInputError(f"cannot read signing key file {where}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     if len(data) > _KEY_FILE_MAX:
         raise BadInputError(
             f"signing key file {where} is over {_KEY_FILE_MAX // 1024} KiB: not a key file"
         )
     return data.strip()
+
+
+def _read_pipe(where: Path, fd: int) -> bytes:
+    """What a pipe's writer sends until it closes it, bounded in bytes and in time."""
+    until = time.monotonic() + _PIPE_WAIT_S
+    parts: list[bytes] = []
+    held = 0
+    while held <= _KEY_FILE_MAX:
+        left = until - time.monotonic()
+        readable, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not readable:
+            raise BadInputError(
+                f"signing key {where} is a pipe nothing wrote a key to within "
+                f"{_PIPE_WAIT_S:g} s: give a key file"
+            )
+        try:
+            chunk = os.read(fd, _KEY_FILE_MAX + 1 - held)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            if held == 0 and time.monotonic() < until:
+                # No writer yet (a FIFO opened before its writer): an empty read, not the end.
+                time.sleep(0.05)
+                continue
+            if held == 0:
+                raise BadInputError(
+                    f"signing key {where} is a pipe nothing wrote a key to within "
+                    f"{_PIPE_WAIT_S:g} s: give a key file"
+                )
+            break
+        parts.append(chunk)
+        held += len(chunk)
+    return b"".join(parts)
 
 
 def load_key(path: str | Path) -> SealKey:
