@@ -607,7 +607,7 @@ GB200_MULTINODE = (
     Path(__file__).parent
     / "fixtures"
     / "nvbandwidth"
-    / "WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+    / "cloud-native-docs-dra-cds-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
 )
 
 

@@ -484,7 +484,7 @@ def test_json_device_entry_of_non_ascii_digits_is_bad_input() -> None:
         parse_nvbandwidth_json(text)
 
 
-GB200_MULTINODE = "WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+GB200_MULTINODE = "cloud-native-docs-dra-cds-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
 
 
 def test_gb200_multinode_run_names_its_processes_hosts() -> None:
@@ -508,3 +508,48 @@ def test_a_one_node_run_is_not_multi_node(captures_dir: Path) -> None:
     parsed = parse_nvbandwidth_text(text)
     assert parsed.hosts == ()
     assert not parsed.multi_node
+
+
+def _json_with_devices(devices: object) -> str:
+    root = {
+        "CUDA Runtime Version": 13000,
+        "Driver Version": "580.105.08",
+        "GPU Device list": devices,
+        "git_version": "v0.8",
+        "testcases": [],
+    }
+    return json.dumps({"nvbandwidth": root})
+
+
+def test_json_device_entries_name_their_host() -> None:
+    # the entry shape of NVIDIA/nvbandwidth pull 54's real GB200 output
+    parsed = parse_nvbandwidth_json(
+        _json_with_devices(
+            [
+                "0: NVIDIA GB200 (00000008:06:00): (n179-067-085)",
+                "1: NVIDIA GB200 (00000009:06:00): (n179-067-085)",
+            ]
+        )
+    )
+    assert [d.pci_bus_id for d in parsed.devices] == ["00000008:06:00.0", "00000009:06:00.0"]
+    assert parsed.hosts == ("n179-067-085", "n179-067-085")
+    assert not parsed.multi_node  # one host, no multinode testcase
+
+
+def test_json_devices_on_two_hosts_are_a_multi_node_run() -> None:
+    parsed = parse_nvbandwidth_json(
+        _json_with_devices(
+            [
+                "0: NVIDIA GB200 (00000008:06:00): (tray-a)",
+                "1: NVIDIA GB200 (00000008:06:00): (tray-b)",
+            ]
+        )
+    )
+    assert parsed.multi_node
+
+
+def test_a_null_json_device_list_is_no_devices() -> None:
+    # v0.9 and v0.10 write null whatever the GPU count (NVIDIA/nvbandwidth issue 66)
+    parsed = parse_nvbandwidth_json(_json_with_devices(None))
+    assert parsed.devices == ()
+    assert parsed.hosts == ()

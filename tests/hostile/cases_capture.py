@@ -8,6 +8,7 @@ truncated or implausible, and a wrong verdict is worse than an error: 1 or 2, ne
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
@@ -135,7 +136,7 @@ NVB_1X_A100 = (
 )
 
 NVB_GB200_MULTINODE = (
-    "nvbandwidth/WEAKPROV-codeidx-22303955667-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
+    "nvbandwidth/cloud-native-docs-dra-cds-2x4xgb200-570.124.06-v0.7-multinode-d2d-read-ce.txt"
 )
 
 NCCL_8X_H200 = (
@@ -146,6 +147,40 @@ NCCL_8X_H200 = (
 
 def _fixture(relative: str) -> str:
     return (FIXTURES / relative).read_text(encoding="utf-8")
+
+
+# nvbandwidth -j's head as NVIDIA/nvbandwidth pull 54 shows it: an 8-rank multinode run
+# over two GB200 trays lists only the first rank's host's 4 devices, each with its host.
+PR54_DEVICES = [
+    f"{index}: NVIDIA GB200 ({domain}:06:00): (n179-067-085)"
+    for index, domain in enumerate(("00000008", "00000009", "00000018", "00000019"))
+]
+
+
+def _nvbandwidth_json(devices: list[str] | None, name: str, rows: list[list[str]]) -> str:
+    """nvbandwidth -j output as its json_output.cpp writes it: one passed testcase."""
+    testcase = {
+        "bandwidth_description": "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
+        "bandwidth_matrix": rows,
+        "name": name,
+        "status": "Passed",
+        "sum": sum(float(cell) for row in rows for cell in row if cell != "N/A"),
+    }
+    root = {
+        "CUDA Runtime Version": 13000,
+        "Driver Version": "580.105.08",
+        "GPU Device list": devices,
+        "git_version": "v0.8",
+        "testcases": [testcase],
+    }
+    return json.dumps({"nvbandwidth": root}, indent=8)
+
+
+def _gb200_rows() -> list[list[str]]:
+    """The real 8x8 matrix of the two-tray GB200 text run (its fixture), as -j writes cells."""
+    lines = _fixture(NVB_GB200_MULTINODE).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("memcpy CE GPU")) + 2
+    return [line.split()[1:] for line in lines[start : start + 8]]
 
 
 def _dcgm_gpu0_twice() -> str:
@@ -536,6 +571,50 @@ CASES: tuple[Case, ...] = (
         out=("multi-node run (8 GPUs on 2 hosts)", "not a one-node figure"),
         forbid="no device_to_device testcase",
         setup=bundle({"nvbandwidth.txt": lambda _t: _fixture(NVB_GB200_MULTINODE)}),
+    ),
+    case(
+        "capture-nvbandwidth-json-of-another-host",
+        *CERTIFY,
+        exit=1,
+        out=("nvbandwidth.json measured the GPUs of n179-067-085", "the bundle is of a10-node"),
+        setup=bundle(
+            {
+                "nvbandwidth.json": lambda _t: _nvbandwidth_json(
+                    ["0: NVIDIA A10 (00000000:07:00): (n179-067-085)"],
+                    "host_to_device_memcpy_ce",
+                    [["24.51"]],
+                )
+            }
+        ),
+    ),
+    case(
+        "capture-nvbandwidth-json-gb200-multinode",
+        *CERTIFY,
+        exit=frozenset({0, 1}),
+        out=("multi-node run (8 GPUs on several hosts)", "not a one-node figure"),
+        forbid=("lists 1 GPU", "measured the GPUs of"),
+        setup=bundle(
+            {
+                "nvbandwidth.json": lambda _t: _nvbandwidth_json(
+                    PR54_DEVICES, "multinode_device_to_device_memcpy_write_ce", _gb200_rows()
+                )
+            }
+        ),
+    ),
+    case(
+        "capture-nvbandwidth-json-device-list-null",
+        *CERTIFY,
+        exit=frozenset({0, 1}),
+        # v0.9 and v0.10 write null whatever the GPU count (NVIDIA/nvbandwidth issue 66):
+        # the matrix, one column, still says how many GPUs were measured
+        forbid=("lists 1 GPU", "cannot be read", "unreadable"),
+        setup=bundle(
+            {
+                "nvbandwidth.json": lambda _t: _nvbandwidth_json(
+                    None, "host_to_device_memcpy_ce", [["24.51"]]
+                )
+            }
+        ),
     ),
     case(
         "capture-nccl-of-another-8-gpu-host",

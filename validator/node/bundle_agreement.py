@@ -153,8 +153,13 @@ def dcgm_conflicts(
     return found
 
 
-def nvbandwidth_conflicts(file: str, parsed: NvbParsed, node: NodeGpus) -> list[SourceConflict]:
-    """An nvbandwidth output for more GPUs than the node has, or for GPUs at other bus ids.
+def nvbandwidth_conflicts(
+    file: str, parsed: NvbParsed, node: NodeGpus, host: str | None = None
+) -> list[SourceConflict]:
+    """An nvbandwidth output for more GPUs than the node has, at other bus ids, or of another host.
+
+    ``host``: the bundle's host name, where it states one; ``-j`` output names the host
+    of each device it lists.
 
     A multi-node run is no figure of one node and is reported as such elsewhere
     (validator.node.bandwidth.recorded): its GPUs are not held to this node's.
@@ -179,6 +184,15 @@ def nvbandwidth_conflicts(file: str, parsed: NvbParsed, node: NodeGpus) -> list[
                 "pci_bus_id",
                 f"{file} measured GPUs at {_listed(strange)}, which {node.file} does not list",
                 (file, node.file),
+            )
+        )
+    ran_on = parsed.hosts[0] if parsed.hosts else None
+    if host and ran_on and not same_host(ran_on, host):
+        found.append(
+            SourceConflict(
+                "hostname",
+                f"{file} measured the GPUs of {ran_on}, but the bundle is of {host}",
+                (file,),
             )
         )
     return found

@@ -561,12 +561,12 @@ class CaptureSystem:
         if dcgm is not None:
             parse_dcgm = parse_dcgm_json if dcgm[0] == DCGM_JSON else parse_dcgm_text
             found += dcgm_conflicts(dcgm[0], parse_dcgm(dcgm[1]).results, node)
+        host, named_in = self._stated_host()
         nvbandwidth = self.nvbandwidth_output()
         if nvbandwidth is not None:
             parsed = parse_nvbandwidth(nvbandwidth[1], nvbandwidth[0])
-            found += nvbandwidth_conflicts(nvbandwidth[0], parsed, node)
+            found += nvbandwidth_conflicts(nvbandwidth[0], parsed, node, host)
         all_reduce = self._parse_present(ALL_REDUCE, parse_all_reduce)
-        host, named_in = self._stated_host()
         if all_reduce is not None:
             found += nccl_conflicts(ALL_REDUCE, all_reduce, node, host)
         status = self._parse_present(NVLINK_STATUS, parse_nvlink_status)

@@ -141,8 +141,10 @@ def _multi_node(parsed: NvbParsed, name: str) -> Unavailable:
     widths = [
         len(row) for case in parsed.testcases for matrix in case.matrices for row in matrix.rows
     ]
-    count = len(parsed.hosts) or max(widths, default=0)
     hosts = len(set(parsed.hosts))
+    # -j lists only the first rank's host's devices (NVIDIA/nvbandwidth pull 54): the
+    # matrices still span every rank.
+    count = max(len(parsed.hosts) if hosts > 1 else 0, max(widths, default=0))
     across = f"{count} GPUs on {hosts} hosts" if hosts > 1 else f"{count} GPUs on several hosts"
     return Unavailable(
         Reason.NOT_MEASURED, f"{name}: multi-node run ({across}): not a one-node figure"

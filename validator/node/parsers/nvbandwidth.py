@@ -72,7 +72,10 @@ _DEVICE = re.compile(rf"^Device\s+(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BU
 # A multi-node run (built with MULTINODE, under mpirun) lists each rank's host and device:
 # "Process 4 (nvbandwidth-test-worker-1): device 0: HGX GB200 (00000008:01:00)".
 _PROCESS = re.compile(r"^Process\s+(?P<rank>[0-9]+)\s+\((?P<host>[^()]*)\):\s*device\s+[0-9]+:")
-_JSON_DEVICE = re.compile(rf"^(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?(?::\s*\(.*\))?$")
+# -j's device entry, its host after it: "0: NVIDIA GB200 (00000008:06:00): (n179-067-085)".
+_JSON_DEVICE = re.compile(
+    rf"^(?P<index>[0-9]+):\s*(?P<name>.*?)\s*(?:\({_BUS}\))?(?::\s*\((?P<host>[^()]*)\))?$"
+)
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<version>\S+)")
 _RUNTIME = re.compile(r"^CUDA Runtime Version:\s*(?P<value>.*)$")
 _DRIVER = re.compile(r"^Driver Version:\s*(?P<value>\S+)")
@@ -170,7 +173,9 @@ class NvbParsed:
     driver_version: str | None = None
     devices: tuple[NvbDevice, ...] = ()
     error: str | None = None  # nvbandwidth failing outside any testcase
-    hosts: tuple[str, ...] = ()  # a multi-node run's host per process, in rank order
+    # The host of each process (text: a multi-node run's, in rank order) or of each device
+    # listed (-j); empty where the output names none.
+    hosts: tuple[str, ...] = ()
 
     @property
     def multi_node(self) -> bool:
@@ -602,14 +607,17 @@ def parse_nvbandwidth_json(text: str) -> NvbParsed:
     if testcases is not None and not isinstance(testcases, list):
         raise ParseError("nvbandwidth JSON: 'testcases' is not a list")
     cases = _json_cases(testcases or [], error_text)
+    # Null in v0.9 and v0.10 whatever the GPU count (NVIDIA/nvbandwidth issue 66): no devices.
+    listed = _json_devices(root.get("GPU Device list"))
     failed_run = error_text if cases and cases[-1].error == error_text else None
     return NvbParsed(
         testcases=tuple(cases),
         version=_text_field(root, "version"),
         cuda_runtime_version=_int_field(root, "CUDA Runtime Version"),
         driver_version=_text_field(root, "Driver Version"),
-        devices=_json_devices(root.get("GPU Device list")),
+        devices=tuple(device for device, _ in listed),
         error=None if failed_run else error_text,
+        hosts=tuple(host for _, host in listed if host),
     )
 
 
@@ -625,7 +633,8 @@ def _int_field(root: Mapping[str, object], key: str) -> int | None:
     return None
 
 
-def _json_devices(listing: object) -> tuple[NvbDevice, ...]:
+def _json_devices(listing: object) -> tuple[tuple[NvbDevice, str], ...]:
+    """Each listed device, with the host it is on ("" where the entry names none)."""
     if not isinstance(listing, list):
         return ()
     devices = []
@@ -634,7 +643,8 @@ def _json_devices(listing: object) -> tuple[NvbDevice, ...]:
         if match is None:
             raise ParseError(f"nvbandwidth JSON: device entry {str(entry)[:60]!r} is unreadable")
         index = _index(match["index"], "GPU Device list")
-        devices.append(NvbDevice(index, match["name"], _bus_id(match)))
+        host = (match["host"] or "").strip()
+        devices.append((NvbDevice(index, match["name"], _bus_id(match)), host))
     return tuple(devices)
 
 
