@@ -910,6 +910,26 @@ def test_a_command_past_its_deadline_returns_without_a_status(
     assert 0.4 < waited < 3
 
 
+def test_an_agent_that_prints_without_end_is_cut_at_the_bound_not_held_whole(
+    box: SshBox, client_key: tuple[ECDSAKey, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hostile or broken node's endless stdout: the controller holds a bounded amount,
+    # stops reading, and the host fails with one line (limit made small for the test).
+    monkeypatch.setattr(ssh, "AGENT_FACTS_LIMIT", 1 << 20)
+    monkeypatch.setattr("validator.packed.AGENT_FACTS_LIMIT", 1 << 20)
+    client = _client(box, client_key[0])
+    try:
+        started = time.monotonic()
+        run = ssh._execute(client, "yes gpuready", started + 60)
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+    assert (1 << 20) < len(run.stdout) <= (1 << 20) + (1 << 16)
+    assert waited < 30
+    with pytest.raises(ssh._Failed, match="1 MiB of output: no agent prints that much"):
+        ssh.SshTransport._facts(HostSpec(name="n1", address="n1"), run, 60)
+
+
 def _client_transports() -> list[paramiko.Transport]:
     """This process's client-side paramiko threads that are still running (not the box's)."""
     return [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -234,3 +235,46 @@ def test_a_packed_agent_run_by_step_sh_is_read_back_as_its_facts(tmp_path: Path)
     assert outcome.facts is not None
     expected = collect_simulated("healthy-8x-h100-sxm")
     assert (outcome.facts.hostname, outcome.facts.gpus) == (expected.hostname, expected.gpus)
+
+
+def test_files_planted_in_a_shared_spool_are_read_bounded_never_waited_on(
+    tmp_path: Path,
+) -> None:
+    # The spool is on shared storage: a node (or anyone who can write there) may leave a
+    # FIFO where the agent's stdout goes, or a stderr of gigabytes.
+    submission = _saved(tmp_path)
+    out = submission.out_dir
+    os.mkfifo(out / "gpu001.stdout")
+    with open(out / "gpu001.stderr", "wb") as stderr:
+        stderr.truncate(8 << 30)  # sparse: 8 GiB said, nothing stored
+        last = b"\nthe agent's last\n"
+        stderr.seek((8 << 30) - len(last))
+        stderr.write(last)
+    (out / "gpu001.rc").write_text("0\n")
+    output = read_output(submission, "gpu001")
+    assert output.stdout == b""
+    assert output.stderr.endswith("the agent's last\n")
+    assert len(output.stderr) <= 64 * 1024
+    assert "no valid JSON" in str(agent_outcome(output).error)
+
+
+def test_an_exit_status_file_of_gigabytes_is_no_status(tmp_path: Path) -> None:
+    submission = _saved(tmp_path)
+    with open(submission.out_dir / "gpu001.rc", "wb") as rc:
+        rc.truncate(4 << 30)
+    assert read_output(submission, "gpu001").rc is None
+
+
+def test_a_request_of_gigabytes_is_refused_unread(tmp_path: Path) -> None:
+    submission = _saved(tmp_path)
+    with open(submission.directory / "request.json", "wb") as request:
+        request.truncate(4 << 30)
+    with pytest.raises(BadInputError, match=r"request\.json is 4\.0 GiB, larger than the 16 MiB"):
+        find(tmp_path, "41")
+
+
+def test_more_output_than_any_agent_prints_is_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("validator.packed.AGENT_FACTS_LIMIT", 1024)
+    outcome = agent_outcome(NodeOutput("gpu001", 0, b" " * 1025))
+    assert outcome.facts is None
+    assert "more than 1.0 KiB of output: no agent prints that much" in str(outcome.error)

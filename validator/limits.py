@@ -23,7 +23,11 @@ telemetry CSV              :data:`TELEMETRY_CSV_ROWS` rows of at most
 policy, catalog            :data:`DOCUMENT_BYTES` (4 MiB)
 scenario                   :data:`SCENARIO_BYTES` (16 MiB)
 certificate                :data:`CERTIFICATE_BYTES` (16 MiB)
-inventory file             :data:`INVENTORY_BYTES` (16 MiB)
+inventory file             :data:`INVENTORY_BYTES` (16 MiB), and a Slurm
+                           spool's ``request.json``
+a node agent's output      :data:`AGENT_OUTPUT_BYTES` (256 MiB) from SSH,
+                           Ansible or a Slurm spool, and what its packed
+                           facts unpack to
 YAML aliases, nesting      a document is refused when its aliases expand it
                            past :data:`YAML_EXPANDED_VALUES` (1,000,000) values,
                            or it nests deeper than :data:`YAML_DEPTH` (100)
@@ -51,6 +55,8 @@ DOCUMENT_BYTES = 4 * MIB
 SCENARIO_BYTES = 16 * MIB
 CERTIFICATE_BYTES = 16 * MIB
 INVENTORY_BYTES = 16 * MIB
+# A default burn's facts are ~500 KB of JSON (8 GPUs, 300 samples each), an hour's ~6 MB.
+AGENT_OUTPUT_BYTES = 256 * MIB
 YAML_EXPANDED_VALUES = 1_000_000
 # Real policies and inventories nest a few levels; Python's own recursion limit (1,000)
 # is where 3.11's loader happened to stop, and 3.9's did not.
@@ -153,6 +159,22 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     return data
 
 
+def read_head(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """At most ``max_bytes`` + 1 bytes from a regular file's start, never the rest.
+
+    One byte past the bound tells the caller the file is larger.
+
+    Raises:
+        OSError: it cannot be opened or read.
+        OverLimitError: it is no regular file.
+    """
+    fd, _ = _open_regular(path)
+    try:
+        return _read_upto(fd, max_bytes + 1)
+    finally:
+        os.close(fd)
+
+
 def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     """A regular file's UTF-8 text, bounded as :func:`read_bounded` bounds its bytes.
 
@@ -227,6 +249,7 @@ def read_lines(
 
 
 __all__ = [
+    "AGENT_OUTPUT_BYTES",
     "CERTIFICATE_BYTES",
     "DOCUMENT_BYTES",
     "GPUS_PER_NODE",
@@ -244,6 +267,7 @@ __all__ = [
     "YAML_EXPANDED_VALUES",
     "OverLimitError",
     "read_bounded",
+    "read_head",
     "read_lines",
     "read_tail",
     "read_text",

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from validator.codec import XZ_MAGIC, pack, unpack
+from validator.limits import AGENT_OUTPUT_BYTES, size_text
 from validator.model import BurnResult, KeptPerObject, NodeFacts, NodeResult, from_dict, to_dict
 
 
@@ -83,9 +84,9 @@ def packed_facts(facts: NodeFacts) -> bytes:
     return _FACTS.get(facts)
 
 
-# The most an agent's packed facts may unpack to: a few KB of xz can unpack to GBs. A
-# default burn's facts are ~500 KB of JSON (8 GPUs, 300 samples each), an hour's ~6 MB.
-AGENT_FACTS_LIMIT = 256 * 1024 * 1024
+# The most an agent may print, and its packed facts unpack to (a few KB of xz can
+# unpack to GBs).
+AGENT_FACTS_LIMIT = AGENT_OUTPUT_BYTES
 # Output that is packed (``--packed``): base64 on one line, of xz's magic or zlib's 0x78.
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
@@ -107,6 +108,10 @@ def agent_facts(output: bytes | str) -> NodeFacts:
         ValueError: neither JSON nor packed JSON (not UTF-8, damaged, cut short, past
             :data:`AGENT_FACTS_LIMIT`, or nested too deeply).
     """
+    if len(output) > AGENT_FACTS_LIMIT:
+        raise ValueError(
+            f"more than {size_text(AGENT_FACTS_LIMIT)} of output: no agent prints that much"
+        )
     text = (output.decode("utf-8") if isinstance(output, bytes) else output).strip()
     blob = _packed_bytes(text)
     if blob is not None:

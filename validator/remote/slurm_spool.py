@@ -37,6 +37,14 @@ from typing import Any
 
 from validator.errors import BadInputError, CouldNotRunError
 from validator.files import write_atomic
+from validator.limits import (
+    AGENT_OUTPUT_BYTES,
+    INVENTORY_BYTES,
+    OverLimitError,
+    read_head,
+    read_tail,
+    read_text,
+)
 
 REQUEST_FILE = "request.json"
 # Each node's stdout in out/: packed facts. Spools written before the agent packed its
@@ -48,6 +56,8 @@ STEP_FILE = "step.sh"
 JOB_FILE = "job.sh"
 OUT_DIR = "out"
 SPOOL_VERSION = 1
+_RC_BYTES = 64  # an exit status and its newline
+_STDERR_BYTES = 64 * 1024  # only its last lines are shown
 _TOKEN = re.compile(r"gpuready-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
 
@@ -195,7 +205,9 @@ def find(spool: str | os.PathLike[str], token_or_job: str) -> Submission:
     directory = Path(spool) / text.split("_")[0]
     request = directory / REQUEST_FILE
     try:
-        data = json.loads(request.read_text(encoding="utf-8"))
+        data = json.loads(read_text(request, INVENTORY_BYTES))
+    except OverLimitError as exc:
+        raise BadInputError(f"{request} {exc}: the submission is damaged") from None
     except FileNotFoundError:
         raise BadInputError(
             f"no gpuready submission {text} in {spool}: give the --spool it was submitted with"
@@ -251,8 +263,8 @@ def read_output(submission: Submission, node: str) -> NodeOutput:
     """What ``node`` left in the spool (rc None while it has not finished)."""
     out = submission.out_dir
     try:
-        rc_text = (out / f"{node}.rc").read_text(encoding="utf-8").strip()
-    except OSError:
+        rc_text = read_head(out / f"{node}.rc", _RC_BYTES).decode("ascii").strip()
+    except (OSError, OverLimitError, UnicodeDecodeError):
         return NodeOutput(node, None)
     try:
         rc = int(rc_text)
@@ -261,7 +273,10 @@ def read_output(submission: Submission, node: str) -> NodeOutput:
     stdout = _read_bytes(out / f"{node}{STDOUT_SUFFIX}") or _read_bytes(
         out / f"{node}{EARLIER_STDOUT_SUFFIX}"
     )
-    stderr = _read_bytes(out / f"{node}.stderr").decode("utf-8", "replace")
+    try:
+        stderr = read_tail(out / f"{node}.stderr", _STDERR_BYTES)[0].decode("utf-8", "replace")
+    except (OSError, OverLimitError):
+        stderr = ""
     return NodeOutput(node, rc, stdout, stderr)
 
 
@@ -275,9 +290,10 @@ def finished_nodes(submission: Submission) -> set[str]:
 
 
 def _read_bytes(path: Path) -> bytes:
+    """The agent's output, up to one byte past what any agent prints (agent_facts refuses it)."""
     try:
-        return path.read_bytes()
-    except OSError:
+        return read_head(path, AGENT_OUTPUT_BYTES)
+    except (OSError, OverLimitError):  # missing, or planted as a FIFO or a device
         return b""
 
 
