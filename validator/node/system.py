@@ -18,9 +18,19 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import IO, Protocol
+
+from validator.limits import KERNEL_LOG_TAIL_BYTES, size_text
+
+# What a live command's output may hold: as much as a kernel log is read of, the most
+# any command's output is parsed for (validator.limits), its newest bytes kept.
+LIVE_OUTPUT_BYTES = KERNEL_LOG_TAIL_BYTES
+LIVE_STDERR_BYTES = 64 * 1024  # its last lines are all a message shows
+_DRAIN_AFTER_EXIT_S = 2.0
 
 
 class NotRecordedError(Exception):
@@ -124,27 +134,89 @@ class LiveSystem:
         return shutil.which(name)
 
     def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
-        """Run a command (argument list, no shell) and capture its output."""
+        """Run a command (argument list, no shell) and capture its output, bounded.
+
+        Only the last :data:`LIVE_OUTPUT_BYTES` of its stdout (the newest lines of a log)
+        and :data:`LIVE_STDERR_BYTES` of its stderr are ever held, however much it
+        prints; ``partial`` then says how much it printed.
+        """
         env = dict(os.environ, LC_ALL="C")
         try:
-            done = subprocess.run(
+            child = subprocess.Popen(
                 list(argv),
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout_s,
-                check=False,
-                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
+                env=env,
             )
         except FileNotFoundError:
             return CommandResult(127, "", f"{argv[0]}: command not found")
         except PermissionError as exc:
             return CommandResult(126, "", str(exc))
+        out = _TailKept(child.stdout, LIVE_OUTPUT_BYTES)
+        err = _TailKept(child.stderr, LIVE_STDERR_BYTES)
+        try:
+            child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            _drained(out, err)
             return CommandResult(124, "", f"{argv[0]}: timed out after {timeout_s:g} s")
-        return CommandResult(done.returncode, done.stdout, done.stderr)
+        _drained(out, err)
+        partial = ""
+        if out.seen > LIVE_OUTPUT_BYTES:
+            partial = (
+                f"only its last {size_text(LIVE_OUTPUT_BYTES)} were read: it printed "
+                f"{size_text(out.seen)}"
+            )
+        return CommandResult(child.returncode, out.text(), err.text(), partial=partial)
 
     def now(self) -> datetime.datetime:
         """The current time, timezone-aware UTC."""
         return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _drained(*pipes: _TailKept) -> None:
+    """Wait for the pipes' ends, a couple of seconds at most once the command has exited.
+
+    A child the command left running may hold them open for good.
+    """
+    until = time.monotonic() + _DRAIN_AFTER_EXIT_S
+    for pipe in pipes:
+        pipe.join(until)
+
+
+class _TailKept:
+    """A pipe drained on its own thread, only its last ``keep`` bytes held."""
+
+    def __init__(self, pipe: IO[bytes] | None, keep: int) -> None:
+        self._keep = keep
+        self._held = bytearray()
+        self.seen = 0
+        self._thread = threading.Thread(target=self._drain, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, pipe: IO[bytes] | None) -> None:
+        if pipe is None:
+            return
+        with pipe:
+            while True:
+                chunk = os.read(pipe.fileno(), 1 << 16)
+                if not chunk:
+                    return
+                self.seen += len(chunk)
+                self._held += chunk
+                if len(self._held) > 2 * self._keep:
+                    del self._held[: -self._keep]
+
+    def join(self, until: float) -> None:
+        """Wait for the pipe's end until ``until`` (``time.monotonic()``) at most."""
+        self._thread.join(timeout=max(0.0, until - time.monotonic()))
+
+    def text(self) -> str:
+        """The kept bytes as text, from the first whole line when older ones were dropped."""
+        held = bytes(self._held[-self._keep :])
+        if self.seen > self._keep:
+            cut = held.find(b"\n")
+            held = held[cut + 1 :] if cut >= 0 else b""
+        return held.decode("utf-8", "replace")
