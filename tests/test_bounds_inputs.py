@@ -233,10 +233,18 @@ def test_a_fifo_as_a_bundle_file_is_refused_without_waiting(tmp_path: Path, name
 
 
 @pytest.mark.parametrize("name", ["nvidia-smi-q.txt", "dmesg.txt", "dcgmi-diag.json"])
-def test_dev_zero_as_a_bundle_file_is_refused(tmp_path: Path, name: str) -> None:
+def test_a_link_to_dev_zero_as_a_bundle_file_is_refused_unfollowed(
+    tmp_path: Path, name: str
+) -> None:
     argv = make_bundle(tmp_path, {name: None})
     (tmp_path / "bundle" / name).symlink_to("/dev/zero")
-    refused(run_child(tmp_path, *argv), name, "is a character device, not a regular file")
+    refused(run_child(tmp_path, *argv), name, "is a symbolic link")
+
+
+def test_dev_zero_as_a_policy_is_refused() -> None:
+    # an operator-named path is followed, but a device is still no file to parse
+    with pytest.raises(limits.OverLimitError, match="is a character device, not a regular file"):
+        limits.read_bounded("/dev/zero", limits.DOCUMENT_BYTES)
 
 
 @pytest.mark.parametrize(

@@ -99,16 +99,21 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+def _open_regular(
+    path: str | os.PathLike[str], *, nofollow: bool = False
+) -> tuple[int, os.stat_result]:
     """An open descriptor of ``path``, refused unless it is a regular file.
 
     O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+    ``nofollow``: a symbolic link as the last component fails (OSError, ELOOP).
 
     Raises:
         OSError: it cannot be opened.
         OverLimitError: it is a FIFO, a device, a socket or a directory.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if nofollow:
+        flags |= os.O_NOFOLLOW
     fd = os.open(path, flags)
     try:
         info = os.fstat(fd)
@@ -134,7 +139,9 @@ def _read_upto(fd: int, count: int) -> bytes:
     return b"".join(parts)
 
 
-def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+def read_bounded(
+    path: str | os.PathLike[str], max_bytes: int, *, nofollow: bool = False
+) -> bytes:
     """A regular file's bytes, refused when it holds more than ``max_bytes``.
 
     The size the file reports is checked first (a sparse file of terabytes is refused
@@ -145,7 +152,7 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
         OSError: it cannot be opened or read.
         OverLimitError: it is larger than ``max_bytes``, or no regular file.
     """
-    fd, info = _open_regular(path)
+    fd, info = _open_regular(path, nofollow=nofollow)
     try:
         if info.st_size > max_bytes:
             raise OverLimitError(
@@ -186,7 +193,9 @@ def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     return read_bounded(path, max_bytes).decode("utf-8")
 
 
-def read_tail(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, int]:
+def read_tail(
+    path: str | os.PathLike[str], max_bytes: int, *, nofollow: bool = False
+) -> tuple[bytes, int]:
     """The last ``max_bytes`` of a regular file, from its first whole line on.
 
     Returns:
@@ -197,7 +206,7 @@ def read_tail(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, int]
         OSError: it cannot be opened or read.
         OverLimitError: it is no regular file.
     """
-    fd, info = _open_regular(path)
+    fd, info = _open_regular(path, nofollow=nofollow)
     try:
         size = info.st_size
         if size <= max_bytes:

@@ -372,13 +372,31 @@ CASES: tuple[Case, ...] = (
     case(
         "capture-query-links-to-dev-zero",
         *CERTIFY,
-        exit=2,  # no regular file: refused unread, never a hang
-        err="character device",
+        exit=2,  # a link is never followed: refused unread, never a hang
+        err=("nvidia-smi-q.txt is a symbolic link", "copy the file in its place"),
         setup=combine(
             bundle({QUERY: None, BANNER: None}), symlink("bundle/nvidia-smi-q.txt", "/dev/zero")
         ),
         child=True,
         timeout_s=30,
+    ),
+    # A bundle is made by whoever captured it; root reads it. A link to a file of the
+    # controller (here a stand-in for /etc/shadow) must not carry a line of it into
+    # an error message or a report.
+    *(
+        case(
+            f"capture-{name.split('.')[0]}-links-to-a-secret-of-the-controller",
+            *CERTIFY,
+            exit=2,
+            err=(f"{name} is a symbolic link",),
+            forbid=("$6$rounds", "gpuready-secret-hash"),
+            setup=combine(
+                bundle({QUERY: None, BANNER: None, name: None}),
+                write("shadow", "root:$6$rounds=5000$gpuready-secret-hash:19000:0:99999:7:::\n"),
+                symlink(f"bundle/{name}", "{tmp}/shadow"),
+            ),
+        )
+        for name in ("nvidia-smi-q.txt", "dmesg.txt", "meta.json")
     ),
     case(
         "capture-xml-external-entity",

@@ -326,19 +326,24 @@ class CaptureSystem:
             return None
         try:
             if name in _TAILED:
-                data, size = read_tail(path, KERNEL_LOG_TAIL_BYTES)
+                data, size = read_tail(path, KERNEL_LOG_TAIL_BYTES, nofollow=True)
                 if size:
                     self.partial[name] = (
                         f"only its last {size_text(KERNEL_LOG_TAIL_BYTES)} were "
                         f"read: {name} is {size_text(size)}"
                     )
             else:
-                data = read_bounded(path, _MAX_BYTES.get(name, TOOL_OUTPUT_BYTES))
+                data = read_bounded(path, _MAX_BYTES.get(name, TOOL_OUTPUT_BYTES), nofollow=True)
         except OverLimitError as exc:
             raise CaptureError(f"{path} {exc}; capture it again or remove the file") from None
-        except FileNotFoundError:
-            return None  # a link to nothing
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                # Followed as root, a link could put any file of this host (a key, a
+                # password hash) into the report through a parse error's excerpt.
+                raise CaptureError(
+                    f"{path} is a symbolic link: a bundle holds the files themselves; "
+                    "copy the file in its place (cp --remove-destination) or remove the link"
+                ) from None
             raise CaptureError(
                 f"cannot read {path}: {exc.strerror}; check its permissions"
             ) from None
