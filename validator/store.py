@@ -1979,7 +1979,48 @@ def _connect(path: Path, mode: str) -> sqlite3.Connection:
             isolation_level=None,
             check_same_thread=False,
         )
+    try:
+        _opened_in_place(path)
+    except UnsafePathError:
+        connection.close()
+        raise
     return connection
+
+
+_OPEN_FILES = Path("/proc/self/fd")
+
+
+def _opened_in_place(path: Path) -> None:
+    """Refuse a database swapped for a link between :func:`_refuse_links` and SQLite's open.
+
+    SQLite cannot be told not to follow links. So, once it has opened the database, the
+    file at ``path`` must still be a regular file, and one this process holds open: a
+    link planted in between and taken away again leaves SQLite holding another file.
+
+    Raises:
+        UnsafePathError: ``path`` is now no regular file, or not the file SQLite opened.
+    """
+    if not _OPEN_FILES.is_dir():
+        return  # no /proc: the check before the open is all there is
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return  # opened read-only and not there: SQLite's own error follows
+    if not stat.S_ISREG(found.st_mode):
+        target = os.readlink(path) if stat.S_ISLNK(found.st_mode) else ""
+        raise refusal(path, found.st_mode, "a regular file", target)
+    for name in os.listdir(_OPEN_FILES):
+        try:
+            held = os.stat(_OPEN_FILES / name)
+        except OSError:
+            continue
+        if (held.st_dev, held.st_ino) == (found.st_dev, found.st_ino):
+            return
+    raise UnsafePathError(
+        f"{path} changed while SQLite opened it (a link was put in its place and taken "
+        "away): gpuready (run as root) writes only the database it was given; check who "
+        "can write to its folder, and run again"
+    )
 
 
 def _check_header(path: Path) -> None:

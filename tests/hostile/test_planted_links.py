@@ -359,6 +359,40 @@ def test_the_store_s_refusal_leaves_the_linked_database_unopened(
     assert real.read_bytes() == b""
 
 
+def _race(monkeypatch: pytest.MonkeyPatch, db: Path, victim: Path, *, put_back: bool) -> None:
+    """Plant a link to ``victim`` as ``db`` once the link check has passed, just before
+    SQLite opens it, as a racing attacker would; ``put_back``: the real file again after."""
+    real_connect = sqlite3.connect
+    hidden = db.with_name("hidden-real.db")
+
+    def connect_raced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        os.rename(db, hidden)
+        db.symlink_to(victim)
+        try:
+            return real_connect(*args, **kwargs)  # type: ignore[call-overload]
+        finally:
+            if put_back:
+                db.unlink()
+                os.rename(hidden, db)
+
+    monkeypatch.setattr(sqlite3, "connect", connect_raced)
+
+
+@pytest.mark.parametrize("put_back", [False, True], ids=["link-left", "link-taken-away"])
+def test_a_database_swapped_for_a_link_while_sqlite_opens_it_is_refused(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, put_back: bool
+) -> None:
+    db = tmp_path / "history.db"
+    Store.open(db).close()  # a real history, made before the race
+    victim = outside / "other.db"
+    sqlite3.connect(victim).close()
+    _race(monkeypatch, db, victim, put_back=put_back)
+    with pytest.raises(UnsafePathError, match=r"history\.db") as caught:
+        Store.open(db)
+    assert "\n" not in str(caught.value)
+    assert victim.read_bytes() == b""  # never written through the link
+
+
 # ---------------------------------------------------------------- capture
 
 
