@@ -853,6 +853,11 @@ class Store:
         # Why nothing can be written here (a read-only file system, a full disk): every
         # run goes to a pending file, or, where that fails too, is not recorded.
         self.cannot_write: str | None = None
+        # Why the history read here may lack the newest runs (a database of an older
+        # schema that cannot be upgraded here, one read as it stands on a read-only mount
+        # beside a WAL file); None when it is read whole. Drift says so: a failed
+        # certification it cannot see cannot revoke a certificate.
+        self.history_unseen: str | None = None
 
     # ------------------------------------------------------------ opening
 
@@ -895,7 +900,7 @@ class Store:
         if exists:
             _check_header(where)
             # Look before touching: a read-only connection cannot change a foreign file.
-            probe = _connect_to_read(where)
+            probe, unseen = _connect_to_read(where)
             try:
                 version = _check_identity(probe, where, allow_empty=not readonly)
             except BaseException:
@@ -908,7 +913,9 @@ class Store:
                         f"history database {where} has schema {version}, older than this "
                         f"gpuready's {schema_version()}: any certify or drift run upgrades it"
                     )
-                return cls(probe, where, readonly=True, retry_s=budget)
+                store = cls(probe, where, readonly=True, retry_s=budget)
+                store.history_unseen = unseen
+                return store
             probe.close()
         elif defer_create:
             _check_folder(where)
@@ -922,10 +929,15 @@ class Store:
             # Never a reason to stop the run: its verdict still counts (validator.operations).
             # A file of an older schema is read only once upgraded: no history to read here.
             current = exists and version >= schema_version()
-            store = cls(
-                _connect_to_read(where) if current else None, where, readonly=False, retry_s=budget
-            )
+            reader, unseen = _connect_to_read(where) if current else (None, None)
+            store = cls(reader, where, readonly=False, retry_s=budget)
             store.cannot_write = reason
+            store.history_unseen = unseen
+            if exists and not current:
+                store.history_unseen = (
+                    f"history database {where} has schema {version}, older than this "
+                    f"gpuready's {schema_version()}, and cannot be upgraded here ({reason})"
+                )
             return store
         store = cls(connection, where, readonly=False, retry_s=budget)
         try:
@@ -1925,12 +1937,16 @@ def unwritable_reason(path: Path, exc: BaseException) -> str | None:
     return text if any(sign in text.lower() for sign in _UNWRITABLE_SIGNS) else None
 
 
-def _connect_to_read(path: Path) -> sqlite3.Connection:
+def _connect_to_read(path: Path) -> tuple[sqlite3.Connection, str | None]:
     """A read-only connection; on a read-only or full disk, to the file as it stands.
 
     A reader of a WAL database needs its -shm index, which SQLite cannot make on a
     read-only mount (a compute node's view of the shared folder): there the file is
     read as immutable, without the writers' lock, which is all a reader can have.
+
+    Returns:
+        The connection, and why what it reads may lack the newest runs (runs still in
+        a ``-wal`` file that an immutable read does not see); None when it reads all.
     """
     connection = _connect(path, "ro")
     try:
@@ -1938,9 +1954,17 @@ def _connect_to_read(path: Path) -> sqlite3.Connection:
     except sqlite3.Error:
         connection.close()
         if disk_problem(path) is None:
-            return _connect(path, "ro")  # to fail where it would have, with its own words
-        return _connect(path, "ro&immutable=1")
-    return connection
+            return _connect(path, "ro"), None  # to fail where it would have, with its own words
+        unseen = None
+        wal = path.with_name(f"{path.name}-wal")
+        with contextlib.suppress(OSError):
+            if wal.stat().st_size > 0:
+                unseen = (
+                    f"{path} is read as it stands on a read-only mount: the runs still in "
+                    f"{wal.name} are not seen"
+                )
+        return _connect(path, "ro&immutable=1"), unseen
+    return connection, None
 
 
 def _refuse_links(path: Path) -> None:

@@ -232,3 +232,61 @@ def test_the_nhc_line_says_not_recorded_within_its_limit() -> None:
     assert len(line) <= NHC_MAX_CHARS
     assert line.endswith(" (not recorded)")
     assert (code, nhc_line([long])[1].endswith("(not recorded)")) == (0, False)
+
+
+def _leave_a_wal(db: Path) -> None:
+    """A write left in ``db``'s -wal, as a controller mid-run leaves one (never checkpointed)."""
+    code = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1])\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.execute('CREATE TABLE gpuready_test_unseen (x)')\n"
+        "c.commit()\n"
+        "os._exit(0)  # no close: the write stays in the -wal\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True, timeout=60)
+    assert db.with_name(db.name + "-wal").stat().st_size > 0
+
+
+def test_drift_on_a_read_only_mount_says_revocation_was_not_checked_past_a_wal(
+    tmp_path: Path,
+) -> None:
+    # An immutable read does not see what is still in the -wal: a failed certification
+    # there would revoke the certificate unseen, so drift says it could not check.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    db = shared / "history.db"
+    certified_history(db)
+    _leave_a_wal(db)
+    # without its -shm index (a copy that left it out): SQLite can read it only as it stands
+    db.with_name(db.name + "-shm").unlink()
+    ran = in_namespace(tmp_path, read_only(shared), f"drift --simulate {HEALTHY} --nhc --db {db}")
+    assert ran.code == ExitCode.OK, ran.err
+    assert ran.out.startswith("gpuready: ok")
+    unchecked = [w for w in warnings(ran.err) if "revocation not checked" in w]
+    assert len(unchecked) == 1, ran.err
+    assert "history.db-wal are not seen" in unchecked[0]
+
+
+def test_drift_against_a_certificate_file_with_no_history_says_revocation_was_not_checked(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "reports"
+    done = subprocess.run(
+        [sys.executable, "-m", "validator.cli.main", "certify", "--simulate", HEALTHY,
+         "--burn", "2s", "--db", str(tmp_path / "controller.db"), "--report-dir", str(out)],
+        cwd=REPO, check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.OK, done.stderr
+    (certificate,) = (out / "certificates").iterdir()
+    node_db = tmp_path / "node" / "history.db"
+    node_db.parent.mkdir()
+    ran = subprocess.run(
+        [sys.executable, "-m", "validator.cli.main", "drift", "--simulate", HEALTHY, "--nhc",
+         "--certificate", str(certificate), "--db", str(node_db)],
+        cwd=REPO, check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == ExitCode.OK, ran.stderr
+    assert ran.stdout.startswith("gpuready: ok")
+    (warning,) = [w for w in warnings(ran.stderr) if "revocation not checked" in w]
+    assert f"the history at {node_db} holds no certification of h100-node-01" in warning

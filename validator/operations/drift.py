@@ -242,6 +242,7 @@ def revocation(store: Store, cert: Certificate, hostname: str) -> UntrustedBasel
         StoreError: the database failed.
     """
     attempt = store.latest_attempt(hostname)
+    _say_if_unchecked(store, None if attempt is not None else hostname)
     if attempt is None or attempt.certified:
         return None
     tried, issued = _at(attempt.recorded_at), _at(cert.issued_at)
@@ -255,6 +256,27 @@ def revocation(store: Store, cert: Certificate, hostname: str) -> UntrustedBasel
         failed=attempt.failed,
         summary=attempt.summary,
     )
+
+
+def _say_if_unchecked(store: Store, never_certified: str | None) -> None:
+    """One warning when the history read may not hold the host's latest certification.
+
+    A certificate is revoked by a failed certification recorded in history. Where the
+    history holds none of the host (``never_certified``: the certificate is a file that
+    came from another history), is of an older schema, or is read without its newest
+    runs, drift compares against the certificate but cannot say it still stands.
+    """
+    why = store.history_unseen
+    if why is None and never_certified is not None:
+        why = f"the history at {store.path} holds no certification of {never_certified}"
+    if why is None:
+        return
+    notice = (
+        f"warning: revocation not checked: {why}; a certification that failed since is "
+        "not seen (give the --db the certifications are recorded in)"
+    )
+    if notice not in store.notices:
+        store.notices.append(notice)
 
 
 def interconnect_modes(asked: bool) -> Callable[[Policy], str]:
