@@ -359,3 +359,29 @@ def test_the_latest_attempt_is_by_time_in_any_case_and_skips_runs_cut_short(
     assert attempt is not None
     assert (attempt.run_id, attempt.hostname, attempt.certified) == (second, "Gpu-1", False)
     assert len(attempt.failed) == 2  # the two FAIL findings, each with its GPU
+
+
+def test_an_agent_asked_to_simulate_that_claims_live_facts_is_recorded_simulated() -> None:
+    # The controller asked for a scenario: an agent (forged, or of another version) that
+    # says its facts are live must not give the host a live provenance.
+    from validator.model import HostSpec, NodeResult, provenance_of
+    from validator.remote.fanout import judged_result
+    from validator.remote.transport import AgentOutcome, AgentRequest
+
+    claimed_live = dataclasses.replace(quick_facts(), source="live", source_detail="")
+    seen: list[str] = []
+
+    def judge(host: HostSpec, facts: object) -> NodeResult:
+        assert isinstance(facts, type(claimed_live))
+        seen.append(provenance_of(facts))
+        return NodeResult(
+            hostname=host.name, facts=facts, verdict=Verdict.CERTIFIED, findings=()
+        )
+
+    host = HostSpec(name="n1", address="n1", simulate="healthy-8x-h100-sxm")
+    result = judged_result(
+        host, "ssh", AgentOutcome("n1", claimed_live), judge, AgentRequest(), 600.0
+    )
+    assert seen == ["simulate"]
+    assert provenance_of(result.facts) == "simulate"
+    assert result.facts.source_detail == "healthy-8x-h100-sxm"

@@ -95,8 +95,13 @@ def judged_result(
     if outcome.facts is None:
         why = outcome.error or "the agent gave no facts"
         return unreachable(host, transport, why, outcome.phase, outcome.elapsed_s, outcome.stderr)
-    judged = judge(host, outcome.facts)
-    cut = cut_short(request.burn, outcome.facts, deadline_s, outcome.elapsed_s)
+    facts = outcome.facts
+    if host.simulate and facts.source != "simulate":
+        # Asked for a scenario, the agent's facts are no real host's, whatever source it
+        # claims: never a live provenance a drift could take as the host's baseline.
+        facts = replace(facts, source="simulate", source_detail=host.simulate)
+    judged = judge(host, facts)
+    cut = cut_short(request.burn, facts, deadline_s, outcome.elapsed_s)
     if cut is not None:
         judged = timed_out(replace(judged, hostname=host.name), deadline_s, cut)
     return replace(
