@@ -385,3 +385,39 @@ def test_an_agent_asked_to_simulate_that_claims_live_facts_is_recorded_simulated
     assert seen == ["simulate"]
     assert provenance_of(result.facts) == "simulate"
     assert result.facts.source_detail == "healthy-8x-h100-sxm"
+
+
+def test_verify_cert_with_history_says_whether_the_certificate_was_revoked(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert certify(capsys, work, HEALTHY)[0] == 0
+    kept = work / "kept.json"  # the operator's copy: the report folder drops it on failure
+    shutil.copyfile(cert_file(work), kept)
+    code, out, _ = gpuready(capsys, "verify-cert", str(kept), "--db", str(work / "h.db"))
+    assert code == 0, out
+    assert "not revoked:" in out
+    assert certify(capsys, work, CAPPED)[0] == 1
+    code, out, err = gpuready(capsys, "verify-cert", str(kept), "--db", str(work / "h.db"))
+    assert code == 1, out + err
+    assert "is intact" in out  # the seal still holds: the history revoked it
+    assert "revoked:" in err
+    assert "power.limit" in err
+    # without the history, verify-cert proves only the seal, as before
+    assert gpuready(capsys, "verify-cert", str(kept))[0] == 0
+
+
+def test_verify_cert_against_a_history_that_never_certified_the_host_says_so(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert certify(capsys, work, HEALTHY)[0] == 0
+    other = work / "other.db"
+    Store.open(other).close()  # a history of its own: never saw this host
+    code, out, err = gpuready(capsys, "verify-cert", str(cert_file(work)), "--db", str(other))
+    assert code == 0, err
+    assert "not revoked" not in out
+    assert "revocation not checked: the history at" in err
+    code, _, err = gpuready(
+        capsys, "verify-cert", str(cert_file(work)), "--db", str(work / "absent.db")
+    )
+    assert code == 2
+    assert "no history at" in err

@@ -8,13 +8,14 @@ import click
 
 from validator import limits
 from validator.certificate import (
+    Certificate,
     CertificateError,
     SealError,
     certificate_from_json,
     verify_certificate,
 )
 from validator.cli.options import NonEmptyPath
-from validator.errors import ExitCode, GpureadyError
+from validator.errors import BadInputError, ExitCode, GpureadyError
 from validator.signing import load_key, load_public_key
 
 
@@ -62,11 +63,22 @@ def read_certificate_text(path: str) -> str:
     metavar="FILE",
     help="Ed25519 public key (an ssh-ed25519 line or PEM) to check the signature with.",
 )
-def verify_cert(file: str, key_path: str | None, public_key_path: str | None) -> None:
+@click.option(
+    "--db",
+    "db_path",
+    type=NonEmptyPath(),
+    metavar="PATH",
+    help="History to check the certificate against: a later certification of its host that "
+    "did not certify it has revoked it (exit 1).",
+)
+def verify_cert(
+    file: str, key_path: str | None, public_key_path: str | None, db_path: str | None
+) -> None:
     """Check FILE's digest (any edit fails) and, with a key, its signature; say what it proves.
 
     Exit 0 when it holds, 1 when the seal does not (edited, re-signed, signature removed,
-    another key's), 2 when the file or a key cannot be read.
+    another key's) or, with --db, the certificate was revoked, 2 when the file, a key or
+    the history cannot be read.
     """
     if key_path is not None and public_key_path is not None:
         raise click.UsageError("give --sign-key or --public-key, not both")
@@ -83,3 +95,28 @@ def verify_cert(file: str, key_path: str | None, public_key_path: str | None) ->
     except SealError as exc:
         raise NotVerified(f"not verified: {exc}") from None
     click.echo(f"{cert.label} is intact: {proved}")
+    if db_path is not None:
+        _check_revocation(cert, db_path)
+
+
+def _check_revocation(cert: Certificate, db_path: str) -> None:
+    """Say whether history has revoked ``cert``; raise NotVerified when it has."""
+    from validator.cli.certify import tell
+    from validator.operations.drift import revocation
+    from validator.store import NoHistoryError, Store
+
+    try:
+        store = Store.open(db_path, readonly=True)
+    except NoHistoryError:
+        raise BadInputError(
+            f"no history at {db_path}: give the --db the certifications were recorded in"
+        ) from None
+    with store:
+        revoked = revocation(store, cert, cert.hostname)
+        unchecked = store.take_notices()  # "revocation not checked: ...", and why
+    if revoked is not None:
+        raise NotVerified(f"revoked: {revoked.problem}; certify the node again")
+    if unchecked:
+        tell(unchecked)
+    else:
+        click.echo(f"not revoked: {db_path} holds no later certification that failed")
