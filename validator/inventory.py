@@ -314,10 +314,14 @@ def _strip_label(message: str) -> str:
 
 def _parse_reason(messages: Sequence[str], path: str) -> str:
     """Ansible's reason for not parsing ``path``, from its captured warnings, if it gave one."""
+    # ansible-core 2.15 (Python 3.9's) wraps its warnings at the terminal's width, a path
+    # included: the path is looked for with the line breaks taken out, and the reason is
+    # the first paragraph, unwrapped (newer ansible-core writes it on one line).
+    squeezed = "".join(path.split())
     for message in messages:
-        if "Failed to parse" in message and path in message:
-            first = _strip_label(message).splitlines()[0]
-            return _one_line(first).rstrip(":")
+        if "Failed to parse" in message and squeezed in "".join(message.split()):
+            first = re.split(r"\n\s*\n", _strip_label(message), maxsplit=1)[0]
+            return _one_line(" ".join(first.split())).rstrip(":")
     return ""
 
 
