@@ -84,7 +84,7 @@ def test_no_driver_summary_carries_the_detail() -> None:
     )
     assert result.verdict is Verdict.UNKNOWN
     assert result.summary == (
-        "the NVIDIA kernel module is not loaded on this host "
+        "the NVIDIA driver is installed but its kernel module is not loaded "
         "(NVML_ERROR_DRIVER_NOT_LOADED); no NVIDIA GPU found: nothing to certify"
     )
 

@@ -175,13 +175,13 @@ class NVMLError(Exception):
 
 
 class c_nvmlGpuFabricInfo_t(ctypes.Structure):
-    """The fabric-info struct, same fields as pynvml's, filled through a pointer."""
+    """The fabric-info struct as nvml.h lays it out (its state one byte), filled by pointer."""
 
     _fields_ = (
         ("clusterUuid", ctypes.c_uint8 * 16),
         ("status", ctypes.c_uint),
         ("cliqueId", ctypes.c_uint32),
-        ("state", ctypes.c_uint),
+        ("state", ctypes.c_uint8),
     )
 
 

@@ -69,6 +69,23 @@ _NVLINK_ERROR_COUNTERS = (
     ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
 )
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+class GpuFabricInfo(ctypes.Structure):
+    """nvmlGpuFabricInfo_t as nvml.h lays it out, filled by nvmlDeviceGetGpuFabricInfo.
+
+    Its state is one byte (nvmlGpuFabricState_t is an unsigned char). pynvml's
+    c_nvmlGpuFabricInfo_t reads four, the three bytes of padding after it included, which
+    NVML need not clear: a registered GPU could read as state 0x??????03.
+    """
+
+    _c_name_ = "nvmlGpuFabricInfo_t"
+    _fields_ = (
+        ("clusterUuid", ctypes.c_uint8 * 16),
+        ("status", ctypes.c_uint),  # nvmlReturn_t
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint8),  # nvmlGpuFabricState_t
+    )
 _BUS_ID = re.compile(
     r"^(?:(?P<domain>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
     r"\.(?P<fn>[0-7])$"
@@ -645,7 +662,7 @@ def _nvlink_states(r: _GpuReader) -> Measured[list[tuple[int, bool]]]:
         r.const("NVML_ERROR_INVALID_ARGUMENT", 2),
         r.const("NVML_ERROR_FUNCTION_NOT_FOUND", 13),
     )
-    for link in range(r.const("NVML_NVLINK_MAX_LINKS", 18)):
+    for link in range(r.const("NVML_NVLINK_MAX_LINKS", 36)):
         state, code = r.q_code("nvmlDeviceGetNvLinkState", link)
         if isinstance(state, Unavailable):
             if code in absent:
@@ -734,11 +751,10 @@ def _nvlink_errors(
 
 
 def _fabric(r: _GpuReader) -> tuple[Measured[str], Measured[str]]:
-    struct = getattr(r.lib, "c_nvmlGpuFabricInfo_t", None)
-    if struct is None or not callable(getattr(r.lib, "nvmlDeviceGetGpuFabricInfo", None)):
+    if not callable(getattr(r.lib, "nvmlDeviceGetGpuFabricInfo", None)):
         missing = Unavailable(Reason.NOT_SUPPORTED, "pynvml has no nvmlDeviceGetGpuFabricInfo")
         return missing, missing
-    info = struct()
+    info = GpuFabricInfo()
     # NVML fills the struct through the pointer; pynvml passes it on untouched.
     done = r.q("nvmlDeviceGetGpuFabricInfo", ctypes.pointer(info))
     if isinstance(done, Unavailable):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Protocol
 
 from validator.judge.catalog import Sku
 from validator.judge.policy import Policy
 from validator.model import (
+    Action,
     Finding,
     GpuFacts,
     GpuStatus,
@@ -258,8 +259,8 @@ _NVML_PROBLEMS = {
         "libnvidia-ml.so.1 not found",
     ),
     NvmlStatus.DRIVER_NOT_LOADED: (
-        "the NVIDIA kernel module is not loaded on this host",
-        "run modprobe nvidia or reinstall the driver",
+        "the NVIDIA driver is installed but its kernel module is not loaded",
+        "Driver Not Loaded",
     ),
     NvmlStatus.NO_PERMISSION: (
         "no permission to query the NVIDIA driver on this host",
@@ -276,6 +277,49 @@ _NVML_PROBLEMS = {
     ),
     NvmlStatus.NO_DEVICES: ("the NVIDIA driver found no GPU on this host", "no devices"),
 }
+
+
+# What to do when NVML could not start, by why, whatever words the library gave: the
+# advice and its action. Installed and not loaded is the usual state after a driver install
+# and before its reboot; Debian's own packages name the module nvidia-current.
+_NVML_FIXES = {
+    NvmlStatus.DRIVER_NOT_LOADED: (
+        "reboot (a driver install waits for it), or load the module now: modprobe nvidia "
+        "(nvidia-current with Debian's own driver packages)",
+        Action.REBOOT,
+    ),
+    NvmlStatus.LIBRARY_NOT_FOUND: (
+        "install the NVIDIA driver (gpuready provision)",
+        Action.FIX_SOFTWARE,
+    ),
+    NvmlStatus.NO_PERMISSION: ("run gpuready as root", Action.FIX_SOFTWARE),
+    NvmlStatus.DRIVER_MISMATCH: (
+        "reboot: the loaded kernel module is not the installed driver's (an upgrade waits "
+        "for its reboot)",
+        Action.REBOOT,
+    ),
+}
+
+
+def nvml_fix(facts: NodeFacts) -> tuple[str, Action] | None:
+    """What to do about a driver NVML could not use, and its action.
+
+    None when NVML answered, or when nothing better than asking again is known.
+    """
+    return _NVML_FIXES.get(facts.nvml_status)
+
+
+def follow_driver(finding: Finding, facts: NodeFacts) -> Finding:
+    """``finding`` (left unjudged because the driver did not answer) with the driver's fix.
+
+    A version or a count the driver could not give is fixed by fixing the driver, not by
+    running the check again.
+    """
+    fix = nvml_fix(facts)
+    if fix is None or finding.severity is not UNKNOWN:
+        return finding
+    advice, action = fix
+    return replace(finding, action=action, action_source=f"gpuready: the driver: {advice}")
 
 
 # NVML states in which no GPU could be inspected at all. A version mismatch is not one:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from validator.judge.catalog import Sku
 from validator.judge.checks.common import (
     FAIL,
     PASS,
     UNKNOWN,
+    follow_driver,
     gpu_finding,
     gpu_list,
     gpu_state,
     node_finding,
+    nvml_fix,
     nvml_problem,
     readable_gpus,
     why_not,
@@ -43,27 +46,30 @@ def _driver(facts: NodeFacts) -> list[Finding]:
             )
         ]
     problem = nvml_problem(facts) or facts.nvml_status.value
+    fix = nvml_fix(facts)
+    advice = f"; {fix[0]}" if fix is not None else ""
     pci_gpus = facts.pci_gpu_count
     if isinstance(pci_gpus, int) and pci_gpus > 0:
-        return [
-            node_finding(
-                "inventory.driver",
-                FAIL,
-                f"The PCI bus shows {pci_gpus} NVIDIA GPUs but {problem}; install or load the "
-                "driver (gpuready provision) and certify again",
-                observed=facts.nvml_status.value,
-                expected="ok",
-            )
-        ]
-    return [
-        node_finding(
+        finding = node_finding(
             "inventory.driver",
-            UNKNOWN,
-            f"GPUs cannot be inspected: {problem}",
+            FAIL,
+            f"The PCI bus shows {pci_gpus} NVIDIA GPUs but {problem}"
+            + (advice or "; install or load the driver (gpuready provision)")
+            + ", and certify again",
             observed=facts.nvml_status.value,
             expected="ok",
         )
-    ]
+    else:
+        finding = node_finding(
+            "inventory.driver",
+            UNKNOWN,
+            f"GPUs cannot be inspected: {problem}{advice}",
+            observed=facts.nvml_status.value,
+            expected="ok",
+        )
+    if fix is None:
+        return [finding]
+    return [replace(finding, action=fix[1], action_source=f"gpuready: {fix[0]}")]
 
 
 def _gpu_status(facts: NodeFacts) -> list[Finding]:
@@ -115,12 +121,15 @@ def _count(facts: NodeFacts, policy: Policy) -> list[Finding]:
     if facts.nvml_status not in (NvmlStatus.OK, NvmlStatus.NO_DEVICES):
         bus = f"; the PCI bus shows {pci}" if pci is not None else ""
         return [
-            node_finding(
-                "inventory.gpu_count",
-                UNKNOWN,
-                f"GPUs cannot be counted through the driver{bus}",
-                observed="unknown",
-                expected=policy.expected_gpu_count or pci or "",
+            follow_driver(
+                node_finding(
+                    "inventory.gpu_count",
+                    UNKNOWN,
+                    f"GPUs cannot be counted through the driver{bus}",
+                    observed="unknown",
+                    expected=policy.expected_gpu_count or pci or "",
+                ),
+                facts,
             )
         ]
     if seen == 0:

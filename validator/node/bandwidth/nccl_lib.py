@@ -24,6 +24,8 @@ NOT_FOUND = f"{LIBRARY} not found: install NCCL (gpuready provision installs it 
 # ncclDataType_t and ncclRedOp_t (nccl.h)
 NCCL_FLOAT32 = 7  # ncclFloat
 NCCL_SUM = 0
+# The header's names of the constants above (tests/realnv checks each value against them).
+HEADER_NAMES = {"NCCL_FLOAT32": "ncclFloat32", "NCCL_SUM": "ncclSum"}
 
 _INT = ctypes.c_int
 _SIZE = ctypes.c_size_t

@@ -38,6 +38,17 @@ HOST_ALLOC_DEFAULT = 0  # cudaHostAlloc: page-locked, visible to the current con
 ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 ERROR_PEER_ACCESS_NOT_ENABLED = 705
 
+# The header's names of the constants above (tests/realnv checks each value against them).
+HEADER_NAMES = {
+    "MEMCPY_HOST_TO_DEVICE": "cudaMemcpyHostToDevice",
+    "MEMCPY_DEVICE_TO_HOST": "cudaMemcpyDeviceToHost",
+    "MEMCPY_DEVICE_TO_DEVICE": "cudaMemcpyDeviceToDevice",
+    "STREAM_NON_BLOCKING": "cudaStreamNonBlocking",
+    "HOST_ALLOC_DEFAULT": "cudaHostAllocDefault",
+    "ERROR_PEER_ACCESS_ALREADY_ENABLED": "cudaErrorPeerAccessAlreadyEnabled",
+    "ERROR_PEER_ACCESS_NOT_ENABLED": "cudaErrorPeerAccessNotEnabled",
+}
+
 # cuBLAS status names, for libraries older than cublasGetStatusString (cuBLAS 11.4).
 CUBLAS_STATUS_NAMES = {
     0: "CUBLAS_STATUS_SUCCESS",
