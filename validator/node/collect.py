@@ -16,6 +16,8 @@ is "not measured".
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, replace
 from typing import Callable, TypeVar
 
@@ -40,7 +42,7 @@ from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.plausibility import plausible_facts
-from validator.node.system import CommandResult, NotRecordedError, System
+from validator.node.system import CommandResult, LiveSystem, NotRecordedError, System
 
 T = TypeVar("T")
 
@@ -56,6 +58,12 @@ CUDNN_HEADERS = (
     "/usr/local/cuda-*/include/cudnn_version.h",
     "/usr/local/cuda-*/targets/*/include/cudnn_version.h",
 )
+# pip's CUDA wheels, in this interpreter's site-packages (where the burn-in finds cuBLAS):
+# nvidia-cuda-nvcc (CUDA 13: nvidia/cu13/bin), nvidia-cuda-nvcc-cu12 (nvidia/cuda_nvcc/bin)
+# and nvidia-cudnn-cu12 (nvidia/cudnn/include), whose .dist-info names its CUDA major.
+PIP_NVCC = ("nvidia/cu*/bin/nvcc", "nvidia/cuda_nvcc/bin/nvcc")
+PIP_CUDNN_HEADER = "nvidia/cudnn/include/cudnn_version.h"
+PIP_CUDNN_DIST = re.compile(r"nvidia_cudnn_cu(\d+)-[^/]*\.dist-info$")
 DPKG_CUDNN = ("dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "*cudnn*")
 RPM_CUDNN = ("rpm", "-qa", "*cudnn*")
 DMESG = ("dmesg",)
@@ -238,7 +246,25 @@ def find_nvcc(system: System) -> str | None:
         found = system.glob(pattern)
         if found:
             return sorted(found, key=_version_key)[-1]
+    for site in pip_sites(system):
+        for pattern in PIP_NVCC:
+            found = system.glob(os.path.join(site, pattern))
+            if found:
+                return sorted(found, key=_version_key)[-1]
     return None
+
+
+def pip_sites(system: System) -> list[str]:
+    """This interpreter's site-packages, where pip's CUDA wheels are; none for a host not live.
+
+    A recorded or simulated host has no Python environment of its own here: the
+    controller's would be another machine's.
+    """
+    if not isinstance(system, LiveSystem):
+        return []
+    from validator.node.burnin.cuda_libs import site_package_dirs
+
+    return list(dict.fromkeys(site_package_dirs()))
 
 
 def _version_key(path: str) -> tuple[int, ...]:
@@ -254,7 +280,8 @@ def nvcc_facts(system: System) -> tuple[Measured[str], str | None]:
         return Unavailable(Reason.NOT_MEASURED, str(exc)), None
     if path is None:
         return Unavailable(
-            Reason.NOT_SUPPORTED, "nvcc not found on PATH or under /usr/local/cuda*"
+            Reason.NOT_SUPPORTED,
+            "nvcc not found on PATH, under /usr/local/cuda* or in pip's nvidia-cuda-nvcc",
         ), None
     result = attempt(system, (path, "--version"))
     if isinstance(result, Unavailable):
@@ -270,11 +297,24 @@ def cudnn_header(system: System) -> tuple[str, str] | None:
     Raises:
         NotRecordedError: a recorded System holds no cuDNN header.
     """
-    for pattern in CUDNN_HEADERS:
+    pip = [os.path.join(site, PIP_CUDNN_HEADER) for site in pip_sites(system)]
+    for pattern in (*CUDNN_HEADERS, *pip):
         for path in system.glob(pattern):
             text = read_file(system, path)
             if not isinstance(text, Unavailable):
                 return path, text
+    return None
+
+
+def _pip_cudnn_cuda_major(system: System, header: str) -> int | None:
+    """The CUDA major of the pip wheel ``header`` came from (nvidia-cudnn-cu12: 12)."""
+    site = header[: -len(PIP_CUDNN_HEADER)] if header.endswith(PIP_CUDNN_HEADER) else None
+    if site is None:
+        return None
+    for path in system.glob(os.path.join(site, "nvidia_cudnn_cu*.dist-info")):
+        match = PIP_CUDNN_DIST.search(path)
+        if match:
+            return int(match.group(1))
     return None
 
 
@@ -285,7 +325,7 @@ def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int
     stands in for a missing header.
     """
     version: Measured[str] = Unavailable(
-        Reason.NOT_SUPPORTED, "no cudnn_version.h and no cuDNN package"
+        Reason.NOT_SUPPORTED, "no cudnn_version.h, no cuDNN package and no pip nvidia-cudnn"
     )
     where: str | None = None
     try:
@@ -314,6 +354,9 @@ def cudnn_facts(system: System) -> tuple[Measured[str], str | None, Measured[int
     else:
         if len(unrecorded) == 2:  # no package list recorded at all: not measured
             cuda_major = unrecorded[0]
+    pip_major = _pip_cudnn_cuda_major(system, where) if where else None
+    if pip_major is not None and isinstance(cuda_major, Unavailable):
+        cuda_major = pip_major
     return version, where, cuda_major
 
 
