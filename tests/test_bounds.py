@@ -433,7 +433,9 @@ def test_a_simulated_burn_checks_the_matrices_against_the_host(
 # ------------------------------------------------------------ inventory scripts
 
 
-MARKER = "600.0427"  # a sleep no other process runs, to find leftovers by
+# A sleep no other process runs, to find leftovers by: this test process's own (the
+# suite's other runs, side by side, run the same scripts).
+MARKER = f"600.{os.getpid():07d}"
 
 
 def sleeping_script(path: Path) -> str:

@@ -580,7 +580,8 @@ def test_duty_is_device_time_over_the_load_window() -> None:
     result = run_burn(BurnConfig(duration_s=1.0), Backend(), targets(1), NoSampler())
     duty = result.gpus[0].duty
     assert isinstance(duty, float)
-    assert 0.35 < duty < 0.55, duty
+    # about a half: under a loaded machine's scheduler a 20 ms sleep runs long, never short
+    assert 0.2 < duty < 0.55, duty
     simulated = run_burn(
         BurnConfig(duration_s=0.5, matrix_size=16), NumpyBackend(devices=1), targets(1),
         NoSampler(), simulated=True,

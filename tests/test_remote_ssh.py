@@ -915,8 +915,8 @@ def test_an_agent_that_prints_without_end_is_cut_at_the_bound_not_held_whole(
 ) -> None:
     # A hostile or broken node's endless stdout: the controller holds a bounded amount,
     # stops reading, and the host fails with one line (limit made small for the test).
-    monkeypatch.setattr(ssh, "AGENT_FACTS_LIMIT", 1 << 20)
-    monkeypatch.setattr("validator.packed.AGENT_FACTS_LIMIT", 1 << 20)
+    monkeypatch.setattr(ssh, "AGENT_OUTPUT_LIMIT", 1 << 20)
+    monkeypatch.setattr("validator.packed.AGENT_OUTPUT_LIMIT", 1 << 20)
     client = _client(box, client_key[0])
     try:
         started = time.monotonic()

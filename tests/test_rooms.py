@@ -88,8 +88,9 @@ ROOMS: dict[str, Room] = {
     "validator.limits": Room(()),
     # One way to check every document read: standard library and text only.
     "validator.fields": Room(("validator.text",)),
-    # Results as packed JSON (the model's JSON out), shared by the store and the host files.
-    PACKED: Room(("validator.model", "validator.text", "validator.codec")),
+    # Results as packed JSON (the model's JSON out), shared by the store and the host files;
+    # an agent's output is bounded before it is read (validator.limits).
+    PACKED: Room(("validator.model", "validator.text", "validator.codec", "validator.limits")),
     # "Under load", the one rule the judge and the reports share.
     "validator.trace": Room(("validator.model", "validator.errors")),
     # Runs on the hosts: stdlib, pynvml (the one NVML adapter only) and the leaves.

@@ -274,7 +274,7 @@ def test_a_request_of_gigabytes_is_refused_unread(tmp_path: Path) -> None:
 
 
 def test_more_output_than_any_agent_prints_is_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("validator.packed.AGENT_FACTS_LIMIT", 1024)
+    monkeypatch.setattr("validator.packed.AGENT_OUTPUT_LIMIT", 1024)
     outcome = agent_outcome(NodeOutput("gpu001", 0, b" " * 1025))
     assert outcome.facts is None
     assert "more than 1.0 KiB of output: no agent prints that much" in str(outcome.error)

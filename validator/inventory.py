@@ -104,15 +104,22 @@ def _captured_display() -> Iterator[list[str]]:
         messages.append(str(msg))
 
     saved_warns = getattr(display, "_warns", None)
-    if isinstance(saved_warns, set):
-        display._warns = set()
+    if isinstance(saved_warns, (set, dict)):
+        display._warns = type(saved_warns)()
+    # ansible-core 2.15 (Python 3.9's) wraps a warning at the terminal's width before
+    # showing it, a path included ("popen-" on one line, "gw1" on the next): not here.
+    saved_columns = getattr(display, "columns", None)
+    if isinstance(saved_columns, int):
+        display.columns = 1 << 20
     display.display = capture
     try:
         yield messages
     finally:
         del display.display  # the class's method shows through again
-        if isinstance(saved_warns, set):
+        if isinstance(saved_warns, (set, dict)):
             display._warns = saved_warns
+        if isinstance(saved_columns, int):
+            display.columns = saved_columns
 
 
 def _one_line(text: str) -> str:
@@ -314,14 +321,12 @@ def _strip_label(message: str) -> str:
 
 def _parse_reason(messages: Sequence[str], path: str) -> str:
     """Ansible's reason for not parsing ``path``, from its captured warnings, if it gave one."""
-    # ansible-core 2.15 (Python 3.9's) wraps its warnings at the terminal's width, a path
-    # included: the path is looked for with the line breaks taken out, and the reason is
-    # the first paragraph, unwrapped (newer ansible-core writes it on one line).
-    squeezed = "".join(path.split())
+    # The reason is the message's first paragraph: newer ansible-core writes it on one
+    # line, then the cause; 2.15 writes one paragraph (its wrapping is off while captured).
     for message in messages:
-        if "Failed to parse" in message and squeezed in "".join(message.split()):
+        if "Failed to parse" in message and path in message:
             first = re.split(r"\n\s*\n", _strip_label(message), maxsplit=1)[0]
-            return _one_line(" ".join(first.split())).rstrip(":")
+            return _one_line(first).rstrip(":")
     return ""
 
 

@@ -84,8 +84,9 @@ def packed_facts(facts: NodeFacts) -> bytes:
     return _FACTS.get(facts)
 
 
-# The most an agent may print, and its packed facts unpack to (a few KB of xz can
-# unpack to GBs).
+# The most an agent may print, and the most its packed facts may unpack to (a few KB of
+# xz can unpack to GBs).
+AGENT_OUTPUT_LIMIT = AGENT_OUTPUT_BYTES
 AGENT_FACTS_LIMIT = AGENT_OUTPUT_BYTES
 # Output that is packed (``--packed``): base64 on one line, of xz's magic or zlib's 0x78.
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -106,11 +107,12 @@ def agent_facts(output: bytes | str) -> NodeFacts:
     Raises:
         SchemaError: JSON that does not fit NodeFacts (naming the path).
         ValueError: neither JSON nor packed JSON (not UTF-8, damaged, cut short, past
-            :data:`AGENT_FACTS_LIMIT`, or nested too deeply).
+            :data:`AGENT_FACTS_LIMIT` unpacked or :data:`AGENT_OUTPUT_LIMIT` printed, or
+            nested too deeply).
     """
-    if len(output) > AGENT_FACTS_LIMIT:
+    if len(output) > AGENT_OUTPUT_LIMIT:
         raise ValueError(
-            f"more than {size_text(AGENT_FACTS_LIMIT)} of output: no agent prints that much"
+            f"more than {size_text(AGENT_OUTPUT_LIMIT)} of output: no agent prints that much"
         )
     text = (output.decode("utf-8") if isinstance(output, bytes) else output).strip()
     blob = _packed_bytes(text)

@@ -269,7 +269,13 @@ def test_case(
     _assert_contract(hostile, outcome, tmp_path, watched, before)
 
 
+# Commands that read a history only when --db names one (no default database).
+_DB_ONLY_WHEN_GIVEN = frozenset({"verify-cert"})
+
+
 def _takes_db(command: str) -> bool:
+    if command in _DB_ONLY_WHEN_GIVEN:
+        return False
     found = cli.commands.get(command)
     return found is not None and any(
         isinstance(param, click.Option) and "--db" in param.opts for param in found.params

@@ -61,7 +61,7 @@ from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 from validator.errors import GpureadyError
 from validator.files import write_atomic
 from validator.model import HostSpec, NodeFacts, SchemaError
-from validator.packed import AGENT_FACTS_LIMIT, agent_facts
+from validator.packed import AGENT_OUTPUT_LIMIT, agent_facts
 from validator.remote.bundle import AgentBundle, build_agent
 from validator.remote.transport import (
     AgentOutcome,
@@ -435,7 +435,7 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
             busy = False
             if channel.recv_ready():
                 stdout += channel.recv(1 << 16)
-                if len(stdout) > AGENT_FACTS_LIMIT:
+                if len(stdout) > AGENT_OUTPUT_LIMIT:
                     # More than any agent prints: stop holding it (agent_facts names it).
                     return _Run(0, bytes(stdout), bytes(stderr))
                 busy = True
