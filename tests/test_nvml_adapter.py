@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import sys
 from pathlib import Path
@@ -314,6 +315,25 @@ def test_nvlink_list_and_absence() -> None:
     none = read_nvml(fake_none).gpus[0].nvlinks
     assert isinstance(none, Unavailable)
     assert none.reason is Reason.NOT_SUPPORTED
+
+
+class _NvmlWritingItsStruct(FakeNvml):
+    """NVML filling nvmlGpuFabricInfo_t as the C library does: all 28 bytes of it, the three
+    bytes of padding after its one-byte state included (NVML need not clear them)."""
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: object, gpuFabricInfo: object) -> int:
+        self._gpu("nvmlDeviceGetGpuFabricInfo", device)
+        raw = bytes(16) + (0).to_bytes(4, "little") + (7).to_bytes(4, "little")
+        raw += bytes([3, 0xAA, 0xAA, 0xAA])  # NVML_GPU_FABRIC_STATE_COMPLETED, then padding
+        ctypes.memmove(gpuFabricInfo, raw, len(raw))
+        return self.NVML_SUCCESS
+
+
+def test_the_fabric_state_is_the_one_byte_nvml_h_declares_not_its_padding() -> None:
+    nvml = dict(load_scenario("healthy-8x-h100-sxm").data["nvml"])
+    gpu = read_nvml(_NvmlWritingItsStruct(nvml)).gpus[0]
+    assert gpu.fabric_state == "completed"  # not unknown_2863311363 (0xAAAAAA03)
+    assert gpu.fabric_status == "success"
 
 
 def test_fabric_states_and_error_status() -> None:

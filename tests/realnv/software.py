@@ -52,28 +52,11 @@ DEBIAN_CUDA = {
     "libcublaslt11": "11.11.3.6~11.8.0-5~deb12u1",
     "libnvidia-ml-dev": "11.8.86~11.8.0-5~deb12u1",
 }
-# nvidia-cuda-dev is 774 MB: only its headers the bindings need are kept.
+# nvidia-cuda-dev is 774 MB to download, once.
 DEBIAN_CUDA_HEADERS = ("nvidia-cuda-dev", "11.8.89~11.8.0-5~deb12u1")
-CUDA_HEADER_NAMES = (
-    "cuda_runtime_api.h",
-    "driver_types.h",
-    "cublas_api.h",
-    "cublas_v2.h",
-    "library_types.h",
-    "vector_types.h",
-    "host_defines.h",
-    "crt/host_defines.h",
-    "cuComplex.h",
-    "cuda_fp16.h",
-    "cuda_bf16.h",
-    "cuda_device_runtime_api.h",
-    "surface_types.h",
-    "texture_types.h",
-    "builtin_types.h",
-    "device_types.h",
-    "cuda.h",
-    "nv/*",  # libcu++'s <nv/target>, which cuda_fp16.h includes
-)
+# Its headers, not its 2.8 GB of static libraries: those of /usr/include itself (each
+# includes the next: cuda_fp16.h its .hpp), the compiler's crt/ and libcu++'s nv/.
+CUDA_HEADER_NAMES = ("*.h", "*.hpp", "crt/*", "nv/*", "nv/detail/*")
 
 # PyPI's wheels: name -> (version, what of it is unpacked; () for all of it).
 WHEELS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -294,11 +277,10 @@ def debian_cuda(cache: Path = CACHE_DIR) -> DebianCuda:
 
 def _run_tar(fsys: subprocess.Popen[bytes], into: Path, members: Sequence[str]) -> None:
     done = subprocess.run(
-        ["tar", "-x", "-C", str(into), "--ignore-failed-read", "--wildcards", *members],
+        ["tar", "-x", "-C", str(into), "--wildcards", "--no-wildcards-match-slash", *members],
         stdin=fsys.stdout, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
-    found = [m for m in members if (into / m).exists()]
-    if not found:
+    if not (into / "usr/include/cuda_runtime_api.h").is_file():
         raise SoftwareUnavailable(f"no CUDA header came out of nvidia-cuda-dev: {done.stderr}")
 
 

@@ -149,7 +149,8 @@ def test_every_constant_has_the_headers_value(toolkit: Toolkit) -> None:
     unknown = [f"{where}: {name} is in no header" for where, name, _ in found
                if name not in everything.constants]  # fmt: skip
     assert not wrong, f"{toolkit.name}:\n" + "\n".join(wrong)
-    assert not unknown, f"{toolkit.name}:\n" + "\n".join(unknown)
+    if toolkit.name.startswith("CUDA 12"):  # every library's header is here (NCCL too)
+        assert not unknown, f"{toolkit.name}:\n" + "\n".join(unknown)
     assert len(found) >= 20, f"only {len(found)} constants found to check"
 
 
