@@ -182,16 +182,36 @@ def test_measured_where_not_required_is_judged_without_blocking_on_unknowns() ->
 @pytest.mark.parametrize(
     ("error", "fix", "action"),
     [
+        # The measurement's own texts, as it reported them with the real libraries
+        # (tests/realnv/test_cuda_errors.py makes them live): no runtime found anywhere,
         (
-            "libcudart.so.12 not found: no CUDA runtime",
+            "no CUDA runtime can run: libcudart.so.13/libcudart.so.12/libcudart.so.11 not "
+            "found in /usr/lib/x86_64-linux-gnu: install the CUDA toolkit (gpuready provision)",
             "install the CUDA runtime (gpuready provision, the cuda_toolkit role)",
             Action.FIX_SOFTWARE,
         ),
+        # PyPI's CUDA 13 runtime over Debian's 535 driver (CUDA 12.2),
         (
-            "cudaGetDeviceCount failed: CUDA driver version is insufficient",
-            "measure it again",
-            Action.RERUN,
+            "no CUDA runtime can run: CUDA 13 (/site-packages/nvidia/cu13/lib/libcudart.so.13):"
+            " cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime "
+            "version (status 35)",
+            "the NVIDIA driver is older than the CUDA runtime: install a driver for it, or a "
+            "runtime the driver supports (gpuready provision pins both)",
+            Action.FIX_SOFTWARE,
         ),
+        # and that runtime beside CUDA 12's, which reached the driver and found no GPU,
+        (
+            "no CUDA runtime can run: CUDA 13 (/site-packages/nvidia/cu13/lib/libcudart.so.13):"
+            " cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime "
+            "version (status 35); CUDA 12 (/site-packages/nvidia/cuda_runtime/lib/"
+            "libcudart.so.12): cudaGetDeviceCount failed: no CUDA-capable device is detected "
+            "(status 100)",
+            "CUDA sees no GPU although the driver lists them: check CUDA_VISIBLE_DEVICES and "
+            "that the driver is loaded (nvidia-smi), then reboot",
+            Action.REBOOT,
+        ),
+        # and a failure with no status: measure again.
+        ("an all-reduce of 8 GPUs timed out", "measure it again", Action.RERUN),
     ],
 )
 def test_could_not_run_gives_the_facts_own_reason_and_its_fix(

@@ -61,6 +61,8 @@ CUDA_HEADER_NAMES = ("*.h", "*.hpp", "crt/*", "nv/*", "nv/detail/*")
 # PyPI's wheels: name -> (version, what of it is unpacked; () for all of it).
 WHEELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "nvidia-cuda-runtime-cu12": ("12.9.79", ()),
+    # CUDA 13's runtime: newer than Debian's 535 driver (CUDA 12.2), which it refuses.
+    "nvidia-cuda-runtime": ("13.5.37", ()),
     "nvidia-cublas-cu12": ("12.9.3.13", ()),
     "nvidia-nccl-cu12": ("2.32.3", ("nvidia/nccl/include/nccl.h", "nvidia/nccl/lib/libnccl.so.2")),
     # cuDNN's engines are 1.1 GB: the collector reads its header and finds its library.

@@ -50,6 +50,7 @@ corruption (drain and RMA).
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -119,12 +120,47 @@ RERUN_SOURCE = "gpuready: the interconnect could not be measured; measure it aga
 BUSY_SOURCE = "gpuready: the GPU was busy when measured; measure it again with the GPU idle"
 CORRUPTION_SOURCE = "gpuready: NCCL all-reduce returned wrong values: data corruption"
 
-# Libraries whose absence the measurement reports by name, and how to install them.
+# Libraries the measurement found missing, as the finders say so ("<name> not found"),
+# and how to install them. The name alone decides nothing: every CUDA error the
+# measurement reports names the runtime that did load.
 _MISSING_LIBRARIES: tuple[tuple[str, str], ...] = (
-    ("libnccl", "install NCCL (gpuready provision installs it with the nccl role)"),
+    ("libnccl.so.2 not found", "install NCCL (gpuready provision installs it with the nccl role)"),
     ("libcudart", "install the CUDA runtime (gpuready provision, the cuda_toolkit role)"),
-    ("libcuda.so", "install the NVIDIA driver's CUDA library (gpuready provision)"),
 )
+# CUDA runtime statuses (cudaError_t, "(status N)" in the measurement's errors), the
+# closest to a working GPU first: several runtimes may have been tried, and the one that
+# reached the driver tells most. Each: the advice and its action.
+_CUDA_STATUSES: tuple[tuple[int, str, Action], ...] = (
+    (
+        100,  # cudaErrorNoDevice
+        "CUDA sees no GPU although the driver lists them: check CUDA_VISIBLE_DEVICES and "
+        "that the driver is loaded (nvidia-smi), then reboot",
+        Action.REBOOT,
+    ),
+    (
+        3,  # cudaErrorInitializationError
+        "CUDA could not initialise the driver: reboot",
+        Action.REBOOT,
+    ),
+    (
+        999,  # cudaErrorUnknown
+        "CUDA failed in the driver: reboot",
+        Action.REBOOT,
+    ),
+    (
+        35,  # cudaErrorInsufficientDriver
+        "the NVIDIA driver is older than the CUDA runtime: install a driver for it, or a "
+        "runtime the driver supports (gpuready provision pins both)",
+        Action.FIX_SOFTWARE,
+    ),
+    (
+        34,  # cudaErrorStubLibrary
+        "libcuda.so is the CUDA toolkit's stub, not the driver's: install the NVIDIA driver's "
+        "CUDA library (gpuready provision) and keep the stubs off the loader's path",
+        Action.FIX_SOFTWARE,
+    ),
+)
+_STATUS = re.compile(r"\(status (-?\d+)\)")
 
 
 def interconnect_required(policy: Policy, sku: Sku | None, facts: NodeFacts) -> bool:
@@ -329,15 +365,23 @@ def _not_measured(policy: Policy, sku: Sku | None) -> Finding:
 
 
 def _missing_library(detail: str) -> str | None:
-    """How to install the library ``detail`` says is missing, or None."""
-    for library, fix in _MISSING_LIBRARIES:
-        if library in detail:
+    """How to install the library ``detail`` says was not found, or None."""
+    for said, fix in _MISSING_LIBRARIES:
+        if said in detail and (said.endswith(" not found") or " not found in " in detail):
             return fix
     return None
 
 
 def _repair_for(detail: str) -> tuple[str, Action, str]:
-    """The fix to append to a reason, its action and the action's source."""
+    """The fix to append to a reason, its action and the action's source.
+
+    By the CUDA status the measurement reported where it reported one; by a library the
+    finders did not find; else: measure it again.
+    """
+    statuses = {int(code) for code in _STATUS.findall(detail)}
+    for status, fix, action in _CUDA_STATUSES:
+        if status in statuses:
+            return f"; {fix}", action, f"gpuready: CUDA status {status}: {fix}"
     fix = _missing_library(detail)
     if fix is not None:
         return f"; {fix}", Action.FIX_SOFTWARE, f"gpuready: a library is missing: {fix}"
