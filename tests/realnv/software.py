@@ -51,6 +51,9 @@ DEBIAN_CUDA = {
     "libcublas11": "11.11.3.6~11.8.0-5~deb12u1",
     "libcublaslt11": "11.11.3.6~11.8.0-5~deb12u1",
     "libnvidia-ml-dev": "11.8.86~11.8.0-5~deb12u1",
+    # nvcc 11.8: the real binary under /usr/lib/nvidia-cuda-toolkit, and /usr/bin/nvcc, a
+    # shell wrapper that execs it
+    "nvidia-cuda-toolkit": "11.8.89~11.8.0-5~deb12u1",
 }
 # nvidia-cuda-dev is 774 MB to download, once.
 DEBIAN_CUDA_HEADERS = ("nvidia-cuda-dev", "11.8.89~11.8.0-5~deb12u1")
@@ -68,8 +71,7 @@ WHEELS: dict[str, tuple[str, tuple[str, ...]]] = {
     # cuDNN's engines are 1.1 GB: the collector reads its header and finds its library.
     "nvidia-cudnn-cu12": ("9.28.0.42", ("nvidia/cudnn/include/", "nvidia/cudnn/lib/libcudnn.so.9")),
     "nvidia-cuda-nvcc": ("13.5.37", ()),
-    # CUDA 12's nvcc: pip's other layout (nvidia/cuda_nvcc/bin), and the crt/ headers
-    # that cuda_runtime_api.h includes.
+    # CUDA 12's compiler wheel: ptxas alone, and the crt/ headers cuda_runtime_api.h includes.
     "nvidia-cuda-nvcc-cu12": ("12.9.86", ()),
     # libcu++'s <nv/target>, which cuda_fp16.h (and so cublas_api.h) includes.
     "nvidia-cuda-cccl-cu12": ("12.9.27", ()),
@@ -118,6 +120,16 @@ class DebianCuda:
     def include_dir(self) -> Path:
         """cuda_runtime_api.h, cublas_api.h, nvml.h and the rest."""
         return self.root / "usr/include"
+
+    @property
+    def nvcc_wrapper(self) -> Path:
+        """/usr/bin/nvcc as Debian ships it: ``exec /usr/lib/nvidia-cuda-toolkit/bin/nvcc``."""
+        return self.root / "usr/bin/nvcc"
+
+    @property
+    def nvcc(self) -> Path:
+        """The real nvcc 11.8 binary."""
+        return self.root / "usr/lib/nvidia-cuda-toolkit/bin/nvcc"
 
 
 @dataclass(frozen=True)

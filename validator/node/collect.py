@@ -42,7 +42,13 @@ from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.plausibility import plausible_facts
-from validator.node.system import CommandResult, LiveSystem, NotRecordedError, System
+from validator.node.system import (
+    NOT_FOUND_SUFFIX,
+    CommandResult,
+    LiveSystem,
+    NotRecordedError,
+    System,
+)
 
 T = TypeVar("T")
 
@@ -59,9 +65,10 @@ CUDNN_HEADERS = (
     "/usr/local/cuda-*/targets/*/include/cudnn_version.h",
 )
 # pip's CUDA wheels, in this interpreter's site-packages (where the burn-in finds cuBLAS):
-# nvidia-cuda-nvcc (CUDA 13: nvidia/cu13/bin), nvidia-cuda-nvcc-cu12 (nvidia/cuda_nvcc/bin)
-# and nvidia-cudnn-cu12 (nvidia/cudnn/include), whose .dist-info names its CUDA major.
-PIP_NVCC = ("nvidia/cu*/bin/nvcc", "nvidia/cuda_nvcc/bin/nvcc")
+# nvidia-cuda-nvcc (CUDA 13 on: nvidia/cu13/bin/nvcc; CUDA 12's nvidia-cuda-nvcc-cu12 has
+# ptxas alone) and nvidia-cudnn-cu12 (nvidia/cudnn/include), whose .dist-info names its
+# CUDA major.
+PIP_NVCC = ("nvidia/cu*/bin/nvcc",)
 PIP_CUDNN_HEADER = "nvidia/cudnn/include/cudnn_version.h"
 PIP_CUDNN_DIST = re.compile(r"nvidia_cudnn_cu(\d+)-[^/]*\.dist-info$")
 DPKG_CUDNN = ("dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "*cudnn*")
@@ -94,12 +101,19 @@ def parsed(parse: Callable[[str], T], text: str, what: str) -> Measured[T]:
 
 
 def command_failure(result: CommandResult, what: str) -> Unavailable:
-    """The fact for a command that did not succeed."""
-    if result.rc == 127:
+    """The fact for a command that did not succeed.
+
+    127 is "not installed" only when nothing ran (the System found no such command): a
+    command that ran and exited 127 (a wrapper whose target is gone, as Debian's
+    /usr/bin/nvcc without /usr/lib/nvidia-cuda-toolkit) is installed and broken.
+    """
+    text = (result.stderr or result.stdout).strip().splitlines()
+    if result.rc == 127 and (not text or text[-1].endswith(NOT_FOUND_SUFFIX)):
         return Unavailable(Reason.NOT_SUPPORTED, f"{what} not found")
     if result.rc == 126:
         return Unavailable(Reason.NO_PERMISSION, f"{what}: permission denied")
-    text = (result.stderr or result.stdout).strip().splitlines()
+    if result.rc == 127:  # ran, and failed as a missing program would: its last word says why
+        return Unavailable(Reason.ERROR, f"{what} exited 127: {text[-1]}")
     first = text[0] if text else f"exit status {result.rc}"
     return Unavailable(Reason.ERROR, f"{what}: {first}")
 

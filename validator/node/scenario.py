@@ -98,7 +98,7 @@ from validator.node.fake_nvml import (
     FakeNvml,
     default_bus_id,
 )
-from validator.node.system import CommandResult, LiveSystem
+from validator.node.system import NOT_FOUND_SUFFIX, CommandResult, LiveSystem
 
 # Through importlib.resources so the built-ins load from a wheel and from the
 # agent's zipapp alike.
@@ -1079,7 +1079,7 @@ class ScenarioSystem:
                 str(result.get("stdout", "")),
                 str(result.get("stderr", "")),
             )
-        return CommandResult(127, "", f"{argv[0]}: command not found")
+        return CommandResult(127, "", f"{argv[0]}{NOT_FOUND_SUFFIX}")
 
     def now(self) -> datetime.datetime:
         """The scenario's fixed clock, UTC."""

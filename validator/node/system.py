@@ -31,6 +31,8 @@ from validator.limits import KERNEL_LOG_TAIL_BYTES, size_text
 LIVE_OUTPUT_BYTES = KERNEL_LOG_TAIL_BYTES
 LIVE_STDERR_BYTES = 64 * 1024  # its last lines are all a message shows
 _DRAIN_AFTER_EXIT_S = 2.0
+# What a command the System could not find says (rc 127), and nothing that ran says.
+NOT_FOUND_SUFFIX = ": command not found"
 
 
 class NotRecordedError(Exception):
@@ -150,7 +152,7 @@ class LiveSystem:
                 env=env,
             )
         except FileNotFoundError:
-            return CommandResult(127, "", f"{argv[0]}: command not found")
+            return CommandResult(127, "", f"{argv[0]}{NOT_FOUND_SUFFIX}")
         except PermissionError as exc:
             return CommandResult(126, "", str(exc))
         out = _TailKept(child.stdout, LIVE_OUTPUT_BYTES)
