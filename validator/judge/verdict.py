@@ -11,9 +11,22 @@ from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
-from validator.judge.checks.common import by_check, nothing_to_judge, nvml_problem
+from validator.judge.checks.common import (
+    by_check,
+    follow_driver,
+    nothing_to_judge,
+    nvml_problem,
+)
 from validator.judge.policy import Policy, policy_digest
-from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict, overall_verdict
+from validator.model import (
+    Action,
+    Finding,
+    NodeFacts,
+    NodeResult,
+    Severity,
+    Verdict,
+    overall_verdict,
+)
 
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.UNKNOWN: 1, Severity.WARN: 2, Severity.PASS: 3}
 
@@ -100,8 +113,14 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     findings = figure_checks.findings(facts, implausible)
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
-    # Every finding leaves the judge saying what to do about it (NONE on a PASS).
-    ordered = sort_findings(list(assign_actions(findings)))
+    # Every finding leaves the judge saying what to do about it (NONE on a PASS). Where the
+    # driver did not answer, what could not run waits for the driver's fix, not a rerun.
+    ordered = sort_findings(
+        [
+            follow_driver(f, facts) if f.action is Action.RERUN else f
+            for f in assign_actions(findings)
+        ]
+    )
     verdict, summary = decide(facts, ordered)
     if sku is not None and verdict is not Verdict.UNKNOWN:
         summary = f"{len(facts.gpus)}x {sku.label}: {summary}"
