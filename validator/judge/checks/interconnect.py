@@ -379,12 +379,12 @@ def _repair_for(detail: str) -> tuple[str, Action, str]:
     finders did not find; else: measure it again.
     """
     statuses = {int(code) for code in _STATUS.findall(detail)}
-    for status, fix, action in _CUDA_STATUSES:
+    for status, advice, action in _CUDA_STATUSES:
         if status in statuses:
-            return f"; {fix}", action, f"gpuready: CUDA status {status}: {fix}"
-    fix = _missing_library(detail)
-    if fix is not None:
-        return f"; {fix}", Action.FIX_SOFTWARE, f"gpuready: a library is missing: {fix}"
+            return f"; {advice}", action, f"gpuready: CUDA status {status}: {advice}"
+    install = _missing_library(detail)
+    if install is not None:
+        return f"; {install}", Action.FIX_SOFTWARE, f"gpuready: a library is missing: {install}"
     return "; measure it again", Action.RERUN, RERUN_SOURCE
 
 
