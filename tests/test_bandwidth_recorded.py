@@ -623,3 +623,34 @@ def test_a_multinode_run_is_said_to_be_one_and_is_no_figure_of_the_node(tmp_path
         assert "device_to_device testcase" not in why.detail
     assert "multi-node" in interconnect.source
     assert system.conflicts() == ()
+
+
+DCGM_ONE_GPU_JSON = (
+    Path(__file__).parent
+    / "fixtures"
+    / "nvbandwidth"
+    / "repo-NVIDIA-DCGM-NVBandwidthTestsInputs-1xgpu-565.02-v0.5-all-testcases.json"
+)
+
+
+def test_a_real_one_gpu_json_beside_an_eight_gpu_node_is_judged_never_a_crash(
+    tmp_path: Path, captures_dir: Path
+) -> None:
+    # It exited 70 (IndexError in the judge's unmeasured pairs) before.
+    from validator.judge import Policy, judge_node
+    from validator.node.sources import collect_capture
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    shutil.copyfile(
+        captures_dir / "nvidia-smi-q/gpud-8x-h100-535.161.08.txt", bundle / "nvidia-smi-q.txt"
+    )
+    shutil.copyfile(DCGM_ONE_GPU_JSON, bundle / "nvbandwidth.json")
+    facts = collect_capture(bundle)
+    assert len(facts.gpus) == 8
+    result = judge_node(facts, Policy())
+    interconnect = [f for f in result.findings if f.check.startswith("interconnect.")]
+    assert interconnect, "the recorded run is judged"
+    h2d = [f for f in interconnect if f.check == "interconnect.h2d" and f.gpu_index == 0]
+    assert h2d
+    assert "12.4" in h2d[0].message
