@@ -34,3 +34,32 @@ def private_state_dir(
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     return state
+
+
+# The files that take longest, run one test at a time (CI's --durations): collected first, so
+# that .ci/test's xdist workers (whole files each, --dist loadfile) start them at once and the
+# run does not end waiting on one of them alone.
+LONGEST_FIRST = (
+    "tests/test_playbooks.py",
+    "tests/test_playbook_preflight.py",
+    "tests/test_provision_runner.py",
+    "tests/test_cli_provision.py",
+    "tests/test_playbook_roles_new.py",
+    "tests/e2e/test_certify_slurm.py",
+    "tests/test_burn_realism.py",
+    "tests/test_converged_probe.py",
+    "tests/test_playbook_fabric.py",
+    "tests/e2e/test_provision.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the longest files' tests first, each file's in its own order (the rest unmoved)."""
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+        position, item = pair
+        relative = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+        return rank.get(relative, len(rank)), position
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
