@@ -17,21 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_signals import _MARK_BURN, BURNING
+
 KILL_WAIT_S = 30.0
 REPO = Path(__file__).resolve().parent.parent
-BURNING = "gpuready-test: burning"
 # The child says on stderr when its burn begins, then runs the agent as the zipapp does.
-AGENT = f"""
-import sys
-from validator.node.burnin import run as _burn
-_real_burn = _burn.run_burn
-def _marked(*args, **kwargs):
-    print({BURNING!r}, file=sys.stderr, flush=True)
-    return _real_burn(*args, **kwargs)
-_burn.run_burn = _marked
-from validator.node.agent import main
-main()
-"""
+AGENT = _MARK_BURN + "from validator.node.agent import main\nmain()\n"
 ARGV = ["--simulate", "healthy-8x-h100-sxm", "--burn", "120", "--interconnect", "on",
         "--dcgm-level", "1"]  # fmt: skip
 

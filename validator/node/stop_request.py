@@ -21,9 +21,10 @@ import signal
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Callable, Optional
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, Optional[FrameType]], None]
 
 _requested = threading.Event()
 _signal_number: list[int] = []
@@ -65,14 +66,15 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def on_stop_signals() -> Iterator[None]:
-    """Within: SIGINT, SIGTERM and SIGHUP ask for a stop (:func:`request`); the old handlers after.
+def handling_stop_signals(handler: Handler) -> Iterator[bool]:
+    """Within: ``handler`` for SIGINT, SIGTERM and SIGHUP; the old handlers after.
 
-    A signal the process was started ignoring (``nohup``'s SIGHUP) stays ignored. Only the
-    main thread can set handlers; elsewhere this changes nothing.
+    A signal the process was started ignoring (``nohup``'s SIGHUP, a background job's
+    SIGINT) stays ignored: the caller's choice stands. Only the main thread can set
+    handlers; elsewhere this changes nothing, and the context's value is False.
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield False
         return
     previous: dict[int, Any] = {}
     for number in STOP_SIGNALS:
@@ -80,14 +82,29 @@ def on_stop_signals() -> Iterator[None]:
         if old is signal.SIG_IGN:
             continue
         previous[number] = signal.SIG_DFL if old is None else old
-    reset()
     for caught in previous:
-        signal.signal(caught, _handle)
+        signal.signal(caught, handler)
     try:
-        yield
+        yield True
     finally:
-        for caught, handler in previous.items():
-            signal.signal(caught, handler)
+        for caught, restored in previous.items():
+            signal.signal(caught, restored)
 
 
-__all__ = ["STOP_SIGNALS", "on_stop_signals", "reason", "request", "requested", "reset"]
+@contextlib.contextmanager
+def on_stop_signals() -> Iterator[None]:
+    """Within: SIGINT, SIGTERM and SIGHUP ask for a stop (:func:`request`); old handlers after."""
+    reset()
+    with handling_stop_signals(_handle):
+        yield
+
+
+__all__ = [
+    "STOP_SIGNALS",
+    "handling_stop_signals",
+    "on_stop_signals",
+    "reason",
+    "request",
+    "requested",
+    "reset",
+]

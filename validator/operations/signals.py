@@ -21,13 +21,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
 
 from validator.errors import ExitCode
-from validator.node.stop_request import STOP_SIGNALS
+from validator.node.stop_request import STOP_SIGNALS, handling_stop_signals
 
 
 class _State:
@@ -62,24 +60,15 @@ def stop_signals() -> Iterator[None]:
     Only the main thread can set handlers; elsewhere (a test's worker thread) this
     changes nothing.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous: dict[int, Any] = {}
-    for number in STOP_SIGNALS:
-        old = signal.getsignal(number)
-        if old is signal.SIG_IGN:
-            continue  # nohup's SIGHUP, a background job's SIGINT: the caller's choice stands
-        previous[number] = signal.SIG_DFL if old is None else old
-    _state.received, _state.measured, _state.late, _state.installed = None, False, False, True
-    for caught in previous:
-        signal.signal(caught, _handle)
-    try:
-        yield
-    finally:
-        for caught, handler in previous.items():
-            signal.signal(caught, handler)
-        _state.installed = False
+    with handling_stop_signals(_handle) as installed:
+        if not installed:
+            yield
+            return
+        _state.received, _state.measured, _state.late, _state.installed = None, False, False, True
+        try:
+            yield
+        finally:
+            _state.installed = False
 
 
 def measured() -> None:
