@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,7 +171,7 @@ def _ready(path: Path) -> bool:
     return (path / ".complete").is_file()
 
 
-def _build(final: Path, make: object) -> Path:
+def _build(final: Path, make: Callable[[Path], None]) -> Path:
     """``final`` made by ``make(tmp)`` in a temporary folder beside it, renamed into place."""
     if _ready(final):
         return final
@@ -180,7 +180,7 @@ def _build(final: Path, make: object) -> Path:
             return final
         tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
         try:
-            make(tmp)  # type: ignore[operator]
+            make(tmp)
             (tmp / ".complete").write_text("", encoding="utf-8")
             if final.exists():
                 shutil.rmtree(final)
