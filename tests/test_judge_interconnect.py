@@ -210,8 +210,10 @@ def test_measured_where_not_required_is_judged_without_blocking_on_unknowns() ->
             "that the driver is loaded (nvidia-smi), then reboot",
             Action.REBOOT,
         ),
-        # and a failure with no status: measure again.
+        # and a failure with no status, or NCCL's own status (3 is ncclInternalError, not
+        # cudaErrorInitializationError): measure again.
         ("an all-reduce of 8 GPUs timed out", "measure it again", Action.RERUN),
+        ("ncclAllReduce failed: internal error (status 3)", "measure it again", Action.RERUN),
     ],
 )
 def test_could_not_run_gives_the_facts_own_reason_and_its_fix(

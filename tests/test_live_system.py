@@ -6,7 +6,11 @@ host goes through this one call.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -59,3 +63,43 @@ def test_a_child_left_holding_the_output_does_not_hold_up_the_collector() -> Non
     assert done.rc == 0
     assert done.stdout == "started\n"
     assert time.monotonic() - started < 20
+
+
+def test_a_long_command_is_stopped_by_a_stop_request_a_short_one_finishes() -> None:
+    from validator.node import stop_request
+
+    stop_request.reset()
+    try:
+        threading.Timer(0.3, stop_request.request, args=(signal.SIGTERM,)).start()
+        started = time.monotonic()
+        done = LiveSystem().run(["sleep", "30"], timeout_s=600)  # as dcgmi diag is allowed
+        assert time.monotonic() - started < 10
+        assert done.rc == 124
+        assert done.stderr == "sleep: stopped: SIGTERM stopped the run"
+        short = LiveSystem().run(["sh", "-c", "sleep 0.5; echo whole"], timeout_s=30)
+        assert short.stdout == "whole\n"  # nvidia-smi's facts are printed whole
+    finally:
+        stop_request.reset()
+
+
+def test_an_interrupt_while_waiting_kills_the_command() -> None:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    marker = f"30.{os.getpid()}"
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            LiveSystem().run(["sleep", marker], timeout_s=600)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    time.sleep(0.2)
+    alive = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, check=False)
+    assert alive.returncode == 1, alive.stdout  # no such process left
+
+
+def test_carriage_returns_read_as_line_ends_as_text_mode_did() -> None:
+    done = LiveSystem().run(["printf", "a\\r\\nb\\rc\\n"])
+    assert done.stdout == "a\nb\nc\n"

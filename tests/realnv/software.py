@@ -314,11 +314,10 @@ def _wheel_files(folder: Path) -> dict[str, Path]:
 def _wheels(cache: Path) -> dict[str, Path]:
     """The pinned wheels, downloaded once with pip (from PyPI, or pip's own cache)."""
     folder = cache / "wheels"
-    folder.mkdir(parents=True, exist_ok=True)
-    found = _wheel_files(folder)
-    if len(found) == len(WHEELS):
-        return found
+    # Under the lock even to look: pip writes a wheel in place, and another test worker
+    # must not see it half written.
     with _locked(cache):
+        folder.mkdir(parents=True, exist_ok=True)
         missing = [f"{n}=={v}" for n, (v, _) in WHEELS.items() if n not in _wheel_files(folder)]
         if missing:
             _run(

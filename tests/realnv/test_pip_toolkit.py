@@ -73,6 +73,8 @@ def test_without_pip_or_a_toolkit_both_say_where_they_looked(
 def test_certify_reads_cudnn_from_the_same_site_packages_as_the_burns_cublas(
     real_host: RealHost, tmp_path: Path
 ) -> None:
+    if any(LiveSystem().glob(pattern) for pattern in collect.CUDNN_HEADERS):
+        pytest.skip("this machine has a cuDNN of its own, which is found before pip's")
     ran = real_host.gpuready("certify", "--burn", "0", "--json", "--db", str(tmp_path / "h.db"))
     assert "Traceback" not in ran.err
     (node,) = json.loads(ran.out)["nodes"]

@@ -25,12 +25,16 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from validator.limits import KERNEL_LOG_TAIL_BYTES, size_text
+from validator.node import stop_request
 
 # What a live command's output may hold: as much as a kernel log is read of, the most
 # any command's output is parsed for (validator.limits), its newest bytes kept.
 LIVE_OUTPUT_BYTES = KERNEL_LOG_TAIL_BYTES
 LIVE_STDERR_BYTES = 64 * 1024  # its last lines are all a message shows
 _DRAIN_AFTER_EXIT_S = 2.0
+# A command allowed longer than this is stopped by a stop request, checked this often.
+STOPPABLE_AFTER_S = 60.0
+STOP_POLL_S = 0.25
 # What a command the System could not find says (rc 127), and nothing that ran says.
 NOT_FOUND_SUFFIX = ": command not found"
 
@@ -158,12 +162,18 @@ class LiveSystem:
         out = _TailKept(child.stdout, LIVE_OUTPUT_BYTES)
         err = _TailKept(child.stderr, LIVE_STDERR_BYTES)
         try:
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+            stopped = _wait(child, timeout_s)
+        except BaseException:
+            # Ctrl-C or a stop signal on the controller's own thread: the command (dcgmi
+            # holding the GPUs) must not run on, orphaned.
+            child.kill()
+            child.wait()
+            raise
+        if stopped is not None:
             child.kill()
             child.wait()
             _drained(out, err)
-            return CommandResult(124, "", f"{argv[0]}: timed out after {timeout_s:g} s")
+            return CommandResult(124, "", f"{argv[0]}: {stopped}")
         _drained(out, err)
         partial = ""
         if out.seen > LIVE_OUTPUT_BYTES:
@@ -176,6 +186,27 @@ class LiveSystem:
     def now(self) -> datetime.datetime:
         """The current time, timezone-aware UTC."""
         return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _wait(child: subprocess.Popen[bytes], timeout_s: float) -> str | None:
+    """Wait for ``child``; why it must be stopped (its timeout, a stop request), else None.
+
+    A command allowed longer than :data:`STOPPABLE_AFTER_S` (DCGM's diagnostic) is
+    stopped by a stop request too (validator.node.stop_request: the agent's SIGTERM);
+    a short one (nvidia-smi) finishes, so that the facts printed are whole.
+    """
+    until = time.monotonic() + timeout_s
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return f"timed out after {timeout_s:g} s"
+        if timeout_s > STOPPABLE_AFTER_S and stop_request.requested():
+            return f"stopped: {stop_request.reason().removeprefix('not started: ')}"
+        try:
+            child.wait(timeout=min(left, STOP_POLL_S))
+        except subprocess.TimeoutExpired:
+            continue
+        return None
 
 
 def _drained(*pipes: _TailKept) -> None:
@@ -221,4 +252,5 @@ class _TailKept:
         if self.seen > self._keep:
             cut = held.find(b"\n")
             held = held[cut + 1 :] if cut >= 0 else b""
-        return held.decode("utf-8", "replace")
+        # As text mode reads it: \r\n and a lone \r are line ends.
+        return held.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")

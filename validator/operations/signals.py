@@ -60,11 +60,14 @@ def stop_signals() -> Iterator[None]:
     Only the main thread can set handlers; elsewhere (a test's worker thread) this
     changes nothing.
     """
+    # Reset before the handlers go in: a signal in between is this run's first, never
+    # taken for a second one left from an earlier run in the same process.
+    _state.received, _state.measured, _state.late = None, False, False
     with handling_stop_signals(_handle) as installed:
         if not installed:
             yield
             return
-        _state.received, _state.measured, _state.late, _state.installed = None, False, False, True
+        _state.installed = True
         try:
             yield
         finally:

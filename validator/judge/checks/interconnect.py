@@ -160,7 +160,9 @@ _CUDA_STATUSES: tuple[tuple[int, str, Action], ...] = (
         Action.FIX_SOFTWARE,
     ),
 )
-_STATUS = re.compile(r"\(status (-?\d+)\)")
+# A CUDA runtime call's failure ("cudaGetDeviceCount failed: ... (status 100)"); NCCL's
+# own ("ncclAllReduce failed: ... (status 3)") numbers another enum.
+_STATUS = re.compile(r"\bcuda\w+ failed: [^;]*?\(status (-?\d+)\)")
 
 
 def interconnect_required(policy: Policy, sku: Sku | None, facts: NodeFacts) -> bool:
