@@ -16,7 +16,6 @@ from validator.judge.checks.common import (
     UNKNOWN,
     WARN,
     driver_silent,
-    follow_driver,
     gpu_list,
     major_minor,
     node_finding,
@@ -66,17 +65,14 @@ def _kernel_module(facts: NodeFacts) -> Finding:
             expected=user,
         )
     # NVML refuses to start on a mismatch, so a working NVML already rules one out.
-    return follow_driver(
-        node_finding(
-            check_id,
-            UNKNOWN,
-            f"The kernel module ({module_text}) and user-space driver ({user_text}) versions "
-            "could not both be read",
-            observed=module_text,
-            expected=user_text,
-            required=False,
-        ),
-        facts,
+    return node_finding(
+        check_id,
+        UNKNOWN,
+        f"The kernel module ({module_text}) and user-space driver ({user_text}) versions "
+        "could not both be read",
+        observed=module_text,
+        expected=user_text,
+        required=False,
     )
 
 
@@ -91,15 +87,12 @@ def _driver(facts: NodeFacts, policy: Policy) -> Finding:
         pin, expected = None, "any (no pin)"
     pinned = bool(policy.driver_version or policy.driver_branch)
     if isinstance(version, Unavailable):
-        return follow_driver(
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The driver version was {_unread(facts, version)}",
-                expected=expected,
-                required=pinned,
-            ),
-            facts,
+        return node_finding(
+            check_id,
+            UNKNOWN,
+            f"The driver version was {_unread(facts, version)}",
+            expected=expected,
+            required=pinned,
         )
     disagreement = _smi_disagrees(
         check_id, "driver", version, facts.tools.nvidia_smi_driver_version, expected
@@ -141,15 +134,12 @@ def _cuda(facts: NodeFacts, policy: Policy) -> Finding:
     version = facts.cuda_driver_version
     expected = f">= {policy.cuda_version}" if policy.cuda_version else "any (no pin)"
     if isinstance(version, Unavailable):
-        return follow_driver(
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The CUDA version the driver supports was {_unread(facts, version)}",
-                expected=expected,
-                required=policy.cuda_version is not None,
-            ),
-            facts,
+        return node_finding(
+            check_id,
+            UNKNOWN,
+            f"The CUDA version the driver supports was {_unread(facts, version)}",
+            expected=expected,
+            required=policy.cuda_version is not None,
         )
     disagreement = _smi_disagrees(
         check_id, "CUDA", version, facts.tools.nvidia_smi_cuda_version, expected
@@ -309,15 +299,12 @@ def _nvcc_vs_driver(facts: NodeFacts, nvcc: str) -> Finding:
     check_id = "versions.nvcc_driver"
     driver_cuda = facts.cuda_driver_version
     if isinstance(driver_cuda, Unavailable):
-        return follow_driver(
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"nvcc {nvcc} cannot be compared with the driver's CUDA version, which was "
-                f"{_unread(facts, driver_cuda)}",
-                observed=nvcc,
-            ),
-            facts,
+        return node_finding(
+            check_id,
+            UNKNOWN,
+            f"nvcc {nvcc} cannot be compared with the driver's CUDA version, which was "
+            f"{_unread(facts, driver_cuda)}",
+            observed=nvcc,
         )
     have, limit = major_minor(nvcc), major_minor(driver_cuda)
     if have is None or limit is None:
