@@ -291,7 +291,7 @@ def test_a_key_given_twice_in_group_or_host_vars(tmp_path: Path, folder: str) ->
     _assert_located(
         _error([str(tmp_path / "hosts.ini")]),
         f"{vars_file}, line 2: the key 'gpuready_expected_gpu_count' is given twice in one "
-        "mapping: remove one of the two"
+        "mapping: remove one of the two",
     )
 
 
@@ -303,7 +303,7 @@ def test_a_key_given_twice_in_a_yaml_inventory(tmp_path: Path) -> None:
     _assert_located(
         _error([str(path)]),
         f"{path}, line 5: the key 'ansible_port' is given twice in one mapping: "
-        "remove one of the two"
+        "remove one of the two",
     )
 
 
@@ -319,7 +319,7 @@ def test_a_key_given_twice_when_ansible_cfg_makes_an_unparsed_source_fatal(
     path.write_text("gpus:\n  hosts:\n    gpu01:\n    gpu01:\n")
     _assert_located(
         _error([str(path)]),
-        f"{path}, line 4: the key 'gpu01' is given twice in one mapping: remove one of the two"
+        f"{path}, line 4: the key 'gpu01' is given twice in one mapping: remove one of the two",
     )
 
 
@@ -330,7 +330,7 @@ def test_a_key_given_twice_in_one_file_of_an_inventory_directory(tmp_path: Path)
     broken.write_text("gpus:\n  hosts:\n    gpu02:\n    gpu02:\n")
     _assert_located(
         _error([str(tmp_path)]),
-        f"{broken}, line 4: the key 'gpu02' is given twice in one mapping: remove one of the two"
+        f"{broken}, line 4: the key 'gpu02' is given twice in one mapping: remove one of the two",
     )
 
 
@@ -559,6 +559,22 @@ def test_a_yaml_inventory_value_is_checked_with_the_policy_declarations(tmp_path
 
 
 def test_the_declarations_name_every_gpuready_variable() -> None:
-    from validator.inventory import AGENT_VARS, GPUREADY_VARS, POLICY_VARS
+    from validator.inventory import AGENT_VARS, GPUREADY_VARS, POLICY_VARS, PROVISION_VARS
 
-    assert set(GPUREADY_VARS.names) == set(POLICY_VARS) | AGENT_VARS
+    assert set(GPUREADY_VARS.names) == set(POLICY_VARS) | AGENT_VARS | PROVISION_VARS
+
+
+def test_the_driver_source_is_checked_and_steers_no_policy(tmp_path: Path) -> None:
+    """Provisioning's gpuready_driver_source: a typo fails certify too, one line."""
+    from validator.inventory import load_hosts
+
+    assert _inventory_error(
+        tmp_path, "gpus:\n  hosts:\n    gpu01:\n      gpuready_driver_source: debian\n"
+    ) == (
+        "'gpuready_driver_source' must be one of nvidia, distribution, got 'debian' (str); "
+        "fix the variable in the inventory or its group_vars/host_vars"
+    )
+    path = tmp_path / "ok.yml"
+    path.write_text("gpus:\n  hosts:\n    gpu01:\n      gpuready_driver_source: distribution\n")
+    (host,) = load_hosts([str(path)])
+    assert host.vars["gpuready_driver_source"] == "distribution"

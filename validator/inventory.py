@@ -69,6 +69,11 @@ from validator.model import TRANSPORTS, HostSpec
 PREFIX = "gpuready_"
 # gpuready_* variables that steer the agent and the transport rather than the policy.
 AGENT_VARS = frozenset({"gpuready_simulate", "gpuready_transport"})
+# gpuready_* variables that steer provisioning only: their values are checked here, so that
+# a typo fails certify too, and nothing else reads them. Where the driver comes from:
+# NVIDIA's CUDA repository or the distribution's own archive (playbooks/roles/nvidia_driver).
+DRIVER_SOURCES = ("nvidia", "distribution")
+PROVISION_VARS = frozenset({"gpuready_driver_source"})
 # Policy fields settable per host, as gpuready_<field>; thresholds is a mapping.
 POLICY_VARS: tuple[str, ...] = tuple(PREFIX + f.name for f in dataclasses.fields(Policy))
 # ansible_python_interpreter values that ask Ansible to discover the interpreter.
@@ -396,6 +401,7 @@ GPUREADY_VARS = Document(
         *(Field(name) for name in POLICY_VARS),
         Field("gpuready_simulate", str, non_empty=True, nullable=True),
         Field("gpuready_transport", str, choices=TRANSPORTS, nullable=True),
+        Field("gpuready_driver_source", str, choices=DRIVER_SOURCES, nullable=True),
     ),
     noun="variable",
 )
@@ -408,8 +414,9 @@ def _check_names(names: Sequence[str], origin: str) -> None:
 
 
 def _check_agent_vars(variables: Mapping[str, object], origin: str) -> None:
+    """The agent's and provisioning's gpuready_* values, each against its declaration."""
     source = fields.Source(origin, fix=_FIX_VARIABLE, error=BadInputError)
-    for name in sorted(AGENT_VARS):
+    for name in sorted(AGENT_VARS | PROVISION_VARS):
         declared = GPUREADY_VARS.field(name)
         if declared is not None and name in variables:
             declared.check(variables[name], source, (name,))
@@ -427,7 +434,7 @@ def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
     _check_names(names, origin)
     parsed: dict[str, Any] = {}
     for name in names:
-        if name in AGENT_VARS:
+        if name in AGENT_VARS or name in PROVISION_VARS:
             continue
         key = name[len(PREFIX) :]
         policy = policy_from_mapping({key: variables[name]}, f"{origin}: {name}")

@@ -244,10 +244,11 @@ def check_tools() -> None:
         )
 
 
-def repo_key(packages: Sequence[StubPackage], origin: str = "") -> str:
+def repo_key(packages: Sequence[StubPackage], origin: str = "", debs: Sequence[Path] = ()) -> str:
     """The cache key of a repository: a hash of every package's content, origin and builder."""
+    real = sorted((deb.name, deb.stat().st_size) for deb in debs)
     text = json.dumps(
-        [BUILDER_VERSION, origin, [p.fingerprint() for p in packages]], sort_keys=True
+        [BUILDER_VERSION, origin, [p.fingerprint() for p in packages], real], sort_keys=True
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -355,9 +356,13 @@ def _sign(gnupg: Path, fingerprint: str, repo: Path) -> None:
     )
 
 
-def _build_into(target: Path, packages: Sequence[StubPackage], origin: str) -> StubRepo:
+def _build_into(
+    target: Path, packages: Sequence[StubPackage], origin: str, debs: Sequence[Path] = ()
+) -> StubRepo:
     repo = target / "repo"
     repo.mkdir(parents=True)
+    for deb in debs:
+        shutil.copyfile(deb, repo / deb.name)
     # A short path: gpg-agent's socket lives in GNUPGHOME and paths over 107 bytes fail.
     gnupg = Path(tempfile.mkdtemp(prefix="grt-gpg-"))
     try:
@@ -403,7 +408,9 @@ def _build_into(target: Path, packages: Sequence[StubPackage], origin: str) -> S
             check=False,
         )
         shutil.rmtree(gnupg, ignore_errors=True)
-    listing = [(p.name, p.version) for p in packages]
+    # A real .deb's name is name_version_arch (an epoch's ':' escaped as %3a).
+    real = [deb.name.replace("%3a", ":").split("_") for deb in debs]
+    listing = [(p.name, p.version) for p in packages] + [(parts[0], parts[1]) for parts in real]
     (target / "manifest.json").write_text(
         json.dumps({"fingerprint": fingerprint, "packages": listing}, indent=1), encoding="utf-8"
     )
@@ -429,6 +436,7 @@ def build_repo(
     *,
     shape: str = "debian12",
     origin: str = "gpuready stub CUDA repository",
+    debs: Sequence[Path] = (),
 ) -> StubRepo:
     """A stub repository, built on first use and cached by :func:`repo_key`.
 
@@ -438,6 +446,7 @@ def build_repo(
             machine's kernel).
         shape: a key of :data:`SHAPES`, when ``packages`` is not given.
         origin: the Release file's Origin and Label.
+        debs: real packages (.deb files) served beside the stubs, as they are.
 
     Raises:
         StubRepoUnavailable: a build tool is missing.
@@ -445,7 +454,7 @@ def build_repo(
     """
     cache = cache_dir or CACHE_DIR
     chosen = list(packages) if packages is not None else stub_packages(shape=shape)
-    final = cache / f"repo-{repo_key(chosen, origin)}"
+    final = cache / f"repo-{repo_key(chosen, origin, debs)}"
     ready = _load(final)
     if ready is not None:
         return ready
@@ -459,7 +468,7 @@ def build_repo(
         tmp = cache / f"{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _build_into(tmp, chosen, origin)
+            _build_into(tmp, chosen, origin, debs)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
         finally:
