@@ -49,8 +49,6 @@ LONGEST_FIRST = (
     "tests/test_burn_realism.py",
     "tests/test_converged_probe.py",
     "tests/test_playbook_fabric.py",
-    # One test of three minutes (Debian's real DKMS build): first, beside the rest.
-    "tests/e2e/test_provision_debian_driver.py",
     "tests/e2e/test_provision.py",
 )
 

@@ -30,9 +30,10 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.node.burnin import backend as backend_module
+from validator.node.burnin import backend_choice as backend_module
 from validator.node.burnin import torch_backend
-from validator.node.burnin.backend import BackendUnavailable, BatchTiming, select_backend
+from validator.node.burnin.backend import BackendUnavailable, BatchTiming
+from validator.node.burnin.backend_choice import select_backend
 from validator.node.burnin.config import BurnConfig
 from validator.node.burnin.devices import (
     CudaEnvironment,

@@ -14,8 +14,8 @@ from validator.node.burnin.backend import (
     BatchTiming,
     CheckResult,
     SetupResult,
-    select_backend,
 )
+from validator.node.burnin.backend_choice import select_backend
 from validator.node.burnin.config import BurnConfig, Injection, parse_duration
 from validator.node.burnin.devices import Target
 from validator.node.burnin.numpy_backend import NumpyBackend
@@ -235,7 +235,7 @@ def test_short_burns_get_short_windows() -> None:
 
 
 def test_auto_selection_never_picks_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from validator.node.burnin import backend
+    from validator.node.burnin import backend_choice as backend
 
     def unavailable(name: str) -> object:
         raise BackendUnavailable(f"{name} missing")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from validator.node.burnin import torch_backend
-from validator.node.burnin.backend import BackendUnavailable, CheckResult, select_backend
+from validator.node.burnin.backend import BackendUnavailable, CheckResult
+from validator.node.burnin.backend_choice import select_backend
 from validator.node.burnin.config import BurnConfig
 
 

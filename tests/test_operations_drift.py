@@ -13,11 +13,13 @@ from tests.test_drift import ISSUED, POLICY, baseline, certified_facts
 from tests.test_drift_outputs import FakeScontrol
 from validator.certificate import issue_certificate
 from validator.certify import FleetRequest
+from validator.drift import slurm_reason
 from validator.errors import ExitCode, ReportError
 from validator.judge import judge_node
 from validator.model import HostSpec, NodeResult, Verdict
-from validator.operations.drift import DriftRequest, SlurmStep, run_drift, tell_slurm
+from validator.operations.drift import DriftRequest, run_drift
 from validator.slurm import Action
+from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import Store
 
 HOST = "h100-node-01"
@@ -82,7 +84,7 @@ def test_slurm_is_told_about_judged_nodes_only() -> None:
     unknown = dataclasses.replace(_result(Verdict.UNKNOWN), hostname="gpu03")
     bad_name = dataclasses.replace(_result(Verdict.NOT_CERTIFIED), hostname="gpu[01-02]")
     fake = FakeScontrol("IDLE+DRAIN", "gpuready: drift: driver")
-    steps = tell_slurm([clean, drifted, unknown, bad_name], fake)
+    steps = tell_slurm([clean, drifted, unknown, bad_name], slurm_reason, fake)
     assert [(s.hostname, s.action) for s in steps] == [
         ("gpu01", Action.RESUMED),
         ("gpu02", Action.UPDATED),

@@ -16,9 +16,9 @@ from validator.cli.options import TEXT, FiniteFloat, NonEmptyPath
 from validator.text import one_line
 
 if TYPE_CHECKING:
-    from validator.operations.drift import SlurmStep
     from validator.remote.slurm_fanout import SlurmOptions
     from validator.remote.slurm_spool import Submission
+    from validator.slurm.judged_nodes import SlurmStep
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -105,7 +105,8 @@ def burn_live(
         BadInputError: a ``--burn-inject`` on a GPU the node lacks, or a
             ``--burn-matrix-size`` that cannot fit (checked before anything runs).
     """
-    from validator.node.burnin.backend import BackendUnavailable, select_backend
+    from validator.node.burnin.backend import BackendUnavailable
+    from validator.node.burnin.backend_choice import select_backend
     from validator.node.burnin.devices import prepare_cuda_environment
     from validator.node.burnin.run import run_burn
 
@@ -151,7 +152,8 @@ def burn_simulated(
         BadInputError: as :func:`burn_live`; the matrices must fit both the simulated
             GPUs' memory and this host's, where the products really run.
     """
-    from validator.node.burnin.backend import BackendUnavailable, select_backend
+    from validator.node.burnin.backend import BackendUnavailable
+    from validator.node.burnin.backend_choice import select_backend
     from validator.node.burnin.run import run_burn
     from validator.node.burnin.simulated import simulated_burn
 

@@ -45,11 +45,11 @@ from validator.store import RunKind
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.node.burnin.run import BurnProgress, ProgressSink
-    from validator.operations.drift import SlurmStep
     from validator.remote.slurm_fanout import SlurmOptions
     from validator.remote.slurm_spool import Submission
     from validator.report.rma import LastCertificate
     from validator.signing import SealKey
+    from validator.slurm.judged_nodes import SlurmStep
     from validator.store import Store
 
 
@@ -204,10 +204,10 @@ def _run_certify(
             problems = [f"{problem} (the results are kept in history)" for problem in problems]
     slurm: tuple[SlurmStep, ...] = ()
     if request.slurm_drain:
-        from validator.operations.drift import tell_slurm
-        from validator.operations.slurm import certify_reason, with_quarantine
+        from validator.slurm.judged_nodes import certify_reason, tell_slurm, with_quarantine
 
-        slurm = with_quarantine(tell_slurm(report.nodes, reason=certify_reason), report, submitted)
+        quarantined = {node for submission in submitted for node in submission.quarantined}
+        slurm = with_quarantine(tell_slurm(report.nodes, certify_reason), report, quarantined)
     return CertifyOutcome(
         report=report,
         run_id=run_id,
@@ -528,11 +528,70 @@ def record_report(
     return close_run(store, run_id, interrupted=report_interrupted(report))
 
 
+def collect_request(
+    spool: str,
+    token: str,
+    *,
+    wait: bool,
+    poll_s: float,
+    slurm_drain: bool,
+    report_dir: str | None = None,
+    json_form: str = "auto",
+    sign_key: str | None = None,
+    argv: Sequence[str] = (),
+) -> CertifyRequest:
+    """The certify request that gathers (and judges) a saved submission as it was asked.
+
+    Raises:
+        BadInputError: no such submission, or its saved options are damaged.
+    """
+    from validator.remote.slurm_fanout import SlurmOptions
+    from validator.remote.slurm_spool import find
+
+    submission = find(spool, token)
+    saved = submission.options
+    if saved.get("drift"):
+        raise BadInputError(
+            f"job {token} was submitted by drift --slurm, which compares as results arrive: "
+            "run drift --slurm again rather than collecting it"
+        )
+
+    def number(key: str) -> float | None:
+        value = saved.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadInputError(
+                f"{submission.directory}/request.json: {key} is not a number; submit again"
+            )
+        return float(value)
+
+    burn_s = number("burn_s")
+    level = number("dcgm_level")
+    interconnect = saved.get("interconnect")
+    policy_path = saved.get("policy_path")
+    return CertifyRequest(
+        policy_path=policy_path if isinstance(policy_path, str) else None,
+        burn=BurnConfig(duration_s=burn_s) if burn_s else None,
+        deadline_s=number("deadline_s"),
+        dcgm_level=int(level) if level is not None else None,
+        interconnect=interconnect if isinstance(interconnect, bool) else None,
+        report_dir=report_dir,
+        json_form=json_form,
+        sign_key=sign_key,
+        slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain),
+        slurm_collect=token,
+        slurm_drain=slurm_drain,
+        argv=argv,
+    )
+
+
 __all__ = [
     "CertifyOutcome",
     "CertifyRequest",
     "FleetDisplay",
     "certificates_for",
+    "collect_request",
     "record_report",
     "run_certify",
 ]

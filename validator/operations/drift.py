@@ -29,14 +29,15 @@ from validator import __version__
 from validator.certificate import CertificateError, verify_baseline, verify_seal
 from validator.certify import FleetRequest, fleet_of
 from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
-from validator.errors import ExitCode, GpureadyError, ReportError
+from validator.errors import ExitCode, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
-from validator.model import NodeFacts, NodeResult, Report, TransportName, Verdict
+from validator.model import NodeFacts, NodeResult, Report, TransportName
 from validator.node.burnin.config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
 from validator.operations import signals
 from validator.operations.outcome import close_run, exit_code, report_interrupted
+from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import RunKind, StoreError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from validator.operations.certify import FleetDisplay
     from validator.remote.slurm_fanout import SlurmOptions
     from validator.signing import KeyLike
-    from validator.slurm import Action, Runner
+    from validator.slurm import Runner
     from validator.store import Store
 
 
@@ -91,15 +92,6 @@ class DriftRequest:
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for (its fields of the same names)."""
         return fleet_of(self)
-
-
-@dataclass(frozen=True)
-class SlurmStep:
-    """What ``--slurm-drain`` did about one node."""
-
-    hostname: str
-    action: Action | None  # None: Slurm could not be told (see error)
-    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,7 +155,7 @@ def run_drift(
             written = _write_textfile(request.prom_file, results, now, run_id)
     finally:
         recorded = close_run(store, run_id, interrupted=interrupted)
-    slurm = tell_slurm(results, slurm_runner) if request.slurm_drain else ()
+    slurm = tell_slurm(results, slurm_reason, slurm_runner) if request.slurm_drain else ()
     return DriftOutcome(report, run_id, interrupted, written, slurm, recorded)
 
 
@@ -402,43 +394,11 @@ def _drift_fleet(
     return results, run_id, outcome.interrupted
 
 
-def tell_slurm(
-    results: Sequence[NodeResult],
-    runner: Runner | None = None,
-    reason: Callable[[NodeResult], str] = slurm_reason,
-) -> tuple[SlurmStep, ...]:
-    """Drain drifted nodes; resume the clean ones gpuready drained; leave the rest alone.
-
-    A node that could not be checked is neither: no drift to drain for, not shown clean.
-    A node Slurm could not be told about does not stop the others. ``reason`` words a
-    failing node's drain (drift's summary; certify names its failing checks).
-    """
-    from validator.slurm import drain, resume_if_ours, run_scontrol
-
-    scontrol = runner or run_scontrol
-    steps = []
-    for result in results:
-        try:
-            if result.verdict is Verdict.NOT_CERTIFIED:
-                action = drain(result.hostname, reason(result), scontrol)
-            elif result.verdict is Verdict.CERTIFIED:
-                action = resume_if_ours(result.hostname, scontrol)
-            else:
-                continue
-        except GpureadyError as exc:
-            steps.append(SlurmStep(result.hostname, None, str(exc)))
-            continue
-        steps.append(SlurmStep(result.hostname, action))
-    return tuple(steps)
-
-
 __all__ = [
     "DriftOutcome",
     "DriftRequest",
-    "SlurmStep",
     "interconnect_modes",
     "revocation",
     "run_drift",
     "stored_baseline",
-    "tell_slurm",
 ]

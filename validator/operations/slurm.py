@@ -1,4 +1,4 @@
-"""Certify and drift through Slurm: which nodes, how they are reached, what happens after.
+"""Certify and drift through Slurm: which nodes, and how they are reached.
 
 The fleet paths (validator.certify.certify_fleet, validator.operations.drift) ask
 :func:`plan` for their hosts and :func:`reach` for their results when the request
@@ -6,7 +6,9 @@ names Slurm; everything else (judging, the fleet median, reports, history,
 certificates) is the SSH fleet's. A plan either submits (the nodes Slurm lists, each
 host's variables from the inventory where one is given) or collects a submission
 already in the spool (``gpuready slurm collect``), whose hosts and options were saved
-with it.
+with it (validator.operations.certify.collect_request asks for it again). What Slurm is
+told about the judged nodes afterwards is validator.slurm.judged_nodes. Nothing here
+imports the commands' modules back.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from validator.errors import BadInputError
-from validator.model import HostSpec, NodeResult, Report, Severity, Verdict, to_dict
+from validator.model import HostSpec, NodeResult, to_dict
 from validator.remote.fanout import FanoutResult, Judge
 from validator.remote.slurm_fanout import (
     SlurmOptions,
@@ -31,13 +33,8 @@ from validator.remote.slurm_fanout import (
 )
 from validator.remote.slurm_spool import Submission, find
 from validator.remote.transport import AgentRequest, Arrivals, Progress
+from validator.slurm.judged_nodes import certify_reason
 from validator.text import one_line
-
-if TYPE_CHECKING:
-    from validator.operations.certify import CertifyRequest
-    from validator.operations.drift import SlurmStep
-
-REASON_MAX_CHARS = 240
 
 
 @dataclass(frozen=True)
@@ -178,92 +175,6 @@ def reach(
     return outcome
 
 
-def collect_request(
-    spool: str,
-    token: str,
-    *,
-    wait: bool,
-    poll_s: float,
-    slurm_drain: bool,
-    report_dir: str | None = None,
-    json_form: str = "auto",
-    sign_key: str | None = None,
-    argv: Sequence[str] = (),
-) -> CertifyRequest:
-    """The certify request that gathers (and judges) a saved submission as it was asked.
-
-    Raises:
-        BadInputError: no such submission, or its saved options are damaged.
-    """
-    from validator.node.burnin.config import BurnConfig
-    from validator.operations.certify import CertifyRequest
-
-    submission = find(spool, token)
-    saved = submission.options
-    if saved.get("drift"):
-        raise BadInputError(
-            f"job {token} was submitted by drift --slurm, which compares as results arrive: "
-            "run drift --slurm again rather than collecting it"
-        )
-
-    def number(key: str) -> float | None:
-        value = saved.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise BadInputError(
-                f"{submission.directory}/request.json: {key} is not a number; submit again"
-            )
-        return float(value)
-
-    burn_s = number("burn_s")
-    level = number("dcgm_level")
-    interconnect = saved.get("interconnect")
-    policy_path = saved.get("policy_path")
-    return CertifyRequest(
-        policy_path=policy_path if isinstance(policy_path, str) else None,
-        burn=BurnConfig(duration_s=burn_s) if burn_s else None,
-        deadline_s=number("deadline_s"),
-        dcgm_level=int(level) if level is not None else None,
-        interconnect=interconnect if isinstance(interconnect, bool) else None,
-        report_dir=report_dir,
-        json_form=json_form,
-        sign_key=sign_key,
-        slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain),
-        slurm_collect=token,
-        slurm_drain=slurm_drain,
-        argv=argv,
-    )
-
-
-def certify_reason(result: NodeResult) -> str:
-    """The drain reason for a node certify failed: ``gpuready:`` and its failing checks."""
-    failing = list(dict.fromkeys(f.check for f in result.findings if f.severity is Severity.FAIL))
-    checks = ", ".join(failing) if failing else result.summary
-    return one_line(f"gpuready: not certified: {checks}", REASON_MAX_CHARS)
-
-
-def with_quarantine(
-    steps: Sequence[SlurmStep], report: Report, submitted: Sequence[Submission]
-) -> tuple[SlurmStep, ...]:
-    """What --slurm-drain did, counting the quarantined nodes that passed as resumed.
-
-    They were resumed inside the quarantine reservation before they ran, so the drain
-    pass after judging finds them not drained; passing, they stay resumed.
-    """
-    from validator.operations.drift import SlurmStep as Step
-    from validator.slurm import Action
-
-    quarantined = {node for submission in submitted for node in submission.quarantined}
-    passed = {n.hostname for n in report.nodes if n.verdict is Verdict.CERTIFIED}
-    return tuple(
-        Step(step.hostname, Action.RESUMED)
-        if step.hostname in quarantined & passed and step.action is Action.NOT_DRAINED
-        else step
-        for step in steps
-    )
-
-
 def spool_default() -> str:
     """Where submissions go when ``--spool`` is not given: the home folder, often shared."""
     return str(Path.home() / ".gpuready" / "slurm")
@@ -271,12 +182,9 @@ def spool_default() -> str:
 
 __all__ = [
     "SlurmPlan",
-    "certify_reason",
-    "collect_request",
     "judging_options",
     "plan",
     "reach",
     "saved_hosts",
     "spool_default",
-    "with_quarantine",
 ]

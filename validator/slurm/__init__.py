@@ -1,7 +1,8 @@
 """Slurm through its own commands: drains and resumes, nodes, jobs, host-lists, reservations.
 
 The drain/resume API (validator.slurm.drain) is re-exported here, where drift and
-provisioning have always taken it from.
+provisioning have always taken it from; what certify and drift tell Slurm about the
+nodes they judged is validator.slurm.judged_nodes.
 """
 
 from validator.slurm.commands import CommandResult, Runner, SlurmError

@@ -56,7 +56,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from validator.fields import excerpt, is_int, is_number, lacks, must_be, quoted, unknown
 from validator.model import (
@@ -75,8 +75,18 @@ from validator.model import (
 )
 from validator.node.bandwidth.config import InterconnectConfig
 
-if TYPE_CHECKING:
-    from validator.node.scenario import Scenario
+
+class ScenarioDocument(Protocol):
+    """What is read of a loaded scenario (validator.node.scenario.Scenario): its document.
+
+    A protocol rather than the class: the scenario module imports this one to check its
+    ``interconnect`` section, and nothing here imports it back.
+    """
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The scenario's whole (validated) document."""
+        ...
 
 SOURCE = "simulate"
 NO_SECTION = "the scenario has no interconnect section"
@@ -382,7 +392,7 @@ def _pair_text(src: int, dst: int | None, both_ways: bool) -> str:
 
 
 def simulated_interconnect(
-    facts: NodeFacts, scenario: Scenario, config: InterconnectConfig
+    facts: NodeFacts, scenario: ScenarioDocument, config: InterconnectConfig
 ) -> Interconnect:
     """What the scenario's ``interconnect`` section gives this node's GPUs.
 
@@ -422,7 +432,7 @@ def simulated_interconnect(
     )
 
 
-def _scenario_clock(scenario: Scenario, facts: NodeFacts) -> str:
+def _scenario_clock(scenario: ScenarioDocument, facts: NodeFacts) -> str:
     """The scenario's clock (``now``), UTC, as the facts' own times are written."""
     text = scenario.data.get("now")
     if not isinstance(text, str):

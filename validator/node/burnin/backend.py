@@ -1,14 +1,15 @@
-"""What a burn-in backend offers: one worker per GPU, each doing the same few things."""
+"""What a burn-in backend offers: one worker per GPU, each doing the same few things.
+
+Which backend runs is chosen in :mod:`validator.node.burnin.backend_choice`, which imports
+the backends; they import this module, never it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from validator.node.burnin.config import BurnConfig
-
-if TYPE_CHECKING:
-    from validator.node.burnin.numpy_backend import SimulatedBoards
 
 
 class BackendUnavailable(Exception):
@@ -90,55 +91,3 @@ class Backend(Protocol):
 def flops_per_product(matrix_size: int) -> float:
     """Floating-point operations of one square product: 2 * m * n * k."""
     return 2.0 * float(matrix_size) ** 3
-
-
-def select_backend(
-    name: str | None, dtype: str, *, simulated: SimulatedBoards | None = None
-) -> Backend:
-    """The named backend, or the best GPU backend that loads and can burn ``dtype``.
-
-    Without a name: cublas, then torch (cublas cannot burn fp8, torch can).
-    The numpy backend measures the CPU, so it is used only when asked for by
-    name, or for a simulated node (whose boards it stands in for).
-
-    Raises:
-        BackendUnavailable: the named backend (or every backend) cannot run here.
-    """
-    from validator.node.burnin import numpy_backend
-
-    if simulated is not None:
-        if name not in (None, "numpy"):
-            raise BackendUnavailable(
-                f"a simulated node can only burn with the numpy backend, not {name}"
-            )
-        return numpy_backend.NumpyBackend(boards=simulated)
-    order = [name] if name else ["cublas", "torch"]
-    reasons = []
-    for candidate in order:
-        try:
-            backend = _load(candidate)
-        except BackendUnavailable as exc:
-            reasons.append(f"{candidate}: {exc}")
-            continue
-        if dtype in backend.dtypes:
-            return backend
-        reasons.append(
-            f"{candidate} cannot burn {dtype} (it runs {', '.join(sorted(backend.dtypes))})"
-        )
-    raise BackendUnavailable("; ".join(reasons))
-
-
-def _load(name: str) -> Backend:
-    if name == "numpy":
-        from validator.node.burnin.numpy_backend import NumpyBackend
-
-        return NumpyBackend()
-    if name == "torch":
-        from validator.node.burnin.torch_backend import TorchBackend
-
-        return TorchBackend()
-    if name == "cublas":
-        from validator.node.burnin.cublas import CublasBackend
-
-        return CublasBackend()
-    raise BackendUnavailable(f"unknown backend {name!r}: use cublas, torch or numpy")
