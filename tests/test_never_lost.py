@@ -27,7 +27,6 @@ import pytest
 
 from tests.test_judge_healthy import healthy_node, judge
 from validator import files
-from validator import store as store_module
 from validator.certificate import issue_certificate
 from validator.cli.main import main
 from validator.errors import ExitCode
@@ -35,7 +34,14 @@ from validator.files import remove_stale_temporaries, temporary_path, write_atom
 from validator.model import NodeResult, Verdict
 from validator.operations.certify import CertifyRequest, run_certify
 from validator.report.partial import certificate_path, host_file_stem, host_result_path
-from validator.store import NotStoredError, Store, StoreError, pending_dir, retry_budget
+from validator.store import (
+    NotStoredError,
+    Store,
+    StoreError,
+    history_store,
+    pending_dir,
+    retry_budget,
+)
 
 SCENARIO = "healthy-8x-h100-sxm"
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -428,7 +434,7 @@ def test_a_run_that_can_be_stored_nowhere_is_one_line_exit_3(
     def disk_full(path: object, data: object, **kwargs: object) -> Path:
         raise ENOSPC
 
-    monkeypatch.setattr(store_module, "write_atomic", disk_full)
+    monkeypatch.setattr(history_store, "write_atomic", disk_full)
     with write_locked(db), Store.open(db, retry_s=0.1) as store:
         run = store.start_run("certify", 1, "p")
         store.record_result(run, certified())  # kept in memory meanwhile

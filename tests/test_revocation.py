@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from tests.test_drift import baseline, quick_facts
-from validator import store as store_module
 from validator.certificate import (
     Certificate,
     CertificateError,
@@ -35,6 +34,7 @@ from validator.drift import drift_node
 from validator.judge.policy import Policy
 from validator.model import Verdict
 from validator.store import Store
+from validator.store import schema as store_schema
 
 HOST = "h100-node-01"  # the hostname every built-in H100 scenario reports
 HEALTHY = "healthy-8x-h100-sxm"
@@ -316,7 +316,7 @@ def test_history_rows_of_a_schema_2_store_get_their_provenance(
 
     db = tmp_path / "h.db"
     with monkeypatch.context() as patch:
-        patch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:2])
+        patch.setattr(store_schema, "MIGRATIONS", store_schema.MIGRATIONS[:2])
         with Store.open(db) as old:
             run = old.start_run("certify", 1, "p")
             old.record_result(run, realistic("gpu-1"))

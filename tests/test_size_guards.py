@@ -18,7 +18,6 @@ FUNCTION_LIMIT = 60
 _SPLIT = "one idea per file, issue 32"
 # path -> (ceiling in lines, why it is over the limit today).
 FILE_CEILINGS: dict[str, tuple[int, str]] = {
-    "validator/store.py": (2180, f"schema, migrations, queries, spool and locks: {_SPLIT}"),
     "validator/model.py": (1335, f"every fact and result type in one module: {_SPLIT}"),
     "validator/judge/checks/interconnect.py": (1278, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/provision.py": (1250, f"plan, runner events and the closing table: {_SPLIT}"),
@@ -28,6 +27,10 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
     "validator/report/svg.py": (1000, f"line and bar charts with their axes: {_SPLIT}"),
     "validator/node/capture.py": (990, f"writing and reading capture bundles: {_SPLIT}"),
+    "validator/store/history_store.py": (
+        909,
+        "the Store class (814 lines) kept whole; its reads and prune go next: issue 32",
+    ),
     "validator/node/fake_nvml.py": (863, "the NVML double; moves to the simulation (issue 32)"),
     "validator/node/bandwidth/measure.py": (833, f"copies and peers through CUDA: {_SPLIT}"),
     "validator/drift/gpus.py": (814, f"per-GPU drift comparisons: {_SPLIT}"),
@@ -58,14 +61,17 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/provision.py:run_provision": (88, "plan, run and the closing table"),
     "validator/judge/checks/inventory.py:_model": (88, "every way a model can fail to match"),
     "validator/judge/checks/errors.py:_ecc_counters": (87, "each ECC counter's rule"),
-    "validator/store.py:open": (85, "refusals before and after SQLite opens the file"),
+    "validator/store/history_store.py:open": (
+        85,
+        "refusals before and after SQLite opens the file",
+    ),
     "validator/inventory.py:load_inventory": (82, "every inventory source ansible-core reads"),
     "validator/certify.py:certify_fleet": (82, "the fleet's plan, transport and judging"),
     "validator/judge/checks/inventory.py:_count": (80, "every way a GPU count can fail"),
     "validator/operations/drift.py:_drift_fleet": (74, "the fleet's plan, history and reach"),
     "validator/node/capture.py:write_capture": (73, "every file of a bundle, in order"),
     "validator/remote/slurm_script.py:batch_script": (72, "one sbatch script, line by line"),
-    "validator/store.py:prune": (71, "plan, hold the latest, delete in batches"),
+    "validator/store/history_store.py:prune": (71, "plan, hold the latest, delete in batches"),
     "validator/remote/slurm_fanout.py:follow": (71, "poll, read and judge as results come"),
     "validator/judge/checks/state.py:_fabric": (71, "each fabric state's finding"),
     "validator/remote/ssh.py:run_agent": (69, "ship, run, bound and read the agent"),

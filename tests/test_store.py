@@ -35,6 +35,8 @@ from validator.store import (
     default_db_path,
     schema_version,
 )
+from validator.store import opening as store_opening
+from validator.store import schema as store_schema
 
 TABLES = {"runs", "results", "findings", "certificates"}
 # SQLite's own, for the runs table's AUTOINCREMENT: the highest id ever handed out.
@@ -108,7 +110,7 @@ def test_later_migrations_run_in_order_on_an_older_database(
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, run_id INTEGER, text TEXT)",
         "INSERT INTO notes (run_id, text) SELECT id, 'migrated' FROM runs",
     )
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, extra))
+    monkeypatch.setattr(store_schema, "MIGRATIONS", (*store_schema.MIGRATIONS, extra))
     assert schema_version() == 4
     # reading an older schema does not upgrade it behind the operator's back
     with pytest.raises(StoreError, match="has schema 3, older than this gpuready's 4"):
@@ -127,7 +129,7 @@ def test_a_failing_migration_leaves_the_database_as_it_was(
     path = tmp_path / "h.db"
     Store.open(path).close()
     broken = ("CREATE TABLE half (id INTEGER)", "THIS IS NOT SQL")
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, broken))
+    monkeypatch.setattr(store_schema, "MIGRATIONS", (*store_schema.MIGRATIONS, broken))
     with pytest.raises(StoreError, match="syntax error"):
         Store.open(path)
     db = raw(path)
@@ -473,11 +475,11 @@ def test_a_creation_committed_while_opening_is_not_taken_for_another_program(
     db = sqlite3.connect(path)
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
-    original = store_module._connect
+    original = store_opening._connect
 
     def create_elsewhere() -> None:
         with monkeypatch.context() as inner:
-            inner.setattr(store_module, "_connect", original)
+            inner.setattr(store_opening, "_connect", original)
             Store.open(path).close()
 
     def connect(where: Path, mode: str) -> object:
@@ -486,7 +488,7 @@ def test_a_creation_committed_while_opening_is_not_taken_for_another_program(
             return _CreatedBetweenReads(connection, create_elsewhere)
         return connection
 
-    monkeypatch.setattr(store_module, "_connect", connect)
+    monkeypatch.setattr(store_opening, "_connect", connect)
     with Store.open(path) as store:
         assert store.start_run("certify", 1, "p") == 1
     assert raw(path).execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID

@@ -22,6 +22,7 @@ from validator.certificate import (
 )
 from validator.model import NodeResult, Severity, to_dict
 from validator.store import APPLICATION_ID, Store, StoreError
+from validator.store import schema as store_schema
 
 KEY = b"site-key"
 MARCH = datetime.datetime(2025, 3, 1, tzinfo=datetime.timezone.utc)
@@ -94,7 +95,7 @@ def build_v1(path: Path) -> V1:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("BEGIN")
-    for statement in store_module.MIGRATIONS[0]:
+    for statement in store_schema.MIGRATIONS[0]:
         assert isinstance(statement, str)
         db.execute(statement)
     db.execute("PRAGMA user_version = 1")
@@ -211,11 +212,11 @@ def test_a_migration_that_fails_halfway_leaves_schema_1_as_it_was(
         before = db.execute("SELECT id, result_json FROM results ORDER BY id").fetchall()
 
     def broken(db: sqlite3.Connection) -> None:
-        store_module._v2_copy_packed(db)
+        store_schema._v2_copy_packed(db)
         raise sqlite3.OperationalError("disk I/O error")
 
-    steps = tuple(broken if callable(s) else s for s in store_module.MIGRATIONS[1])
-    monkeypatch.setattr(store_module, "MIGRATIONS", (store_module.MIGRATIONS[0], steps))
+    steps = tuple(broken if callable(s) else s for s in store_schema.MIGRATIONS[1])
+    monkeypatch.setattr(store_schema, "MIGRATIONS", (store_schema.MIGRATIONS[0], steps))
     with pytest.raises(StoreError, match="disk I/O error"):
         Store.open(old.path)
     with contextlib.closing(sqlite3.connect(old.path)) as db:

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_never_lost import write_locked
-from validator import store as store_module
 from validator.certificate import issue_certificate
 from validator.model import NodeResult, Severity, from_dict, to_dict
-from validator.store import Store
+from validator.store import Store, history_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store"
 BUDGET_PER_NODE_RUN = 20 * 1024
@@ -77,7 +76,7 @@ def traced_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[s
     """Everything the store does, on a store with some history; the statements it ran."""
     db = tmp_path / "h.db"
     clock = ["2025-01-01T00:00:00+00:00"]
-    monkeypatch.setattr(store_module, "_now", lambda: clock[0])
+    monkeypatch.setattr(history_store, "_now", lambda: clock[0])
     seen: list[str] = []
     with Store.open(db) as store:
         assert store._db is not None

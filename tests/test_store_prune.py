@@ -10,9 +10,8 @@ import pytest
 
 from tests.test_never_lost import write_locked
 from tests.test_store import certified, power_capped
-from validator import store as store_module
 from validator.certificate import issue_certificate
-from validator.store import Store, StoreError
+from validator.store import Store, StoreError, history_store
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2025, 6, 1, tzinfo=UTC)
@@ -28,7 +27,7 @@ def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict
     """Runs of 100, 90, 80 and 5 days ago, and one of 120 days ago still running."""
     path = tmp_path / "h.db"
     clock = [day(0).isoformat(timespec="seconds")]
-    monkeypatch.setattr(store_module, "_now", lambda: clock[0])
+    monkeypatch.setattr(history_store, "_now", lambda: clock[0])
     runs: dict[str, int] = {}
     with Store.open(path) as store:
 
@@ -207,7 +206,7 @@ def test_pruning_the_newest_runs_never_lets_their_ids_come_back(
 ) -> None:
     # A pending file names its run by id: an id handed out again would merge it into another run.
     path = tmp_path / "h.db"
-    monkeypatch.setattr(store_module, "_now", lambda: day(100).isoformat(timespec="seconds"))
+    monkeypatch.setattr(history_store, "_now", lambda: day(100).isoformat(timespec="seconds"))
     with Store.open(path) as store:
         ids = []
         for _ in range(3):
