@@ -13,10 +13,12 @@ import dataclasses
 import json
 import math
 import sys
+import typing
 from typing import Any
 
 import pytest
 
+import validator.model
 from validator.model import GpuBurn, NodeFacts, SchemaError, from_dict, to_dict
 from validator.node.sources import collect_simulated
 
@@ -39,6 +41,24 @@ def healthy() -> dict[str, Any]:
 def test_facts_come_back_equal_through_json(scenario: str) -> None:
     facts = collect_simulated(scenario)
     assert from_dict(NodeFacts, json.loads(json.dumps(to_dict(facts)))) == facts
+
+
+# Every dataclass the model exports, each defined in one module of validator/model/.
+MODEL_DATACLASSES = [
+    cls
+    for cls in (getattr(validator.model, name) for name in validator.model.__all__)
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls)
+]
+
+
+@pytest.mark.parametrize("cls", MODEL_DATACLASSES, ids=lambda cls: cls.__name__)
+def test_each_class_finds_its_field_types_in_its_own_module(cls: type) -> None:
+    """The decoder reads a class's type hints in the module that defines it, at run time.
+
+    A type a field names that its module does not import fails only when decoding.
+    """
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    assert list(hints) == [field.name for field in dataclasses.fields(cls)]
 
 
 def _refusal(data: dict[str, Any]) -> str:
@@ -214,14 +234,16 @@ def test_kept_readings_keep_their_type_and_sign() -> None:
 def test_the_kept_values_are_bounded_however_many_distinct_ones_come(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from validator import model
+    from validator.model import decoding
 
     # Filled here, not for the tests after (the times are whole-number floats).
-    monkeypatch.setattr(model, "_SHARED_INTS", {})
-    monkeypatch.setattr(model, "_SHARED_FLOATS", {})
-    distinct = [_sample(float(i), sm_clock_mhz=100_000 + i) for i in range(model._SHARED_MOST + 50)]
+    monkeypatch.setattr(decoding, "_SHARED_INTS", {})
+    monkeypatch.setattr(decoding, "_SHARED_FLOATS", {})
+    distinct = [
+        _sample(float(i), sm_clock_mhz=100_000 + i) for i in range(decoding._SHARED_MOST + 50)
+    ]
     samples = from_dict(GpuBurn, json.loads(json.dumps(_burn_with(distinct)))).samples
-    assert len(model._SHARED_INTS) == model._SHARED_MOST  # filled to the bound, no further
+    assert len(decoding._SHARED_INTS) == decoding._SHARED_MOST  # filled to the bound, no further
     assert [s.sm_clock_mhz for s in samples] == [100_000 + i for i in range(len(distinct))]
 
 

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import enum
 import json
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -308,7 +309,12 @@ def _nested_messages(errors: typing.Iterable[Any]) -> list[str]:
     return found
 
 
-# ---------------------------------------------- the schema keeps up with model.py
+# ---------------------------------------------- the schema keeps up with the model
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """A model class's field types, read as the decoder reads them: in the class's module."""
+    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
 
 
 def _model_dataclasses() -> list[type]:
@@ -321,7 +327,7 @@ def _model_dataclasses() -> list[type]:
             if tp in seen:
                 continue
             seen.append(tp)
-            todo.extend(typing.get_type_hints(tp, vars(model)).values())
+            todo.extend(_hints(tp).values())
         else:
             todo.extend(typing.get_args(tp))
     return seen
@@ -351,7 +357,7 @@ def _model_enums() -> list[type[enum.Enum]]:
     """Every enum a field of a model class uses."""
     found: list[type[enum.Enum]] = []
     for cls in _model_dataclasses():
-        todo: list[Any] = list(typing.get_type_hints(cls, vars(model)).values())
+        todo: list[Any] = list(_hints(cls).values())
         while todo:
             tp = todo.pop()
             if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -421,7 +427,7 @@ def _schema_mismatches(schema: dict[str, Any], cls: type) -> list[str]:
         problems.append(f"properties {properties} != fields {fields}")
     if definition.get("required") != fields:
         problems.append("not every field is required")
-    hints = typing.get_type_hints(cls, vars(model))
+    hints = _hints(cls)
     for name in fields:
         want = (
             {"const": model.SCHEMA_VERSION} if name == "schema_version" else _expected(hints[name])

@@ -18,7 +18,6 @@ FUNCTION_LIMIT = 60
 _SPLIT = "one idea per file, issue 32"
 # path -> (ceiling in lines, why it is over the limit today).
 FILE_CEILINGS: dict[str, tuple[int, str]] = {
-    "validator/model.py": (1335, f"every fact and result type in one module: {_SPLIT}"),
     "validator/judge/checks/interconnect.py": (1278, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/provision.py": (1250, f"plan, runner events and the closing table: {_SPLIT}"),
     "validator/node/scenario.py": (1098, f"scenario schema and the simulated host: {_SPLIT}"),

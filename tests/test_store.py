@@ -691,7 +691,7 @@ def test_a_hosts_facts_are_encoded_once_for_its_arrival_and_final_judgement(
 # a lock that thread holds. In a child process, so a hang fails instead of hanging.
 _COLLECT_WHILE_CACHING = """
 import dataclasses, gc, types, weakref
-import validator.model as model
+import validator.model.kept_per_object as kept_per_object
 import validator.packed as packed
 
 @dataclasses.dataclass(frozen=True)
@@ -702,7 +702,7 @@ def ref_collecting_first(obj, callback=None):
     gc.collect()  # an automatic collection, triggered by this allocation
     return weakref.ref(obj, callback)
 
-model.weakref = types.SimpleNamespace(ref=ref_collecting_first)  # KeptPerObject's
+kept_per_object.weakref = types.SimpleNamespace(ref=ref_collecting_first)  # KeptPerObject's
 cache = packed.PackedPerObject(repr)
 first = Facts(1)
 object.__setattr__(first, "cycle", [first])  # only the collector frees it

@@ -7,6 +7,12 @@ libnvidia-ml1 535.261.03-1, and everything apt resolves for them on a bare test 
 Their real maintainer scripts run, and DKMS builds the real nvidia-current module against
 Debian's real kernel headers (about two minutes on two cores).
 
+The build's compiler, Debian's gcc-12, runs through Debian's ccache (as Debian's kernel
+headers provide for with ``DEBIAN_KERNEL_USE_CCACHE``; here gcc-12 is diverted to a script
+that hands it to ccache), its objects kept in the real-software cache: the first run on a
+machine compiles every file, later ones take the compiler's output for the same input
+from it, while DKMS, Kbuild, the linker and modpost run as always.
+
 Two stand-ins, because the test hosts share this machine's kernel, which is not Debian's:
 the running kernel's headers package (empty: DKMS leaves a kernel without headers alone,
 "It is likely that <release> belongs to a chroot's host") and Debian's kernel image (only
@@ -40,7 +46,12 @@ from tests.e2e.test_provision import (
 from tests.hosts.testhosts import HostsUnavailable, TestHost, TestHostPool, ensure_rootfs
 from tests.provision.stubpkg import StubFile, StubPackage
 from tests.provision.stubrepo import RepoServer, StubRepoUnavailable, build_repo
-from tests.realnv.debian_archive import DRIVER_VERSION, DriverArchive, driver_archive
+from tests.realnv.debian_archive import (
+    DRIVER_VERSION,
+    DriverArchive,
+    compiler_cache_dir,
+    driver_archive,
+)
 from tests.realnv.software import SoftwareUnavailable
 
 pytestmark = pytest.mark.hosts
@@ -95,6 +106,7 @@ def debian_site(tmp_path: Path) -> Iterator[tuple[Site, DriverArchive]]:
         raise
     try:
         archive = driver_archive(rootfs / "var/lib/dpkg/status")
+        compiler_cache = compiler_cache_dir()
         repo = build_repo(
             packages=_stand_ins(archive), origin="Debian (real packages)", debs=archive.debs
         )
@@ -102,10 +114,13 @@ def debian_site(tmp_path: Path) -> Iterator[tuple[Site, DriverArchive]]:
         _unavailable(f"Debian's driver packages could not be had: {exc}")
         raise
     with TestHostPool(packages=PROVISION_PACKAGES, shape="debian12", name_prefix="deb") as pool:
+        # Before the host starts: its sshd, and what Ansible runs through it, see the mount.
+        pool.bind(compiler_cache)
         (host,) = pool.start(["healthy-8x-h100-sxm"])
         bridge = str(pool.network.network_address + 1)
         with RepoServer(repo.path, bridge) as server:
             _prepare(host, repo.keyring, repo.path, server.url, archive)
+            _compile_through_ccache(host, compiler_cache)
             known_hosts = pool.known_hosts(tmp_path / "known_hosts")
             ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
             inventory_dir = tmp_path / "inventory"
@@ -146,6 +161,39 @@ def _prepare(host: TestHost, keyring: Path, repo: Path, url: str, archive: Drive
     shutdown.chmod(0o755)
 
 
+def _compile_through_ccache(host: TestHost, cache: Path) -> None:
+    """Debian's ccache in front of gcc-12 for every build on the host, its cache shared.
+
+    gcc-12 arrives with the role's dkms; diverted before that, dpkg installs Debian's
+    compiler as gcc-12.real, and gcc-12 is a two-line script that hands it to ccache.
+    """
+    rc, out, err = host.run(
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ccache"
+        " && dpkg-divert --local --rename --divert /usr/bin/gcc-12.real --add /usr/bin/gcc-12",
+        timeout=300,
+    )
+    assert rc == 0, out + err
+    compiler = host.root / "usr/bin/gcc-12"
+    compiler.write_text('#!/bin/sh\nexec /usr/bin/ccache /usr/bin/gcc-12.real "$@"\n')
+    compiler.chmod(0o755)
+    # The objects are the same whenever the sources are, whatever the files' times.
+    (host.root / "etc/ccache.conf").write_text(
+        f"cache_dir = {cache}\nmax_size = 2G\n"
+        "sloppiness = include_file_mtime,include_file_ctime,time_macros,locale\n"
+    )
+
+
+def _compiled_through_ccache(host: TestHost) -> int:
+    """How many compiler calls the shared cache has seen (hits and misses), from ccache -s."""
+    rc, out, err = host.run("ccache --print-stats")
+    assert rc == 0, err
+    counts = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return sum(
+        int(counts.get(key, "0"))
+        for key in ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+    )
+
+
 def _dkms(host: TestHost) -> str:
     rc, out, err = host.run("dkms status")
     assert rc == 0, err
@@ -159,8 +207,11 @@ def test_debians_own_driver_is_built_pinned_held_checked_before_a_reboot_and_cer
     (host,) = site.hosts
     kernel = archive.kernel
 
+    calls = _compiled_through_ccache(host)
     first = provision(site, "--tags", "driver")
     assert first.rc == 0, describe(first)
+    # The build's compiler ran, through the cache (hits after the first run on a machine).
+    assert _compiled_through_ccache(host) > calls
     assert installed(host, PINNED) == PINNED
     assert set(PINNED) <= showhold(host)
     # The kernel DKMS built for is held with the driver.

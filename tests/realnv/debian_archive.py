@@ -10,7 +10,8 @@ machine's sources name only ``main``; these are in ``contrib``, ``non-free`` and
 here is built or stubbed.
 
 The kernel headers are whatever Debian 12's current point release has: the closure is
-resolved again when a download of it no longer exists.
+resolved again when a download of it no longer exists. Debian's ``ccache`` comes with it,
+and its cache folder lives beside the downloads (:func:`compiler_cache_dir`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ WANTED = (
     "dkms",
     "linux-headers-amd64",
 )
+# Not the role's: the test host has it before provisioning, so that the real DKMS build's
+# compiler runs through Debian's ccache (tests/e2e/test_provision_debian_driver.py).
+COMPILER_CACHE = "ccache"
 COMPONENTS = "main contrib non-free non-free-firmware"
 _INST = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 _KERNEL_HEADERS = re.compile(r"^linux-headers-(\d+\.\d+\.\d+-\d+-amd64)$")
@@ -84,7 +88,8 @@ def _resolve(state: Path, status: Path) -> dict[str, str]:
     options = [*_apt_options(state), f"-oDir::State::status={status}"]
     try:
         done = subprocess.run(
-            ["apt-get", *options, "-s", "--no-install-recommends", "install", *WANTED],
+            ["apt-get", *options, "-s", "--no-install-recommends", "install", *WANTED,
+             COMPILER_CACHE],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -111,7 +116,8 @@ def driver_archive(status: Path, cache: Path = CACHE_DIR) -> DriverArchive:
     Raises:
         SoftwareUnavailable: the archive could not be reached, or offers no such closure.
     """
-    key = hashlib.sha256(status.read_bytes() + json.dumps(WANTED).encode()).hexdigest()[:12]
+    wanted = json.dumps([*WANTED, COMPILER_CACHE]).encode()
+    key = hashlib.sha256(status.read_bytes() + wanted).hexdigest()[:12]
     with _locked(cache):
         state = _state(cache)
         debs = state / "debs"
@@ -142,3 +148,10 @@ def driver_archive(status: Path, cache: Path = CACHE_DIR) -> DriverArchive:
         raise SoftwareUnavailable(f"expected one Debian kernel's headers, got {kernels}")
     ((kernel, version),) = kernels
     return DriverArchive(tuple(p for p in paths.values() if p is not None), kernel, version)
+
+
+def compiler_cache_dir(cache: Path = CACHE_DIR) -> Path:
+    """Where the test hosts' ccache keeps its objects between runs (made when missing)."""
+    folder = cache / "ccache"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

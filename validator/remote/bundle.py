@@ -57,7 +57,6 @@ main()
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 _PACKAGE_FILES = (
     "validator/__init__.py",
-    "validator/model.py",
     "validator/errors.py",
     "validator/text.py",
     "validator/files.py",
@@ -65,6 +64,8 @@ _PACKAGE_FILES = (
     "validator/codec.py",
     "validator/limits.py",
 )
+# Shipped whole: the model's package, and the agent's with its scenarios and their traces.
+_PACKAGES = ("validator/model", "validator/node")
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,11 @@ def _pynvml_file() -> Path | None:
 
 def _entries(root: Path) -> list[tuple[str, bytes]]:
     entries = [(name, (root / name).read_bytes()) for name in _PACKAGE_FILES]
-    node = root / "validator" / "node"
-    for path in sorted(node.rglob("*")):
-        shipped = path.suffix in (".py", ".json", ".csv")  # code, scenarios, their traces
-        if path.is_file() and shipped and "__pycache__" not in path.parts:
-            entries.append((path.relative_to(root).as_posix(), path.read_bytes()))
+    for package in _PACKAGES:
+        for path in sorted((root / package).rglob("*")):
+            shipped = path.suffix in (".py", ".json", ".csv")  # code, scenarios, their traces
+            if path.is_file() and shipped and "__pycache__" not in path.parts:
+                entries.append((path.relative_to(root).as_posix(), path.read_bytes()))
     pynvml = _pynvml_file()
     if pynvml is not None:
         entries.append(("pynvml.py", pynvml.read_bytes()))

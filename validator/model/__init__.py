@@ -1,0 +1,184 @@
+"""The facts a node reports and the findings we draw from them.
+
+Also the plain data the rooms share around those: a host as the inventory gives it
+and the transports reach it (:class:`HostSpec`), and a drift result's checks and
+state (:class:`DriftCheck`, :func:`drift_state`), which the renderers read.
+
+Plain frozen dataclasses, JSON in and out, standard library only: this package is
+shipped to GPU hosts with the node agent and must run on Python 3.9.
+
+Facts are what was measured. A value that could not be measured is an
+:class:`Unavailable` carrying the reason, never ``None`` and never a guess.
+
+Every name is imported from here (``from validator.model import NodeFacts``); the
+modules hold one idea each, and each imports only modules above it here:
+
+- ``measured``: :data:`Measured`, :class:`Unavailable` and its :class:`Reason`, the
+  schema version.
+- ``gpu_facts``: one GPU's facts (:class:`GpuFacts`), its NVLinks, clock-event reasons.
+- ``kernel_log_facts``: Xid events and other GPU faults in the kernel log.
+- ``burn_facts``: the burn-in (:class:`BurnResult`), its telemetry and error counters.
+- ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
+- ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
+- ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
+- ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
+- ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
+- ``drift_checks``: a drift result's checks and state.
+- ``host_spec``: a host as the transports reach it (:class:`HostSpec`).
+- ``encoding`` and ``decoding``: JSON out (:func:`to_dict`) and in (:func:`from_dict`).
+- ``kept_per_object``: a value kept per model object while it lives.
+"""
+
+from __future__ import annotations
+
+from validator.model.bandwidth_facts import (
+    AllReduce,
+    AllReducePoint,
+    Bandwidth,
+    GpuCopyBandwidth,
+    Interconnect,
+    PeerBandwidth,
+    measured_gb_s,
+)
+from validator.model.burn_facts import (
+    BurnResult,
+    BurnStatus,
+    ErrorCounters,
+    GpuBurn,
+    TelemetrySample,
+    counters_of,
+    counters_unavailable,
+)
+from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
+from validator.model.decoding import SchemaError, from_dict
+from validator.model.drift_checks import (
+    DRIFT_CHECKS,
+    DriftCheck,
+    DriftState,
+    drift_findings,
+    drift_state,
+    never_certified,
+)
+from validator.model.encoding import to_dict
+from validator.model.findings import (
+    ACTION_WORDS,
+    HARDWARE_ACTIONS,
+    Action,
+    CheckFamily,
+    Finding,
+    Severity,
+    Verdict,
+    overall_verdict,
+)
+from validator.model.gpu_facts import (
+    CLOCK_EVENT_REASONS,
+    RECOVERY_ACTIONS,
+    GpuFacts,
+    GpuStatus,
+    NvLinkErrorCounts,
+    NvLinkState,
+    decode_clock_event_reasons,
+)
+from validator.model.host_spec import TRANSPORTS, HostSpec, TransportName
+from validator.model.kept_per_object import KeptPerObject
+from validator.model.kernel_log_facts import (
+    DEFAULT_XID_WINDOW_HOURS,
+    KERNEL_FAULT_KINDS,
+    KernelFault,
+    KernelLogFacts,
+    XidEvent,
+)
+from validator.model.measured import (
+    IMPLAUSIBLE,
+    NOT_MEASURED,
+    NOT_SUPPORTED,
+    SCHEMA_VERSION,
+    Measured,
+    Reason,
+    Unavailable,
+    implausible_reading,
+    known,
+)
+from validator.model.node_facts import (
+    PROVENANCES,
+    UNKNOWN_PROVENANCE,
+    NodeFacts,
+    NvmlStatus,
+    SourceConflict,
+    ToolFacts,
+    provenance_of,
+)
+from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetStats
+
+__all__ = [
+    "ACTION_WORDS",
+    "CLOCK_EVENT_REASONS",
+    "DEFAULT_XID_WINDOW_HOURS",
+    "DRIFT_CHECKS",
+    "HARDWARE_ACTIONS",
+    "IMPLAUSIBLE",
+    "KERNEL_FAULT_KINDS",
+    "NOT_MEASURED",
+    "NOT_SUPPORTED",
+    "PROVENANCES",
+    "RECOVERY_ACTIONS",
+    "SCHEMA_VERSION",
+    "TRANSPORTS",
+    "UNKNOWN_PROVENANCE",
+    "Action",
+    "AllReduce",
+    "AllReducePoint",
+    "Bandwidth",
+    "BurnResult",
+    "BurnStatus",
+    "CheckFamily",
+    "DcgmDiag",
+    "DcgmOutcome",
+    "DcgmTestResult",
+    "DriftCheck",
+    "DriftState",
+    "ErrorCounters",
+    "Finding",
+    "FleetSummary",
+    "GpuBurn",
+    "GpuCopyBandwidth",
+    "GpuFacts",
+    "GpuStatus",
+    "HostSpec",
+    "Interconnect",
+    "KeptPerObject",
+    "KernelFault",
+    "KernelLogFacts",
+    "Measured",
+    "NodeFacts",
+    "NodeResult",
+    "NvLinkErrorCounts",
+    "NvLinkState",
+    "NvmlStatus",
+    "PeerBandwidth",
+    "Reason",
+    "Report",
+    "SchemaError",
+    "Severity",
+    "SkuFleetStats",
+    "SourceConflict",
+    "TelemetrySample",
+    "ToolFacts",
+    "TransportName",
+    "Unavailable",
+    "Verdict",
+    "XidEvent",
+    "counters_of",
+    "counters_unavailable",
+    "decode_clock_event_reasons",
+    "drift_findings",
+    "drift_state",
+    "from_dict",
+    "implausible_reading",
+    "known",
+    "measured_gb_s",
+    "never_certified",
+    "overall_verdict",
+    "provenance_of",
+    "to_dict",
+]
