@@ -153,7 +153,9 @@ def test_a_node_whose_slurmd_dies_mid_run_is_unknown_and_the_others_finish(
     assert verdicts["node01"] == "CERTIFIED"
     assert verdicts["node03"] == "CERTIFIED"
     message = _node(document, "node04")["findings"][0]["message"]
-    assert "without a result from node04" in message
+    # Its steps die with its slurmd: the job ends with no result from it, or, when the
+    # agent's own exit status lands first, that says the agent was killed.
+    assert "without a result from node04" in message or "node04: Killed" in message, message
 
 
 def test_a_failing_node_is_drained_and_resumed_after_a_passing_run(
