@@ -303,6 +303,34 @@ class Site:
         path.write_text(text)
 
 
+def write_site(
+    pool: TestHostPool,
+    hosts: list[TestHost],
+    repo: StubRepo,
+    server: RepoServer,
+    tmp_path: Path,
+    *,
+    shape: Shape = SHAPES[0],
+    simulate: bool = True,
+) -> Site:
+    """The site of ``hosts``: its inventory, with the test switches and known hosts.
+
+    The pins in one place: the repository's own group_vars, copied, which a test then
+    sets (:meth:`Site.set_pin`).
+    """
+    known_hosts = pool.known_hosts(tmp_path / "known_hosts")
+    ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
+    inventory_dir = tmp_path / "inventory"
+    (inventory_dir / "group_vars").mkdir(parents=True)
+    shutil.copy(GROUP_VARS, inventory_dir / "group_vars" / "all.yml")
+    inventory = pool.write_inventory(
+        inventory_dir / "hosts.ini",
+        extra_vars={**TEST_SWITCHES, "ansible_ssh_common_args": f'"{ssh_args}"'},
+        simulate=simulate,
+    )
+    return Site(pool, hosts, repo, server, inventory, known_hosts, tmp_path / "state", shape)
+
+
 @pytest.fixture
 def make_site(
     pool: TestHostPool,
@@ -328,20 +356,7 @@ def make_site(
             archive = (archive_repo, archive_server)
         for host in hosts:
             prepare_host(host, shape, stub_repo, archive)
-        known_hosts = pool.known_hosts(tmp_path / "known_hosts")
-        ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
-        inventory_dir = tmp_path / "inventory"
-        (inventory_dir / "group_vars").mkdir(parents=True)
-        # The pins in one place: the repository's own group_vars, copied, then the
-        # shape's driver branch and version.
-        shutil.copy(GROUP_VARS, inventory_dir / "group_vars" / "all.yml")
-        inventory = pool.write_inventory(
-            inventory_dir / "hosts.ini",
-            extra_vars={**TEST_SWITCHES, "ansible_ssh_common_args": f'"{ssh_args}"'},
-        )
-        site = Site(
-            pool, hosts, stub_repo, server, inventory, known_hosts, tmp_path / "state", shape
-        )
+        site = write_site(pool, hosts, stub_repo, server, tmp_path, shape=shape)
         site.set_pin("gpuready_driver_version", shape.driver)
         site.set_pin("gpuready_driver_branch", shape.branch)
         return site

@@ -31,10 +31,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_provision import (
-    GROUP_VARS,
     PROVISION_PACKAGES,
     REBOOT_MARKER,
-    TEST_SWITCHES,
     Site,
     certify,
     describe,
@@ -42,6 +40,7 @@ from tests.e2e.test_provision import (
     provision,
     read,
     showhold,
+    write_site,
 )
 from tests.hosts.testhosts import HostsUnavailable, TestHost, TestHostPool, ensure_rootfs
 from tests.provision.stubpkg import StubFile, StubPackage
@@ -121,17 +120,7 @@ def debian_site(tmp_path: Path) -> Iterator[tuple[Site, DriverArchive]]:
         with RepoServer(repo.path, bridge) as server:
             _prepare(host, repo.keyring, repo.path, server.url, archive)
             _compile_through_ccache(host, compiler_cache)
-            known_hosts = pool.known_hosts(tmp_path / "known_hosts")
-            ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
-            inventory_dir = tmp_path / "inventory"
-            (inventory_dir / "group_vars").mkdir(parents=True)
-            shutil.copy(GROUP_VARS, inventory_dir / "group_vars" / "all.yml")
-            inventory = pool.write_inventory(
-                inventory_dir / "hosts.ini",
-                extra_vars={**TEST_SWITCHES, "ansible_ssh_common_args": f'"{ssh_args}"'},
-                simulate=False,
-            )
-            site = Site(pool, [host], repo, server, inventory, known_hosts, tmp_path / "state")
+            site = write_site(pool, [host], repo, server, tmp_path, simulate=False)
             site.set_pin("gpuready_driver_version", DRIVER)
             site.set_pin("gpuready_driver_branch", DRIVER.split(".")[0])
             site.set_pin("gpuready_driver_source", "distribution")
