@@ -65,7 +65,9 @@ _ENVVARS: Mapping[str, str] = {
     "ANSIBLE_DEPRECATION_WARNINGS": "False",
 }
 STDERR_KEEP = 64 * 1024
-_BACKSTOP_S = 10
+# Ansible's own start (inventory, plugins, forks) before the task's timeout begins: tens
+# of seconds on a busy controller, so the backstop never pre-empts the task's clearer message.
+_BACKSTOP_S = 60
 # Kept back from the agent's deadline for the command module's start and the way
 # back through Ansible: at least this long, and this share more of the host's time.
 ANSIBLE_TRIP_MIN_S = 3.0
