@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
-SEED = 10  # the burn's default seed (validator/node/burnin/config.py)
+SEED = 10  # the burn's default seed (validator/node/burnin/burn_config.py)
 EXIT_OK, EXIT_GPU_FAILED, EXIT_NO_TORCH = 0, 1, 3
 
 

@@ -70,7 +70,7 @@ if ! [[ "$BURN_S" =~ ^[0-9]+$ ]] || ((BURN_S < 10)); then
     echo "BURN_S must be a whole number of seconds, at least 10 (got '$BURN_S')" >&2
     exit 2
 fi
-# The burn's own warm-up (validator/node/burnin/config.py): a tenth, at most 10 s.
+# The burn's own warm-up (validator/node/burnin/burn_config.py): a tenth, at most 10 s.
 REF_WARMUP=$((BURN_S / 10 < 10 ? BURN_S / 10 : 10))
 REF_SECONDS=$((BURN_S - REF_WARMUP))
 # What one certify needs beyond its burn: fact collection, set-up, checks (a guess that

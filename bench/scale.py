@@ -1,6 +1,6 @@
 """Ten thousand nodes from one controller: the scale simulation (issue 16).
 
-Drives the real ``certify`` path (validator.operations.certify.run_certify: the
+Drives the real ``certify`` path (validator.service.certify_service.run_certify: the
 inventory, the fan-out or the Slurm collector, judging, the fleet comparison, the
 history store in a temporary database, the reports in a temporary ``--report-dir``)
 against simulated nodes whose latencies and failures are drawn from measured figures,
@@ -115,7 +115,7 @@ PLACEHOLDER = "@@scale-host@@"
 PARTITION = "gpu"
 DEFAULT_AGENT_S = 0.40  # see the module docstring
 FACTS_BURN_S = 2.0
-# A default burn (300 s, validator.node.burnin.config) sampled at the default 1 s interval.
+# A default burn (300 s, validator.node.burnin.burn_config) sampled at the default 1 s interval.
 DEFAULT_SAMPLES_PER_GPU = 300
 
 
@@ -586,11 +586,11 @@ def _expected(config: Config, facts: Facts, draws: Sequence[Draw]) -> dict[str, 
 
 def _timed_patches(timer: _Timer) -> list[tuple[object, str, object]]:
     """The functions whose wall time is told apart (each looked up at call time)."""
-    import validator.inventory as inventory_module
+    import validator.ansible_inventory as inventory_module
     import validator.judge.fleet as fleet_module
-    import validator.operations.certify as operations
     import validator.report.partial as partial_module
     import validator.report.writer as writer_module
+    import validator.service.certify_service as operations
     from validator.store import Store
 
     named: list[tuple[object, str, str]] = [
@@ -608,8 +608,8 @@ def _path_patches(
     config: Config, facts: Facts, draws: Sequence[Draw], work: Path, timer: _Timer
 ) -> tuple[list[tuple[object, str, object]], dict[str, Any], FakeSlurm | None]:
     """What the path swaps (the transport, or Slurm's runner) and the request's fields."""
-    import validator.certify as certify_module
-    import validator.operations.slurm as slurm_operations
+    import validator.service.collect_and_judge as certify_module
+    import validator.service.slurm_service as slurm_operations
     from validator.remote.slurm_fanout import SlurmOptions, follow, target_nodes
 
     if config.path == "ssh":
@@ -645,7 +645,7 @@ def _report_files(report_dir: Path) -> dict[str, int]:
 
 def simulate(config: Config, facts: Facts | None = None) -> dict[str, Any]:
     """One simulated certify run through ``config.path``; its figures as plain data."""
-    import validator.operations.certify as operations
+    import validator.service.certify_service as operations
     from validator.store import Store
 
     if config.path not in PATHS:

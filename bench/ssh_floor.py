@@ -23,10 +23,10 @@ sys.path.insert(0, str(REPO))
 # What a fleet's certify imports before it reaches its first host (test_startup_imports).
 import validator.cli.certify  # noqa: E402
 import validator.judge.fleet  # noqa: E402
-import validator.operations.certify  # noqa: E402
 import validator.remote.fanout  # noqa: E402
+import validator.service.certify_service  # noqa: E402
 import validator.store  # noqa: E402, F401
-from validator.inventory import load_hosts  # noqa: E402
+from validator.ansible_inventory import load_hosts  # noqa: E402
 from validator.model import HostSpec  # noqa: E402
 from validator.remote import ssh  # noqa: E402
 from validator.remote.transport import AgentRequest  # noqa: E402

@@ -52,7 +52,7 @@ from validator.model import (
     Unavailable,
     XidEvent,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.scenario import builtin_names
 from validator.node.sources import collect_simulated
 
@@ -294,7 +294,7 @@ def test_a_missing_gpu_without_such_a_fault_keeps_its_default() -> None:
 def test_the_rm_init_scenario_asks_for_one_thing_only() -> None:
     # One RmInitAdapter fault: the kernel fault says reboot, and so does the GPU count
     # it explains, so "What to do" has one entry, not a reseat before the reboot.
-    from validator.report.common import what_to_do
+    from validator.report.shared import what_to_do
 
     result = judge_node(
         collect_simulated("rm-init-adapter-failed", interconnect="auto"), Policy(require_burn=False)

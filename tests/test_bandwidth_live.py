@@ -36,7 +36,7 @@ from validator.model import (
 )
 from validator.node import nvml
 from validator.node.bandwidth import live, measure
-from validator.node.bandwidth.config import InterconnectConfig
+from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 from validator.node.bandwidth.live import (
     Affinity,
     Seams,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import CaptureError
+from validator.error_tree import CaptureError
 from validator.model import (
     IMPLAUSIBLE,
     AllReduce,
@@ -26,7 +26,7 @@ from validator.model import (
     Unavailable,
 )
 from validator.node.bandwidth.recorded import recorded_interconnect
-from validator.node.capture import (
+from validator.node.capture_replay import (
     ALL_REDUCE,
     NVBANDWIDTH_JSON,
     NVBANDWIDTH_TEXT,

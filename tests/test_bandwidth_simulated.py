@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from validator.errors import ScenarioError
+from validator.error_tree import ScenarioError
 from validator.model import (
     AllReduce,
     GpuCopyBandwidth,
@@ -23,8 +23,8 @@ from validator.model import (
     Reason,
     Unavailable,
 )
-from validator.node.bandwidth.config import GIB, MIB, InterconnectConfig
-from validator.node.bandwidth.simulated import (
+from validator.node.bandwidth.bandwidth_config import GIB, MIB, InterconnectConfig
+from validator.node.bandwidth.simulated_bandwidth import (
     NO_SECTION,
     busbw_at,
     check_interconnect_section,
@@ -468,8 +468,8 @@ def test_the_same_scenario_gives_the_same_figures_every_run() -> None:
 
 def test_repeats_do_not_depend_on_the_process_hash_seed() -> None:
     script = (
-        "from validator.node.bandwidth.config import InterconnectConfig\n"
-        "from validator.node.bandwidth.simulated import simulated_interconnect\n"
+        "from validator.node.bandwidth.bandwidth_config import InterconnectConfig\n"
+        "from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect\n"
         "from validator.node.scenario import load_scenario\n"
         "from validator.node.sources import collect_simulated\n"
         "r = simulated_interconnect(collect_simulated('healthy-8x-h100-sxm'),"

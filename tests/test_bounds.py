@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from validator import inventory
+from validator import ansible_inventory
+from validator.ansible_inventory import DEFAULT_SCRIPT_TIMEOUT_S, load_inventory, set_script_timeout
 from validator.cli.main import main
 from validator.cli.options import Deadline, FiniteFloat
-from validator.errors import BadInputError, ExitCode, ScenarioError
-from validator.inventory import DEFAULT_SCRIPT_TIMEOUT_S, load_inventory, set_script_timeout
+from validator.error_tree import BadInputError, ExitCode, ScenarioError
 from validator.model import NodeFacts
-from validator.node.burnin.config import (
+from validator.node.burnin.burn_config import (
     MIN_DURATION_S,
     WEEK_S,
     BurnConfig,
@@ -474,7 +474,8 @@ def test_a_hanging_inventory_script_is_killed_at_the_timeout(
         "fix the script or raise --inventory-timeout"
     )
     assert sleepers() == []  # the script's own children went with it
-    assert inventory._script_timeout_s == DEFAULT_SCRIPT_TIMEOUT_S  # put back after the command
+    # Put back after the command.
+    assert ansible_inventory._script_timeout_s == DEFAULT_SCRIPT_TIMEOUT_S
 
 
 def test_a_hanging_script_inside_an_inventory_directory(

@@ -19,7 +19,7 @@ from validator.node.bundle_agreement import (
     same_host,
 )
 from validator.node.bundle_consistency import bundle_conflicts, query_view
-from validator.node.capture import CaptureSystem
+from validator.node.capture_replay import CaptureSystem
 from validator.node.parsers.smi_query import parse_smi_query
 
 A10_Q = "nvidia-smi-q/gls-A10-550.90.12.txt"

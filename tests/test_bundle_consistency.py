@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import captures_root
 from validator.cli.main import main
-from validator.errors import CaptureError, ExitCode
+from validator.error_tree import CaptureError, ExitCode
 from validator.judge.checks import consistency
 from validator.judge.policy import Policy
 from validator.model import NodeFacts, Severity, SourceConflict
@@ -31,7 +31,7 @@ from validator.node.bundle_consistency import (
     query_view,
     same_name,
 )
-from validator.node.capture import CaptureSystem
+from validator.node.capture_replay import CaptureSystem
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml

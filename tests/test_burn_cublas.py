@@ -20,7 +20,7 @@ import pytest
 
 from validator.node.burnin import cublas
 from validator.node.burnin.backend import BackendUnavailable
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.cuda_libs import (
     CUBLAS_FUNCTIONS,
     CUDART_FUNCTIONS,

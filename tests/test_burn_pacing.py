@@ -12,7 +12,7 @@ import pytest
 
 from validator.cli.main import main
 from validator.model import BurnResult, BurnStatus
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.devices import Target
 from validator.node.burnin.numpy_backend import PACED_BATCHES_PER_WINDOW, NumpyBackend
 from validator.node.burnin.run import run_burn

@@ -34,7 +34,7 @@ from validator.node.burnin import backend_choice as backend_module
 from validator.node.burnin import torch_backend
 from validator.node.burnin.backend import BackendUnavailable, BatchTiming
 from validator.node.burnin.backend_choice import select_backend
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.devices import (
     CudaEnvironment,
     SimulatedCuda,
@@ -318,7 +318,7 @@ def test_a_real_thermal_slowdown_log_fails_the_throttle_check(tmp_path: Path) ->
 
 
 def test_a_bad_telemetry_log_is_bad_input(tmp_path: Path) -> None:
-    from validator.errors import ScenarioError
+    from validator.error_tree import ScenarioError
 
     (tmp_path / "bad.csv").write_text("this is not a log\n")
     path = scenario_file(tmp_path, "bad", {"telemetry_csv": "bad.csv"}, "healthy-8x-h100-sxm")
@@ -682,8 +682,8 @@ def test_a_gpu_that_cannot_be_matched_safely_is_not_run_not_failed() -> None:
 
 
 def test_an_unwritable_report_dir_is_refused_before_the_burn(tmp_path: Path) -> None:
-    from validator.errors import BadInputError
-    from validator.operations.certify import CertifyRequest, run_certify
+    from validator.error_tree import BadInputError
+    from validator.service.certify_service import CertifyRequest, run_certify
     from validator.store import Store
 
     blocker = tmp_path / "a-file"
@@ -707,6 +707,6 @@ def test_provision_and_certify_exit_codes_combine_by_the_rule(
     first: int, second: int, combined: int
 ) -> None:
     from validator.cli.provision import worse_exit
-    from validator.errors import ExitCode
+    from validator.error_tree import ExitCode
 
     assert worse_exit(ExitCode(first), ExitCode(second)) == ExitCode(combined)

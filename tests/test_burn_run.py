@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import BurnStatus, ErrorCounters, GpuFacts, Unavailable
 from validator.node.burnin.backend import (
     BackendUnavailable,
@@ -16,12 +16,12 @@ from validator.node.burnin.backend import (
     SetupResult,
 )
 from validator.node.burnin.backend_choice import select_backend
-from validator.node.burnin.config import BurnConfig, Injection, parse_duration
+from validator.node.burnin.burn_config import BurnConfig, Injection, parse_duration
 from validator.node.burnin.devices import Target
 from validator.node.burnin.numpy_backend import NumpyBackend
 from validator.node.burnin.run import run_burn
 from validator.node.burnin.sampler import NoSampler, SimulatedLoad, SimulatedSampler
-from validator.node.burnin.simulated import check_burn_section, simulated_burn
+from validator.node.burnin.simulated_burn import check_burn_section, simulated_burn
 from validator.node.sources import collect_simulated
 
 GPUS = [Target(i, f"GPU-{i}", f"00000000:{0x19 + i:02X}:00.0") for i in range(4)]

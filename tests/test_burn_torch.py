@@ -11,7 +11,7 @@ import pytest
 from validator.node.burnin import torch_backend
 from validator.node.burnin.backend import BackendUnavailable, CheckResult
 from validator.node.burnin.backend_choice import select_backend
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 
 
 def fake_torch(

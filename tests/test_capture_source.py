@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from validator.cli.main import main
-from validator.errors import CaptureError, ExitCode
+from validator.error_tree import CaptureError, ExitCode
 from validator.model import NvmlStatus, Reason, Unavailable
-from validator.node.capture import write_capture
+from validator.node.capture_replay import write_capture
 from validator.node.scenario import load_scenario
 from validator.node.sources import collect_capture
 

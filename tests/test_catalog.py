@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge import load_catalog
 
 SKUS_YAML = Path(__file__).resolve().parent.parent / "validator" / "judge" / "skus.yaml"

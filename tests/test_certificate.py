@@ -32,7 +32,7 @@ from validator.certificate import (
     verify_certificate,
 )
 from validator.drift import compare
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.judge import Policy, judge_node
 from validator.model import (
     AllReduce,
@@ -48,7 +48,7 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_simulated
 from validator.signing import load_key
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 SCHEMA = Path(__file__).resolve().parent.parent / "validator" / "report" / "report.schema.json"
 

@@ -16,7 +16,7 @@ from validator.certificate import certificate_to_json, issue_certificate, sign
 from validator.cli.history import history, render_history
 from validator.cli.main import cli, main
 from validator.cli.verify_cert import verify_cert
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.model import NodeResult
 from validator.store import Store
 

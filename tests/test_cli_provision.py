@@ -20,7 +20,7 @@ from rich.console import Console
 
 from validator.cli.main import cli, main
 from validator.cli.provision import ProvisionProgress, closing_table, provision, provision_exit_code
-from validator.provision import HostRecap, ProvisionEvent, ProvisionResult
+from validator.service.provision_service import HostRecap, ProvisionEvent, ProvisionResult
 from validator.store import Store
 
 pytestmark = pytest.mark.skipif(

@@ -64,10 +64,10 @@ def _seen_while_collecting(monkeypatch: pytest.MonkeyPatch, module: Any, name: s
 def test_a_fleet_certify_collects_sparingly_and_one_node_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import validator.certify
-    from validator.operations.certify import CertifyRequest, run_certify
+    import validator.service.collect_and_judge
+    from validator.service.certify_service import CertifyRequest, run_certify
 
-    seen = _seen_while_collecting(monkeypatch, validator.certify, "judge_node")
+    seen = _seen_while_collecting(monkeypatch, validator.service.collect_and_judge, "judge_node")
     inventory = write_inventory(
         tmp_path / "hosts.yml",
         {name: {"gpuready_simulate": "healthy-8x-h100-sxm"} for name in ("gpu-a", "gpu-b")},

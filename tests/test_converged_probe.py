@@ -547,8 +547,8 @@ def test_force_reaches_the_play_as_provision_force() -> None:
     from click.testing import CliRunner
 
     from validator.cli.provision import provision
-    from validator.errors import BadInputError
-    from validator.provision import ProvisionRequest, _extravars
+    from validator.error_tree import BadInputError
+    from validator.service.provision_service import ProvisionRequest, _extravars
 
     assert _extravars(ProvisionRequest(inventories=("h,",), force=True))["provision_force"] is True
     assert "provision_force" not in _extravars(ProvisionRequest(inventories=("h,",)))

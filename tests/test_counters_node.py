@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import captures_root
-from validator.errors import ScenarioError
+from validator.error_tree import ScenarioError
 from validator.model import (
     RECOVERY_ACTIONS,
     BurnResult,
@@ -36,14 +36,14 @@ from validator.model import (
     implausible_reading,
 )
 from validator.node import nvml
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.nvml_sampler import NvmlSampler
 from validator.node.fake_nvml import FakeNvml
 from validator.node.nvml import read_counters, read_nvml
 from validator.node.parsers.smi_common import read_recovery_action
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
-from validator.node.plausibility import RANGES, plausible_facts, plausible_gpu
+from validator.node.physical_ranges import RANGES, plausible_facts, plausible_gpu
 from validator.node.scenario import load_scenario
 from validator.node.sources import collect_simulated
 

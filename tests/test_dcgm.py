@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import CaptureError
+from validator.error_tree import CaptureError
 from validator.judge.checks import dcgm as dcgm_check
 from validator.judge.policy import Policy
 from validator.model import (
@@ -35,8 +35,8 @@ from validator.model import (
     to_dict,
 )
 from validator.node import agent
-from validator.node.burnin.config import BurnConfig
-from validator.node.dcgm import DEFAULT_TIMEOUT_S, NOT_FOUND, run_dcgm, run_dcgmi
+from validator.node.burnin.burn_config import BurnConfig
+from validator.node.dcgm_run import DEFAULT_TIMEOUT_S, NOT_FOUND, run_dcgm, run_dcgmi
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.dcgm_diag import (
     DcgmParsed,
@@ -585,7 +585,7 @@ def test_a_broken_bundle_file_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
-    from validator.node.capture import write_capture
+    from validator.node.capture_replay import write_capture
     from validator.node.scenario import load_scenario
 
     outcome = write_capture(
@@ -603,7 +603,7 @@ def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
 
 
 def test_capture_without_dcgmi_leaves_the_file_out_and_says_why(tmp_path: Path) -> None:
-    from validator.node.capture import write_capture
+    from validator.node.capture_replay import write_capture
     from validator.node.scenario import load_scenario
 
     outcome = write_capture(
@@ -654,7 +654,7 @@ def test_capture_command_writes_the_dcgm_file(
 
 
 def test_policy_dcgm_reaches_every_agent_and_the_host_deadline() -> None:
-    from validator.certify import DEADLINE_MARGIN_S, agent_request, host_deadline
+    from validator.service.collect_and_judge import DEADLINE_MARGIN_S, agent_request, host_deadline
 
     policy = dataclasses.replace(Policy(), dcgm_level=2, dcgm_timeout_s=900.0)
     request = agent_request(None, policy)
@@ -667,8 +667,8 @@ def test_policy_dcgm_reaches_every_agent_and_the_host_deadline() -> None:
 
 
 def test_a_request_without_a_dcgm_level_keeps_the_policys() -> None:
-    from validator.certify import effective_policy, fleet_of
-    from validator.operations.certify import CertifyRequest
+    from validator.service.certify_service import CertifyRequest
+    from validator.service.collect_and_judge import effective_policy, fleet_of
 
     assert fleet_of(CertifyRequest(inventories=("inv",))).dcgm_level is None
     assert effective_policy(None, None).dcgm_level == 0
@@ -676,7 +676,7 @@ def test_a_request_without_a_dcgm_level_keeps_the_policys() -> None:
 
 
 def test_certify_node_runs_dcgm_at_the_level_asked() -> None:
-    from validator.certify import NodeRequest, certify_node
+    from validator.service.collect_and_judge import NodeRequest, certify_node
 
     report = certify_node(NodeRequest(simulate="dcgm-memtest-failure", dcgm_level=3))
     (node,) = report.nodes
@@ -884,8 +884,8 @@ def test_the_memtest_scenario_says_it_certifies_without_a_level(
 def test_a_hosts_own_dcgm_level_reaches_its_agent_only(tmp_path: Path) -> None:
     # gpuready_dcgm_level on one host: its agent runs DCGM at that level, the others not.
     from tests.test_deadline import write_inventory
-    from validator.certify import FleetRequest, certify_fleet
     from validator.model import TransportName
+    from validator.service.collect_and_judge import FleetRequest, certify_fleet
 
     inventory = write_inventory(
         tmp_path / "hosts.yml",
@@ -911,8 +911,8 @@ def test_a_hosts_own_dcgm_level_reaches_its_agent_only(tmp_path: Path) -> None:
 
 
 def test_the_agent_request_carries_only_the_hosts_that_differ() -> None:
-    from validator.certify import agent_request, longest_dcgm
     from validator.model import HostSpec
+    from validator.service.collect_and_judge import agent_request, longest_dcgm
 
     base = Policy()
     own = {"a": dataclasses.replace(base, dcgm_level=4), "b": base}

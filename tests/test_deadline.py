@@ -22,14 +22,13 @@ from typing import Any
 import pytest
 
 from tests.test_remote_ssh import SshBox, _host, _known, _transport
-from validator.certify import FleetRequest, NodeRequest, certify_fleet, certify_node
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.judge import Policy, judge_node
 from validator.model import BurnStatus, HostSpec, NodeFacts, NodeResult, TransportName, Verdict
 from validator.node import agent
 from validator.node.agent import SHORTEST_CUT_BURN_S, burn_within
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_simulated
 from validator.remote.ansible_transport import AnsibleTransport
 from validator.remote.deadline import CHECK, cut_short, timed_out
@@ -37,6 +36,12 @@ from validator.remote.fanout import run_fanout
 from validator.remote.local import LocalTransport
 from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentOutcome, AgentRequest, Progress, overrun_s
+from validator.service.collect_and_judge import (
+    FleetRequest,
+    NodeRequest,
+    certify_fleet,
+    certify_node,
+)
 
 SCENARIO = "healthy-8x-h100-sxm"
 LONG_BURN = BurnConfig(duration_s=30)

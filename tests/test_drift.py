@@ -12,7 +12,7 @@ import pytest
 
 from validator.certificate import Certificate, issue_certificate
 from validator.drift import NEVER_CERTIFIED, compare, drift_node
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.judge import Policy, Thresholds, judge_node
 from validator.model import (
     DRIFT_CHECKS,
@@ -27,9 +27,9 @@ from validator.model import (
     Verdict,
     XidEvent,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_simulated
-from validator.operations.outcome import exit_code
+from validator.service.outcome import exit_code
 
 ISSUED = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
 POLICY = Policy()

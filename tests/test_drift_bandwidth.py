@@ -53,7 +53,7 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_simulated
 from validator.report.drift_text import render_drift_text
 from validator.report.prometheus import render_prometheus

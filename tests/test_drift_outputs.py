@@ -14,7 +14,7 @@ from prometheus_client import parser
 
 from tests.test_drift import POLICY, baseline, quick_facts, with_gpu
 from validator.drift import drift_node, nhc_line, slurm_reason
-from validator.errors import BadInputError, ReportError
+from validator.error_tree import BadInputError, ReportError
 from validator.model import DRIFT_CHECKS, NodeResult, Verdict
 from validator.report.drift_text import render_drift_text
 from validator.report.prometheus import render_prometheus, write_prometheus

@@ -37,10 +37,10 @@ from validator.certificate import (
 )
 from validator.cli.main import main
 from validator.drift import UntrustedBaseline, drift_node
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.judge import judge_node
 from validator.model import DriftCheck, DriftState, Severity, Verdict, drift_state
-from validator.operations.drift import DriftRequest, run_drift
+from validator.service.drift_service import DriftRequest, run_drift
 from validator.store import Store, pack, unpack
 
 HOST = "h100-node-01"  # the hostname every built-in H100 scenario reports
@@ -607,7 +607,7 @@ def test_a_prom_file_that_is_not_a_file_path_is_refused(
 
 def test_write_prometheus_refuses_a_target_that_is_not_a_regular_file(tmp_path: Path) -> None:
     from tests.test_drift_outputs import clean
-    from validator.errors import ReportError
+    from validator.error_tree import ReportError
     from validator.report.prometheus import write_prometheus
 
     pipe = tmp_path / "pipe.prom"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 RUNS = 10  # each run ends 4 hosts' burns at the deadline: 40 exits a run of the suite
 AT_ONCE = 2

@@ -38,7 +38,7 @@ from validator.packed import (
     unpack,
     with_samples,
 )
-from validator.report.common import hold_without_samples
+from validator.report.shared import hold_without_samples
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def _reports(whole: NodeResult, held: NodeResult) -> list[tuple[Report, Report]]
 
 
 def test_the_terminal_report_is_the_same(whole: NodeResult, held: NodeResult) -> None:
-    from validator.report.text import render_text
+    from validator.report.terminal import render_text
 
     for of_whole, of_held in _reports(whole, held):
         assert render_text(of_held) == render_text(of_whole)
@@ -199,8 +199,8 @@ def test_a_fleet_holds_its_certified_nodes_and_keeps_every_sample(tmp_path: Path
     """Through the fleet path: held in the report, whole in history and in the host files."""
     from tests.test_deadline import write_inventory
     from validator.model import TransportName
-    from validator.node.burnin.config import BurnConfig
-    from validator.operations.certify import CertifyRequest, run_certify
+    from validator.node.burnin.burn_config import BurnConfig
+    from validator.service.certify_service import CertifyRequest, run_certify
     from validator.store import Store
 
     names = ("gpu-a", "gpu-b", "gpu-c")

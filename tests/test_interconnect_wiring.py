@@ -19,17 +19,8 @@ from typing import Any
 import pytest
 
 from tests.test_deadline import write_inventory
-from validator.certify import (
-    DEADLINE_MARGIN_S,
-    FleetRequest,
-    agent_request,
-    certify_fleet,
-    effective_policy,
-    host_deadline,
-    interconnect_mode,
-)
 from validator.cli.main import main
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.judge.policy import Policy
 from validator.model import (
     GpuFacts,
@@ -44,12 +35,21 @@ from validator.model import (
 )
 from validator.node import agent
 from validator.node.bandwidth import wanted
-from validator.node.bandwidth.config import ALLOWANCE_S, InterconnectConfig
-from validator.node.burnin.config import BurnConfig
+from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S, InterconnectConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_capture, collect_simulated
-from validator.operations.drift import interconnect_modes
 from validator.remote.local import LocalTransport
 from validator.remote.transport import AgentRequest
+from validator.service.collect_and_judge import (
+    DEADLINE_MARGIN_S,
+    FleetRequest,
+    agent_request,
+    certify_fleet,
+    effective_policy,
+    host_deadline,
+    interconnect_mode,
+)
+from validator.service.drift_service import interconnect_modes
 
 SCENARIO = "healthy-8x-h100-sxm"  # eight GPUs, every NVLink active
 NO_TIME = (
@@ -60,6 +60,8 @@ BAD_MODE = (
     "auto (measure on two or more GPUs unless every NVLink is known down), on (always) "
     "or off (never)\n"
 )
+
+SIMULATED = "validator.node.bandwidth.simulated_bandwidth"
 
 
 def stub(monkeypatch: pytest.MonkeyPatch, module_name: str, name: str, value: object) -> None:
@@ -93,7 +95,7 @@ class Calls:
 @pytest.fixture
 def simulated(monkeypatch: pytest.MonkeyPatch) -> Calls:
     calls = Calls()
-    stub(monkeypatch, "validator.node.bandwidth.simulated", "simulated_interconnect", calls)
+    stub(monkeypatch, SIMULATED, "simulated_interconnect", calls)
     return calls
 
 
@@ -334,7 +336,7 @@ def test_interconnect_runs_between_the_burn_and_dcgm_within_the_deadline(
         clock.now += 20.0  # a slow measurement: DCGM gets what it leaves
         return original(*args)
 
-    stub(monkeypatch, "validator.node.bandwidth.simulated", "simulated_interconnect", measure)
+    stub(monkeypatch, SIMULATED, "simulated_interconnect", measure)
     monkeypatch.setattr(agent, "burn_simulated", burn)
     monkeypatch.setattr(agent, "with_dcgm", dcgm)
     until = clock.now + 200.0
@@ -415,9 +417,9 @@ def test_the_local_transport_passes_each_hosts_mode(simulated: Calls) -> None:
 def simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real simulated measurement where helper B's module is there, else a stand-in."""
     try:
-        importlib.import_module("validator.node.bandwidth.simulated")
+        importlib.import_module("validator.node.bandwidth.simulated_bandwidth")
     except ModuleNotFoundError:
-        stub(monkeypatch, "validator.node.bandwidth.simulated", "simulated_interconnect", Calls())
+        stub(monkeypatch, SIMULATED, "simulated_interconnect", Calls())
 
 
 @pytest.mark.usefixtures("simulation")
@@ -531,7 +533,7 @@ def test_a_bundles_recorded_measurement_is_read_whatever_the_mode(
 
     assert facts.interconnect == recorded
     ((system, seen_facts),) = seen
-    from validator.node.capture import CaptureSystem
+    from validator.node.capture_replay import CaptureSystem
 
     assert isinstance(system, CaptureSystem)
     assert seen_facts.hostname == "node-7"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from ansible.release import __version__ as ansible_version
 
-from validator.errors import BadInputError, ExitCode, PolicyError
-from validator.inventory import load_hosts, load_inventory, policy_for
+from validator.ansible_inventory import load_hosts, load_inventory, policy_for
+from validator.error_tree import BadInputError, ExitCode, PolicyError
 from validator.judge.policy import Policy, Thresholds
 from validator.model import HostSpec
 
@@ -559,14 +559,14 @@ def test_a_yaml_inventory_value_is_checked_with_the_policy_declarations(tmp_path
 
 
 def test_the_declarations_name_every_gpuready_variable() -> None:
-    from validator.inventory import AGENT_VARS, GPUREADY_VARS, POLICY_VARS, PROVISION_VARS
+    from validator.ansible_inventory import AGENT_VARS, GPUREADY_VARS, POLICY_VARS, PROVISION_VARS
 
     assert set(GPUREADY_VARS.names) == set(POLICY_VARS) | AGENT_VARS | PROVISION_VARS
 
 
 def test_the_driver_source_is_checked_and_steers_no_policy(tmp_path: Path) -> None:
     """Provisioning's gpuready_driver_source: a typo fails certify too, one line."""
-    from validator.inventory import load_hosts
+    from validator.ansible_inventory import load_hosts
 
     assert _inventory_error(
         tmp_path, "gpus:\n  hosts:\n    gpu01:\n      gpuready_driver_source: debian\n"

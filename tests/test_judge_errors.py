@@ -25,8 +25,8 @@ from validator.model import (
     XidEvent,
 )
 from validator.node.parsers.kernel_log import parse_xid_events
-from validator.report import common, rma
-from validator.text import bus_key
+from validator.report import rma, shared
+from validator.safe_text import bus_key
 
 FAIL, UNKNOWN, WARN = Severity.FAIL, Severity.UNKNOWN, Severity.WARN
 
@@ -296,7 +296,7 @@ def test_one_table_of_xid_meanings_covers_every_catalogued_xid() -> None:
 
 def test_one_mapping_of_action_words_for_findings_and_reports() -> None:
     assert vars(errors)["ACTION_WORDS"] is ACTION_WORDS
-    assert common.ACTION_WORDS is ACTION_WORDS
+    assert shared.ACTION_WORDS is ACTION_WORDS
     assert set(ACTION_WORDS) == set(Action)
 
 

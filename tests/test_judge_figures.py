@@ -20,7 +20,7 @@ from tests.test_judge_healthy import healthy_node, judge, with_gpu, with_gpu_bur
 from validator.judge import Policy
 from validator.judge.catalog import load_catalog
 from validator.judge.checks.figures import CHECK
-from validator.judge.figures import ceilings, screen
+from validator.judge.figure_ceilings import ceilings, screen
 from validator.judge.fleet import CHECK as FLEET_CHECK
 from validator.judge.fleet import judge_fleet
 from validator.model import (

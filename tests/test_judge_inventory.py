@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from tests.test_judge_healthy import healthy_node, judge, not_passed, only, with_gpu
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge import Policy
 from validator.model import (
     NOT_MEASURED,

@@ -261,16 +261,16 @@ def test_each_gpus_state_is_worked_out_once_per_gpu_object(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every check family asks it; judging a node works each GPU's out once, by identity."""
-    from validator.judge.checks import common
+    from validator.judge.checks import finding_helpers
 
     asked: list[int] = []
-    real = common._state
+    real = finding_helpers._state
 
     def counted(gpu: Any) -> Any:
         asked.append(gpu.index)
         return real(gpu)
 
-    monkeypatch.setattr(common, "_state", counted)
+    monkeypatch.setattr(finding_helpers, "_state", counted)
     facts = healthy_node()
     fresh = dataclasses.replace(facts, gpus=tuple(dataclasses.replace(gpu) for gpu in facts.gpus))
     judge(fresh)
@@ -278,5 +278,5 @@ def test_each_gpus_state_is_worked_out_once_per_gpu_object(
     # An equal GPU that is another object is worked out on its own, so a changed copy
     # (as the hostile-input tests make) never takes a cached state.
     lost = dataclasses.replace(fresh.gpus[0], status=GpuStatus.LOST, status_detail="gone")
-    assert common.gpu_state(lost) == (GpuStatus.LOST, "gone")
-    assert common.gpu_state(fresh.gpus[0])[0] is GpuStatus.OK
+    assert finding_helpers.gpu_state(lost) == (GpuStatus.LOST, "gone")
+    assert finding_helpers.gpu_state(fresh.gpus[0])[0] is GpuStatus.OK

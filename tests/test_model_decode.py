@@ -146,7 +146,7 @@ def test_the_many_small_objects_of_a_host_keep_no_dict_each(name: str) -> None:
     from validator import model
     from validator.judge import judge_node
     from validator.judge.policy import Policy
-    from validator.node.burnin.config import BurnConfig
+    from validator.node.burnin.burn_config import BurnConfig
 
     facts = collect_simulated("healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0))
     found: list[object] = []

@@ -29,11 +29,11 @@ from tests.test_judge_healthy import healthy_node, judge
 from validator import files
 from validator.certificate import issue_certificate
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.files import remove_stale_temporaries, temporary_path, write_atomic
 from validator.model import NodeResult, Verdict
-from validator.operations.certify import CertifyRequest, run_certify
 from validator.report.partial import certificate_path, host_file_stem, host_result_path
+from validator.service.certify_service import CertifyRequest, run_certify
 from validator.store import (
     NotStoredError,
     Store,

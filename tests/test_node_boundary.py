@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 NODE = REPO / "validator" / "node"
 ALLOWED_PROJECT_MODULES = (
     "validator.model",
-    "validator.errors",
-    "validator.text",
+    "validator.error_tree",
+    "validator.safe_text",
     "validator.files",
     "validator.fields",
     "validator.codec",

@@ -12,12 +12,12 @@ from tests.test_cli_drift import certify_into, write_inventory
 from tests.test_drift import ISSUED, POLICY, baseline, certified_facts
 from tests.test_drift_outputs import FakeScontrol
 from validator.certificate import issue_certificate
-from validator.certify import FleetRequest
 from validator.drift import slurm_reason
-from validator.errors import ExitCode, ReportError
+from validator.error_tree import ExitCode, ReportError
 from validator.judge import judge_node
 from validator.model import HostSpec, NodeResult, Verdict
-from validator.operations.drift import DriftRequest, run_drift
+from validator.service.collect_and_judge import FleetRequest
+from validator.service.drift_service import DriftRequest, run_drift
 from validator.slurm import Action
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import Store

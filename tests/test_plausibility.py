@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.test_judge_healthy import healthy_node
-from validator.errors import CaptureError
+from validator.error_tree import CaptureError
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import (
@@ -35,7 +35,7 @@ from validator.model import (
 )
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
-from validator.node.plausibility import (
+from validator.node.physical_ranges import (
     RANGES,
     plausible,
     plausible_burn,

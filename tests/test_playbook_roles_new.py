@@ -157,7 +157,7 @@ def test_pins_sit_in_group_vars_and_match_the_role_defaults() -> None:
 
 def test_new_pins_are_not_certify_policy_keys() -> None:
     """Certify reads no DCGM or NCCL version: a gpuready_ name would be refused by it."""
-    from validator.errors import PolicyError
+    from validator.error_tree import PolicyError
     from validator.judge.policy import policy_from_mapping
 
     pins = _load(GROUP_VARS)
@@ -167,7 +167,7 @@ def test_new_pins_are_not_certify_policy_keys() -> None:
 
 
 def test_example_inventory_still_loads_through_the_certify_reader() -> None:
-    from validator.inventory import load_hosts
+    from validator.ansible_inventory import load_hosts
 
     hosts = load_hosts([str(REPO_ROOT / "inventory" / "hosts.example.ini")])
     assert hosts

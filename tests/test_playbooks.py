@@ -44,7 +44,7 @@ PINS = {
     "gpuready_nvcc_version",
     "gpuready_cudnn_version",
 }
-# gpuready_* variables of the group vars that only provisioning reads (validator.inventory).
+# gpuready_* variables of the group vars that only provisioning reads (validator.ansible_inventory).
 PROVISION_ONLY = {"gpuready_driver_source"}
 # Task keys that are not the module: Ansible's own task attributes plus block keys.
 _BLOCK_KEYS = {"block", "rescue", "always"}
@@ -290,7 +290,7 @@ def test_group_vars_pins_are_certify_policy_fields() -> None:
 
 def test_policy_reader_rejects_a_stray_gpuready_key() -> None:
     """The check above relies on policy_from_mapping refusing unknown keys."""
-    from validator.errors import PolicyError
+    from validator.error_tree import PolicyError
     from validator.judge.policy import policy_from_mapping
 
     with pytest.raises(PolicyError, match="nvidia_driver_flavour"):
@@ -298,7 +298,7 @@ def test_policy_reader_rejects_a_stray_gpuready_key() -> None:
 
 
 def test_example_inventory_loads_through_the_certify_reader() -> None:
-    from validator.inventory import load_hosts
+    from validator.ansible_inventory import load_hosts
 
     hosts = load_hosts([str(INVENTORY)])
     assert [host.name for host in hosts] == [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from validator.errors import ExitCode, PolicyError
+from validator.error_tree import ExitCode, PolicyError
 from validator.judge import (
     DEFAULT_FAIL_XIDS,
     Policy,

@@ -1,4 +1,4 @@
-"""validator.provision with real ansible-runner and ansible-playbook, on localhost.
+"""validator.service.provision_service with real ansible-runner and ansible-playbook, on localhost.
 
 The hosts (tests/fixtures/provision/hosts.yml) use a local connection, except one that
 nobody answers (ssh to 127.0.0.1 port 1); the playbook is a five-task stand-in for
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from validator.errors import BadInputError, CouldNotRunError
-from validator.provision import (
+from validator.error_tree import BadInputError, CouldNotRunError
+from validator.service.provision_service import (
     BECOME_PROMPT,
     Batch,
     HostRecap,

@@ -21,9 +21,14 @@ from pathlib import Path
 import pytest
 
 from tests.test_provision_runner import HOSTS, _request, _run
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.extravars import is_secret_name
-from validator.provision import ProvisionRequest, estimate_tasks, parse_extra_vars, run_provision
+from validator.service.provision_service import (
+    ProvisionRequest,
+    estimate_tasks,
+    parse_extra_vars,
+    run_provision,
+)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ansible-playbook") is None, reason="ansible-playbook is not installed"

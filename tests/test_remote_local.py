@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import HostSpec
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.remote.local import LocalTransport
 from validator.remote.transport import AgentRequest
 

@@ -30,7 +30,7 @@ from tests.test_report_samples import (
     scenario_node,
     unreachable_node,
 )
-from validator.errors import ReportError
+from validator.error_tree import ReportError
 from validator.model import (
     Action,
     AllReduce,

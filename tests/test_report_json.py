@@ -28,7 +28,7 @@ from tests.test_report_samples import (
 from validator import model
 from validator.cli.main import main
 from validator.cli.options import JSON_FORMS
-from validator.errors import BadInputError, ReportError
+from validator.error_tree import BadInputError, ReportError
 from validator.model import Report, Unavailable
 from validator.report.json_report import (
     JsonForm,
@@ -807,7 +807,7 @@ def test_a_render_error_mid_fleet_prints_no_partial_document(
     form: str,
 ) -> None:
     from validator.cli import certify as cli_certify
-    from validator.operations.certify import CertifyOutcome
+    from validator.service.certify_service import CertifyOutcome
 
     report = fleet_report(3, failing=(1,), unknown=())
     # NaN in the 2nd node's elapsed time: both forms carry it.

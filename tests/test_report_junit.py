@@ -287,7 +287,7 @@ def certified_8_gpu_node() -> NodeResult:
     """A certified 8-GPU node: a simulated 1 s burn, the interconnect measured (made once)."""
     from validator.judge import judge_node
     from validator.judge.policy import Policy
-    from validator.node.burnin.config import BurnConfig
+    from validator.node.burnin.burn_config import BurnConfig
     from validator.node.sources import collect_simulated
 
     facts = collect_simulated(

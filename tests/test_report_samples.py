@@ -30,7 +30,7 @@ from validator.model import (
     Verdict,
     XidEvent,
 )
-from validator.report import common
+from validator.report import shared
 
 XSS_HOST = "<script>document.title='pwned'</script>"
 
@@ -425,7 +425,7 @@ def fleet_report(
 
 
 def test_sorted_findings_put_blocking_ones_first() -> None:
-    order = [f.severity for f in common.sorted_findings(failing_node().findings)]
+    order = [f.severity for f in shared.sorted_findings(failing_node().findings)]
     assert order == [
         Severity.FAIL,
         Severity.FAIL,
@@ -437,52 +437,52 @@ def test_sorted_findings_put_blocking_ones_first() -> None:
 
 
 def test_sorted_findings_keep_judge_order_within_a_severity() -> None:
-    fails = [f.check for f in common.sorted_findings(failing_node().findings)][:2]
+    fails = [f.check for f in shared.sorted_findings(failing_node().findings)][:2]
     assert fails == ["memory.remap", "gpu.present"]
 
 
 def test_count_line_reads_like_the_brief() -> None:
-    counts = common.count_severities(failing_node().findings)
+    counts = shared.count_severities(failing_node().findings)
     assert counts.line() == "2 passed, 1 warning, 2 failed, 1 unknown"
     assert counts.total == 6
 
 
 def test_overall_verdict_follows_the_one_rule() -> None:
-    assert common.overall_verdict(sample_report()) is Verdict.NOT_CERTIFIED
-    assert common.overall_verdict(sample_report(healthy_node())) is Verdict.CERTIFIED
+    assert shared.overall_verdict(sample_report()) is Verdict.NOT_CERTIFIED
+    assert shared.overall_verdict(sample_report(healthy_node())) is Verdict.CERTIFIED
     unknown = NodeResult("dark", Verdict.UNKNOWN, NodeFacts("dark", "live"), ())
     # One node that could not be judged keeps the fleet from being certified (exit 1),
     # without calling the whole run "nothing could be judged".
-    assert common.overall_verdict(sample_report(healthy_node(), unknown)) is Verdict.NOT_CERTIFIED
-    assert common.overall_verdict(sample_report(unknown)) is Verdict.UNKNOWN
-    assert common.overall_verdict(Report("t", "v", ())) is Verdict.UNKNOWN
+    assert shared.overall_verdict(sample_report(healthy_node(), unknown)) is Verdict.NOT_CERTIFIED
+    assert shared.overall_verdict(sample_report(unknown)) is Verdict.UNKNOWN
+    assert shared.overall_verdict(Report("t", "v", ())) is Verdict.UNKNOWN
 
 
 def test_overall_summary_names_hosts_that_failed() -> None:
-    summary = common.overall_summary(sample_report())
+    summary = shared.overall_summary(sample_report())
     assert summary == "1 of 2 nodes certified; not certified: gpu-node-02."
 
 
 def test_show_says_why_a_value_is_missing() -> None:
-    assert common.show(NOT_SUPPORTED) == "n/a (not supported)"
-    assert common.show(Unavailable(Reason.GPU_LOST, "Xid 79")) == "n/a (gpu lost: Xid 79)"
-    assert common.show(700.0, "W") == "700 W"
-    assert common.show(45.25) == "45.25"
-    assert common.show(True) == "yes"
-    assert common.show(("a", "b")) == "a, b"
-    assert common.show(None) == "-"
+    assert shared.show(NOT_SUPPORTED) == "n/a (not supported)"
+    assert shared.show(Unavailable(Reason.GPU_LOST, "Xid 79")) == "n/a (gpu lost: Xid 79)"
+    assert shared.show(700.0, "W") == "700 W"
+    assert shared.show(45.25) == "45.25"
+    assert shared.show(True) == "yes"
+    assert shared.show(("a", "b")) == "a, b"
+    assert shared.show(None) == "-"
 
 
 def test_clean_makes_control_characters_visible() -> None:
-    assert common.clean("a\x1b[2Jb\x00") == "a\\x1b[2Jb\\x00"
-    assert common.one_line("two\nlines\tand tab") == "two lines and tab"
+    assert shared.clean("a\x1b[2Jb\x00") == "a\\x1b[2Jb\\x00"
+    assert shared.one_line("two\nlines\tand tab") == "two lines and tab"
 
 
 def test_burn_stats_from_samples() -> None:
     node = burn_node()
     burn = node.facts.burn
     assert burn is not None
-    healthy = common.burn_stats(burn.gpus[0], node.facts)
+    healthy = shared.burn_stats(burn.gpus[0], node.facts)
     assert healthy.peak_power_w == 688.0
     assert healthy.power_limit_w == 700.0
     assert round(healthy.peak_power_pct, 1) == 98.3  # type: ignore[arg-type]
@@ -496,77 +496,77 @@ def test_burn_stats_say_why_figures_are_missing() -> None:
     node = burn_node()
     burn = node.facts.burn
     assert burn is not None
-    no_power = common.burn_stats(burn.gpus[1], node.facts)
+    no_power = shared.burn_stats(burn.gpus[1], node.facts)
     assert no_power.peak_power_w == Unavailable(
         Reason.NOT_SUPPORTED, "power readings not supported"
     )
     assert no_power.peak_power_pct == no_power.peak_power_w
     assert no_power.peak_temperature_c == 81.0
     assert no_power.errors == 37
-    timed_out = common.burn_stats(burn.gpus[2], node.facts)
-    assert timed_out.peak_power_w == common.NO_TELEMETRY
-    assert timed_out.min_sm_clock_mhz == common.NO_TELEMETRY
-    assert timed_out.clock_events == common.NO_TELEMETRY
-    assert common.burn_failed(burn.gpus[0]) is False
-    assert common.burn_failed(burn.gpus[1]) is True
-    assert common.burn_failed(burn.gpus[2]) is True
+    timed_out = shared.burn_stats(burn.gpus[2], node.facts)
+    assert timed_out.peak_power_w == shared.NO_TELEMETRY
+    assert timed_out.min_sm_clock_mhz == shared.NO_TELEMETRY
+    assert timed_out.clock_events == shared.NO_TELEMETRY
+    assert shared.burn_failed(burn.gpus[0]) is False
+    assert shared.burn_failed(burn.gpus[1]) is True
+    assert shared.burn_failed(burn.gpus[2]) is True
 
 
 def test_telemetry_skips_unavailable_points() -> None:
     burn = burn_result()
-    assert common.telemetry(burn.gpus[1].samples, "power_w") == []
-    points = common.telemetry(burn.gpus[0].samples, "sm_clock_mhz")
+    assert shared.telemetry(burn.gpus[1].samples, "power_w") == []
+    points = shared.telemetry(burn.gpus[0].samples, "sm_clock_mhz")
     assert len(points) == 12
     assert points[0] == (0.0, 1980.0)
     assert points[-1] == (55.0, 1755.0)
 
 
 def test_shorten_marks_the_cut() -> None:
-    assert common.shorten("short", 10) == "short"
-    assert common.shorten("a much longer line", 8) == "a much\u2026"
-    assert len(common.shorten("x" * 50, 20)) == 20
+    assert shared.shorten("short", 10) == "short"
+    assert shared.shorten("a much longer line", 8) == "a much\u2026"
+    assert len(shared.shorten("x" * 50, 20)) == 20
 
 
 def test_tflops_text_keeps_small_figures_visible() -> None:
-    assert common.tflops_text(712.44) == "712.4"
-    assert common.tflops_text(10.0) == "10.0"
-    assert common.tflops_text(0.0234) == "0.0234"
-    assert common.tflops_text(3.14159) == "3.14"
+    assert shared.tflops_text(712.44) == "712.4"
+    assert shared.tflops_text(10.0) == "10.0"
+    assert shared.tflops_text(0.0234) == "0.0234"
+    assert shared.tflops_text(3.14159) == "3.14"
 
 
 def test_reading_order_puts_failing_nodes_first_in_a_fleet() -> None:
     report = fleet_report(8, failing=(3, 6), unknown=(1,))
-    order = [node.hostname for node in common.reading_order(report)]
+    order = [node.hostname for node in shared.reading_order(report)]
     assert order == ["gpu04", "gpu07", "gpu02", "gpu01", "gpu03", "gpu05", "gpu06", "gpu08"]
     # Without a fleet summary the report's own order is kept.
     plain = dataclasses.replace(report, fleet=None)
-    assert [n.hostname for n in common.reading_order(plain)] == [f"gpu0{i}" for i in range(1, 9)]
+    assert [n.hostname for n in shared.reading_order(plain)] == [f"gpu0{i}" for i in range(1, 9)]
 
 
 def test_fleet_line_reads_like_the_brief() -> None:
     report = fleet_report(64, failing=(17, 40), unknown=(5,))
     assert report.fleet is not None
-    assert common.fleet_line(report.fleet) == (
+    assert shared.fleet_line(report.fleet) == (
         "fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown"
     )
     interrupted = dataclasses.replace(report.fleet, interrupted=True)
-    assert common.fleet_line(interrupted).endswith("(interrupted: not every host finished)")
-    assert common.sku_fleet_line(FLEET_STATS) == (
+    assert shared.fleet_line(interrupted).endswith("(interrupted: not every host finished)")
+    assert shared.sku_fleet_line(FLEET_STATS) == (
         "h100-sxm5-80gb: median 712.4 TFLOPS over 126 GPUs, MAD 6.1, below 662.5 (93%) fails"
     )
 
 
 def test_has_facts_tells_an_unreachable_host() -> None:
-    assert common.has_facts(unreachable_node().facts) is False
-    assert common.has_facts(healthy_node().facts) is True
+    assert shared.has_facts(unreachable_node().facts) is False
+    assert shared.has_facts(healthy_node().facts) is True
     no_driver = NodeFacts(hostname="x", source="live", nvml_status=NvmlStatus.DRIVER_NOT_LOADED)
-    assert common.has_facts(no_driver) is True  # something was said: show it
+    assert shared.has_facts(no_driver) is True  # something was said: show it
 
 
 def test_elapsed_text() -> None:
-    assert common.elapsed_text(12.345) == "12.3 s"
-    assert common.elapsed_text(0.0) == "-"
-    assert common.elapsed_text(0.04) == "<0.1 s"  # measured, just quick: not "0.0 s"
+    assert shared.elapsed_text(12.345) == "12.3 s"
+    assert shared.elapsed_text(0.0) == "-"
+    assert shared.elapsed_text(0.04) == "<0.1 s"  # measured, just quick: not "0.0 s"
 
 
 # ------------------------------------------------------------------ fleets at scale

@@ -32,9 +32,9 @@ from tests.test_report_samples import (
     unreachable_node,
 )
 from validator.model import Action, Bandwidth, Interconnect, Reason, Report, Unavailable
-from validator.report import common
-from validator.report.text import render_text
-from validator.text import size_words
+from validator.report import shared
+from validator.report.terminal import render_text
+from validator.safe_text import size_words
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -337,14 +337,14 @@ def test_sizes_and_figures_read_as_people_write_them() -> None:
         "4 GiB",
         "1.5 GiB",
     ]
-    assert [common.gbs_text(value) for value in (25.13, 476.72, 999.96, 2612.4)] == [
+    assert [shared.gbs_text(value) for value in (25.13, 476.72, 999.96, 2612.4)] == [
         "25.1",
         "476.7",
         "1,000",
         "2,612",
     ]
-    assert common.gbs_range([26.77, 26.47, 26.25]) == "26.2-26.8"
-    assert common.gbs_range([276.01, 275.98]) == "276.0"
+    assert shared.gbs_range([26.77, 26.47, 26.25]) == "26.2-26.8"
+    assert shared.gbs_range([276.01, 275.98]) == "276.0"
 
 
 @pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_report_samples import failing_node, fleet_report, healthy_node, sample_report
-from validator.errors import ReportError, UnsafePathError
+from validator.error_tree import ReportError, UnsafePathError
 from validator.model import Report
 from validator.report import writer
 from validator.report.html import render_html

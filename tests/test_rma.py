@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_report_samples import burn_node, healthy_node, sample_report
-from validator.errors import UnsafePathError
+from validator.error_tree import UnsafePathError
 from validator.judge import Policy, judge_node
 from validator.model import (
     Action,
@@ -29,9 +29,8 @@ from validator.model import (
     XidEvent,
     to_dict,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sources import collect_simulated
-from validator.operations.certify import CertifyRequest, run_certify
 from validator.report.rma import (
     RMA_DIR,
     LastCertificate,
@@ -42,6 +41,7 @@ from validator.report.rma import (
     rma_files,
     write_rma,
 )
+from validator.service.certify_service import CertifyRequest, run_certify
 from validator.store import Store
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._~-]+$")

@@ -50,8 +50,8 @@ class Room:
 # The leaves: standard library only, shipped with the node agent, usable from every room.
 LEAVES = (
     "validator.model",
-    "validator.errors",
-    "validator.text",
+    "validator.error_tree",
+    "validator.safe_text",
     "validator.files",
     "validator.fields",
     "validator.codec",
@@ -62,8 +62,8 @@ STORE_ROW = (
     "validator.certificate",
     "validator.signing",
     "validator.store",
-    "validator.inventory",
-    "validator.provision",
+    "validator.ansible_inventory",
+    "validator.service.provision_service",
     "validator.extravars",
     "validator.slurm",
 )
@@ -78,22 +78,22 @@ ROOMS: dict[str, Room] = {
     ROOT: Room(()),
     # Facts and results, JSON in and out, each document checked through fields.
     # Split by concept into the files of one package, which import one another.
-    "validator.model": Room(("validator.model", "validator.text", "validator.fields")),
-    "validator.errors": Room(()),
-    "validator.text": Room(()),
+    "validator.model": Room(("validator.model", "validator.safe_text", "validator.fields")),
+    "validator.error_tree": Room(()),
+    "validator.safe_text": Room(()),
     # Refuses a planted link with the error tree's own kind (exit 2 at the edge).
-    "validator.files": Room(("validator.errors",)),
+    "validator.files": Room(("validator.error_tree",)),
     # How kept JSON is compressed, by the store and by the agent: standard library and text.
-    "validator.codec": Room(("validator.text",)),
+    "validator.codec": Room(("validator.safe_text",)),
     # Every input's bound, and the readers that hold them: standard library only.
     "validator.limits": Room(()),
     # One way to check every document read: standard library and text only.
-    "validator.fields": Room(("validator.text",)),
+    "validator.fields": Room(("validator.safe_text",)),
     # Results as packed JSON (the model's JSON out), shared by the store and the host files;
     # an agent's output is bounded before it is read (validator.limits).
-    PACKED: Room(("validator.model", "validator.text", "validator.codec", "validator.limits")),
+    PACKED: Room(("validator.model", "validator.safe_text", "validator.codec", "validator.limits")),
     # "Under load", the one rule the judge and the reports share.
-    "validator.trace": Room(("validator.model", "validator.errors")),
+    "validator.trace": Room(("validator.model", "validator.error_tree")),
     # Runs on the hosts: stdlib, pynvml (the one NVML adapter only) and the leaves.
     "validator.node": NODE,
     "validator.node.nvml": Room(NODE.imports, frozenset({"pynvml"})),
@@ -101,8 +101,8 @@ ROOMS: dict[str, Room] = {
     "validator.judge": Room(
         (
             "validator.model",
-            "validator.errors",
-            "validator.text",
+            "validator.error_tree",
+            "validator.safe_text",
             "validator.fields",
             "validator.limits",
             "validator.trace",
@@ -127,8 +127,10 @@ ROOMS: dict[str, Room] = {
     # Certificate keys: HMAC secrets and Ed25519 keys (cryptography, paramiko's own dependency).
     "validator.signing": Room(STORE, frozenset({"cryptography"})),
     "validator.store": Room(STORE),  # sqlite3 is the standard library's
-    "validator.inventory": Room(STORE, frozenset({"ansible"})),  # ansible-core
-    "validator.provision": Room(STORE, frozenset({"ansible", "ansible_runner", "yaml"})),
+    "validator.ansible_inventory": Room(STORE, frozenset({"ansible"})),  # ansible-core
+    "validator.service.provision_service": Room(
+        STORE, frozenset({"ansible", "ansible_runner", "yaml"})
+    ),
     "validator.slurm": Room(STORE),  # Slurm's own commands, no library
     # Which extra variables are secrets, and the private file they go to ansible-playbook in.
     "validator.extravars": Room(STORE),
@@ -136,8 +138,8 @@ ROOMS: dict[str, Room] = {
     "validator.drift": Room(
         (*LEAVES, "validator.trace", "validator.judge", "validator.certificate", "validator.drift")
     ),
-    "validator.certify": SERVICE,
-    "validator.operations": SERVICE,
+    "validator.service.collect_and_judge": SERVICE,
+    "validator.service": SERVICE,
     "validator.cli": Room(None, None, ui=True),
 }
 
@@ -319,8 +321,8 @@ def test_click_in_the_judge_is_reported() -> None:
         ("validator.node.synthetic", "from validator import __version__\n", "__init__,"),
         ("validator.judge.checks.synthetic", "from ...report import html\n", "report.html,"),
         ("validator.judge.synthetic", "from . import fleet\nimport jinja2\n", "library jinja2"),
-        ("validator.model", "from validator.errors import ExitCode\n", "validator.errors,"),
-        ("validator.operations.synthetic", "import validator.cli.main\n", "validator.cli.main,"),
+        ("validator.model", "from validator.error_tree import ExitCode\n", "validator.error_tree,"),
+        ("validator.service.synthetic", "import validator.cli.main\n", "validator.cli.main,"),
         ("validator.remote.synthetic", "from validator.store import Store\n", "store,"),
         ("validator.report.synthetic", "if TYPE_CHECKING:\n    import click\n", "click"),
         ("validator.newroom", "import json\n", "in no room"),
@@ -338,7 +340,7 @@ def test_a_broken_rule_is_reported(module: str, source: str, expected: str) -> N
         ("validator.node.nvml", "import pynvml\n"),
         ("validator.judge.synthetic", "from . import fleet\nfrom validator.trace import x\n"),
         ("validator.cli.synthetic", "import click\nfrom validator.store import Store\n"),
-        ("validator.operations.synthetic", "from validator.store import Store\nimport json\n"),
+        ("validator.service.synthetic", "from validator.store import Store\nimport json\n"),
         ("validator.remote.synthetic", "from validator import __version__\nimport paramiko\n"),
     ],
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from validator.errors import ExitCode, ScenarioError
+from validator.error_tree import ExitCode, ScenarioError
 from validator.judge import Policy, judge_node
 from validator.model import GpuFacts, GpuStatus, NvmlStatus, Unavailable
 from validator.node import host
@@ -603,8 +603,8 @@ def _has_active_nvlink(name: str) -> bool:
 def test_every_nvlink_built_in_has_interconnect_figures(name: str) -> None:
     # An SXM node without them would be UNKNOWN for a reason unrelated to its fault
     # once the judge requires the interconnect where the SKU has NVLink.
-    from validator.node.bandwidth.config import InterconnectConfig
-    from validator.node.bandwidth.simulated import simulated_interconnect
+    from validator.node.bandwidth.bandwidth_config import InterconnectConfig
+    from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect
 
     if not _has_active_nvlink(name):
         # no GPU at all, or NVML refusing to start (driver/library mismatch)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.hostile.test_faults import fleet
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.store import Store
 
 SCENARIO = "healthy-8x-h100-sxm"
@@ -128,7 +128,7 @@ def test_a_second_signal_ends_the_run_at_once(tmp_path: Path) -> None:
     # The reports take a minute to write: only a second signal can end the run sooner.
     slow_reports = """
         import time
-        from validator.operations import certify as service
+        from validator.service import certify_service as service
         real = service._write_outputs
         def slow(*args, **kwargs):
             print("gpuready-test: writing", file=__import__("sys").stderr, flush=True)
@@ -203,7 +203,7 @@ def test_a_signal_after_the_measuring_lets_the_run_finish_and_record(
 ) -> None:
     db, out = tmp_path / "history.db", tmp_path / "reports"
     target = (
-        ("validator.operations.certify", "_write_outputs")
+        ("validator.service.certify_service", "_write_outputs")
         if where == "report write"
         else ("validator.store", "Store.record_results")
     )
@@ -254,7 +254,7 @@ def test_a_stop_signal_to_a_slurm_collected_fleet_cancels_its_job_and_reports_ev
     # recorded on the test cluster); the job's nodes never write a result.
     fake_slurm = f"""
         import functools, os, sys
-        import validator.operations.slurm as operations
+        import validator.service.slurm_service as operations
         from validator.remote import slurm_fanout
         from validator.slurm.commands import CommandResult
         def slurm(argv):

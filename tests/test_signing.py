@@ -34,7 +34,7 @@ from validator.certificate import (
 )
 from validator.cli.main import cli
 from validator.cli.verify_cert import NotVerified
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.signing import (
     PASSPHRASE_ENV,
     KeyKind,

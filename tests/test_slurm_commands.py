@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.slurm import CommandResult, SlurmError
 from validator.slurm.commands import checked, run_slurm, said, slurm_environment
 from validator.slurm.hostlist import expand_hostlist

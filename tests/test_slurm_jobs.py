@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.test_slurm_commands import FIXTURES, FakeSlurm, recorded, recorded_argv
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.slurm import CommandResult, SlurmError
 from validator.slurm.jobs import (
     JobState,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.slurm import CommandResult, SlurmError
 from validator.slurm.hostlist import expand_hostlist
 from validator.slurm.jobs import (

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from validator.provision import (
+from validator.service.provision_service import (
     SLURM_PREFIX,
     drain_for_provision,
     hold_drained,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import HostSpec, NodeFacts, NodeResult
 from validator.remote import slurm_fanout
 from validator.remote.slurm_fanout import SlurmOptions, Targets, agent_outcome, submit_run

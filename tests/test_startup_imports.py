@@ -23,13 +23,13 @@ HEALTHY = "healthy-8x-h100-sxm"
 # Never needed by one simulated node's certify --json (packages cover their submodules).
 NOT_FOR_SIMULATED_JSON = (
     "rich",
-    "validator.provision",
+    "validator.service.provision_service",
     "validator.remote.fanout",
     "validator.remote.ssh",
     "paramiko",
     "ansible_runner",
     "validator.drift",
-    "validator.operations.drift",
+    "validator.service.drift_service",
 )
 
 # The child runs the real entry point and writes sys.modules as it stands at exit.
@@ -208,9 +208,9 @@ NOT_FOR_A_FLEET = (
     "invoke.collection",
     "unittest.mock",
     "rich",
-    "validator.provision",
+    "validator.service.provision_service",
     "validator.drift",
-    "validator.operations.drift",
+    "validator.service.drift_service",
 )
 
 

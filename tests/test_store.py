@@ -23,7 +23,7 @@ from tests.test_judge_healthy import healthy_node, judge, with_gpu
 from validator import packed as packed_module
 from validator import store as store_module
 from validator.certificate import issue_certificate, sign
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import NodeResult, Severity, Verdict, from_dict, to_dict
 from validator.report.partial import write_host_result
 from validator.store import (

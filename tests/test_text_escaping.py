@@ -1,4 +1,4 @@
-"""validator.text.visible and one_line: the one escaping of text from a node or a file."""
+"""validator.safe_text.visible and one_line: the one escaping of text from a node or a file."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from validator.report import common
+from validator.report import shared
 from validator.report.environment import get_environment
-from validator.text import one_line, visible
+from validator.safe_text import one_line, visible
 
 # Every character the escaping must show rather than pass on: C0 bar tab and newline,
 # DEL, C1, the bidi controls and marks, and the Unicode line/paragraph separators.
@@ -72,10 +72,10 @@ def test_one_line_still_cuts_and_names_a_bare_exception() -> None:
 
 
 def test_the_report_helpers_are_this_escaping() -> None:
-    """The renderers' helpers are validator.text's, not copies that could drift apart."""
-    assert common.one_line is one_line
+    """The renderers' helpers are validator.safe_text's, not copies that could drift apart."""
+    assert shared.one_line is one_line
     hostile = "a\x1b\u202e\nb"
-    assert common.clean(hostile) == visible(hostile, lines=True)
+    assert shared.clean(hostile) == visible(hostile, lines=True)
 
 
 @pytest.mark.parametrize("template", ["{{ name }}", "<b>{{ name }}</b>", "{{ name | one_line }}"])

@@ -56,7 +56,7 @@ from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
 from validator.codec import unpack
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
     PROVENANCES,
@@ -80,8 +80,8 @@ from validator.model import (
     to_dict,
 )
 from validator.packed import PackedPerObject
+from validator.safe_text import one_line
 from validator.signing import KeyKind, KeyLike, SealKey, as_key, signature_kind
-from validator.text import one_line
 
 # Bump on any change that would make an older reader misjudge a certificate.
 # 2: NVLinks, NVLink errors, PCIe replays and recovery action per GPU; DCGM results.

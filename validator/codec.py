@@ -19,7 +19,7 @@ import functools
 import zlib
 from types import ModuleType
 
-from validator.text import one_line
+from validator.safe_text import one_line
 
 XZ_PRESET = 0
 ZLIB_LEVEL = 6

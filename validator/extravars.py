@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.errors import BadInputError, CouldNotRunError
+from validator.error_tree import BadInputError, CouldNotRunError
 
 # Ansible's ansible_password, ansible_ssh_pass, ansible_become_pass(word), vault
 # passwords, API tokens, client secrets; "pass" only as a whole word ("bypass" is not).

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
-from validator.text import ELLIPSIS, one_line
+from validator.safe_text import ELLIPSIS, one_line
 
 PathPart = Union[str, int]
 KeyPath = tuple[PathPart, ...]

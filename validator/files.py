@@ -13,7 +13,7 @@ taken as given up to its last component (its folders are the operator's own); th
 last component and everything below it is opened by descriptor, one component at a
 time with ``O_NOFOLLOW``, and every file in it is made, renamed and removed relative
 to that descriptor (``dir_fd=``), after an ``lstat``. A link, FIFO or folder found
-where a file or folder of ours belongs raises :class:`~validator.errors.UnsafePathError`
+where a file or folder of ours belongs raises :class:`~validator.error_tree.UnsafePathError`
 naming it (exit 2); nothing is written through it and nothing outside is removed.
 
 Standard library only, Python 3.9: the node agent ships with this module.
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from validator.errors import UnsafePathError
+from validator.error_tree import UnsafePathError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)

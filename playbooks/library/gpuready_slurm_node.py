@@ -5,7 +5,7 @@ The site play runs it in ``pre_tasks`` and ``post_tasks``, delegated to the
 controller with gpuready's own Python (``ansible_playbook_python``), so that it is
 the same scontrol wrapper drift uses (validator.slurm) with provisioning's reason
 prefix, and no second one. A task of the play rather than a loop in
-validator/provision.py around one ansible-playbook per batch: Ansible's ``serial``
+validator/service/provision_service.py around one ansible-playbook per batch: Ansible's ``serial``
 already makes the batches, the drain then lands right before the roles of each
 batch and the resume right after its ``gpu_verify``, and a plain
 ``ansible-playbook`` run drains the same way.
@@ -70,8 +70,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        from validator import provision
-        from validator.errors import GpureadyError
+        from validator.error_tree import GpureadyError
+        from validator.service import provision_service as provision
         from validator.slurm import Action
     except ImportError as exc:
         module.fail_json(
@@ -82,7 +82,8 @@ def main() -> None:
         raise  # fail_json exits; this only tells the type checker
     params: dict[str, Any] = module.params
     node, check = params["node"], module.check_mode
-    # Returned on failure too: validator.provision reads "owned" from the failed event
+    # Returned on failure too: validator.service.provision_service reads "owned" from the
+    # failed event
     # to write the failure into the reason of a node this run drained.
     done: dict[str, Any] = {"node": node, "state": params["state"], "check": check}
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.hosts.slurmcluster import SlurmCluster
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slurm]
 

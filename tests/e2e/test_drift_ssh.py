@@ -9,7 +9,7 @@ import pytest
 
 from tests.hosts.testhosts import TestHostPool
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 pytestmark = pytest.mark.hosts
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.hosts.testhosts import TestHostPool, generate_ed25519
-from validator.certify import FleetRequest, certify_fleet
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.model import NodeResult, Verdict
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
+from validator.service.collect_and_judge import FleetRequest, certify_fleet
 
 pytestmark = pytest.mark.hosts
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests.test_never_lost import leftovers, write_locked
 from validator.cli.main import main
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.report.partial import host_result_path
 from validator.store import Store, pending_dir
 

@@ -19,7 +19,7 @@ import pytest
 from tests.hostile.test_faults import run_cli
 from tests.test_never_lost import write_locked
 from validator import files
-from validator.errors import ExitCode, UnsafePathError
+from validator.error_tree import ExitCode, UnsafePathError
 from validator.report.rma import rma_file_name
 from validator.store import Store, pending_dir, run_lock_path
 
@@ -312,7 +312,7 @@ def test_the_folders_the_operator_named_may_be_links(
 def test_a_provision_state_folder_planted_as_a_link_is_refused(
     tmp_path: Path, outside: Path, folder: str
 ) -> None:
-    from validator.provision import ProvisionRequest, _state_dirs
+    from validator.service.provision_service import ProvisionRequest, _state_dirs
 
     state = tmp_path / "state"
     state.mkdir()

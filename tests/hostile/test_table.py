@@ -55,7 +55,7 @@ from validator.cli.main import cli, main
 
 ALL_CASES = all_cases()
 BUG = 70
-# What a terminal or viewer obeys (validator.text.visible shows each as an escape).
+# What a terminal or viewer obeys (validator.safe_text.visible shows each as an escape).
 RAW_CONTROL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 )

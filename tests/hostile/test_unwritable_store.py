@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 REPO = Path(__file__).resolve().parent.parent.parent
 GPUREADY = f"{shlex.quote(sys.executable)} -m validator.cli.main"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from validator import provision
+from validator.service import provision_service
 
 
 def test_pipelining_is_on() -> None:
     # One SSH round trip per task: the settled (second) run is mostly per-task overhead.
-    assert provision._ENVVARS["ANSIBLE_PIPELINING"] == "True"
-    assert provision._ENVVARS["ANSIBLE_NOCOLOR"] == "1"
+    assert provision_service._ENVVARS["ANSIBLE_PIPELINING"] == "True"
+    assert provision_service._ENVVARS["ANSIBLE_NOCOLOR"] == "1"

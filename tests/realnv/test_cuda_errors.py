@@ -25,7 +25,7 @@ from validator.node.sources import collect_simulated
 MEASURE = """
 import contextlib, json, sys
 from validator.node.bandwidth import live
-from validator.node.bandwidth.config import InterconnectConfig
+from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 from validator.node.sources import collect_simulated
 from validator.node.scenario import load_scenario
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from tests.realnv.conftest import RealHost
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 
 # What the real software said, recorded on this machine's run of it (no GPU, no module).
 SMI_NO_DRIVER = (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.realnv.conftest import RealHost
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import Action, NvmlStatus

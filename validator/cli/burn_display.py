@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from validator.cli.progress import LiveDisplay
 from validator.model import TelemetrySample, known
 from validator.node.burnin.run import BurnProgress, GpuProgress
-from validator.text import visible
+from validator.safe_text import visible
 
 if TYPE_CHECKING:
     # rich is imported where it draws: plain lines (no terminal) need none of it

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from validator.cli.options import TEXT, BoundedInt, NonEmptyPath
-from validator.node.capture import write_capture
+from validator.node.capture_replay import write_capture
 from validator.node.scenario import load_scenario
 from validator.node.system import LiveSystem, System
-from validator.text import one_line
+from validator.safe_text import one_line
 
 
 @click.command()

@@ -31,12 +31,12 @@ from validator.cli.slurm_options import (
     tell_slurm_steps,
     tell_submitted,
 )
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.model import TransportName
-from validator.node.burnin.config import parse_duration
-from validator.operations.certify import CertifyOutcome, CertifyRequest, run_certify
+from validator.node.burnin.burn_config import parse_duration
+from validator.safe_text import one_line
+from validator.service.certify_service import CertifyOutcome, CertifyRequest, run_certify
 from validator.store import Store
-from validator.text import one_line
 
 # A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.
 SIMULATED_BURN_DEFAULT = "10s"
@@ -121,7 +121,7 @@ def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - cl
     """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     request, note = _request(ctx, options)
     if request.slurm is not None and not request.slurm.wait:
-        from validator.certify import submit_fleet
+        from validator.service.collect_and_judge import submit_fleet
 
         tell_submitted(submit_fleet(request.fleet()))
         ctx.exit(int(ExitCode.OK))
@@ -257,7 +257,7 @@ def render_outcome(
         for chunk in chunks:
             click.echo(chunk, nl=False)
         return
-    from validator.report.text import render_text
+    from validator.report.terminal import render_text
 
     use_color = sys.stdout.isatty() if color is None else color
     click.echo(render_text(outcome.report, color=use_color), nl=False)

@@ -23,8 +23,8 @@ from validator.cli.options import (
 )
 from validator.cli.slurm_options import slurm_options, slurm_settings, tell_slurm_steps
 from validator.model import TransportName
-from validator.node.burnin.config import BurnConfig, parse_duration
-from validator.operations.drift import DriftOutcome, DriftRequest, run_drift
+from validator.node.burnin.burn_config import BurnConfig, parse_duration
+from validator.service.drift_service import DriftOutcome, DriftRequest, run_drift
 from validator.signing import SealKey
 from validator.store import Store
 
@@ -175,7 +175,7 @@ def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
 
 def _check_prom_file(path: str) -> None:
     """Refuse a textfile path that cannot be written before anything is measured."""
-    from validator.errors import BadInputError
+    from validator.error_tree import BadInputError
     from validator.report.prometheus import textfile_problem
 
     problem = textfile_problem(path)

@@ -14,10 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from validator.cli.options import TEXT, db_option
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.fields import excerpt
+from validator.safe_text import one_line
 from validator.store import HistoryRow, NoHistoryError, PruneOutcome, Store, history_row_to_dict
-from validator.text import one_line
 
 # Rows are read into memory and printed: a million is more than any terminal wants.
 MAX_LIMIT = 1_000_000

@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from validator import __version__
-from validator.errors import ExitCode, GpureadyError
-from validator.text import one_line
+from validator.error_tree import ExitCode, GpureadyError
+from validator.safe_text import one_line
 
 
 @dataclass(frozen=True)
@@ -190,13 +190,13 @@ def _click_problem(exc: click.ClickException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every error ends as one line on stderr and an exit code.
 
-    SIGTERM and SIGHUP stop a run as Ctrl-C does (validator.operations.signals); an
+    SIGTERM and SIGHUP stop a run as Ctrl-C does (validator.service.signals); an
     interrupted run then exits 128 + the signal's number (143, 129), Ctrl-C 130.
 
     Returns:
         The process exit code (also used by the console script).
     """
-    from validator.operations import signals
+    from validator.service import signals
 
     with signals.stop_signals():
         code = _main(argv)

@@ -9,9 +9,9 @@ Every option's value is checked as click parses it, so bad input is one line
 * :class:`NonEmpty` / :class:`NonEmptyPath`: a name or a path that is not empty or blank
   (``--policy ""`` would otherwise become the current directory, or be ignored).
 * :class:`BurnDuration` / :class:`Deadline`: durations with the burn's and the deadline's
-  bounds (validator.node.burnin.config).
+  bounds (validator.node.burnin.burn_config).
 
-The errors are :class:`~validator.errors.BadInputError`, not click's usage errors: the
+The errors are :class:`~validator.error_tree.BadInputError`, not click's usage errors: the
 message names the option and the fix on one line.
 """
 
@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.fields import excerpt
-from validator.node.burnin.config import (
+from validator.node.burnin.burn_config import (
     BACKENDS,
     DEFAULT_DTYPE,
     DEFAULT_MATRIX_SIZE,
@@ -343,10 +343,10 @@ def _set_inventory_timeout(
     """
     if seconds is None:
         return  # nothing to import: ansible loads only when -i is given
-    from validator import inventory
+    from validator import ansible_inventory
 
-    previous = inventory.set_script_timeout(seconds)
-    ctx.call_on_close(lambda: inventory.set_script_timeout(previous))
+    previous = ansible_inventory.set_script_timeout(seconds)
+    ctx.call_on_close(lambda: ansible_inventory.set_script_timeout(previous))
 
 
 inventory_timeout_option = click.option(
@@ -440,7 +440,7 @@ def burn_options(default: str, help_text: str) -> Callable[[F], F]:
     """The burn-in options, declared once (certify, provision --certify).
 
     ``default`` is the ``--burn`` default and ``help_text`` its help; the rest
-    take their defaults from validator.node.burnin.config, the one source.
+    take their defaults from validator.node.burnin.burn_config, the one source.
     """
     duration = click.option(
         "--burn",
@@ -551,7 +551,7 @@ def rolling_settings(options: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BadInputError: a batch or failure budget that is not one (one line, with the fix).
     """
-    from validator.provision import parse_batch, parse_percentage
+    from validator.service.provision_service import parse_batch, parse_percentage
 
     batch, budget = options.pop("batch"), options.pop("max_fail_percentage")
     return {

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from validator.model import HostSpec, NodeResult, Verdict
 from validator.remote.transport import Phase
-from validator.text import visible
+from validator.safe_text import visible
 
 if TYPE_CHECKING:
     # rich is imported where it draws: a run off a terminal (--json into a pipe) needs none

@@ -41,12 +41,13 @@ from validator.cli.options import (
     rolling_settings,
 )
 from validator.cli.progress import LiveDisplay
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.model import TransportName
 
 if TYPE_CHECKING:
-    from validator.operations.certify import CertifyOutcome
-from validator.provision import (
+    from validator.service.certify_service import CertifyOutcome
+from validator.safe_text import one_line, visible
+from validator.service.provision_service import (
     ProvisionEvent,
     ProvisionRequest,
     ProvisionResult,
@@ -56,7 +57,6 @@ from validator.provision import (
     parse_extra_vars,
     run_provision,
 )
-from validator.text import one_line, visible
 
 _SHOWN_HOSTS = 12  # hosts listed with their current task; the rest are counted
 _STATUS_STYLE = {
@@ -164,7 +164,7 @@ def closing_table(result: ProvisionResult) -> Table:
 
 
 def worse_exit(first: ExitCode, second: ExitCode) -> ExitCode:
-    """Two steps' exit codes as one, by the one rule of validator.operations.outcome.
+    """Two steps' exit codes as one, by the one rule of validator.service.outcome.
 
     130 when either was interrupted; 0 only when both are 0; 3 only when both are 3;
     anything else 1: a step that judged something is never hidden behind the
@@ -207,8 +207,8 @@ def _certify(
     a later ``gpuready drift`` finds their baseline.
     """
     from validator.cli.progress import FleetProgress
-    from validator.node.burnin.config import parse_duration
-    from validator.operations.certify import CertifyRequest, run_certify
+    from validator.node.burnin.burn_config import parse_duration
+    from validator.service.certify_service import CertifyRequest, run_certify
     from validator.store import Store
 
     hosts = result.succeeded_hosts
@@ -335,7 +335,7 @@ def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
     if burn.burn_duration != "0" and not options["certify_after"]:
         raise click.UsageError("--burn needs --certify")
     if options["certify_after"]:
-        from validator.node.burnin.config import parse_duration
+        from validator.node.burnin.burn_config import parse_duration
 
         burn.config(parse_duration(burn.burn_duration))
     request = ProvisionRequest(
@@ -376,7 +376,7 @@ def _render(
             document["certify"] = json.loads(render_json(report))
         click.echo(json.dumps(document, indent=2))
     elif report is not None:
-        from validator.report.text import render_text
+        from validator.report.terminal import render_text
 
         use_color = sys.stdout.isatty() if color is None else color
         click.echo(render_text(report, color=use_color), nl=False)

@@ -16,8 +16,8 @@ from validator.cli.options import (
     json_form_option,
 )
 from validator.cli.slurm_options import spool_path, tell_slurm_steps
+from validator.safe_text import one_line
 from validator.store import Store
-from validator.text import one_line
 
 
 @click.group()
@@ -69,7 +69,7 @@ def slurm() -> None:
 @click.pass_context
 def collect(ctx: click.Context, /, job: str, **options: Any) -> None:  # noqa: ANN401
     """Gather JOBID's results (a job id or token certify --slurm printed), judge and record them."""
-    from validator.operations.certify import collect_request
+    from validator.service.certify_service import collect_request
 
     request = collect_request(
         spool_path(options["spool"]),

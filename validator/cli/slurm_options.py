@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from validator.cli.options import TEXT, FiniteFloat, NonEmptyPath
-from validator.text import one_line
+from validator.safe_text import one_line
 
 if TYPE_CHECKING:
     from validator.remote.slurm_fanout import SlurmOptions
@@ -116,7 +116,7 @@ def spool_path(given: str | None) -> str:
     """The spool: the one given, else $GPUREADY_SLURM_SPOOL, else ~/.gpuready/slurm."""
     if given:
         return given
-    from validator.operations.slurm import spool_default
+    from validator.service.slurm_service import spool_default
 
     return os.environ.get(SPOOL_ENV) or spool_default()
 

@@ -15,7 +15,7 @@ from validator.certificate import (
     verify_certificate,
 )
 from validator.cli.options import NonEmptyPath
-from validator.errors import BadInputError, ExitCode, GpureadyError
+from validator.error_tree import BadInputError, ExitCode, GpureadyError
 from validator.signing import load_key, load_public_key
 
 
@@ -102,7 +102,7 @@ def verify_cert(
 def _check_revocation(cert: Certificate, db_path: str) -> None:
     """Say whether history has revoked ``cert``; raise NotVerified when it has."""
     from validator.cli.certify import tell
-    from validator.operations.drift import revocation
+    from validator.service.drift_service import revocation
     from validator.store import NoHistoryError, Store
 
     try:

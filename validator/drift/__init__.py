@@ -11,21 +11,20 @@ JSON report, the store and the exit code work as for ``certify``. :mod:`.nhc` gi
 Slurm's HealthCheckProgram and a drained node's reason.
 
 The checks are built with the judge's own constructors and helpers
-(:mod:`validator.judge.checks.common`, the Xid grouping of
+(:mod:`validator.judge.checks.finding_helpers`, the Xid grouping of
 :mod:`validator.judge.checks.errors`). The terminal text and the Prometheus
 textfile are renderers (:mod:`validator.report.drift_text`,
 :mod:`validator.report.prometheus`); they read a result's drift state and the
 drift checks from the model (:class:`~validator.model.DriftState`,
 :func:`~validator.model.drift_state`, :class:`~validator.model.DriftCheck`,
 :data:`~validator.model.DRIFT_CHECKS`), where this package takes them from too.
-The command's whole job is :func:`validator.operations.drift.run_drift`.
+The command's whole job is :func:`validator.service.drift_service.run_drift`.
 """
 
 from __future__ import annotations
 
 from validator.drift.compare import compare
-from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
-from validator.drift.verdict import (
+from validator.drift.drift_verdict import (
     NEVER_CERTIFIED,
     NOT_TRUSTED,
     OLDER_PROVENANCE,
@@ -34,6 +33,7 @@ from validator.drift.verdict import (
     drift_node,
     revoked,
 )
+from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
 
 __all__ = [
     "NEVER_CERTIFIED",

@@ -35,7 +35,7 @@ Decisions:
   to compare now (:func:`validator.drift.gpus.predates`).
 * The measured bandwidths (``drift.interconnect``, drift run with ``--interconnect``):
   each figure the certificate holds against the same figure now
-  (:mod:`validator.drift.interconnect`); a certificate older than them (schema 2 or 1)
+  (:mod:`validator.drift.bandwidth_drift`); a certificate older than them (schema 2 or 1)
   is noted once, not blocking.
 """
 
@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from validator.certificate import Certificate, CertifiedDcgm, CertifiedDcgmTest
+from validator.drift.bandwidth_drift import bandwidth_findings
 from validator.drift.gpus import (
     Pair,
     burn_findings,
@@ -54,10 +55,11 @@ from validator.drift.gpus import (
     interconnect_findings,
     predates,
 )
-from validator.drift.interconnect import bandwidth_findings
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge.catalog import Sku, load_catalog
-from validator.judge.checks.common import (
+from validator.judge.checks.dcgm import action_for_result
+from validator.judge.checks.errors import group_xids, parse_time, xid_finding, xid_meaning
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,
@@ -68,9 +70,7 @@ from validator.judge.checks.common import (
     uuid_of,
     why_not,
 )
-from validator.judge.checks.dcgm import action_for_result
-from validator.judge.checks.errors import group_xids, parse_time, xid_finding, xid_meaning
-from validator.judge.figures import screen
+from validator.judge.figure_ceilings import screen
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
 from validator.model import (

@@ -29,7 +29,7 @@ schema 2; an older certificate predates them, noted and not blocking):
   set now, as a pending row remap), with the action NVIDIA's guide gives for it.
 
 Every finding is built with the judge's constructors
-(:mod:`validator.judge.checks.common`): drift findings are findings.
+(:mod:`validator.judge.checks.finding_helpers`): drift findings are findings.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from validator.certificate import (
     CertifiedLink,
     CertifiedLinkErrors,
 )
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge.catalog import load_catalog
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

@@ -1,6 +1,6 @@
 """Drift for Slurm: one NHC-style line for HealthCheckProgram, and a drained node's reason.
 
-The line's exit code is the one rule of :mod:`validator.operations.outcome`: 0 no
+The line's exit code is the one rule of :mod:`validator.service.outcome`: 0 no
 drift on any node, 3 nothing could be checked, 1 for anything else (drift, or
 some node that could not be shown unchanged: HealthCheckProgram wrappers drain on
 it), 130 when the run was interrupted. A run history could not record ends its line
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from validator.judge.verdict import exit_code
 from validator.model import NodeResult, Verdict, overall_verdict
-from validator.text import one_line
+from validator.safe_text import one_line
 
 # Slurm keeps a node's reason in a fixed buffer on some versions; a long reason
 # is cut anyway, and one line that fits a terminal reads better.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator import fields, limits
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
 

@@ -18,7 +18,7 @@ Decisions, in one place:
 * GPUs are compared within one SKU and one burn data type: bf16 and fp8 TFLOPS are
   not comparable. When one SKU ran in several data types, each gets its own stats
   row, named ``<sku> <dtype>``.
-* A figure above what the SKU can do (:mod:`validator.judge.figures`), or one that is
+* A figure above what the SKU can do (:mod:`validator.judge.figure_ceilings`), or one that is
   not finite and above zero, is no measurement and is left out: the node's own
   judgement names it.
 * The fleet median is a median of nodes: each node's median GPU first, then the median
@@ -64,12 +64,12 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks.interconnect import P2P, PEER_ACCESS, gbs
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
-from validator.judge.figures import tflops_ceiling, tflops_plausible
+from validator.judge.figure_ceilings import tflops_ceiling, tflops_plausible
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings
 from validator.model import (
@@ -86,7 +86,7 @@ from validator.model import (
     Verdict,
     measured_gb_s,
 )
-from validator.text import size_words
+from validator.safe_text import size_words
 
 CHECK = "fleet.speed"
 INTERCONNECT_CHECK = "fleet.interconnect"

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validator import fields, limits
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
 from validator.model import DEFAULT_XID_WINDOW_HOURS

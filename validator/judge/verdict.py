@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from validator.errors import ExitCode
-from validator.judge import figures
+from validator.error_tree import ExitCode
+from validator.judge import figure_ceilings
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     by_check,
     follow_driver,
     nothing_to_judge,
@@ -109,7 +109,7 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     sku = pick_sku(facts, policy, catalog)
     # A figure above what the hardware can do is "not measured" for every check, as
     # the node's own pass does for readings no GPU can give; the facts kept are these.
-    facts, implausible = figures.screen(facts, sku, catalog)
+    facts, implausible = figure_ceilings.screen(facts, sku, catalog)
     findings = figure_checks.findings(facts, implausible)
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
@@ -136,7 +136,7 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
 
 
 # The one rule from a run's node verdicts to its exit code (see
-# validator.operations.outcome for it in words; the verdict half is model.overall_verdict).
+# validator.service.outcome for it in words; the verdict half is model.overall_verdict).
 _EXIT = {
     Verdict.CERTIFIED: ExitCode.OK,
     Verdict.NOT_CERTIFIED: ExitCode.NOT_CERTIFIED,

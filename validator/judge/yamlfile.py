@@ -14,7 +14,7 @@ import yaml
 
 from validator.fields import KeyPath, LoadError, Mark, Marks, quoted
 from validator.limits import YAML_DEPTH, YAML_EXPANDED_VALUES
-from validator.text import one_line
+from validator.safe_text import one_line
 
 # libyaml's loader when PyYAML was built with it; the pure-Python safe loader otherwise.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

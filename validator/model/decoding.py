@@ -14,7 +14,7 @@ from typing import Any, Dict, Tuple, Union
 
 from validator import fields
 from validator.model.measured import Reason, T, Unavailable
-from validator.text import one_line
+from validator.safe_text import one_line
 
 
 class SchemaError(ValueError):

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Union
 
 from validator.codec import pack
-from validator.errors import BadInputError, ExitCode, GpureadyError
+from validator.error_tree import BadInputError, ExitCode, GpureadyError
 from validator.model import (
     DEFAULT_XID_WINDOW_HOURS,
     BurnResult,
@@ -59,8 +59,8 @@ from validator.model import (
 )
 from validator.node import stop_request
 from validator.node.bandwidth import check_mode, wanted
-from validator.node.bandwidth.config import ALLOWANCE_S
-from validator.node.burnin.config import BurnConfig
+from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.scenario import Scenario, load_scenario
 from validator.node.sources import (
     INTERCONNECT_OFF,
@@ -73,7 +73,7 @@ from validator.node.sources import (
     with_interconnect,
 )
 from validator.node.system import LiveSystem, System
-from validator.text import one_line
+from validator.safe_text import one_line
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
@@ -206,7 +206,7 @@ def dcgm_within(level: int, timeout_s: float | None, seconds_left: float) -> flo
         The timeout, ending before the deadline with the trip home kept back; None
         when too little is left to run it at all.
     """
-    from validator.node.dcgm import default_timeout
+    from validator.node.dcgm_run import default_timeout
 
     asked = default_timeout(level) if timeout_s is None else timeout_s
     room = seconds_left - _kept_back(seconds_left)
@@ -234,7 +234,7 @@ def interconnect_within(seconds_left: float) -> float | None:
         seconds_left: from now (after the burn-in) to the deadline.
 
     Returns:
-        Its allowance (validator.node.bandwidth.config.ALLOWANCE_S), or less to end
+        Its allowance (validator.node.bandwidth.bandwidth_config.ALLOWANCE_S), or less to end
         before the deadline with the trip home kept back; None when too little is
         left to start it. DCGM, measured after it, gets what it leaves.
     """
@@ -272,7 +272,7 @@ def _fitted_interconnect(
 
 
 def _dcgm_no_time(level: int, seconds_left: float) -> DcgmDiag:
-    from validator.node.dcgm import not_run
+    from validator.node.dcgm_run import not_run
 
     return not_run(
         level,

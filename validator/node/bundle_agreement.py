@@ -30,7 +30,7 @@ from validator.node.parsers.kernel_log_shape import log_hosts
 from validator.node.parsers.nccl_tests import NcclParsed
 from validator.node.parsers.nvbandwidth import NvbParsed
 from validator.node.parsers.smi_common import normalize_bus_id
-from validator.text import bus_key
+from validator.safe_text import bus_key
 
 _SHOWN = 3  # ids named in one sentence before "and N more"
 

@@ -4,7 +4,7 @@ The one collector: a live host, a simulated scenario and a captured bundle are
 each a :class:`~validator.node.system.System` read by the same code here.
 
 Every source's facts leave :func:`collect` through one plausibility pass
-(:func:`validator.node.plausibility.plausible_facts`): a reading no GPU can
+(:func:`validator.node.physical_ranges.plausible_facts`): a reading no GPU can
 give is "not measured", whichever System it came from.
 
 The collector never raises on what it finds: a tool that is missing, a file
@@ -41,7 +41,7 @@ from validator.node.parsers.kernel_log_shape import not_a_kernel_log
 from validator.node.parsers.nvcc import parse_nvcc_version
 from validator.node.parsers.proc_version import parse_proc_driver_version
 from validator.node.parsers.smi_banner import parse_banner
-from validator.node.plausibility import plausible_facts
+from validator.node.physical_ranges import plausible_facts
 from validator.node.system import (
     NOT_FOUND_SUFFIX,
     CommandResult,

@@ -20,7 +20,7 @@ Format (JSON, one object; every key but ``name`` is optional)::
       "commands": {"nvidia-smi": {"rc": 0, "stdout": "...", "stderr": ""},
                    "nvcc --version": {...}, "dmesg": {...}, "dpkg-query": {...}},
       "pci": {"gpus": 8, "nvswitches": 4},
-      "interconnect": { see validator.node.bandwidth.simulated }
+      "interconnect": { see validator.node.bandwidth.simulated_bandwidth }
     }
 
 Merging: with ``extends``, objects merge key by key (recursively), any other
@@ -59,7 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from validator.errors import ScenarioError
+from validator.error_tree import ScenarioError
 from validator.fields import (
     Document,
     Field,
@@ -85,8 +85,8 @@ from validator.model import (
     GpuFacts,
     TelemetrySample,
 )
-from validator.node.bandwidth.simulated import check_interconnect_section
-from validator.node.burnin.simulated import check_burn_section
+from validator.node.bandwidth.simulated_bandwidth import check_interconnect_section
+from validator.node.burnin.simulated_burn import check_burn_section
 from validator.node.fake_nvml import (
     COMPUTE_MODES,
     ERROR_CODES,
@@ -360,8 +360,8 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
 #
 # Every key declared once (validator.fields): the top level, host, pci, files, commands,
 # passthrough and nvml sections here; per-GPU keys from GpuFacts' own types; the burn
-# section's keys in validator.node.burnin.simulated, its values here; the interconnect
-# section's keys and values in validator.node.bandwidth.simulated.
+# section's keys in validator.node.burnin.simulated_burn, its values here; the interconnect
+# section's keys and values in validator.node.bandwidth.simulated_bandwidth.
 
 _FIX = "fix the scenario"
 _MAX_GPUS = 64  # per node, NVML and PCI counts alike: more is a typo, and slow to simulate

@@ -27,7 +27,7 @@ from validator.node.system import LiveSystem, System
 if TYPE_CHECKING:
     # The burn-in and the capture System load only when used: the agent starts
     # on every host of a fleet run, and most runs need neither.
-    from validator.node.bandwidth.config import InterconnectConfig
+    from validator.node.bandwidth.bandwidth_config import InterconnectConfig
     from validator.node.burnin.backend import (
         Backend,
         BatchTiming,
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
         GpuWorker,
         SetupResult,
     )
-    from validator.node.burnin.config import BurnConfig
+    from validator.node.burnin.burn_config import BurnConfig
     from validator.node.burnin.devices import Target
     from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
-    from validator.node.capture import CaptureSystem
+    from validator.node.capture_replay import CaptureSystem
 
 # A mode that measures nothing: the agent run by hand, and drift unless asked.
 INTERCONNECT_OFF = "off"
@@ -155,7 +155,7 @@ def burn_simulated(
     from validator.node.burnin.backend import BackendUnavailable
     from validator.node.burnin.backend_choice import select_backend
     from validator.node.burnin.run import run_burn
-    from validator.node.burnin.simulated import simulated_burn
+    from validator.node.burnin.simulated_burn import simulated_burn
 
     gpus = _burnable(facts)
     if not gpus:
@@ -197,7 +197,7 @@ def _check_request(
     ``gpu_memory``: the matrices must fit each GPU's memory; ``host_memory``: one set
     per GPU must fit this host's memory (the numpy stand-in multiplies on the CPU).
     """
-    from validator.node.burnin.config import check_injection_target, check_matrix_fits
+    from validator.node.burnin.burn_config import check_injection_target, check_matrix_fits
 
     check_injection_target(config.inject, [gpu.index for gpu in facts.gpus])
     if gpu_memory:
@@ -344,10 +344,10 @@ def with_dcgm(
         return facts
     stopped = stopped_reason(facts)
     if stopped is not None:
-        from validator.node.dcgm import not_run
+        from validator.node.dcgm_run import not_run
 
         return dataclasses.replace(facts, dcgm=not_run(level, Reason.NOT_MEASURED, stopped))
-    from validator.node.dcgm import run_dcgm
+    from validator.node.dcgm_run import run_dcgm
 
     return dataclasses.replace(facts, dcgm=run_dcgm(system, level, timeout_s))
 
@@ -384,7 +384,7 @@ def with_interconnect(
         system: the host (unused for now: the live measurement reaches the GPUs through
             CUDA and NCCL, not through the System's commands).
         scenario: the simulated node's scenario; None for this host.
-        mode: auto, on or off (validator.node.bandwidth.config.MODES).
+        mode: auto, on or off (validator.node.bandwidth.bandwidth_config.MODES).
         config: sizes, repeats and the idle gate.
         until: on ``time.monotonic()``'s clock, when the live measurement must stop
             starting new copies; None for no limit (a scenario's figures take no time).
@@ -407,7 +407,7 @@ def with_interconnect(
             ),
         )
     if scenario is not None:
-        from validator.node.bandwidth.simulated import simulated_interconnect
+        from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect
 
         measured = simulated_interconnect(facts, scenario, config)
     else:
@@ -425,8 +425,8 @@ def _check_interconnect_mode(mode: str) -> None:
 
 
 def interconnect_config() -> InterconnectConfig:
-    """The measurement's one configuration (validator.node.bandwidth.config)."""
-    from validator.node.bandwidth.config import InterconnectConfig
+    """The measurement's one configuration (validator.node.bandwidth.bandwidth_config)."""
+    from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 
     return InterconnectConfig()
 
@@ -511,7 +511,7 @@ def collect_capture(
         CaptureError: the directory is missing, holds no capture file, or a
             file is broken beyond reading.
     """
-    from validator.node.capture import CaptureSystem
+    from validator.node.capture_replay import CaptureSystem
 
     system = CaptureSystem(directory)
     dated = system.captured_at is not None
@@ -538,7 +538,7 @@ def _recorded_interconnect(system: CaptureSystem, facts: NodeFacts) -> Interconn
 
 def _captured_dcgm(system: CaptureSystem, dcgm_level: int) -> DcgmDiag | None:
     """The bundle's DCGM diagnostic; None when it has none and no level is asked for."""
-    from validator.node.dcgm import from_output, parse_output
+    from validator.node.dcgm_run import from_output, parse_output
 
     recorded = system.dcgm_output()
     if recorded is None:

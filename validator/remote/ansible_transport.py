@@ -37,7 +37,7 @@ from typing import Any
 import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
-from validator.errors import GpureadyError
+from validator.error_tree import GpureadyError
 from validator.model import HostSpec, SchemaError
 from validator.packed import agent_facts
 from validator.remote.bundle import write_agent
@@ -50,7 +50,7 @@ from validator.remote.transport import (
     Progress,
     agent_deadline,
 )
-from validator.text import ansible_error, one_line
+from validator.safe_text import ansible_error, one_line
 
 RUN_TASK = "Run the gpuready agent"
 # Each playbook task, and the phase a host is in while it runs.

@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.errors import CouldNotRunError
+from validator.error_tree import CouldNotRunError
 from validator.files import write_atomic
 
 # Checked before anything else is imported, in syntax every Python 3 parses,
@@ -57,8 +57,8 @@ main()
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 _PACKAGE_FILES = (
     "validator/__init__.py",
-    "validator/errors.py",
-    "validator/text.py",
+    "validator/error_tree.py",
+    "validator/safe_text.py",
     "validator/files.py",
     "validator/fields.py",
     "validator/codec.py",

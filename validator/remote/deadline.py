@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from validator.model import Finding, NodeFacts, NodeResult, Severity, Verdict
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 
 CHECK = "transport.deadline"
 # A burn this much shorter than asked was cut, not rounded.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import time
 
-from validator.errors import GpureadyError
+from validator.error_tree import GpureadyError
 from validator.model import HostSpec
 from validator.node.agent import collect_in_background
 from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, overrun_s

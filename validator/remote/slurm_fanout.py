@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from validator.errors import BadInputError, GpureadyError
+from validator.error_tree import BadInputError, GpureadyError
 from validator.model import HostSpec, NodeResult, SchemaError, Verdict
 from validator.packed import agent_facts
 from validator.remote.bundle import build_agent
@@ -60,6 +60,7 @@ from validator.remote.transport import (
     Progress,
     agent_deadline,
 )
+from validator.safe_text import one_line
 from validator.slurm import PREFIX, Runner, SlurmError
 from validator.slurm import resume_if_ours as slurm_resume
 from validator.slurm.commands import run_slurm
@@ -67,7 +68,6 @@ from validator.slurm.hostlist import expand_hostlist
 from validator.slurm.jobs import JobState, cancel, job_states, submit
 from validator.slurm.nodes import SlurmNode, list_nodes
 from validator.slurm.reservation import create_reservation, delete_reservation
-from validator.text import one_line
 
 TRANSPORT = "slurm"
 # How often the spool and squeue are read while jobs run.

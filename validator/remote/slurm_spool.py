@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from validator.errors import BadInputError, CouldNotRunError
+from validator.error_tree import BadInputError, CouldNotRunError
 from validator.files import write_atomic
 from validator.limits import (
     AGENT_OUTPUT_BYTES,

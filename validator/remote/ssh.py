@@ -58,7 +58,7 @@ from paramiko.auth_strategy import AuthSource, AuthStrategy, InMemoryPrivateKey,
 from paramiko.hostkeys import HostKeyEntry, HostKeys
 from paramiko.ssh_exception import ChannelException, NoValidConnectionsError
 
-from validator.errors import GpureadyError
+from validator.error_tree import GpureadyError
 from validator.files import write_atomic
 from validator.model import HostSpec, NodeFacts, SchemaError
 from validator.packed import AGENT_OUTPUT_LIMIT, agent_facts
@@ -72,7 +72,7 @@ from validator.remote.transport import (
     overrun_s,
     quoted,
 )
-from validator.text import one_line
+from validator.safe_text import one_line
 
 MIN_PYTHON = (3, 9)
 DEFAULT_CACHE_DIR = "~/.cache/gpuready"

@@ -14,7 +14,7 @@ from typing import Protocol, cast
 
 from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts, NodeResult
 from validator.node.bandwidth import check_mode
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 
 
 class Phase(str, enum.Enum):

@@ -20,7 +20,7 @@ from validator.model import (
     Severity,
     drift_state,
 )
-from validator.report.common import action_words, one_line
+from validator.report.shared import action_words, one_line
 
 STATE_WORDS = {
     DriftState.OK: "NO DRIFT",

@@ -4,7 +4,7 @@ Templates live in the repository's top-level ``templates/`` directory; the wheel
 ships them as the ``validator.templates`` package data. The environment is strict:
 a name the template uses but the renderer did not pass is an error, never an empty
 string, and HTML/XML output is escaped. Every value a template prints has its control
-characters made visible first (:func:`validator.text.visible`): autoescape leaves ESC
+characters made visible first (:func:`validator.safe_text.visible`): autoescape leaves ESC
 and BEL alone, so a host name could otherwise carry them into the HTML's text.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from validator.errors import ReportError
+from validator.error_tree import ReportError
 from validator.model import Unavailable
-from validator.report import common
-from validator.text import visible
+from validator.report import shared
+from validator.safe_text import visible
 
 TEMPLATE_PACKAGE = "validator.templates"
 # A template every installation has; used to tell a real templates directory
@@ -120,9 +120,9 @@ def get_environment() -> jinja2.Environment:
         lstrip_blocks=True,
         finalize=_shown,
     )
-    env.filters["show"] = common.show
-    env.filters["show_pair"] = common.show_pair
-    env.filters["one_line"] = common.one_line
+    env.filters["show"] = shared.show
+    env.filters["show_pair"] = shared.show_pair
+    env.filters["one_line"] = shared.one_line
     env.tests["unavailable"] = _is_unavailable
     return env
 

@@ -52,9 +52,9 @@ from validator.model import (
     provenance_of,
 )
 from validator.packed import with_samples
-from validator.report import common, svg
+from validator.report import shared, svg
 from validator.report.environment import render_template, render_template_chunks
-from validator.text import size_words
+from validator.safe_text import size_words
 
 TEMPLATE = "report.html.j2"
 SCRIPT_TEMPLATE = "report_sort.js.j2"
@@ -70,15 +70,15 @@ class Cell:
 
 
 def _cell(value: object, unit: str = "") -> Cell:
-    return Cell(common.show(value, unit), missing=isinstance(value, Unavailable))
+    return Cell(shared.show(value, unit), missing=isinstance(value, Unavailable))
 
 
 def _pcie(gen: Measured[int], width: Measured[int]) -> Cell:
     """``Gen5 x16``, or the reason when neither part is known."""
     if isinstance(gen, Unavailable) and isinstance(width, Unavailable):
-        return Cell(common.show_pair(gen, width), missing=True)
-    gen_text = f"Gen{gen}" if known(gen) else f"Gen {common.show(gen)}"
-    width_text = f"x{width}" if known(width) else f"width {common.show(width)}"
+        return Cell(shared.show_pair(gen, width), missing=True)
+    gen_text = f"Gen{gen}" if known(gen) else f"Gen {shared.show(gen)}"
+    width_text = f"x{width}" if known(width) else f"width {shared.show(width)}"
     return Cell(f"{gen_text} {width_text}")
 
 
@@ -104,7 +104,7 @@ class GpuRow:
 def _identity(gpu: GpuFacts) -> str:
     """What still identifies a GPU, for a row that cannot show its facts."""
     parts = [
-        f"{label} {common.show(value)}"
+        f"{label} {shared.show(value)}"
         for label, value in (
             ("UUID", gpu.uuid),
             ("serial", gpu.serial),
@@ -114,19 +114,19 @@ def _identity(gpu: GpuFacts) -> str:
     ]
     if parts:
         return ", ".join(parts)
-    return f"UUID {common.show(gpu.uuid)}"
+    return f"UUID {shared.show(gpu.uuid)}"
 
 
 def _gpu_row(gpu: GpuFacts) -> GpuRow:
     power = _cell(gpu.power_limit_enforced_w, "W")
     if not isinstance(gpu.power_limit_default_w, Unavailable) or not power.missing:
         power = dataclasses.replace(
-            power, note=f"default {common.show(gpu.power_limit_default_w, 'W')}"
+            power, note=f"default {shared.show(gpu.power_limit_default_w, 'W')}"
         )
     temperature = _cell(gpu.temperature_gpu_c, "°C")
     if known(gpu.temperature_memory_c):
         temperature = dataclasses.replace(
-            temperature, note=f"memory {common.show(gpu.temperature_memory_c, '°C')}"
+            temperature, note=f"memory {shared.show(gpu.temperature_memory_c, '°C')}"
         )
     pcie = _pcie(gpu.pcie_gen_current, gpu.pcie_width_current)
     pcie_max = _pcie(gpu.pcie_gen_max, gpu.pcie_width_max)
@@ -144,7 +144,7 @@ def _gpu_row(gpu: GpuFacts) -> GpuRow:
         pcie=pcie,
         vbios=_cell(gpu.vbios_version),
         status=gpu.status.value,
-        status_detail=common.one_line(gpu.status_detail).rstrip("."),
+        status_detail=shared.one_line(gpu.status_detail).rstrip("."),
         identity=_identity(gpu),
     )
 
@@ -203,9 +203,9 @@ def _brief(value: object, unit: str = "") -> Cell:
     """A value for the dense burn-in table: a missing one reads ``n/a``, its reason below."""
     if isinstance(value, Unavailable):
         reason = value.reason.value.replace("_", " ")
-        note = f"{reason}: {common.one_line(value.detail)}" if value.detail else reason
+        note = f"{reason}: {shared.one_line(value.detail)}" if value.detail else reason
         return Cell("n/a", missing=True, note=note)
-    return Cell(common.show(value, unit))
+    return Cell(shared.show(value, unit))
 
 
 def _count_cell(count: int, what: str) -> Cell:
@@ -213,33 +213,33 @@ def _count_cell(count: int, what: str) -> Cell:
     return Cell(str(count), note=what if count else "")
 
 
-def _burn_row(gpu: GpuBurn, stats: common.BurnStats) -> BurnRow:
+def _burn_row(gpu: GpuBurn, stats: shared.BurnStats) -> BurnRow:
     reference = _brief(gpu.reference_ok)
     if isinstance(gpu.reference_ok, bool):
         reference = Cell("ok" if gpu.reference_ok else "FAILED")
     if known(gpu.reference_max_error):
         error = gpu.reference_max_error
-        text = f"{error:.2e}" if isinstance(error, float) else common.show(error)
+        text = f"{error:.2e}" if isinstance(error, float) else shared.show(error)
         reference = dataclasses.replace(reference, note=f"max error {text}")
     digest = _brief(gpu.digest)
-    digest_full = common.show(gpu.digest)
+    digest_full = shared.show(gpu.digest)
     if not digest.missing and len(digest.text) > DIGEST_CHARS:
         digest = Cell(digest.text[:DIGEST_CHARS] + "\u2026")
     power = _brief(stats.peak_power_w, "W")
     if not power.missing:
         if isinstance(stats.peak_power_pct, Unavailable):
-            note = f"limit {common.show(stats.power_limit_w)}"
+            note = f"limit {shared.show(stats.power_limit_w)}"
         else:
-            note = f"{stats.peak_power_pct:.0f}% of {common.show(stats.power_limit_w, 'W')}"
+            note = f"{stats.peak_power_pct:.0f}% of {shared.show(stats.power_limit_w, 'W')}"
         power = dataclasses.replace(power, note=note)
     tflops = _brief(gpu.tflops)
     if isinstance(gpu.tflops, float):
-        tflops = Cell(common.tflops_text(gpu.tflops))
+        tflops = Cell(shared.tflops_text(gpu.tflops))
     return BurnRow(
         index=gpu.index,
         status=gpu.status.value,
-        detail=common.one_line(gpu.detail),
-        failed=common.burn_failed(gpu),
+        detail=shared.one_line(gpu.detail),
+        failed=shared.burn_failed(gpu),
         tflops=tflops,
         iterations=gpu.iterations,
         mismatches=Cell(f"{gpu.mismatched_elements} / {gpu.mismatched_iterations}"),
@@ -257,19 +257,19 @@ def _burn_row(gpu: GpuBurn, stats: common.BurnStats) -> BurnRow:
 
 
 def _burn_facts(burn: BurnResult) -> list[tuple[str, Cell]]:
-    compare = "bitwise" if burn.deterministic else f"within {common.show(burn.tolerance)} relative"
+    compare = "bitwise" if burn.deterministic else f"within {shared.show(burn.tolerance)} relative"
     if isinstance(burn.xid_events_during, Unavailable):
         xid = _cell(burn.xid_events_during)
     else:
-        xid = Cell(common.plural(len(burn.xid_events_during), "Xid event"))
+        xid = Cell(shared.plural(len(burn.xid_events_during), "Xid event"))
     return [
-        ("Backend", Cell(common.one_line(burn.backend))),
-        ("Data type", Cell(common.one_line(burn.dtype))),
+        ("Backend", Cell(shared.one_line(burn.backend))),
+        ("Data type", Cell(shared.one_line(burn.dtype))),
         ("Matrix size", Cell(f"{burn.matrix_size} \u00d7 {burn.matrix_size}")),
-        ("Duration", Cell(f"{common.show(burn.duration_s, 's')} asked")),
-        ("Elapsed", Cell(common.show(round(burn.elapsed_s, 1), "s"))),
+        ("Duration", Cell(f"{shared.show(burn.duration_s, 's')} asked")),
+        ("Elapsed", Cell(shared.show(round(burn.elapsed_s, 1), "s"))),
         ("Memory", Cell(f"{burn.memory_fraction * 100:.0f}% of free memory")),
-        ("Sampler", Cell(common.one_line(burn.sampler))),
+        ("Sampler", Cell(shared.one_line(burn.sampler))),
         ("Results compared", Cell(compare)),
         ("Started at", _cell(burn.started_at)),
         ("During the burn", xid),
@@ -284,7 +284,7 @@ def _tflops_chart(burn: BurnResult) -> Chart:
         svg.Bar(
             label=f"GPU {gpu.index}",
             value=gpu.tflops if isinstance(gpu.tflops, float) else None,
-            tooltip=f"GPU {gpu.index}: {common.show(gpu.tflops, 'TFLOPS')} ({gpu.status.value})",
+            tooltip=f"GPU {gpu.index}: {shared.show(gpu.tflops, 'TFLOPS')} ({gpu.status.value})",
         )
         for gpu in burn.gpus
     ]
@@ -292,13 +292,13 @@ def _tflops_chart(burn: BurnResult) -> Chart:
     reference = None
     if measured:
         line = max(measured) * (1 - SLOW_SHARE)
-        reference = svg.Reference(line, f"best \u2212 {SLOW_SHARE:.0%}: {common.tflops_text(line)}")
+        reference = svg.Reference(line, f"best \u2212 {SLOW_SHARE:.0%}: {shared.tflops_text(line)}")
     chart = svg.bar_chart(
         bars,
         title=f"{title} ({burn.dtype})",
         y_label="TFLOPS",
         reference=reference,
-        value_format=common.tflops_text,
+        value_format=shared.tflops_text,
     )
     return Chart(title, chart)
 
@@ -312,12 +312,12 @@ _TELEMETRY_CHARTS: tuple[tuple[str, str, str], ...] = (
 
 
 def _telemetry_chart(
-    burn: BurnResult, stats: list[common.BurnStats], name: str, title: str, y_label: str
+    burn: BurnResult, stats: list[shared.BurnStats], name: str, title: str, y_label: str
 ) -> Chart:
     series = [
         svg.Series(
             label=f"GPU {gpu.index}",
-            points=tuple(common.telemetry(gpu.samples, name)),
+            points=tuple(shared.telemetry(gpu.samples, name)),
             color=svg.color(position),
         )
         for position, gpu in enumerate(burn.gpus)
@@ -330,7 +330,7 @@ def _telemetry_chart(
     if name == "power_w":
         limits = sorted({s.power_limit_w for s in stats if isinstance(s.power_limit_w, float)})
         references = [
-            svg.Reference(limit, f"enforced limit {common.show(limit, 'W')}") for limit in limits
+            svg.Reference(limit, f"enforced limit {shared.show(limit, 'W')}") for limit in limits
         ]
     chart = svg.line_chart(
         series,
@@ -355,7 +355,7 @@ def burn_view(node: NodeResult) -> BurnView | None:
     burn = node.facts.burn
     if burn is None:
         return None
-    stats = [common.burn_stats(gpu, node.facts) for gpu in burn.gpus]
+    stats = [shared.burn_stats(gpu, node.facts) for gpu in burn.gpus]
     charts = [_tflops_chart(burn)]
     charts.extend(
         _telemetry_chart(burn, stats, name, title, label)
@@ -366,7 +366,7 @@ def burn_view(node: NodeResult) -> BurnView | None:
         charts = []
     return BurnView(
         simulated=burn.simulated,
-        error=common.one_line(burn.error or ""),
+        error=shared.one_line(burn.error or ""),
         facts=_burn_facts(burn),
         rows=[_burn_row(gpu, s) for gpu, s in zip(burn.gpus, stats)],
         charts=charts,
@@ -433,18 +433,18 @@ class InterconnectView:
 _PEER_TITLE = "Peer bandwidth"
 _BIDI_TITLE = "Peer bandwidth, both directions at once"
 _SWEEP_TITLE = "All-reduce bus bandwidth"
-_WORST_FIRST = sorted(Severity, key=lambda severity: common.SEVERITY_ORDER[severity])
+_WORST_FIRST = sorted(Severity, key=lambda severity: shared.SEVERITY_ORDER[severity])
 
 
 def _gbs_cell(bandwidth: Measured[float]) -> Cell:
     if isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool):
-        return Cell(common.gbs_text(float(bandwidth)))
+        return Cell(shared.gbs_text(float(bandwidth)))
     return _brief(bandwidth)
 
 
 def _copy_row(gpu: GpuCopyBandwidth, flags: dict[tuple[str, int], Severity]) -> CopyRow:
     figures = []
-    for name, check, _ in common.COPY_FIGURES:
+    for name, check, _ in shared.COPY_FIGURES:
         bandwidth = getattr(gpu, name)
         severity = flags.get((check, gpu.index))
         cell = _gbs_cell(bandwidth.gb_s)
@@ -476,20 +476,20 @@ def _heat_cells(
     cells = {}
     for pair in peers:
         figure = measured_gb_s(pair.bidirectional if bidirectional else pair.unidirectional)
-        tooltip = common.peer_tooltip(pair, bidirectional=bidirectional)
+        tooltip = shared.peer_tooltip(pair, bidirectional=bidirectional)
         cells[(position[pair.src], position[pair.dst])] = svg.HeatCell(figure, tooltip)
     for src in order:
         for dst in order:
             key = (position[src], position[dst])
             if src != dst and key not in cells:
-                cells[key] = svg.HeatCell(None, f"{common.pair_words(src, dst)}: not measured")
+                cells[key] = svg.HeatCell(None, f"{shared.pair_words(src, dst)}: not measured")
     return cells
 
 
 def _peer_charts(interconnect: Interconnect, order: list[int]) -> list[Chart]:
     peers = interconnect.peers
     if isinstance(peers, Unavailable):
-        return [Chart(_PEER_TITLE, None, common.unavailable_text(peers))]
+        return [Chart(_PEER_TITLE, None, shared.unavailable_text(peers))]
     if not peers:
         return [Chart(_PEER_TITLE, None, "a single GPU has no peers")]
     labels = [f"GPU {index}" for index in order]
@@ -505,7 +505,7 @@ def _peer_charts(interconnect: Interconnect, order: list[int]) -> list[Chart]:
             row_label="from GPU (source)",
             column_label="to GPU (destination)",
             unit="GB/s",
-            value_format=common.gbs_text,
+            value_format=shared.gbs_text,
         )
         charts.append(Chart(title, chart))
     return charts
@@ -529,11 +529,11 @@ def _matrix(interconnect: Interconnect, order: list[int]) -> list[MatrixRow]:
             if src == dst:
                 cells.append(("\u2014", "the same GPU", "na"))
             elif pair is None:
-                cells.append(("n/a", f"{common.pair_words(src, dst)}: not measured", "na"))
+                cells.append(("n/a", f"{shared.pair_words(src, dst)}: not measured", "na"))
             else:
                 figure = measured_gb_s(pair.unidirectional)
-                text = "n/a" if figure is None else common.gbs_text(figure)
-                cells.append((text, common.peer_tooltip(pair), "" if figure is not None else "na"))
+                text = "n/a" if figure is None else shared.gbs_text(figure)
+                cells.append((text, shared.peer_tooltip(pair), "" if figure is not None else "na"))
         rows.append(MatrixRow(f"GPU {src}", cells))
     return rows
 
@@ -563,7 +563,7 @@ def _sweep_chart(interconnect: Interconnect, findings: tuple[Finding, ...]) -> C
     """busbw against message size, sizes on a log2 axis, the judge's floor dashed."""
     points = _sweep_points(interconnect.all_reduce)
     if isinstance(points, Unavailable):
-        return Chart(_SWEEP_TITLE, None, common.unavailable_text(points))
+        return Chart(_SWEEP_TITLE, None, shared.unavailable_text(points))
     # A zero-byte row (nccl-tests prints them) has no place on a log axis.
     sized = sorted((p for p in points if p.size_bytes > 0), key=lambda p: p.size_bytes)
     if not sized:
@@ -591,9 +591,9 @@ def _sweep_chart(interconnect: Interconnect, findings: tuple[Finding, ...]) -> C
                 point_labels=tuple(in_place_words),
             )
         )
-    floor = common.all_reduce_floor(findings)
+    floor = shared.all_reduce_floor(findings)
     references = (
-        [] if floor is None else [svg.Reference(floor, f"floor {common.gbs_text(floor)} GB/s")]
+        [] if floor is None else [svg.Reference(floor, f"floor {shared.gbs_text(floor)} GB/s")]
     )
     low, high = math.log2(sized[0].size_bytes), math.log2(sized[-1].size_bytes)
     chart = svg.line_chart(
@@ -629,7 +629,7 @@ def _copy_size(interconnect: Interconnect) -> Cell:
 def _interconnect_facts(interconnect: Interconnect) -> list[tuple[str, Cell]]:
     elapsed = interconnect.elapsed_s
     facts = [
-        ("Source", Cell(common.one_line(interconnect.source))),
+        ("Source", Cell(shared.one_line(interconnect.source))),
         ("Started at", _cell(interconnect.started_at)),
         ("Elapsed", Cell("-", missing=True) if elapsed is None else Cell(f"{elapsed:.1f} s")),
         ("Idle gate", _idle_text(interconnect)),
@@ -639,8 +639,8 @@ def _interconnect_facts(interconnect: Interconnect) -> list[tuple[str, Cell]]:
     if isinstance(all_reduce, Unavailable):
         facts.append(("All-reduce", _cell(all_reduce)))
     else:
-        how = f"{common.plural(all_reduce.ranks, 'GPU')}, {common.one_line(all_reduce.dtype)}"
-        facts.append(("All-reduce", Cell(how, note=common.one_line(all_reduce.source))))
+        how = f"{shared.plural(all_reduce.ranks, 'GPU')}, {shared.one_line(all_reduce.dtype)}"
+        facts.append(("All-reduce", Cell(how, note=shared.one_line(all_reduce.source))))
         facts.append(("NCCL", _cell(all_reduce.nccl_version)))
     return facts
 
@@ -663,7 +663,7 @@ def interconnect_view(node: NodeResult) -> InterconnectView | None:
     if interconnect is None:
         return None
     facts = _interconnect_facts(interconnect)
-    error = common.one_line(interconnect.error or "")
+    error = shared.one_line(interconnect.error or "")
     if error:
         # Nothing was measured: the error says why, no empty tables or charts around it.
         return InterconnectView(
@@ -678,16 +678,16 @@ def interconnect_view(node: NodeResult) -> InterconnectView | None:
             sweep=[],
             charts=[],
         )
-    flags = common.interconnect_flags(node.findings)
+    flags = shared.interconnect_flags(node.findings)
     gpus = interconnect.gpus
     order = _gpu_order(interconnect)
     points = _sweep_points(interconnect.all_reduce)
     return InterconnectView(
         simulated=interconnect.simulated,
         error="",
-        summary=", ".join(common.interconnect_parts(interconnect)),
+        summary=", ".join(shared.interconnect_parts(interconnect)),
         facts=facts,
-        copy_note=common.unavailable_text(gpus) if isinstance(gpus, Unavailable) else "",
+        copy_note=shared.unavailable_text(gpus) if isinstance(gpus, Unavailable) else "",
         copies=[] if isinstance(gpus, Unavailable) else [_copy_row(g, flags) for g in gpus],
         columns=[f"GPU {index}" for index in order],
         matrix=_matrix(interconnect, order),
@@ -705,8 +705,8 @@ class NodeView:
     verdict_words: str
     verdict_rank: int  # NOT_CERTIFIED 0, UNKNOWN 1, CERTIFIED 2: what the table sorts on
     findings: list[Finding]
-    todo: list[common.ActionGroup]  # the blocking findings by action, most serious first
-    counts: common.SeverityCounts
+    todo: list[shared.ActionGroup]  # the blocking findings by action, most serious first
+    counts: shared.SeverityCounts
     reached: bool  # False: no facts at all came back (unreachable host)
     facts: list[tuple[str, Cell]]
     gpus: list[GpuRow]
@@ -730,7 +730,7 @@ class CompactView:
 
     anchor: str
     node: NodeResult
-    counts: common.SeverityCounts
+    counts: shared.SeverityCounts
     findings: list[Finding]  # the ones that did not pass (warnings): shown in full
     facts: list[tuple[str, Cell]]
     elapsed: str
@@ -747,7 +747,7 @@ class RowView:
     verdict_rank: int
     sku: str  # "" when no SKU matched
     gpus: int
-    counts: common.SeverityCounts
+    counts: shared.SeverityCounts
     checks: list[str]  # the checks that did not pass, each once, in report order
     elapsed: str
     result_file: str | None
@@ -778,16 +778,16 @@ def fleet_view(fleet: FleetSummary) -> FleetView:
     """The report's fleet summary as the template shows it."""
     rows = [
         SkuRow(
-            sku=common.one_line(stats.sku),
+            sku=shared.one_line(stats.sku),
             gpus=stats.gpus,
-            median=common.tflops_text(stats.median_tflops),
+            median=shared.tflops_text(stats.median_tflops),
             mad=f"{stats.mad_tflops:.1f}",
-            threshold=common.tflops_text(stats.threshold_tflops),
-            share=f"{common.threshold_share(stats):.0%}",
+            threshold=shared.tflops_text(stats.threshold_tflops),
+            share=f"{shared.threshold_share(stats):.0%}",
         )
         for stats in fleet.skus
     ]
-    return FleetView(summary=fleet, line=common.fleet_line(fleet), skus=rows)
+    return FleetView(summary=fleet, line=shared.fleet_line(fleet), skus=rows)
 
 
 def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
@@ -804,22 +804,22 @@ def _facts(node: NodeResult) -> list[tuple[str, Cell]]:
         ("Kernel module", _cell(facts.kernel_module_version)),
         ("Kernel", _cell(facts.kernel)),
         ("OS", _cell(facts.os_name)),
-        ("NVML", Cell(common.one_line(nvml))),
+        ("NVML", Cell(shared.one_line(nvml))),
         ("GPUs on PCI bus", _cell(facts.pci_gpu_count)),
         ("Collected at", _cell(facts.collected_at)),
-        ("Source", Cell(common.one_line(source))),
-        ("Transport", Cell(common.one_line(node.transport))),
-        ("Elapsed", Cell(common.elapsed_text(node.elapsed_s), missing=node.elapsed_s <= 0)),
+        ("Source", Cell(shared.one_line(source))),
+        ("Transport", Cell(shared.one_line(node.transport))),
+        ("Elapsed", Cell(shared.elapsed_text(node.elapsed_s), missing=node.elapsed_s <= 0)),
         ("Policy digest", _cell(node.policy_digest)),
     ]
 
 
 def _xid(node: NodeResult) -> tuple[list[XidEvent], str]:
     log = node.facts.kernel_log
-    window = "whole log" if log.window_hours is None else f"last {common.show(log.window_hours)} h"
+    window = "whole log" if log.window_hours is None else f"last {shared.show(log.window_hours)} h"
     if isinstance(log.events, Unavailable):
-        return [], f"Kernel log ({log.source}): {common.unavailable_text(log.events)}."
-    count = common.plural(len(log.events), "Xid event")
+        return [], f"Kernel log ({log.source}): {shared.unavailable_text(log.events)}."
+    count = shared.plural(len(log.events), "Xid event")
     return list(log.events), f"Kernel log ({log.source}, {window}): {count}."
 
 
@@ -829,17 +829,17 @@ def _node_view(position: int, node: NodeResult, detail_file: str | None = None) 
     if not brief:  # a full section charts the samples: a held node's come back for it
         node = with_samples(node)
     events, note = ([], "") if brief else _xid(node)
-    stderr = common.clean(node.agent_stderr).rstrip()
-    findings = common.sorted_findings(node.findings)
+    stderr = shared.clean(node.agent_stderr).rstrip()
+    findings = shared.sorted_findings(node.findings)
     return NodeView(
         anchor=f"node-{position}",
         node=node,
-        verdict_words=common.verdict_words(node.verdict),
-        verdict_rank=common.VERDICT_ORDER[node.verdict],
+        verdict_words=shared.verdict_words(node.verdict),
+        verdict_rank=shared.VERDICT_ORDER[node.verdict],
         findings=[f for f in findings if f.severity is not Severity.PASS] if brief else findings,
-        todo=common.what_to_do(node),
-        counts=common.count_severities(node.findings),
-        reached=common.has_facts(node.facts),
+        todo=shared.what_to_do(node),
+        counts=shared.count_severities(node.findings),
+        reached=shared.has_facts(node.facts),
         facts=_facts(node),
         gpus=[] if brief else [_gpu_row(gpu) for gpu in node.facts.gpus],
         lost_gpus=sum(1 for gpu in node.facts.gpus if gpu.status is not GpuStatus.OK),
@@ -847,7 +847,7 @@ def _node_view(position: int, node: NodeResult, detail_file: str | None = None) 
         xid_note=note,
         burn=None if brief or node.facts.burn is None else burn_view(node),
         interconnect=None if brief else interconnect_view(node),
-        elapsed=common.elapsed_text(node.elapsed_s),
+        elapsed=shared.elapsed_text(node.elapsed_s),
         stderr=stderr,
         stderr_lines=len(stderr.splitlines()),
         detail_file=detail_file,
@@ -858,7 +858,7 @@ def _gpu_words(node: NodeResult) -> Cell:
     gpus = node.facts.gpus
     if not gpus:
         return Cell("none reported", missing=True)
-    names = sorted({common.show(gpu.name) for gpu in gpus})
+    names = sorted({shared.show(gpu.name) for gpu in gpus})
     lost = sum(1 for gpu in gpus if gpu.status is not GpuStatus.OK)
     note = f"{lost} did not answer" if lost else ""
     return Cell(f"{len(gpus)} \u00d7 {', '.join(names)}", note=note)
@@ -869,17 +869,17 @@ def _burn_words(node: NodeResult) -> Cell:
     if burn is None:
         return Cell("not run", missing=True)
     if burn.error is not None and not burn.gpus:
-        return Cell(f"could not run: {common.one_line(burn.error)}", missing=True)
+        return Cell(f"could not run: {shared.one_line(burn.error)}", missing=True)
     figures = [gpu.tflops for gpu in burn.gpus if isinstance(gpu.tflops, float)]
     speed = (
-        f"{common.tflops_text(min(figures))}-{common.tflops_text(max(figures))} TFLOPS"
+        f"{shared.tflops_text(min(figures))}-{shared.tflops_text(max(figures))} TFLOPS"
         if figures
         else "TFLOPS n/a"
     )
     simulated = ", SIMULATED" if burn.simulated else ""
     return Cell(
-        f"{speed} {common.one_line(burn.dtype)}, {common.plural(len(burn.gpus), 'GPU')}, "
-        f"{common.show(round(burn.elapsed_s, 1), 's')}{simulated}"
+        f"{speed} {shared.one_line(burn.dtype)}, {shared.plural(len(burn.gpus), 'GPU')}, "
+        f"{shared.show(round(burn.elapsed_s, 1), 's')}{simulated}"
     )
 
 
@@ -888,9 +888,9 @@ def _interconnect_words(node: NodeResult) -> Cell:
     if interconnect is None:
         return Cell("not measured", missing=True)
     if interconnect.error:
-        return Cell(f"could not run: {common.one_line(interconnect.error)}", missing=True)
+        return Cell(f"could not run: {shared.one_line(interconnect.error)}", missing=True)
     simulated = " (SIMULATED)" if interconnect.simulated else ""
-    return Cell(", ".join(common.interconnect_parts(interconnect)) + simulated)
+    return Cell(", ".join(shared.interconnect_parts(interconnect)) + simulated)
 
 
 def _compact_facts(node: NodeResult) -> list[tuple[str, Cell]]:
@@ -898,10 +898,10 @@ def _compact_facts(node: NodeResult) -> list[tuple[str, Cell]]:
     return [
         ("SKU", Cell(node.sku or "no SKU matched", missing=node.sku is None)),
         ("GPUs", _gpu_words(node)),
-        ("Driver / CUDA", Cell(common.show_pair(facts.driver_version, facts.cuda_driver_version))),
+        ("Driver / CUDA", Cell(shared.show_pair(facts.driver_version, facts.cuda_driver_version))),
         (
             "nvcc / cuDNN",
-            Cell(common.show_pair(facts.tools.nvcc_version, facts.tools.cudnn_version)),
+            Cell(shared.show_pair(facts.tools.nvcc_version, facts.tools.cudnn_version)),
         ),
         ("Kernel", _cell(facts.kernel)),
         ("OS", _cell(facts.os_name)),
@@ -916,12 +916,12 @@ def _compact_view(position: int, node: NodeResult, result_file: str | None) -> C
     return CompactView(
         anchor=f"node-{position}",
         node=node,
-        counts=common.count_severities(node.findings),
+        counts=shared.count_severities(node.findings),
         findings=[
-            f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS
+            f for f in shared.sorted_findings(node.findings) if f.severity is not Severity.PASS
         ],
         facts=_compact_facts(node),
-        elapsed=common.elapsed_text(node.elapsed_s),
+        elapsed=shared.elapsed_text(node.elapsed_s),
         result_file=result_file,
     )
 
@@ -931,12 +931,12 @@ def _row_view(position: int, node: NodeResult, result_file: str | None) -> RowVi
     return RowView(
         anchor=f"node-{position}",
         node=node,
-        verdict_rank=common.VERDICT_ORDER[node.verdict],
+        verdict_rank=shared.VERDICT_ORDER[node.verdict],
         sku=node.sku or "",
         gpus=len(node.facts.gpus),
-        counts=common.count_severities(node.findings),
+        counts=shared.count_severities(node.findings),
         checks=checks,
-        elapsed=common.elapsed_text(node.elapsed_s),
+        elapsed=shared.elapsed_text(node.elapsed_s),
         result_file=result_file,
     )
 
@@ -986,7 +986,7 @@ def html_chunks(
     interrupted banner when the run was stopped, the speed statistics per SKU and
     the nodes table (search, filters, sort; several nodes without a fleet get the
     table too); its nodes come failing first, and with more than one node the
-    certified ones get a compact section only (``common.is_fleet``). A single
+    certified ones get a compact section only (``shared.is_fleet``). A single
     node gets its full section whatever its verdict.
 
     Args:
@@ -1005,31 +1005,31 @@ def html_chunks(
     Raises:
         ReportError: a template is missing or broken.
     """
-    overall = common.overall_verdict(report)
+    overall = shared.overall_verdict(report)
     script, script_hash = _script()
     lookup = _lookup(result_files)
-    ordered = common.reading_order(report)
+    ordered = shared.reading_order(report)
     table = report.fleet is not None or len(ordered) > 1
     rows = [_row_view(i, node, lookup(node.hostname)) for i, node in enumerate(ordered, start=1)]
     context = {
         "report": report,
         "overall": overall.value,
-        "overall_words": common.verdict_words(overall),
-        "summary": common.overall_summary(report),
+        "overall_words": shared.verdict_words(overall),
+        "summary": shared.overall_summary(report),
         "node_count": len(ordered),
         "rows": rows if table else [],
-        "sections": _sections(ordered, common.is_fleet(report), lookup, _lookup(detail_files)),
+        "sections": _sections(ordered, shared.is_fleet(report), lookup, _lookup(detail_files)),
         "skus": sorted({row.sku for row in rows if row.sku}),
         "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
-        "totals": common.count_severities(f for node in report.nodes for f in node.findings),
+        "totals": shared.count_severities(f for node in report.nodes for f in node.findings),
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),
         # A verdict on a scenario is no real host's: said in the banner, before anything else.
         "simulated": sum(1 for node in report.nodes if provenance_of(node.facts) == "simulate"),
         "script": script,
         "script_hash": script_hash,
-        "action_words": common.ACTION_WORDS,
+        "action_words": shared.ACTION_WORDS,
     }
     return render_template_chunks(TEMPLATE, context)
 

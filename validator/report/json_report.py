@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from validator.errors import BadInputError, ReportError
+from validator.error_tree import BadInputError, ReportError
 from validator.fields import LoadError, load_json
 from validator.model import (
     SCHEMA_VERSION,
@@ -29,7 +29,7 @@ from validator.model import (
     to_dict,
 )
 from validator.packed import with_samples
-from validator.report import common
+from validator.report import shared
 
 SCHEMA_RESOURCE = "report.schema.json"
 SUMMARY_FORM = "summary"
@@ -96,7 +96,7 @@ def node_summary(node: NodeResult, result_file: str | None = None) -> dict[str, 
     Returns:
         The node's entry, JSON-ready (``NodeSummary`` in report.schema.json).
     """
-    counts = common.count_severities(node.findings)
+    counts = shared.count_severities(node.findings)
     return {
         "hostname": node.hostname,
         "verdict": node.verdict.value,

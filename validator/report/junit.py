@@ -1,7 +1,7 @@
 """The report as JUnit XML, for CI systems (GitLab, Jenkins, GitHub test reporters).
 
 One ``<testsuite>`` per node, one ``<testcase>`` per finding; in a fleet report
-(:func:`validator.report.common.is_fleet`) a check's PASS findings are one passing
+(:func:`validator.report.shared.is_fleet`) a check's PASS findings are one passing
 ``<testcase>`` (``burn.tflops[passed]``), as the history store summarises them,
 which keeps a thousand nodes' file a few MB. FAIL is a
 ``<failure>``, UNKNOWN an ``<error>`` (could not run is never a pass), WARN a
@@ -30,17 +30,17 @@ from validator.model import (
     Verdict,
     provenance_of,
 )
-from validator.report import common
+from validator.report import shared
 
 SUITES_NAME = "gpuready"
 
 
 def _classname(hostname: str, check: str) -> str:
-    return f"gpuready.{hostname}.{common.check_family(check)}"
+    return f"gpuready.{hostname}.{shared.check_family(check)}"
 
 
 def _testcase_name(finding: Finding) -> str:
-    label = common.gpu_label(finding)
+    label = shared.gpu_label(finding)
     return f"{finding.check}[{label}]" if label else finding.check
 
 
@@ -57,15 +57,15 @@ def _details(finding: Finding) -> str:
     if finding.action is not Action.NONE:
         source = f" ({finding.action_source})" if finding.action_source else ""
         lines.append(f"action: {finding.action.value}{source}")
-    return common.clean("\n".join(lines))
+    return shared.clean("\n".join(lines))
 
 
 def _message(finding: Finding) -> str:
     """The finding's message on one line, what to do after it: ``... -> reset the GPU``."""
-    message = common.one_line(finding.message)
+    message = shared.one_line(finding.message)
     if finding.action is Action.NONE:
         return message
-    return f"{message} -> {common.action_words(finding.action)}"
+    return f"{message} -> {shared.action_words(finding.action)}"
 
 
 class _Tally:
@@ -96,7 +96,7 @@ class _Tally:
 def _add_case(suite: ET.Element, classname: str, name: str, tally: _Tally) -> ET.Element:
     """A ``<testcase>`` in ``suite``, counted; its outcome is added by the caller."""
     tally.tests += 1
-    attributes = {"classname": common.clean(classname), "name": common.clean(name), "time": "0"}
+    attributes = {"classname": shared.clean(classname), "name": shared.clean(name), "time": "0"}
     return ET.SubElement(suite, "testcase", attributes)
 
 
@@ -119,7 +119,7 @@ def _add_finding(suite: ET.Element, hostname: str, finding: Finding, tally: _Tal
         tally.skipped += 1
     elif finding.severity is Severity.WARN:
         out = ET.SubElement(case, "system-out")
-        out.text = common.clean("\n".join(filter(None, [f"WARN: {message}", details])))
+        out.text = shared.clean("\n".join(filter(None, [f"WARN: {message}", details])))
 
 
 def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> None:
@@ -129,7 +129,7 @@ def _add_verdict_case(suite: ET.Element, node: NodeResult, tally: _Tally) -> Non
     judged at all has no findings, and its suite would otherwise be empty.
     """
     case = _add_case(suite, f"gpuready.{node.hostname}.node", "verdict", tally)
-    message = common.one_line(node.summary or f"verdict {node.verdict.value}")
+    message = shared.one_line(node.summary or f"verdict {node.verdict.value}")
     if node.verdict is Verdict.NOT_CERTIFIED:
         ET.SubElement(case, "failure", {"message": message, "type": node.verdict.value})
         tally.failures += 1
@@ -149,7 +149,7 @@ def _add_passed(suite: ET.Element, hostname: str, passed: list[Finding], tally: 
     gpus = _gpu_runs(sorted({f.gpu_index for f in passed if f.gpu_index is not None}))
     out = ET.SubElement(case, "system-out")
     noun = "finding" if len(passed) == 1 else "findings"
-    out.text = common.clean(f"PASS: {len(passed)} {noun}" + (f" ({gpus})" if gpus else ""))
+    out.text = shared.clean(f"PASS: {len(passed)} {noun}" + (f" ({gpus})" if gpus else ""))
 
 
 def _gpu_runs(indexes: list[int]) -> str:
@@ -177,25 +177,25 @@ def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Eleme
     facts = node.facts
     suite = ET.Element(
         "testsuite",
-        {"name": common.clean(node.hostname), "hostname": common.clean(node.hostname)},
+        {"name": shared.clean(node.hostname), "hostname": shared.clean(node.hostname)},
     )
     tally = _Tally()
     properties = ET.SubElement(suite, "properties")
     for name, value in (
         ("verdict", node.verdict.value),
-        ("sku", common.show(node.sku)),
-        ("summary", common.one_line(node.summary)),
-        ("driver_version", common.show(facts.driver_version)),
-        ("cuda_driver_version", common.show(facts.cuda_driver_version)),
+        ("sku", shared.show(node.sku)),
+        ("summary", shared.one_line(node.summary)),
+        ("driver_version", shared.show(facts.driver_version)),
+        ("cuda_driver_version", shared.show(facts.cuda_driver_version)),
         ("gpu_count", str(len(facts.gpus))),
-        ("source", common.one_line(facts.source)),
+        ("source", shared.one_line(facts.source)),
         ("provenance", provenance_of(facts)),  # live | capture | simulate | unknown
-        ("collected_at", common.one_line(facts.collected_at)),
-        ("policy_digest", common.one_line(node.policy_digest)),
-        ("transport", common.one_line(node.transport)),
+        ("collected_at", shared.one_line(facts.collected_at)),
+        ("policy_digest", shared.one_line(node.policy_digest)),
+        ("transport", shared.one_line(node.transport)),
     ):
         ET.SubElement(properties, "property", {"name": name, "value": value})
-    findings = common.sorted_findings(node.findings)
+    findings = shared.sorted_findings(node.findings)
     if compact:
         passed: dict[str, list[Finding]] = {}
         for finding in findings:
@@ -211,11 +211,11 @@ def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Eleme
     if node.agent_stderr.strip():
         # JUnit's suite-level system-err: CI shows it beside the suite's failures.
         err = ET.SubElement(suite, "system-err")
-        err.text = common.clean(node.agent_stderr)
+        err.text = shared.clean(node.agent_stderr)
     # The suite's time is the host's: connect to facts back.
     tally.time_s = max(node.elapsed_s, 0.0)
     tally.apply(suite)
-    suite.set("timestamp", common.one_line(facts.collected_at or timestamp))
+    suite.set("timestamp", shared.one_line(facts.collected_at or timestamp))
     return suite, tally
 
 
@@ -230,13 +230,13 @@ def render_junit(report: Report) -> str:
     """
     root = ET.Element("testsuites", {"name": SUITES_NAME})
     total = _Tally()
-    compact = common.is_fleet(report)
-    for node in common.reading_order(report):
+    compact = shared.is_fleet(report)
+    for node in shared.reading_order(report):
         suite, tally = _suite(node, report.generated_at, compact=compact)
         root.append(suite)
         total.add(tally)
     total.apply(root)
-    root.set("timestamp", common.one_line(report.generated_at))
+    root.set("timestamp", shared.one_line(report.generated_at))
     ET.indent(root, space="  ")
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"

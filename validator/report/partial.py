@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from validator.errors import ReportError
+from validator.error_tree import ReportError
 from validator.files import write_atomic
 from validator.model import NodeResult
 from validator.packed import result_json

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from validator.errors import ReportError, UnsafePathError
+from validator.error_tree import ReportError, UnsafePathError
 from validator.files import check_path, write_atomic
 from validator.model import (
     DRIFT_CHECKS,
@@ -40,7 +40,7 @@ from validator.model import (
     drift_findings,
     drift_state,
 )
-from validator.text import one_line
+from validator.safe_text import one_line
 
 
 def drift_registry(results: Sequence[NodeResult], *, now: datetime.datetime) -> CollectorRegistry:

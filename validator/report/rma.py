@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from validator.errors import ReportError
+from validator.error_tree import ReportError
 from validator.files import Folder, write_atomic
 from validator.model import (
     HARDWARE_ACTIONS,
@@ -50,9 +50,9 @@ from validator.model import (
     to_dict,
 )
 from validator.packed import facts_with_samples, with_samples
-from validator.report import common
+from validator.report import shared
 from validator.report.partial import safe_stem
-from validator.text import bus_key
+from validator.safe_text import bus_key
 from validator.trace import describe_window
 
 RMA_DIR = "rma"
@@ -154,7 +154,7 @@ def evidence_digest(facts: NodeFacts) -> str:
 
 
 def _field(label: str, value: object, unit: str = "") -> str:
-    return f"{label + ':':<{_LABEL_WIDTH}} {common.show(value, unit)}"
+    return f"{label + ':':<{_LABEL_WIDTH}} {shared.show(value, unit)}"
 
 
 def _title(text: str) -> list[str]:
@@ -172,7 +172,7 @@ def _identity(
 
     source = facts.source + (f" ({facts.source_detail})" if facts.source_detail else "")
     lines = [
-        f"gpuready RMA evidence: {common.one_line(node.hostname)} GPU {index}",
+        f"gpuready RMA evidence: {shared.one_line(node.hostname)} GPU {index}",
         "=" * 40,
         _field("Host", node.hostname),
         _field("GPU index", index),
@@ -201,14 +201,14 @@ def _identity(
 def _findings(findings: Sequence[Finding]) -> list[str]:
     lines = _title("Failing findings")
     for number, finding in enumerate(findings, start=1):
-        todo = common.action_words(finding.action)
-        source = f" ({common.one_line(finding.action_source)})" if finding.action_source else ""
+        todo = shared.action_words(finding.action)
+        source = f" ({shared.one_line(finding.action_source)})" if finding.action_source else ""
         lines += [
-            f"{number}. {common.one_line(finding.check)}  {finding.severity.value}  "
+            f"{number}. {shared.one_line(finding.check)}  {finding.severity.value}  "
             f"-> {todo}{source}",
-            f"   message:  {common.one_line(finding.message)}",
-            f"   observed: {common.show(finding.observed)}",
-            f"   expected: {common.show(finding.expected)}",
+            f"   message:  {shared.one_line(finding.message)}",
+            f"   observed: {shared.show(finding.observed)}",
+            f"   expected: {shared.show(finding.expected)}",
             f"   action:   {finding.action.value}",
         ]
     return lines
@@ -216,7 +216,7 @@ def _findings(findings: Sequence[Finding]) -> list[str]:
 
 def _when(timestamp: str | None, uptime_s: float | None) -> str:
     if timestamp:
-        return common.one_line(timestamp)
+        return shared.one_line(timestamp)
     if uptime_s is not None:
         return f"[{uptime_s:.6f}]"
     return "(no time)"
@@ -226,18 +226,18 @@ def _xid_line(event: XidEvent, during_burn: bool = False) -> str:
     kind = "SXid" if event.nvswitch else "Xid"
     who = ""
     if event.process or event.pid:
-        who = f"  (process {common.show(event.process)}, pid {common.show(event.pid)})"
+        who = f"  (process {shared.show(event.process)}, pid {shared.show(event.pid)})"
     burn = "  [during the burn-in]" if during_burn else ""
     return (
         f"{_when(event.timestamp, event.uptime_s)}  {kind} {event.xid}  "
-        f"{common.one_line(event.pci_bus_id)}  {common.one_line(event.message)}{who}{burn}"
+        f"{shared.one_line(event.pci_bus_id)}  {shared.one_line(event.message)}{who}{burn}"
     )
 
 
 def _fault_line(fault: KernelFault) -> str:
     return (
-        f"{_when(fault.timestamp, fault.uptime_s)}  {common.one_line(fault.kind)}  "
-        f"{common.one_line(fault.pci_bus_id)}  {common.one_line(fault.message)}"
+        f"{_when(fault.timestamp, fault.uptime_s)}  {shared.one_line(fault.kind)}  "
+        f"{shared.one_line(fault.pci_bus_id)}  {shared.one_line(fault.message)}"
     )
 
 
@@ -246,16 +246,16 @@ def _events_section(
 ) -> list[str]:
     """A heading and its lines (``none`` when empty), or why the log could not be read."""
     if isinstance(value, Unavailable):
-        return [f"{title}:", f"  {common.unavailable_text(value)}"]
+        return [f"{title}:", f"  {shared.unavailable_text(value)}"]
     return [f"{title}:", *([f"  {line}" for line in lines_of] or ["  none"])]
 
 
 def _timeline(facts: NodeFacts, gpu: GpuFacts | None) -> list[str]:
     log = facts.kernel_log
-    window = "whole log" if log.window_hours is None else f"last {common.show(log.window_hours)} h"
+    window = "whole log" if log.window_hours is None else f"last {shared.show(log.window_hours)} h"
     bus = gpu.pci_bus_id if gpu is not None else None
     key = bus_key(bus) if isinstance(bus, str) else None
-    lines = _title(f"Kernel log ({common.one_line(log.source)}, {window})")
+    lines = _title(f"Kernel log ({shared.one_line(log.source)}, {window})")
     if key is None:
         lines.append("The GPU's bus id is unknown: its lines cannot be told from the others.")
 
@@ -314,7 +314,7 @@ def _cell(value: object) -> str:
     """A table cell: the value, or ``n/a (reason)`` without the detail, which is wide."""
     if isinstance(value, Unavailable):
         return f"n/a ({value.reason.value.replace('_', ' ')})"
-    return common.show(value)
+    return shared.show(value)
 
 
 def _row(label: str, values: Sequence[object]) -> str:
@@ -359,7 +359,7 @@ def _counters(gpu: GpuFacts | None, burn: GpuBurn | None) -> list[str]:
     numbers = sorted({link for links in sources for link in links})
     if not numbers:
         reason = next((m for m in measured if isinstance(m, Unavailable)), None)
-        why = common.unavailable_text(reason) if reason is not None else "no links reported"
+        why = shared.unavailable_text(reason) if reason is not None else "no links reported"
         lines.append(_row("NVLink error counters", [why]))
     if numbers:
         lines.append(_row("NVLink counters, per link:", ["CRC flit/data, replay, recovery"]))
@@ -378,8 +378,8 @@ def _spread(samples: Sequence[TelemetrySample], name: str, unit: str) -> str:
     if not values:
         return "n/a (not sampled)"
     low, middle, high = min(values), statistics.median(values), max(values)
-    return f"min {common.show(low, unit)} / median {common.show(middle, unit)} / max " + (
-        common.show(high, unit)
+    return f"min {shared.show(low, unit)} / median {shared.show(middle, unit)} / max " + (
+        shared.show(high, unit)
     )
 
 
@@ -392,20 +392,20 @@ def _burn(facts: NodeFacts, burn: GpuBurn | None) -> list[str]:
         "  SIMULATED (figures from a scenario, not measured on a GPU)" if run.simulated else ""
     )
     lines.append(
-        f"{common.one_line(run.backend)} {common.one_line(run.dtype)} n={run.matrix_size}, "
-        f"{common.show(run.duration_s, 's')} asked "
-        f"(ran {common.show(round(run.elapsed_s, 1), 's')}), "
-        f"started {common.show(run.started_at)}, sampler {common.one_line(run.sampler)}{simulated}"
+        f"{shared.one_line(run.backend)} {shared.one_line(run.dtype)} n={run.matrix_size}, "
+        f"{shared.show(run.duration_s, 's')} asked "
+        f"(ran {shared.show(round(run.elapsed_s, 1), 's')}), "
+        f"started {shared.show(run.started_at)}, sampler {shared.one_line(run.sampler)}{simulated}"
     )
     if run.error:
         lines.append(_field("Error", run.error))
     if burn is None:
         return [*lines, "This GPU has no burn-in record."]
-    tflops = common.tflops_text(burn.tflops) if isinstance(burn.tflops, float) else burn.tflops
+    tflops = shared.tflops_text(burn.tflops) if isinstance(burn.tflops, float) else burn.tflops
     lines += [
         _field("Status", burn.status.value + (f": {burn.detail}" if burn.detail else "")),
         _field("TFLOPS", tflops),
-        _field("Windows", tuple(common.tflops_text(value) for value in burn.tflops_windows)),
+        _field("Windows", tuple(shared.tflops_text(value) for value in burn.tflops_windows)),
         _field("Iterations", burn.iterations),
         _field(
             "Mismatches",
@@ -416,7 +416,7 @@ def _burn(facts: NodeFacts, burn: GpuBurn | None) -> list[str]:
         _field("Reference ok", burn.reference_ok),
         _field("Result digest", burn.digest),
         _field("Load window", describe_window(burn)),
-        f"Telemetry over {common.plural(len(burn.samples), 'sample')}:",
+        f"Telemetry over {shared.plural(len(burn.samples), 'sample')}:",
         f"  power            {_spread(burn.samples, 'power_w', 'W')}",
         f"  GPU temperature  {_spread(burn.samples, 'temperature_gpu_c', 'C')}",
         f"  HBM temperature  {_spread(burn.samples, 'temperature_memory_c', 'C')}",
@@ -428,7 +428,7 @@ def _burn(facts: NodeFacts, burn: GpuBurn | None) -> list[str]:
     for sample in burn.samples:
         if not isinstance(sample.clock_event_reasons, Unavailable):
             reasons += [r for r in sample.clock_event_reasons if r not in reasons]
-    lines.append(f"  clock events     {common.show(tuple(reasons))}")
+    lines.append(f"  clock events     {shared.show(tuple(reasons))}")
     return lines
 
 
@@ -437,20 +437,20 @@ def _dcgm(diag: DcgmDiag | None, index: int) -> list[str]:
     if diag is None:
         return [*lines, "No DCGM diagnostic was asked for or recorded."]
     level = "level not recorded" if diag.level is None else f"level {diag.level}"
-    elapsed = f", ran {common.show(round(diag.elapsed_s, 1), 's')}" if diag.elapsed_s else ""
+    elapsed = f", ran {shared.show(round(diag.elapsed_s, 1), 's')}" if diag.elapsed_s else ""
     lines.append(
-        f"{level}, DCGM {common.show(diag.version)}, from {common.one_line(diag.source)}{elapsed}"
+        f"{level}, DCGM {shared.show(diag.version)}, from {shared.one_line(diag.source)}{elapsed}"
     )
     if isinstance(diag.results, Unavailable):
-        return [*lines, f"No results: {common.unavailable_text(diag.results)}"]
+        return [*lines, f"No results: {shared.unavailable_text(diag.results)}"]
     mine = [r for r in diag.results if r.gpu_index in (index, None)]
     for result in mine:
         where = "node" if result.gpu_index is None else f"GPU {result.gpu_index}"
-        category = f" [{common.one_line(result.category)}]" if result.category else ""
+        category = f" [{shared.one_line(result.category)}]" if result.category else ""
         error = f" DCGM_FR {result.error_id}" if result.error_id is not None else ""
-        message = f": {common.one_line(result.message)}" if result.message else ""
+        message = f": {shared.one_line(result.message)}" if result.message else ""
         lines.append(
-            f"  {common.one_line(result.test)}  {result.outcome.value}  {where}{category}"
+            f"  {shared.one_line(result.test)}  {result.outcome.value}  {where}{category}"
             f"{error}{message}"
         )
     if not mine:
@@ -470,8 +470,8 @@ def _digest_line(
     if last is None:
         return this_run
     return (
-        f"last certified {common.one_line(last.issued_at)}, certificate digest "
-        f"sha256:{common.one_line(last.digest)}; this run: {this_run}"
+        f"last certified {shared.one_line(last.issued_at)}, certificate digest "
+        f"sha256:{shared.one_line(last.digest)}; this run: {this_run}"
     )
 
 
@@ -518,7 +518,7 @@ def rma_files(
                 hostname=node.hostname,
                 gpu_index=index,
                 name=rma_file_name(node.hostname, index, serial),
-                text="\n".join(common.clean(line) for line in lines) + "\n",
+                text="\n".join(shared.clean(line) for line in lines) + "\n",
             )
         )
     return files

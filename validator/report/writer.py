@@ -28,14 +28,14 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from validator.errors import ReportError
+from validator.error_tree import ReportError
 from validator.files import BACKUP_SUFFIX, Folder, temporary_path, write_atomic
 from validator.model import Report, Verdict
-from validator.report.common import is_fleet
 from validator.report.html import html_chunks, render_html
 from validator.report.json_report import JsonForm, json_chunks, resolve_form
 from validator.report.junit import render_junit
 from validator.report.partial import HOSTS_DIR, host_file_stem, write_host_result
+from validator.report.shared import is_fleet
 
 JSON_NAME = "report.json"
 HTML_NAME = "report.html"

@@ -12,8 +12,8 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from validator.errors import CouldNotRunError
-from validator.text import one_line
+from validator.error_tree import CouldNotRunError
+from validator.safe_text import one_line
 
 SLURM_TIMEOUT_S = 30.0
 _SAID_MAX_CHARS = 240

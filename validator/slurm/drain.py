@@ -19,9 +19,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
+from validator.safe_text import one_line
 from validator.slurm.commands import CommandResult, Runner, SlurmError, run_slurm
-from validator.text import one_line
 
 PREFIX = "gpuready:"
 

@@ -7,7 +7,7 @@ empty list as nothing, so each name it gives is checked to be one node name.
 
 from __future__ import annotations
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.slurm.commands import Runner, run_slurm, said
 from validator.slurm.drain import NODE_NAME
 

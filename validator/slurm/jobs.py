@@ -19,10 +19,10 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
+from validator.safe_text import one_line
 from validator.slurm.commands import Runner, SlurmError, run_slurm, said
 from validator.slurm.nodes import json_unsupported
-from validator.text import one_line
 
 # States in which a job may still run and produce results (squeue(1), JOB STATE CODES).
 _LIVE = frozenset(

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from validator.errors import GpureadyError
+from validator.error_tree import GpureadyError
 from validator.model import NodeResult, Report, Severity, Verdict
+from validator.safe_text import one_line
 from validator.slurm.commands import Runner
 from validator.slurm.drain import Action, drain, resume_if_ours, run_scontrol
-from validator.text import one_line
 
 REASON_MAX_CHARS = 240
 

@@ -24,8 +24,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from validator.safe_text import one_line
 from validator.slurm.commands import Runner, SlurmError, checked, run_slurm, said
-from validator.text import one_line
 
 # Base node states (slurm.h's node_states); everything else Slurm prints is a flag.
 _BASE_STATES = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})

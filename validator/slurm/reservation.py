@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.slurm.commands import Runner, SlurmError, checked, run_slurm, said
 from validator.slurm.drain import checked_name
 

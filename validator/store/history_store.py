@@ -33,9 +33,10 @@ from typing import Any
 from validator import __version__
 from validator import fields as doc
 from validator.certificate import Certificate, certificate_from_json
-from validator.errors import BadInputError, UnsafePathError
+from validator.error_tree import BadInputError, UnsafePathError
 from validator.files import Folder, remove_file, write_atomic
 from validator.model import NodeResult, SchemaError, Verdict, from_dict
+from validator.safe_text import one_line
 from validator.store.defaults import HOUSEKEEPING_WAIT_S, default_db_path, retry_budget
 from validator.store.opening import (
     _check_folder,
@@ -86,7 +87,6 @@ from validator.store.store_errors import (
     _errors,
     _Unwritable,
 )
-from validator.text import one_line
 
 
 def _now() -> str:
@@ -194,7 +194,7 @@ class Store:
             reason = unwritable_reason(where, exc)
             if reason is None:
                 raise
-            # Never a reason to stop the run: its verdict still counts (validator.operations).
+            # Never a reason to stop the run: its verdict still counts (validator.service).
             # A file of an older schema is read only once upgraded: no history to read here.
             current = exists and version >= schema_version()
             reader, unseen = _connect_to_read(where) if current else (None, None)

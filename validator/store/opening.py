@@ -16,12 +16,12 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from validator.errors import UnsafePathError
+from validator.error_tree import UnsafePathError
 from validator.files import refusal
+from validator.safe_text import one_line
 from validator.store.defaults import DEFAULT_RETRY_S
 from validator.store.schema import APPLICATION_ID, _prepare, schema_version
 from validator.store.store_errors import StoreError, _errors
-from validator.text import one_line
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -17,7 +17,7 @@ import socket
 import threading
 from pathlib import Path
 
-from validator.errors import UnsafePathError
+from validator.error_tree import UnsafePathError
 from validator.files import Folder, process_alive, remove_file
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from validator.codec import pack, unpack
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import PROVENANCES, UNKNOWN_PROVENANCE, Severity
 from validator.store.store_errors import StoreError, _errors
 

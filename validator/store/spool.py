@@ -19,13 +19,13 @@ from typing import Any
 
 from validator import fields as doc
 from validator.certificate import certificate_from_json
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.files import STALE_AFTER_S
 from validator.model import NodeResult, SchemaError, from_dict
+from validator.safe_text import one_line
 from validator.store.queries import RUN_KINDS, RUN_STATUSES
 from validator.store.result_rows import _encode, _insert_result, _Recorded
 from validator.store.run_locks import _process_alive
-from validator.text import one_line
 
 
 def pending_dir(db_path: Path) -> Path:

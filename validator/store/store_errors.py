@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from validator.errors import BadInputError, CouldNotRunError
-from validator.text import one_line
+from validator.error_tree import BadInputError, CouldNotRunError
+from validator.safe_text import one_line
 
 
 class StoreError(BadInputError):

@@ -18,7 +18,7 @@ from validator.judge.checks import (
     thermal,
     versions,
 )
-from validator.judge.checks.common import CheckFn
+from validator.judge.checks.finding_helpers import CheckFn
 from validator.model import CheckFamily
 
 # In report order: what is there, then what it is running, then how healthy it is.

@@ -30,7 +30,8 @@ import dataclasses
 import statistics
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.errors import xid_meaning
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,
@@ -39,7 +40,6 @@ from validator.judge.checks.common import (
     node_finding,
     readable_gpus,
 )
-from validator.judge.checks.errors import xid_meaning
 from validator.judge.checks.thermal import slowdown_temperature
 from validator.judge.policy import Policy
 from validator.model import (

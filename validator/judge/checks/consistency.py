@@ -20,7 +20,7 @@ GPU count. A capture whose only views are ``-q`` and ``-q -x`` gets no PASS.
 from __future__ import annotations
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import FAIL, PASS, UNKNOWN, node_finding
+from validator.judge.checks.finding_helpers import FAIL, PASS, UNKNOWN, node_finding
 from validator.judge.policy import Policy
 from validator.model import Finding, NodeFacts, Reason, SourceConflict, Unavailable
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,
@@ -49,7 +49,7 @@ from validator.model import (
     Unavailable,
     XidEvent,
 )
-from validator.text import bus_key
+from validator.safe_text import bus_key
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:

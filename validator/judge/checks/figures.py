@@ -1,6 +1,6 @@
 """Figures plausible: a burn, copy or power figure above what the hardware can do blocks.
 
-:func:`validator.judge.figures.screen` makes each such figure "not measured" before the
+:func:`validator.judge.figure_ceilings.screen` makes each such figure "not measured" before the
 checks run, so no check passes on it; this names each one, in one required UNKNOWN per
 GPU (and one for the node's all-reduce), with the figure, its ceiling and where the
 ceiling comes from. UNKNOWN, not FAIL: nothing says the GPU is slow or broken, only that
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from validator.judge.checks.common import UNKNOWN, gpu_finding, node_finding
-from validator.judge.figures import Implausible, by_gpu
+from validator.judge.checks.finding_helpers import UNKNOWN, gpu_finding, node_finding
+from validator.judge.figure_ceilings import Implausible, by_gpu
 from validator.model import Finding, GpuBurn, GpuFacts, NodeFacts
 
 CHECK = "inventory.figures_plausible"
@@ -30,7 +30,7 @@ def findings(facts: NodeFacts, found: Sequence[Implausible]) -> list[Finding]:
 
     Args:
         facts: the node's facts, for each GPU's UUID.
-        found: what :func:`validator.judge.figures.screen` replaced.
+        found: what :func:`validator.judge.figure_ceilings.screen` replaced.
     """
     gpus: dict[int, GpuFacts | GpuBurn] = {gpu.index: gpu for gpu in facts.gpus}
     out = []

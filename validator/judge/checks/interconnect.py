@@ -56,7 +56,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,
@@ -94,7 +94,7 @@ from validator.model import (
     Unavailable,
     measured_gb_s,
 )
-from validator.text import size_words
+from validator.safe_text import size_words
 
 RUN = "interconnect.run"
 H2D = "interconnect.h2d"

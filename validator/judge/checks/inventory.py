@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import replace
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

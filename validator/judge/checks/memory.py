@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

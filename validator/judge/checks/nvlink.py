@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

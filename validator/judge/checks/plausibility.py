@@ -1,6 +1,6 @@
 """Readings plausible: a value no GPU can have is no reading, and certifies nothing.
 
-The node's plausibility pass (:mod:`validator.node.plausibility`) puts "not
+The node's plausibility pass (:mod:`validator.node.physical_ranges`) puts "not
 measured: implausible value" where a source gave a temperature below absolute
 zero, a 1 GW power draw or more memory used than there is. A check that reads
 such a field already says UNKNOWN; this one makes sure every other field does
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import UNKNOWN, gpu_finding, node_finding
+from validator.judge.checks.finding_helpers import UNKNOWN, gpu_finding, node_finding
 from validator.judge.policy import Policy
 from validator.model import Finding, GpuFacts, NodeFacts, Unavailable, implausible_reading
 

@@ -13,7 +13,7 @@ Throttle reasons can FAIL, so their UNKNOWN is required too.
 from __future__ import annotations
 
 from validator.judge.catalog import Sku
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,

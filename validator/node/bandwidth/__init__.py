@@ -8,9 +8,9 @@ recorded) load only when used.
 
 from __future__ import annotations
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import NodeFacts, Reason, Unavailable
-from validator.node.bandwidth.config import MODES
+from validator.node.bandwidth.bandwidth_config import MODES
 
 
 def check_mode(mode: str) -> str:

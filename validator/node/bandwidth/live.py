@@ -48,7 +48,7 @@ from validator.model import (
 )
 from validator.node import nvml
 from validator.node.bandwidth import measure
-from validator.node.bandwidth.config import InterconnectConfig
+from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 from validator.node.bandwidth.measure import Budget, Cleanup, Device, PeerAccess, Tally
 from validator.node.bandwidth.nccl_lib import NOT_FOUND, open_nccl
 from validator.node.burnin.backend import BackendUnavailable

@@ -36,7 +36,7 @@ from validator.model import (
     Unavailable,
 )
 from validator.node import stop_request
-from validator.node.bandwidth.config import InterconnectConfig
+from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 from validator.node.bandwidth.nccl_lib import NcclApi
 from validator.node.burnin.cuda_libs import (
     MEMCPY_DEVICE_TO_DEVICE,

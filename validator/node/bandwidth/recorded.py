@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from validator.errors import CaptureError
+from validator.error_tree import CaptureError
 from validator.model import (
     IMPLAUSIBLE,
     AllReduce,
@@ -58,10 +58,10 @@ from validator.node.parsers.nvbandwidth import (
     NvbTestcase,
     parse_nvbandwidth,
 )
-from validator.text import bus_key
+from validator.safe_text import bus_key
 
 if TYPE_CHECKING:
-    from validator.node.capture import CaptureSystem
+    from validator.node.capture_replay import CaptureSystem
 
 T = TypeVar("T")
 
@@ -166,7 +166,7 @@ def _parse(system: CaptureSystem, name: str, text: str, parse: Callable[[str], T
 def _bus_parts(bus_id: str) -> tuple[int | None, int, int | None] | None:
     """(domain, bus, device) of a bus id; old nccl-tests' ``0x18`` names the bus alone.
 
-    NVML's ``00000000:18:00.0`` and nccl-tests' ``0000:18:00`` are validator.text.bus_key's.
+    NVML's ``00000000:18:00.0`` and nccl-tests' ``0000:18:00`` are validator.safe_text.bus_key's.
     """
     full = bus_key(bus_id)
     if full is not None:

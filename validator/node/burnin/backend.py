@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 
 
 class BackendUnavailable(Exception):

@@ -48,7 +48,7 @@ from validator.node.burnin.backend import (
     CheckResult,
     SetupResult,
 )
-from validator.node.burnin.config import DEFAULT_MATRIX_SIZE, BurnConfig
+from validator.node.burnin.burn_config import DEFAULT_MATRIX_SIZE, BurnConfig
 from validator.node.burnin.cuda_libs import (
     MEMCPY_DEVICE_TO_DEVICE,
     MEMCPY_DEVICE_TO_HOST,

@@ -26,7 +26,7 @@ from validator.node.burnin.backend import (
     SetupResult,
     flops_per_product,
 )
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 
 CPU_MATRIX_SIZE = 256  # big enough to exercise BLAS, small enough for a 2-core CI machine
 # A simulated board books its speed from the scenario, so its products only have to exercise

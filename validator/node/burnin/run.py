@@ -37,10 +37,10 @@ from validator.model import (
 )
 from validator.node import stop_request
 from validator.node.burnin.backend import Backend, GpuWorker, SetupResult, flops_per_product
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.devices import CudaEnvironment, Matching, Target, match_devices
 from validator.node.burnin.sampler import Sampler
-from validator.node.plausibility import plausible_burn
+from validator.node.physical_ranges import plausible_burn
 
 T = TypeVar("T")
 XidProbe = Callable[[], Measured[tuple[XidEvent, ...]]]

@@ -28,7 +28,7 @@ from validator.node.burnin.backend import (
     CheckResult,
     SetupResult,
 )
-from validator.node.burnin.config import DEFAULT_MATRIX_SIZE, BurnConfig
+from validator.node.burnin.burn_config import DEFAULT_MATRIX_SIZE, BurnConfig
 
 REFERENCE_TILE = 16
 # Relative to the tile's largest magnitude; see cublas.TOLERANCES for the reasoning.

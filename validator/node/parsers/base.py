@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 
 
 class ParseError(BadInputError):

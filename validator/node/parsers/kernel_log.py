@@ -41,7 +41,7 @@ on one device within a second (a dump printed line by line) are one fault.
 Windowing fails closed: an event whose time cannot be placed is kept. Raw
 ``[seconds]`` stamps are placed by the host's uptime; an uptime that cannot be
 (NaN, negative, more than about twenty years: see
-:mod:`validator.node.plausibility`) or that a log line is stamped well after is
+:mod:`validator.node.physical_ranges`) or that a log line is stamped well after is
 not used: every raw-stamped event is then kept, as in a log without an uptime,
 and :attr:`XidLog.uptime_doubt` says why.
 """
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from validator.limits import KERNEL_LOG_EVENTS
 from validator.model import KernelFault, Unavailable, XidEvent
-from validator.node.plausibility import plausible_uptime
+from validator.node.physical_ranges import plausible_uptime
 from validator.node.sparing_gc import sparing_collector
 
 _XID = re.compile(

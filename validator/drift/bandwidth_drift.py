@@ -52,9 +52,9 @@ from validator.certificate import (
     CertifiedPeer,
 )
 from validator.drift.gpus import Pair
-from validator.errors import PolicyError
+from validator.error_tree import PolicyError
 from validator.judge.catalog import Sku, load_catalog
-from validator.judge.checks.common import (
+from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
     UNKNOWN,
@@ -84,7 +84,7 @@ from validator.model import (
     Unavailable,
     measured_gb_s,
 )
-from validator.text import size_words
+from validator.safe_text import size_words
 
 CHECK = DriftCheck.INTERCONNECT
 COPIES = ("h2d", "d2h", "hbm")

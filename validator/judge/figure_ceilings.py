@@ -1,6 +1,6 @@
 """What the hardware can do: every measured figure held to its physical ceiling.
 
-The node's plausibility pass (:mod:`validator.node.plausibility`) rejects readings no GPU
+The node's plausibility pass (:mod:`validator.node.physical_ranges`) rejects readings no GPU
 can give, whatever its model; it cannot know the model's ceilings, and a forged agent or
 Slurm spool result never went through it. Here, on the controller, each figure is held to
 what its SKU (from the catalog) physically allows:

@@ -1,14 +1,14 @@
 """Certify and drift through Slurm: which nodes, and how they are reached.
 
-The fleet paths (validator.certify.certify_fleet, validator.operations.drift) ask
-:func:`plan` for their hosts and :func:`reach` for their results when the request
-names Slurm; everything else (judging, the fleet median, reports, history,
-certificates) is the SSH fleet's. A plan either submits (the nodes Slurm lists, each
-host's variables from the inventory where one is given) or collects a submission
-already in the spool (``gpuready slurm collect``), whose hosts and options were saved
-with it (validator.operations.certify.collect_request asks for it again). What Slurm is
-told about the judged nodes afterwards is validator.slurm.judged_nodes. Nothing here
-imports the commands' modules back.
+The fleet paths (validator.service.collect_and_judge.certify_fleet,
+validator.service.drift_service) ask :func:`plan` for their hosts and :func:`reach` for
+their results when the request names Slurm; everything else (judging, the fleet median,
+reports, history, certificates) is the SSH fleet's. A plan either submits (the nodes
+Slurm lists, each host's variables from the inventory where one is given) or collects a
+submission already in the spool (``gpuready slurm collect``), whose hosts and options
+were saved with it (validator.service.certify_service.collect_request asks for it
+again). What Slurm is told about the judged nodes afterwards is
+validator.slurm.judged_nodes. Nothing here imports the commands' modules back.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.model import HostSpec, NodeResult, to_dict
 from validator.remote.fanout import FanoutResult, Judge
 from validator.remote.slurm_fanout import (
@@ -33,8 +33,8 @@ from validator.remote.slurm_fanout import (
 )
 from validator.remote.slurm_spool import Submission, find
 from validator.remote.transport import AgentRequest, Arrivals, Progress
+from validator.safe_text import one_line
 from validator.slurm.judged_nodes import certify_reason
-from validator.text import one_line
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ The rule, for ``certify``, ``drift`` and ``provision --certify`` alike:
   not be judged is enough to keep it from being so, without hiding the nodes
   that were judged behind "nothing could be judged";
 - Ctrl-C during the run: exit 130, whatever was judged (the report still says it);
-  SIGTERM 143 and SIGHUP 129 (validator.operations.signals);
+  SIGTERM 143 and SIGHUP 129 (validator.service.signals);
 - history that cannot be written (a read-only or full disk) changes no exit code:
   the verdict stands, and the store's failure is a warning (:func:`close_run`).
 """
 
 from __future__ import annotations
 
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.judge.verdict import exit_code
 from validator.model import Report, overall_verdict
 from validator.store import NotStoredError, Store

@@ -1,7 +1,7 @@
 """Collect and judge: one node, or every host of an inventory, into one report.
 
 The certify command's whole job (history, certificates, reports, exit code) is
-validator.operations.certify; this module is what it runs to get the report.
+validator.service.certify_service; this module is what it runs to get the report.
 
 A deadline binds every path alike: one node (this host or a scenario) and each
 host of a fleet, whatever its transport. The burn-in is cut to end within it
@@ -31,21 +31,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator import __version__
-from validator.errors import GpureadyError
+from validator.error_tree import GpureadyError
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
-from validator.node.bandwidth.config import ALLOWANCE_S
-from validator.node.burnin.config import BurnConfig
+from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
+from validator.node.burnin.burn_config import BurnConfig
 from validator.remote.deadline import cut_short, timed_out
 from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
-    from validator.operations.slurm import SlurmPlan
     from validator.remote.slurm_fanout import SlurmOptions
     from validator.remote.slurm_spool import Submission
+    from validator.service.slurm_service import SlurmPlan
 
 
 @dataclass(frozen=True)
@@ -266,10 +266,10 @@ def host_deadline(
     """Each host's deadline: the one given, else the burn plus :data:`DEADLINE_MARGIN_S`.
 
     Where ``policy`` asks for a DCGM level, its diagnostic's allowance is added
-    (``dcgm_timeout_s``, else the level's: validator.node.dcgm.DEFAULT_TIMEOUT_S); where
+    (``dcgm_timeout_s``, else the level's: validator.node.dcgm_run.DEFAULT_TIMEOUT_S); where
     the interconnect may be measured (``interconnect``: a mode other than off, see
     :attr:`AgentRequest.measures_interconnect`), its allowance
-    (validator.node.bandwidth.config.ALLOWANCE_S).
+    (validator.node.bandwidth.bandwidth_config.ALLOWANCE_S).
     """
     if deadline_s is not None:
         return deadline_s
@@ -282,7 +282,7 @@ def dcgm_allowance(policy: Policy | None) -> float:
     """How long the policy's DCGM diagnostic may take; 0 when it asks for none."""
     if policy is None or policy.dcgm_level <= 0:
         return 0.0
-    from validator.node.dcgm import default_timeout
+    from validator.node.dcgm_run import default_timeout
 
     if policy.dcgm_timeout_s is not None:
         return policy.dcgm_timeout_s
@@ -300,7 +300,7 @@ def agent_request(
     DCGM and the interconnect as the policy asks, or as a host's own policy
     (``per_host``, by inventory name) asks where it differs. ``interconnect`` gives a
     policy's interconnect mode: certify's is :func:`interconnect_mode`; drift's is
-    off unless asked (validator.operations.drift).
+    off unless asked (validator.service.drift_service).
     """
     hosts = sorted((per_host or {}).items())
     wanted = (policy.dcgm_level, policy.dcgm_timeout_s)
@@ -350,12 +350,12 @@ def plan_fleet(request: FleetRequest) -> FleetPlan:
             Slurm host-list.
         SlurmError: Slurm's commands are missing or failed (``request.slurm``).
     """
-    from validator.inventory import load_hosts, policy_for
+    from validator.ansible_inventory import load_hosts, policy_for
 
     base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     slurm_plan = None
     if request.slurm is not None:
-        from validator.operations.slurm import plan
+        from validator.service.slurm_service import plan
 
         inventory_hosts = (
             load_hosts(request.inventories, request.limit) if request.inventories else []
@@ -382,9 +382,9 @@ def submit_fleet(request: FleetRequest) -> Submission:
         BadInputError: as :func:`plan_fleet`; or the request is not a Slurm submission.
         SlurmError: Slurm's commands are missing or failed.
     """
-    from validator.errors import BadInputError
-    from validator.operations.slurm import judging_options
+    from validator.error_tree import BadInputError
     from validator.remote.slurm_fanout import submit_run
+    from validator.service.slurm_service import judging_options
 
     if request.slurm is None or request.slurm_collect is not None:
         raise BadInputError("--no-wait needs --slurm: give --slurm, or leave out --no-wait")
@@ -413,7 +413,7 @@ def certify_fleet(
     """Certify every inventory host in parallel, then judge the fleet as a whole.
 
     Through Slurm (``request.slurm``) the hosts are the nodes Slurm lists (or a saved
-    submission's), reached by jobs (validator.operations.slurm); ``on_submitted`` is
+    submission's), reached by jobs (validator.service.slurm_service); ``on_submitted`` is
     told the submission once its jobs are in.
 
     Raises:
@@ -423,7 +423,7 @@ def certify_fleet(
     from validator.judge.fleet import judge_fleet
     from validator.remote.bundle import build_agent
     from validator.remote.fanout import run_fanout  # a fleet's only: one node's start-up skips it
-    from validator.report.common import hold_without_samples
+    from validator.report.shared import hold_without_samples
 
     fleet = plan_fleet(request)
     if on_hosts is not None:
@@ -443,7 +443,7 @@ def certify_fleet(
         return hold_without_samples(judge_node(facts, fleet.policies[host.name], catalog=catalog))
 
     if fleet.slurm_plan is not None and request.slurm is not None:
-        from validator.operations.slurm import reach
+        from validator.service.slurm_service import reach
 
         outcome = reach(
             fleet.slurm_plan,

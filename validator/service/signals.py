@@ -24,7 +24,7 @@ import signal
 from collections.abc import Iterator
 from types import FrameType
 
-from validator.errors import ExitCode
+from validator.error_tree import ExitCode
 from validator.node.stop_request import STOP_SIGNALS, handling_stop_signals
 
 

@@ -27,24 +27,24 @@ from typing import TYPE_CHECKING
 
 from validator import __version__
 from validator.certificate import CertificateError, verify_baseline, verify_seal
-from validator.certify import FleetRequest, fleet_of
 from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
-from validator.errors import ExitCode, ReportError
+from validator.error_tree import ExitCode, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report, TransportName
-from validator.node.burnin.config import BurnConfig
+from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
-from validator.operations import signals
-from validator.operations.outcome import close_run, exit_code, report_interrupted
+from validator.service import signals
+from validator.service.collect_and_judge import FleetRequest, fleet_of
+from validator.service.outcome import close_run, exit_code, report_interrupted
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import RunKind, StoreError
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.model import HostSpec
-    from validator.operations.certify import FleetDisplay
     from validator.remote.slurm_fanout import SlurmOptions
+    from validator.service.certify_service import FleetDisplay
     from validator.signing import KeyLike
     from validator.slurm import Runner
     from validator.store import Store
@@ -112,7 +112,7 @@ class DriftOutcome:
 
     @property
     def exit_code(self) -> ExitCode:
-        """By the one rule of validator.operations.outcome."""
+        """By the one rule of validator.service.outcome."""
         return exit_code((node.verdict for node in self.results), interrupted=self.interrupted)
 
 
@@ -322,15 +322,20 @@ def _drift_fleet(
     request: DriftRequest, store: Store, base: Policy, display: FleetDisplay | None
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
     """Quick facts from every inventory host, each compared and recorded as it arrives."""
-    from validator.certify import agent_request, host_deadline, longest_dcgm, make_transport
-    from validator.inventory import load_hosts, policy_for
+    from validator.ansible_inventory import load_hosts, policy_for
     from validator.remote.fanout import run_fanout
     from validator.remote.ssh import quiet_paramiko
+    from validator.service.collect_and_judge import (
+        agent_request,
+        host_deadline,
+        longest_dcgm,
+        make_transport,
+    )
 
     quiet_paramiko()
     slurm_plan = None
     if request.slurm is not None:
-        from validator.operations.slurm import plan
+        from validator.service.slurm_service import plan
 
         listed = load_hosts(request.inventories, request.limit) if request.inventories else []
         slurm_plan = plan(request.slurm, listed)
@@ -363,7 +368,7 @@ def _drift_fleet(
     )
     try:
         if slurm_plan is not None and request.slurm is not None:
-            from validator.operations.slurm import reach
+            from validator.service.slurm_service import reach
 
             judging = {"burn_s": request.burn.duration_s if request.burn else None}
             outcome = reach(

@@ -12,7 +12,7 @@ Decisions:
 * Importing ansible costs a few tenths of a second, so only the CLI imports this
   module, and only when ``-i`` is given.
 * Ansible reports an unparsable source as a warning and carries on with no hosts.
-  Here every source must parse, or :class:`~validator.errors.BadInputError` says
+  Here every source must parse, or :class:`~validator.error_tree.BadInputError` says
   which one; a limit that matches nothing is an error too.
 * Ansible's own warnings and errors are captured while the inventory loads (its
   ``Display`` singleton's output is redirected), never printed on the operator's
@@ -60,7 +60,7 @@ from ansible.utils.display import Display
 from ansible.vars.manager import VariableManager
 
 from validator import fields, limits
-from validator.errors import BadInputError, PolicyError
+from validator.error_tree import BadInputError, PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
 from validator.judge.policy import Policy, Thresholds, policy_from_mapping

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.certify import (
+from validator.error_tree import BadInputError, ExitCode, GpureadyError, ReportError
+from validator.judge.actions import report_with_actions
+from validator.judge.policy import Policy, policy_digest
+from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
+from validator.node.burnin.burn_config import BurnConfig
+from validator.node.sparing_gc import sparing_collector
+from validator.remote.transport import Progress
+from validator.service import signals
+from validator.service.collect_and_judge import (
     FleetRequest,
     NodeRequest,
     certify_fleet,
@@ -31,15 +39,7 @@ from validator.certify import (
     effective_policy,
     fleet_of,
 )
-from validator.errors import BadInputError, ExitCode, GpureadyError, ReportError
-from validator.judge.actions import report_with_actions
-from validator.judge.policy import Policy, policy_digest
-from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
-from validator.node.burnin.config import BurnConfig
-from validator.node.sparing_gc import sparing_collector
-from validator.operations import signals
-from validator.operations.outcome import report_exit_code
-from validator.remote.transport import Progress
+from validator.service.outcome import report_exit_code
 from validator.store import RunKind
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class CertifyOutcome:
 
     @property
     def exit_code(self) -> ExitCode:
-        """By the one rule of validator.operations.outcome; 3 when something was not stored."""
+        """By the one rule of validator.service.outcome; 3 when something was not stored."""
         if self.problems:
             return ExitCode.COULD_NOT_RUN
         return report_exit_code(self.report)
@@ -502,7 +502,7 @@ def _remove_uncertified(
     report: Report, certificates: Mapping[str, Certificate], directory: str
 ) -> str | None:
     """Remove the ``certificates/`` files of hosts this run did not certify; the problem or None."""
-    from validator.errors import UnsafePathError
+    from validator.error_tree import UnsafePathError
     from validator.report.partial import remove_certificates
 
     uncertified = [node.hostname for node in report.nodes if node.hostname not in certificates]
@@ -522,7 +522,7 @@ def record_report(
         Whether the run was recorded (in the database or a pending file); when it was
         not, a warning waits among the store's notices.
     """
-    from validator.operations.outcome import close_run, report_interrupted
+    from validator.service.outcome import close_run, report_interrupted
 
     store.record_results(run_id, [(node, certificates.get(node.hostname)) for node in report.nodes])
     return close_run(store, run_id, interrupted=report_interrupted(report))

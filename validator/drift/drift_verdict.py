@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from validator.certificate import Certificate
 from validator.drift.compare import compare
 from validator.judge.actions import assign_actions
-from validator.judge.checks.common import by_check, node_finding, nothing_to_judge
+from validator.judge.checks.finding_helpers import by_check, node_finding, nothing_to_judge
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
     DriftCheck,
@@ -41,7 +41,7 @@ from validator.model import (
     drift_findings,
     provenance_of,
 )
-from validator.text import one_line
+from validator.safe_text import one_line
 
 NEVER_CERTIFIED = "never certified: run gpuready certify first"
 NOT_TRUSTED = "baseline not trusted"

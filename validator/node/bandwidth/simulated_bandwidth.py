@@ -73,7 +73,7 @@ from validator.model import (
     Reason,
     Unavailable,
 )
-from validator.node.bandwidth.config import InterconnectConfig
+from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 
 
 class ScenarioDocument(Protocol):

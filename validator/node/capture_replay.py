@@ -77,7 +77,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
 
-from validator.errors import CaptureError, ReportError
+from validator.error_tree import CaptureError, ReportError
 from validator.fields import LoadError, load_json
 from validator.files import Folder, remove_stale_temporaries, write_atomic
 from validator.limits import (
@@ -928,7 +928,7 @@ def _record_dcgm(
     meta: dict[str, object],
 ) -> None:
     """Run DCGM's diagnostic into the bundle: its JSON as printed, or why there is none."""
-    from validator.node.dcgm import run_dcgmi
+    from validator.node.dcgm_run import run_dcgmi
 
     try:
         diag, text = run_dcgmi(system, level, timeout_s)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from validator.errors import BadInputError
+from validator.error_tree import BadInputError
 from validator.fields import excerpt
 
 

@@ -10,8 +10,8 @@ Decisions:
 
 * ansible-runner is imported lazily, inside the functions that need it, so that
   importing this module (and ``gpuready --help``) stays cheap, and a missing
-  ansible-runner is one :class:`~validator.errors.CouldNotRunError` line.
-* The inventories are read first with :func:`validator.inventory.load_hosts`:
+  ansible-runner is one :class:`~validator.error_tree.CouldNotRunError` line.
+* The inventories are read first with :func:`validator.ansible_inventory.load_hosts`:
   Ansible itself carries on with no hosts when an inventory does not parse or a
   limit matches nothing, and would then report success for provisioning nothing.
 * Every ansible-runner option is passed by name here; nothing from the caller is
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from validator import slurm
-from validator.errors import BadInputError, CouldNotRunError
+from validator.error_tree import BadInputError, CouldNotRunError
 from validator.extravars import (
     refuse_on_command_line,
     remove_secrets,
@@ -69,7 +69,7 @@ from validator.extravars import (
     write_secrets,
 )
 from validator.files import Folder
-from validator.text import ansible_error, one_line, strip_ansi
+from validator.safe_text import ansible_error, one_line, strip_ansi
 
 # ansible-playbook's prompt for --ask-become-pass ("BECOME password: ", or with
 # "[defaults to SSH password]" when an SSH password is asked for too).
@@ -595,7 +595,7 @@ def _checked(request: ProvisionRequest) -> tuple[Path, dict[str, object], tuple[
         BadInputError: a missing inventory or playbook, a limit matching no host, a
             bad extra variable, mirror URL, batch or failure budget.
     """
-    from validator.inventory import load_hosts
+    from validator.ansible_inventory import load_hosts
 
     if request.keep_runs < 1:
         raise BadInputError(f"keep_runs must be at least 1, got {request.keep_runs}")
@@ -1186,7 +1186,7 @@ def certify_transport(inventories: Sequence[str], hosts: Sequence[str]) -> str:
     Raises:
         BadInputError: the inventory can no longer be read.
     """
-    from validator.inventory import load_inventory
+    from validator.ansible_inventory import load_inventory
 
     wanted = set(hosts)
     specs = [spec for spec in load_inventory(inventories).hosts if spec.name in wanted]

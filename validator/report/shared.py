@@ -42,8 +42,8 @@ from validator.model import (
 )
 from validator.model import overall_verdict as verdict_of_nodes
 from validator.packed import without_samples
-from validator.text import one_line as one_line  # noqa: PLC0414 - renderers call common.one_line
-from validator.text import size_words, visible
+from validator.safe_text import one_line as one_line  # noqa: PLC0414 - renderers call common.one_line
+from validator.safe_text import size_words, visible
 from validator.trace import LOW_PERCENTILE, percentile, under_load
 
 # The order operators read in: what blocks certification first.
@@ -345,10 +345,10 @@ def show_pair(first: object, second: object, unit: str = "", sep: str = " / ") -
 
 
 def clean(text: str) -> str:
-    """A block of lines shown safely: :func:`validator.text.visible`, newlines kept.
+    """A block of lines shown safely: :func:`validator.safe_text.visible`, newlines kept.
 
     XML 1.0 cannot carry control characters at all, and a terminal would obey them;
-    one-line text (a cell, a message) is :func:`one_line`, validator.text's.
+    one-line text (a cell, a message) is :func:`one_line`, validator.safe_text's.
     """
     return visible(text, lines=True)
 

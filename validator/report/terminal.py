@@ -23,7 +23,7 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.report import common
+from validator.report import shared
 
 _RESET = "\x1b[0m"
 _BOLD = "\x1b[1m"
@@ -59,11 +59,11 @@ def _fit(text: str, width: int) -> str:
 
 
 def _burn_header(burn: BurnResult, paint: _Painter) -> str:
-    elapsed = common.show(round(burn.elapsed_s, 1), "s")
+    elapsed = shared.show(round(burn.elapsed_s, 1), "s")
     head = (
-        f"  burn-in  {common.one_line(burn.backend)} {common.one_line(burn.dtype)} "
-        f"n={burn.matrix_size}  {common.show(burn.duration_s, 's')} (ran {elapsed})  "
-        f"sampler {common.one_line(burn.sampler)}"
+        f"  burn-in  {shared.one_line(burn.backend)} {shared.one_line(burn.dtype)} "
+        f"n={burn.matrix_size}  {shared.show(burn.duration_s, 's')} (ran {elapsed})  "
+        f"sampler {shared.one_line(burn.sampler)}"
     )
     head = _fit(head, _WIDTH - (len("  SIMULATED") if burn.simulated else 0))
     if burn.simulated:
@@ -74,15 +74,15 @@ def _burn_header(burn: BurnResult, paint: _Painter) -> str:
 def _burn_gpu_line(gpu: GpuBurn, facts: NodeFacts, paint: _Painter) -> str:
     """``  burn gpu3  completed  712.4 TFLOPS  it=5120  errors=0  peak 688 W (98%) ...``."""
     label = f"  burn gpu{gpu.index}".ljust(11) + "  "
-    failed = common.burn_failed(gpu)
+    failed = shared.burn_failed(gpu)
     status = gpu.status.value.ljust(_BURN_STATUS_WIDTH)
     colored = paint(status, _SEVERITY_COLOR[Severity.FAIL if failed else Severity.PASS])
     if gpu.status is not BurnStatus.COMPLETED:
         room = _WIDTH - len(label) - len(status) - 2
-        detail = common.shorten(gpu.detail or "no detail given", room)
+        detail = shared.shorten(gpu.detail or "no detail given", room)
         return f"{label}{colored}  {detail}".rstrip()
-    stats = common.burn_stats(gpu, facts)
-    tflops = common.tflops_text(gpu.tflops) if isinstance(gpu.tflops, float) else "n/a"
+    stats = shared.burn_stats(gpu, facts)
+    tflops = shared.tflops_text(gpu.tflops) if isinstance(gpu.tflops, float) else "n/a"
     errors = f"errors={stats.errors}"
     if gpu.reference_ok is False:
         errors += " ref=bad"
@@ -107,7 +107,7 @@ def _burn_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
         return []
     lines = [_burn_header(burn, paint)]
     if burn.error:
-        error = common.shorten(burn.error, _WIDTH - len("  burn-in could not run: "))
+        error = shared.shorten(burn.error, _WIDTH - len("  burn-in could not run: "))
         lines.append("  burn-in could not run: " + paint(error, _SEVERITY_COLOR[Severity.FAIL]))
     lines.extend(_burn_gpu_line(gpu, facts, paint) for gpu in burn.gpus)
     return lines
@@ -141,9 +141,9 @@ def _interconnect_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
     room = _WIDTH - (len("  SIMULATED") if simulated else 0)
     if interconnect.error:
         head = "  Interconnect could not be measured: "
-        error = common.shorten(interconnect.error, room - len(head))
+        error = shared.shorten(interconnect.error, room - len(head))
         return [head + paint(error, _SEVERITY_COLOR[Severity.FAIL]) + mark]
-    parts = common.interconnect_parts(interconnect)
+    parts = shared.interconnect_parts(interconnect)
     line = _INTERCONNECT_HEAD + ", ".join(parts)
     if len(line) <= room or len(parts) < 2:
         return [line + mark]
@@ -153,12 +153,12 @@ def _interconnect_lines(facts: NodeFacts, paint: _Painter) -> list[str]:
 
 def _stderr_line(node: NodeResult) -> list[str]:
     """The agent's last words on stderr, one line; the HTML report keeps all of it."""
-    lines = [line for line in common.clean(node.agent_stderr).splitlines() if line.strip()]
+    lines = [line for line in shared.clean(node.agent_stderr).splitlines() if line.strip()]
     if not lines:
         return []
     count = f" ({len(lines)} lines)" if len(lines) > 1 else ""
     head = f"  agent stderr{count}: "
-    return [head + common.shorten(lines[-1], _WIDTH - len(head))]
+    return [head + shared.shorten(lines[-1], _WIDTH - len(head))]
 
 
 def _finding_lines(head: str, text: str, finding: Finding, paint: _Painter) -> list[str]:
@@ -171,8 +171,8 @@ def _finding_lines(head: str, text: str, finding: Finding, paint: _Painter) -> l
     line = head + text
     if finding.action is Action.NONE:
         return [line]
-    words = f"-> {common.action_words(finding.action)}"
-    todo = paint(words, _BOLD) if common.is_hardware(finding.action) else words
+    words = f"-> {shared.action_words(finding.action)}"
+    todo = paint(words, _BOLD) if shared.is_hardware(finding.action) else words
     # The head's width as printed, without colour codes.
     indent = len(_ANSI.sub("", head))
     if indent + len(text) + 2 + len(words) <= _WIDTH or indent + len(text) > _WIDTH:
@@ -182,40 +182,40 @@ def _finding_lines(head: str, text: str, finding: Finding, paint: _Painter) -> l
 
 def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> list[str]:
     sku = node.sku or "no SKU matched"
-    gpus = common.plural(len(node.facts.gpus), "GPU")
+    gpus = shared.plural(len(node.facts.gpus), "GPU")
     verdict = paint(node.verdict.value, _VERDICT_COLOR[node.verdict])
-    header = f"{paint(common.one_line(node.hostname), _BOLD)}  {verdict}  {sku}  {gpus}"
+    header = f"{paint(shared.one_line(node.hostname), _BOLD)}  {verdict}  {sku}  {gpus}"
     if fleet:
-        elapsed = common.elapsed_text(node.elapsed_s)
-        header += f"  via {common.one_line(node.transport)}" + (
+        elapsed = shared.elapsed_text(node.elapsed_s)
+        header += f"  via {shared.one_line(node.transport)}" + (
             f" {elapsed}" if node.elapsed_s > 0 else ""
         )
     lines = [header]
     if node.verdict is Verdict.UNKNOWN and node.summary:
         # Nothing could be judged: say why before the details, not after them.
-        lines.append(f"  {paint(common.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
+        lines.append(f"  {paint(shared.one_line(node.summary), _VERDICT_COLOR[node.verdict])}")
     lines.extend(_stderr_line(node))
     lines.extend(_burn_lines(node.facts, paint))
     lines.extend(_interconnect_lines(node.facts, paint))
-    findings = [f for f in common.sorted_findings(node.findings) if f.severity is not Severity.PASS]
+    findings = [f for f in shared.sorted_findings(node.findings) if f.severity is not Severity.PASS]
     check_width = min(max((len(f.check) for f in findings), default=0), 32)
     for finding in findings:
         color = _SEVERITY_COLOR[finding.severity]
         severity = paint(finding.severity.value.ljust(_SEV_WIDTH), color)
-        gpu = (common.gpu_label(finding) or "node").ljust(6)
+        gpu = (shared.gpu_label(finding) or "node").ljust(6)
         optional = "" if finding.required else " (optional)"
-        message = common.one_line(finding.message)
+        message = shared.one_line(finding.message)
         head = f"  {severity}  {finding.check.ljust(check_width)}  {gpu}"
         lines.extend(_finding_lines(head, f"{message}{optional}", finding, paint))
-    lines.append(f"  {common.count_severities(node.findings).line()}")
+    lines.append(f"  {shared.count_severities(node.findings).line()}")
     if node.summary and node.verdict is not Verdict.UNKNOWN:
-        lines.append(f"  {common.one_line(node.summary)}")
+        lines.append(f"  {shared.one_line(node.summary)}")
     return lines
 
 
 def _fleet_lines(fleet: FleetSummary) -> list[str]:
-    lines = [common.fleet_line(fleet)]
-    lines.extend(f"  {common.sku_fleet_line(stats)}" for stats in fleet.skus)
+    lines = [shared.fleet_line(fleet)]
+    lines.extend(f"  {shared.sku_fleet_line(stats)}" for stats in fleet.skus)
     if not fleet.skus:
         lines.append("  no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs")
     return lines
@@ -249,12 +249,12 @@ def render_text(report: Report, *, color: bool = False) -> str:
     paint = _Painter(color)
     fleet = report.fleet is not None
     blocks = [
-        "\n".join(_node_lines(node, paint, fleet=fleet)) for node in common.reading_order(report)
+        "\n".join(_node_lines(node, paint, fleet=fleet)) for node in shared.reading_order(report)
     ]
     if report.fleet is not None:
         blocks.append("\n".join(_fleet_lines(report.fleet)))
     if len(report.nodes) != 1:
-        verdict = common.overall_verdict(report)
+        verdict = shared.overall_verdict(report)
         overall = paint(verdict.value, _VERDICT_COLOR[verdict])
-        blocks.append(f"Overall: {overall}  {common.overall_summary(report)}")
+        blocks.append(f"Overall: {overall}  {shared.overall_summary(report)}")
     return "\n\n".join(blocks) + "\n"
