@@ -22,7 +22,8 @@ def repeated_names(root: Path) -> dict[str, list[str]]:
 
 def test_every_file_name_under_validator_is_used_once() -> None:
     repeated = repeated_names(PACKAGE)
-    assert not repeated, "\n".join(f"{name}: {', '.join(paths)}" for name, paths in repeated.items())
+    listed = [f"{name}: {', '.join(paths)}" for name, paths in repeated.items()]
+    assert not repeated, "\n".join(listed)
 
 
 def test_a_repeated_name_is_found(tmp_path: Path) -> None:
