@@ -16,11 +16,11 @@ Two paths:
   (``--packed``), and are unpacked, parsed and checked (validator.packed.agent_facts,
   the bytes kept as their packed encoding) as the SSH transport does. The packing is
   the agent's work: its CPU is taken out of the controller's figure.
-- ``slurm`` / ``slurm-campaign``: the Slurm collector (validator.remote.slurm_fanout
+- ``slurm`` / ``slurm-campaign``: the Slurm collector (validator.slurm.job_fanout
   submit_run/follow) with a fake Runner answering sinfo, sbatch, squeue, sacct,
   scontrol and scancel as Slurm does (text forms, as recorded in tests/fixtures/slurm),
   and a fake cluster, a separate process, that writes each node's result files into
-  the spool (validator.remote.slurm_spool's layout, renamed into place as step.sh
+  the spool (validator.slurm.submission_spool's layout, renamed into place as step.sh
   does; the facts packed, as the agent prints them for Slurm) at the drawn times. Its
   CPU is the cluster's, not the controller's.
 
@@ -609,8 +609,8 @@ def _path_patches(
 ) -> tuple[list[tuple[object, str, object]], dict[str, Any], FakeSlurm | None]:
     """What the path swaps (the transport, or Slurm's runner) and the request's fields."""
     import validator.service.collect_and_judge as certify_module
-    import validator.service.slurm_service as slurm_operations
-    from validator.remote.slurm_fanout import SlurmOptions, follow, target_nodes
+    import validator.slurm.plan_and_reach as slurm_operations
+    from validator.slurm.job_fanout import SlurmOptions, follow, target_nodes
 
     if config.path == "ssh":
         inventory = work / "hosts.ini"
@@ -720,7 +720,7 @@ def simulate(config: Config, facts: Facts | None = None) -> dict[str, Any]:
 
 def _launching(slurm: FakeSlurm) -> Callable[..., object]:
     """submit_run with the fake runner, starting the cluster once the jobs are in."""
-    from validator.remote.slurm_fanout import submit_run
+    from validator.slurm.job_fanout import submit_run
 
     def submit(*args: Any, **kwargs: Any) -> object:  # noqa: ANN401 - submit_run's own
         kwargs["runner"] = slurm

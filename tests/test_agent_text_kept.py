@@ -19,8 +19,9 @@ from validator import codec, packed
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict, to_dict
 from validator.node import agent
 from validator.node.sources import collect_simulated
-from validator.remote import slurm_fanout, ssh
-from validator.remote.slurm_spool import NodeOutput
+from validator.remote import ssh
+from validator.slurm import job_fanout
+from validator.slurm.submission_spool import NodeOutput
 
 SCENARIOS = ("healthy-8x-h100-sxm", "gpu-fallen-off-bus", "nvswitch-sxid-fatal", "no-gpu-driver")
 
@@ -62,7 +63,7 @@ def test_the_ssh_transport_keeps_the_agents_text(monkeypatch: pytest.MonkeyPatch
 def test_the_slurm_collector_keeps_the_agents_text(monkeypatch: pytest.MonkeyPatch) -> None:
     encoded = _no_encoding(monkeypatch)
     text = _printed("healthy-8x-h100-sxm")
-    outcome = slurm_fanout.agent_outcome(NodeOutput("gpu-b", 0, text.encode(), ""))
+    outcome = job_fanout.agent_outcome(NodeOutput("gpu-b", 0, text.encode(), ""))
     assert outcome.facts is not None
     assert codec.unpack(packed.packed_facts(outcome.facts)) == text
     assert encoded == []
@@ -80,7 +81,7 @@ def test_text_the_model_refuses_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(packed, "pack", lambda text: kept.append(text) or b"")
     data = json.loads(_printed("healthy-8x-h100-sxm"))
     data["gpus"][0]["power_draw_w"] = float("nan")
-    outcome = slurm_fanout.agent_outcome(NodeOutput("gpu-c", 0, json.dumps(data).encode(), ""))
+    outcome = job_fanout.agent_outcome(NodeOutput("gpu-c", 0, json.dumps(data).encode(), ""))
     assert outcome.facts is None
     assert "do not fit the model" in (outcome.error or "")
     assert kept == []
@@ -132,7 +133,7 @@ def test_the_slurm_collector_and_ansible_take_packed_facts_too() -> None:
     from validator.remote import ansible_transport
 
     line = _printed("healthy-8x-h100-sxm", packed_output=True)
-    outcome = slurm_fanout.agent_outcome(NodeOutput("gpu-b", 0, line.encode(), ""))
+    outcome = job_fanout.agent_outcome(NodeOutput("gpu-b", 0, line.encode(), ""))
     assert outcome.facts == collect_simulated("healthy-8x-h100-sxm")
     parsed = ansible_transport._parse("gpu-c", {"stdout": line, "stderr": ""})
     assert parsed.facts == outcome.facts

@@ -70,7 +70,7 @@ def test_the_graph_sees_function_level_and_type_checking_imports() -> None:
     graph = import_graph()
     # Inside a function (validator.service.collect_and_judge's Slurm planning) and under
     # TYPE_CHECKING.
-    assert "validator.service.slurm_service" in graph["validator.service.collect_and_judge"]
+    assert "validator.slurm.plan_and_reach" in graph["validator.service.collect_and_judge"]
     assert "validator.node.burnin.numpy_backend" in graph["validator.node.burnin.backend_choice"]
     assert ROOT not in graph or isinstance(graph[ROOT], set)
 

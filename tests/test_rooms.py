@@ -73,6 +73,10 @@ PACKED = "validator.packed"
 STORE = (ROOT, *LEAVES, PACKED, "validator.judge", *STORE_ROW)
 # The service layer (one typed function per command): anything below the CLI.
 SERVICE = Room(None, None, forbid=("validator.cli",))
+# The transport through Slurm: the remote room's, with Slurm's commands beside it.
+SLURM_TRANSPORT = Room(
+    (ROOT, *LEAVES, PACKED, "validator.node", "validator.remote", "validator.slurm")
+)
 
 ROOMS: dict[str, Room] = {
     ROOT: Room(()),
@@ -116,11 +120,10 @@ ROOMS: dict[str, Room] = {
         (*LEAVES, PACKED, "validator.trace", "validator.report"),
         frozenset({"jinja2", "markupsafe", "prometheus_client"}),
     ),
-    # Transports: the node agent is imported to ship it (and run it, for local); Slurm's
-    # commands (validator.slurm, leaves only) for the transport that reaches through Slurm;
+    # Transports: the node agent is imported to ship it (and run it, for local);
     # the packed encoding, to keep the JSON an agent printed as its facts' encoding.
     "validator.remote": Room(
-        (ROOT, *LEAVES, PACKED, "validator.node", "validator.remote", "validator.slurm"),
+        (ROOT, *LEAVES, PACKED, "validator.node", "validator.remote"),
         frozenset({"paramiko", "ansible_runner"}),
     ),
     "validator.certificate": Room(STORE),
@@ -132,6 +135,12 @@ ROOMS: dict[str, Room] = {
         STORE, frozenset({"ansible", "ansible_runner", "yaml"})
     ),
     "validator.slurm": Room(STORE),  # Slurm's own commands, no library
+    # Reaching nodes through Slurm jobs, kept in Slurm's folder: a transport (it ships
+    # the agent as the remote room does) over Slurm's own commands and its spool.
+    "validator.slurm.job_fanout": SLURM_TRANSPORT,
+    "validator.slurm.batch_script": SLURM_TRANSPORT,
+    # Certify and drift through Slurm: which nodes, and how their results come back.
+    "validator.slurm.plan_and_reach": SERVICE,
     # Which extra variables are secrets, and the private file they go to ansible-playbook in.
     "validator.extravars": Room(STORE),
     # Drift: facts of now against the certificate, with the judge's findings.

@@ -254,8 +254,8 @@ def test_a_stop_signal_to_a_slurm_collected_fleet_cancels_its_job_and_reports_ev
     # recorded on the test cluster); the job's nodes never write a result.
     fake_slurm = f"""
         import functools, os, sys
-        import validator.service.slurm_service as operations
-        from validator.remote import slurm_fanout
+        import validator.slurm.plan_and_reach as operations
+        from validator.slurm import job_fanout
         from validator.slurm.commands import CommandResult
         def slurm(argv):
             argv = list(argv)
@@ -274,9 +274,9 @@ def test_a_stop_signal_to_a_slurm_collected_fleet_cancels_its_job_and_reports_ev
                     log.write(" ".join(argv) + "\\n")
                 return CommandResult(0)
             return CommandResult(1, "", "slurm_load_jobs error: Invalid job id specified\\n")
-        operations.target_nodes = functools.partial(slurm_fanout.target_nodes, runner=slurm)
-        operations.submit_run = functools.partial(slurm_fanout.submit_run, runner=slurm)
-        operations.follow = functools.partial(slurm_fanout.follow, runner=slurm)
+        operations.target_nodes = functools.partial(job_fanout.target_nodes, runner=slurm)
+        operations.submit_run = functools.partial(job_fanout.submit_run, runner=slurm)
+        operations.follow = functools.partial(job_fanout.follow, runner=slurm)
     """
     child = start(
         ["certify", "--slurm", "--partition", "gpu", "--spool", str(spool), "--poll", "0.2",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from validator.model import HostSpec
-from validator.remote.slurm_fanout import SlurmOptions, Targets, submit_run
 from validator.remote.transport import AgentRequest
 from validator.slurm import CommandResult, SlurmError
+from validator.slurm.job_fanout import SlurmOptions, Targets, submit_run
 from validator.slurm.nodes import SlurmNode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"

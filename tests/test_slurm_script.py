@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from validator.remote.slurm_script import (
+from validator.slurm.batch_script import (
     STEP_SCRIPT,
     AgentDelivery,
     batch_script,
 )
-from validator.remote.slurm_spool import OUT_DIR, STEP_FILE
+from validator.slurm.submission_spool import OUT_DIR, STEP_FILE
 
 FAKE_SRUN = """#!/bin/sh
 # Runs the command after srun's options, as the named node.

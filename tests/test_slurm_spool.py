@@ -11,9 +11,11 @@ import pytest
 
 from validator.error_tree import BadInputError
 from validator.model import HostSpec, NodeFacts, NodeResult
-from validator.remote import slurm_fanout
-from validator.remote.slurm_fanout import SlurmOptions, Targets, agent_outcome, submit_run
-from validator.remote.slurm_spool import (
+from validator.remote.transport import AgentRequest, Phase
+from validator.slurm import CommandResult, SlurmError, job_fanout
+from validator.slurm.job_fanout import SlurmOptions, Targets, agent_outcome, submit_run
+from validator.slurm.nodes import SlurmNode
+from validator.slurm.submission_spool import (
     NodeOutput,
     Submission,
     find,
@@ -22,9 +24,6 @@ from validator.remote.slurm_spool import (
     read_output,
     save,
 )
-from validator.remote.transport import AgentRequest, Phase
-from validator.slurm import CommandResult, SlurmError
-from validator.slurm.nodes import SlurmNode
 
 
 def _saved(tmp_path: Path) -> Submission:
@@ -163,8 +162,8 @@ def test_a_campaign_writes_its_request_once_not_after_every_job(
         saves.append(len(submission.jobs))
         save(submission, new_jobs)
 
-    monkeypatch.setattr(slurm_fanout, "save", counted)
-    monkeypatch.setattr(slurm_fanout, "SAVE_EVERY_S", 3600.0)
+    monkeypatch.setattr(job_fanout, "save", counted)
+    monkeypatch.setattr(job_fanout, "SAVE_EVERY_S", 3600.0)
     hosts, targets, options = _campaign(tmp_path, 300)
     submission = submit_run(hosts, targets, AgentRequest(), 60.0, options, {}, _Sbatch())
     assert saves == [0, 300]  # before any sbatch, and once all are in
@@ -180,7 +179,7 @@ def test_a_campaign_writes_its_request_once_not_after_every_job(
 def test_a_campaign_cut_short_cancels_the_jobs_not_yet_written_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(slurm_fanout, "SAVE_EVERY_S", 3600.0)
+    monkeypatch.setattr(job_fanout, "SAVE_EVERY_S", 3600.0)
     hosts, targets, options = _campaign(tmp_path, 50)
     slurm = _Sbatch(refuse_at=30)
     with pytest.raises(SlurmError, match="QOSMaxSubmitJobPerUserLimit"):
@@ -194,16 +193,16 @@ def _never_judged(host: HostSpec, facts: NodeFacts) -> NodeResult:
 
 def test_many_live_jobs_are_asked_of_squeue_a_window_at_a_time(tmp_path: Path) -> None:
     submission = _saved(tmp_path)
-    run = slurm_fanout._Follow(
-        submission, {}, AgentRequest(), _never_judged, 60.0, slurm_fanout._Silent(), _Sbatch()
+    run = job_fanout._Follow(
+        submission, {}, AgentRequest(), _never_judged, 60.0, job_fanout._Silent(), _Sbatch()
     )
     live = [str(1000 + i) for i in range(1200)]
-    per_look = slurm_fanout.STATES_PER_LOOK
-    looks = [slurm_fanout._asked(run, live, final=False) for _ in range(3)]
+    per_look = job_fanout.STATES_PER_LOOK
+    looks = [job_fanout._asked(run, live, final=False) for _ in range(3)]
     assert all(len(asked) == per_look for asked in looks)
     assert {job for asked in looks for job in asked} == set(live)  # three looks cover all
-    assert slurm_fanout._asked(run, live, final=True) == live
-    assert slurm_fanout._asked(run, live[:10], final=False) == live[:10]
+    assert job_fanout._asked(run, live, final=True) == live
+    assert job_fanout._asked(run, live[:10], final=False) == live[:10]
 
 
 def test_a_packed_agent_run_by_step_sh_is_read_back_as_its_facts(tmp_path: Path) -> None:
@@ -212,7 +211,7 @@ def test_a_packed_agent_run_by_step_sh_is_read_back_as_its_facts(tmp_path: Path)
     import sys
 
     from validator.node.sources import collect_simulated
-    from validator.remote.slurm_script import STEP_SCRIPT
+    from validator.slurm.batch_script import STEP_SCRIPT
 
     submission = _saved(tmp_path)
     step = tmp_path / "step.sh"

@@ -16,9 +16,9 @@ from validator.cli.options import TEXT, FiniteFloat, NonEmptyPath
 from validator.safe_text import one_line
 
 if TYPE_CHECKING:
-    from validator.remote.slurm_fanout import SlurmOptions
-    from validator.remote.slurm_spool import Submission
+    from validator.slurm.job_fanout import SlurmOptions
     from validator.slurm.judged_nodes import SlurmStep
+    from validator.slurm.submission_spool import Submission
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,7 +116,7 @@ def spool_path(given: str | None) -> str:
     """The spool: the one given, else $GPUREADY_SLURM_SPOOL, else ~/.gpuready/slurm."""
     if given:
         return given
-    from validator.service.slurm_service import spool_default
+    from validator.slurm.plan_and_reach import spool_default
 
     return os.environ.get(SPOOL_ENV) or spool_default()
 
@@ -137,7 +137,7 @@ def slurm_settings(options: dict[str, Any], *, manage_drains: bool) -> SlurmOpti
         given += [] if wait else ["no-wait"]
         _refuse_without_slurm(given)
         return None
-    from validator.remote.slurm_fanout import SlurmOptions
+    from validator.slurm.job_fanout import SlurmOptions
 
     return SlurmOptions(
         spool=spool_path(spool),

@@ -45,11 +45,11 @@ from validator.store import RunKind
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.node.burnin.run import BurnProgress, ProgressSink
-    from validator.remote.slurm_fanout import SlurmOptions
-    from validator.remote.slurm_spool import Submission
     from validator.report.rma import LastCertificate
     from validator.signing import SealKey
+    from validator.slurm.job_fanout import SlurmOptions
     from validator.slurm.judged_nodes import SlurmStep
+    from validator.slurm.submission_spool import Submission
     from validator.store import Store
 
 
@@ -545,8 +545,8 @@ def collect_request(
     Raises:
         BadInputError: no such submission, or its saved options are damaged.
     """
-    from validator.remote.slurm_fanout import SlurmOptions
-    from validator.remote.slurm_spool import find
+    from validator.slurm.job_fanout import SlurmOptions
+    from validator.slurm.submission_spool import find
 
     submission = find(spool, token)
     saved = submission.options

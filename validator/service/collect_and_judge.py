@@ -43,9 +43,9 @@ from validator.remote.transport import AgentRequest, Arrivals, Progress, Transpo
 
 if TYPE_CHECKING:
     from validator.node.burnin.run import ProgressSink
-    from validator.remote.slurm_fanout import SlurmOptions
-    from validator.remote.slurm_spool import Submission
-    from validator.service.slurm_service import SlurmPlan
+    from validator.slurm.job_fanout import SlurmOptions
+    from validator.slurm.plan_and_reach import SlurmPlan
+    from validator.slurm.submission_spool import Submission
 
 
 @dataclass(frozen=True)
@@ -355,7 +355,7 @@ def plan_fleet(request: FleetRequest) -> FleetPlan:
     base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     slurm_plan = None
     if request.slurm is not None:
-        from validator.service.slurm_service import plan
+        from validator.slurm.plan_and_reach import plan
 
         inventory_hosts = (
             load_hosts(request.inventories, request.limit) if request.inventories else []
@@ -383,8 +383,8 @@ def submit_fleet(request: FleetRequest) -> Submission:
         SlurmError: Slurm's commands are missing or failed.
     """
     from validator.error_tree import BadInputError
-    from validator.remote.slurm_fanout import submit_run
-    from validator.service.slurm_service import judging_options
+    from validator.slurm.job_fanout import submit_run
+    from validator.slurm.plan_and_reach import judging_options
 
     if request.slurm is None or request.slurm_collect is not None:
         raise BadInputError("--no-wait needs --slurm: give --slurm, or leave out --no-wait")
@@ -413,7 +413,7 @@ def certify_fleet(
     """Certify every inventory host in parallel, then judge the fleet as a whole.
 
     Through Slurm (``request.slurm``) the hosts are the nodes Slurm lists (or a saved
-    submission's), reached by jobs (validator.service.slurm_service); ``on_submitted`` is
+    submission's), reached by jobs (validator.slurm.plan_and_reach); ``on_submitted`` is
     told the submission once its jobs are in.
 
     Raises:
@@ -443,7 +443,7 @@ def certify_fleet(
         return hold_without_samples(judge_node(facts, fleet.policies[host.name], catalog=catalog))
 
     if fleet.slurm_plan is not None and request.slurm is not None:
-        from validator.service.slurm_service import reach
+        from validator.slurm.plan_and_reach import reach
 
         outcome = reach(
             fleet.slurm_plan,

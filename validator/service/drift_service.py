@@ -43,10 +43,10 @@ from validator.store import RunKind, StoreError
 if TYPE_CHECKING:
     from validator.certificate import Certificate
     from validator.model import HostSpec
-    from validator.remote.slurm_fanout import SlurmOptions
     from validator.service.certify_service import FleetDisplay
     from validator.signing import KeyLike
     from validator.slurm import Runner
+    from validator.slurm.job_fanout import SlurmOptions
     from validator.store import Store
 
 
@@ -335,7 +335,7 @@ def _drift_fleet(
     quiet_paramiko()
     slurm_plan = None
     if request.slurm is not None:
-        from validator.service.slurm_service import plan
+        from validator.slurm.plan_and_reach import plan
 
         listed = load_hosts(request.inventories, request.limit) if request.inventories else []
         slurm_plan = plan(request.slurm, listed)
@@ -368,7 +368,7 @@ def _drift_fleet(
     )
     try:
         if slurm_plan is not None and request.slurm is not None:
-            from validator.service.slurm_service import reach
+            from validator.slurm.plan_and_reach import reach
 
             judging = {"burn_s": request.burn.duration_s if request.burn else None}
             outcome = reach(

@@ -3,7 +3,7 @@
 The SSH fan-out (validator.remote.fanout) reaches into each node; here Slurm does the
 reaching. The controller picks the nodes (``--nodelist``/``--exclude`` expanded by
 ``scontrol show hostnames``, or a partition's), asks ``sinfo`` what state each is in,
-writes a submission to the shared spool (validator.remote.slurm_spool) and submits
+writes a submission to the shared spool (validator.slurm.submission_spool) and submits
 it: one job over every node (``--exclusive --no-kill``, one step per node), or with
 ``campaign`` one job per node, each certified when it becomes free. Then it follows:
 each node's result is judged the moment its exit status appears in the spool, and a
@@ -39,19 +39,6 @@ from validator.model import HostSpec, NodeResult, SchemaError, Verdict
 from validator.packed import agent_facts
 from validator.remote.bundle import build_agent
 from validator.remote.fanout import FanoutResult, Judge, judged_result, unreachable
-from validator.remote.slurm_script import STEP_SCRIPT, AgentDelivery, batch_script
-from validator.remote.slurm_spool import (
-    AGENT_FILE,
-    JOB_FILE,
-    STEP_FILE,
-    NodeOutput,
-    Submission,
-    finished_nodes,
-    new_submission,
-    read_output,
-    save,
-    write_file,
-)
 from validator.remote.transport import (
     AgentOutcome,
     AgentRequest,
@@ -63,11 +50,24 @@ from validator.remote.transport import (
 from validator.safe_text import one_line
 from validator.slurm import PREFIX, Runner, SlurmError
 from validator.slurm import resume_if_ours as slurm_resume
+from validator.slurm.batch_script import STEP_SCRIPT, AgentDelivery, batch_script
 from validator.slurm.commands import run_slurm
 from validator.slurm.hostlist import expand_hostlist
 from validator.slurm.jobs import JobState, cancel, job_states, submit
 from validator.slurm.nodes import SlurmNode, list_nodes
 from validator.slurm.reservation import create_reservation, delete_reservation
+from validator.slurm.submission_spool import (
+    AGENT_FILE,
+    JOB_FILE,
+    STEP_FILE,
+    NodeOutput,
+    Submission,
+    finished_nodes,
+    new_submission,
+    read_output,
+    save,
+    write_file,
+)
 
 TRANSPORT = "slurm"
 # How often the spool and squeue are read while jobs run.

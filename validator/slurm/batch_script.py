@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from validator.remote.slurm_spool import AGENT_FILE, OUT_DIR, STEP_FILE
 from validator.remote.transport import quoted
+from validator.slurm.submission_spool import AGENT_FILE, OUT_DIR, STEP_FILE
 
 STEP_SCRIPT = """#!/bin/sh
 # One node's part of a gpuready Slurm job, started by job.sh through srun: run the

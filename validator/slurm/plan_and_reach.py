@@ -22,7 +22,9 @@ from typing import Any
 from validator.error_tree import BadInputError
 from validator.model import HostSpec, NodeResult, to_dict
 from validator.remote.fanout import FanoutResult, Judge
-from validator.remote.slurm_fanout import (
+from validator.remote.transport import AgentRequest, Arrivals, Progress
+from validator.safe_text import one_line
+from validator.slurm.job_fanout import (
     SlurmOptions,
     Targets,
     follow,
@@ -31,10 +33,8 @@ from validator.remote.slurm_fanout import (
     submit_run,
     target_nodes,
 )
-from validator.remote.slurm_spool import Submission, find
-from validator.remote.transport import AgentRequest, Arrivals, Progress
-from validator.safe_text import one_line
 from validator.slurm.judged_nodes import certify_reason
+from validator.slurm.submission_spool import Submission, find
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def reach(
         )
     if on_submitted is not None:
         on_submitted(submission)
-    from validator.remote.slurm_fanout import release_quarantine
+    from validator.slurm.job_fanout import release_quarantine
 
     results: Sequence[NodeResult] = ()
     try:
