@@ -27,8 +27,8 @@ from validator.node.burnin import numpy_backend  # noqa: E402
 from validator.node.burnin.backend_choice import select_backend  # noqa: E402
 from validator.node.burnin.burn_config import BurnConfig  # noqa: E402
 from validator.node.burnin.run import run_burn  # noqa: E402
-from validator.node.burnin.simulated_burn import simulated_burn  # noqa: E402
-from validator.node.scenario import load_scenario  # noqa: E402
+from validator.node.sim.scenario import load_scenario  # noqa: E402
+from validator.node.sim.simulated_burn import simulated_burn  # noqa: E402
 from validator.node.sources import _burnable, collect_simulated  # noqa: E402
 
 TARGET_CORE_SHARE = 0.05

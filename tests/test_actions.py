@@ -53,7 +53,7 @@ from validator.model import (
     XidEvent,
 )
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.scenario import builtin_names
+from validator.node.sim.scenario import builtin_names
 from validator.node.sources import collect_simulated
 
 CHECKS_DIR = Path(checks_package.__file__).parent

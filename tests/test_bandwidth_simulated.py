@@ -24,13 +24,13 @@ from validator.model import (
     Unavailable,
 )
 from validator.node.bandwidth.bandwidth_config import GIB, MIB, InterconnectConfig
-from validator.node.bandwidth.simulated_bandwidth import (
+from validator.node.sim.scenario import Scenario, load_scenario
+from validator.node.sim.simulated_bandwidth import (
     NO_SECTION,
     busbw_at,
     check_interconnect_section,
     simulated_interconnect,
 )
-from validator.node.scenario import Scenario, load_scenario
 from validator.node.sources import collect_simulated
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -469,8 +469,8 @@ def test_the_same_scenario_gives_the_same_figures_every_run() -> None:
 def test_repeats_do_not_depend_on_the_process_hash_seed() -> None:
     script = (
         "from validator.node.bandwidth.bandwidth_config import InterconnectConfig\n"
-        "from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect\n"
-        "from validator.node.scenario import load_scenario\n"
+        "from validator.node.sim.simulated_bandwidth import simulated_interconnect\n"
+        "from validator.node.sim.scenario import load_scenario\n"
         "from validator.node.sources import collect_simulated\n"
         "r = simulated_interconnect(collect_simulated('healthy-8x-h100-sxm'),"
         " load_scenario('healthy-8x-h100-sxm'), InterconnectConfig())\n"

@@ -29,7 +29,7 @@ from validator.node.burnin.burn_config import (
     parse_deadline,
     parse_duration,
 )
-from validator.node.scenario import MAX_DEPTH, MAX_FILE_BYTES, load_scenario
+from validator.node.sim.scenario import MAX_DEPTH, MAX_FILE_BYTES, load_scenario
 from validator.node.sources import burn_live, burn_simulated, collect_simulated
 
 HEALTHY = "healthy-8x-h100-sxm"

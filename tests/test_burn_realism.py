@@ -46,7 +46,7 @@ from validator.node.burnin.devices import (
 from validator.node.burnin.numpy_backend import NumpyBackend, SimulatedBoard
 from validator.node.burnin.run import run_burn
 from validator.node.burnin.sampler import NoSampler
-from validator.node.scenario import builtin_names
+from validator.node.sim.scenario import builtin_names
 from validator.node.sources import collect_simulated
 from validator.trace import percentile, under_load
 

@@ -10,7 +10,7 @@ import pytest
 
 from validator.model import Reason, Unavailable
 from validator.node.burnin.nvml_sampler import NvmlSampler
-from validator.node.scenario import load_scenario
+from validator.node.sim.scenario import load_scenario
 
 
 def session_for(scenario: str):

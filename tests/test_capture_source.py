@@ -12,7 +12,7 @@ from validator.cli.main import main
 from validator.error_tree import CaptureError, ExitCode
 from validator.model import NvmlStatus, Reason, Unavailable
 from validator.node.capture_replay import write_capture
-from validator.node.scenario import load_scenario
+from validator.node.sim.scenario import load_scenario
 from validator.node.sources import collect_capture
 
 

@@ -22,7 +22,7 @@ from validator.model import NodeFacts, Reason, Severity, Unavailable
 from validator.node import collect
 from validator.node.capture_replay import CaptureSystem, write_capture
 from validator.node.parsers.kernel_log import parse_xid_events
-from validator.node.scenario import builtin_names, load_scenario
+from validator.node.sim.scenario import builtin_names, load_scenario
 from validator.node.sources import collect_capture, collect_simulated
 from validator.node.system import NotRecordedError
 

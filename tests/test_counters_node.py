@@ -38,13 +38,13 @@ from validator.model import (
 from validator.node import nvml
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.burnin.nvml_sampler import NvmlSampler
-from validator.node.fake_nvml import FakeNvml
 from validator.node.nvml import read_counters, read_nvml
 from validator.node.parsers.smi_common import read_recovery_action
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.physical_ranges import RANGES, plausible_facts, plausible_gpu
-from validator.node.scenario import load_scenario
+from validator.node.sim.fake_nvml import FakeNvml
+from validator.node.sim.scenario import load_scenario
 from validator.node.sources import collect_simulated
 
 HEALTHY = "healthy-8x-h100-sxm"

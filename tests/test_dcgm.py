@@ -586,7 +586,7 @@ def test_a_broken_bundle_file_is_bad_input(tmp_path: Path) -> None:
 
 def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
     from validator.node.capture_replay import write_capture
-    from validator.node.scenario import load_scenario
+    from validator.node.sim.scenario import load_scenario
 
     outcome = write_capture(
         tmp_path / "b", load_scenario("dcgm-memtest-failure").system(), dcgm_level=3
@@ -604,7 +604,7 @@ def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
 
 def test_capture_without_dcgmi_leaves_the_file_out_and_says_why(tmp_path: Path) -> None:
     from validator.node.capture_replay import write_capture
-    from validator.node.scenario import load_scenario
+    from validator.node.sim.scenario import load_scenario
 
     outcome = write_capture(
         tmp_path / "b", load_scenario("healthy-8x-h100-sxm").system(), dcgm_level=1

@@ -61,7 +61,7 @@ BAD_MODE = (
     "or off (never)\n"
 )
 
-SIMULATED = "validator.node.bandwidth.simulated_bandwidth"
+SIMULATED = "validator.node.sim.simulated_bandwidth"
 
 
 def stub(monkeypatch: pytest.MonkeyPatch, module_name: str, name: str, value: object) -> None:
@@ -417,7 +417,7 @@ def test_the_local_transport_passes_each_hosts_mode(simulated: Calls) -> None:
 def simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real simulated measurement where helper B's module is there, else a stand-in."""
     try:
-        importlib.import_module("validator.node.bandwidth.simulated_bandwidth")
+        importlib.import_module("validator.node.sim.simulated_bandwidth")
     except ModuleNotFoundError:
         stub(monkeypatch, SIMULATED, "simulated_interconnect", Calls())
 

@@ -35,7 +35,7 @@ from validator.node.parsers.kernel_log import (
     parse_kernel_faults,
     read_xid_log,
 )
-from validator.node.scenario import ScenarioSystem
+from validator.node.sim.scenario import ScenarioSystem
 from validator.node.sources import collect_simulated
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernel-log"

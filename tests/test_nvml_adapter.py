@@ -19,7 +19,6 @@ from validator.model import (
     Reason,
     Unavailable,
 )
-from validator.node.fake_nvml import MIB, FakeNvml, merge_gpu
 from validator.node.nvml import (
     LIBRARY_NOT_FOUND_DETAIL,
     PYNVML_MISSING_DETAIL,
@@ -28,7 +27,8 @@ from validator.node.nvml import (
     query,
     read_nvml,
 )
-from validator.node.scenario import builtin_names, load_scenario
+from validator.node.sim.fake_nvml import MIB, FakeNvml, merge_gpu
+from validator.node.sim.scenario import builtin_names, load_scenario
 
 # Scenario keys that are not GpuFacts fields.
 _NOT_FACTS = {"lost", "pci_device_id"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from validator.model import HostSpec
-from validator.node.scenario import SCENARIO_DIR
+from validator.node.sim.scenario import SCENARIO_DIR
 from validator.remote.ansible_transport import AnsibleTransport, default_playbook
 from validator.remote.bundle import build_agent
 from validator.remote.transport import AgentOutcome, AgentRequest

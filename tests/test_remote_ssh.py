@@ -38,7 +38,7 @@ from paramiko.sftp import SFTP_OK
 
 from validator.codec import unpack
 from validator.model import HostSpec, NodeFacts, from_dict
-from validator.node.scenario import SCENARIO_DIR
+from validator.node.sim.scenario import SCENARIO_DIR
 from validator.packed import packed_facts
 from validator.remote import ssh
 from validator.remote.bundle import build_agent

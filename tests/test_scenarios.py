@@ -15,9 +15,9 @@ from validator.error_tree import ExitCode, ScenarioError
 from validator.judge import Policy, judge_node
 from validator.model import GpuFacts, GpuStatus, NvmlStatus, Unavailable
 from validator.node import host
-from validator.node.fake_nvml import GPU_KEYS, NOT_SIMULATED
 from validator.node.nvml import read_nvml
-from validator.node.scenario import (
+from validator.node.sim.fake_nvml import GPU_KEYS, NOT_SIMULATED
+from validator.node.sim.scenario import (
     ScenarioSystem,
     builtin_names,
     deep_merge,
@@ -410,7 +410,7 @@ def test_every_gpu_fact_nvml_answers_is_a_scenario_key() -> None:
 
 
 def test_passthrough_paths_and_commands_come_from_the_real_host(tmp_path: Path) -> None:
-    from validator.node.scenario import ScenarioSystem
+    from validator.node.sim.scenario import ScenarioSystem
 
     real = tmp_path / "cuda" / "version.txt"
     real.parent.mkdir()
@@ -552,8 +552,8 @@ def test_markers_and_nulls_pass_for_any_gpu_key(tmp_path: Path) -> None:
 
 
 def test_the_declarations_cover_every_scenario_key() -> None:
-    from validator.node.fake_nvml import NVML_KEYS
-    from validator.node.scenario import (
+    from validator.node.sim.fake_nvml import NVML_KEYS
+    from validator.node.sim.scenario import (
         GPU_FIELDS,
         HOST_KEYS,
         NVML_FIELDS,
@@ -582,7 +582,7 @@ def test_duplicate_key_in_a_scenario_file_is_refused(tmp_path: Path) -> None:
 
 def test_the_json_loader_refuses_a_scenario_with_a_duplicate_key() -> None:
     from validator import fields
-    from validator.node.scenario import _source
+    from validator.node.sim.scenario import _source
 
     text = '{"name": "x", "nvml": {"gpu_count": 1, "gpu_count": 2}}'
     with pytest.raises(fields.LoadError) as caught:
@@ -604,7 +604,7 @@ def test_every_nvlink_built_in_has_interconnect_figures(name: str) -> None:
     # An SXM node without them would be UNKNOWN for a reason unrelated to its fault
     # once the judge requires the interconnect where the SKU has NVLink.
     from validator.node.bandwidth.bandwidth_config import InterconnectConfig
-    from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect
+    from validator.node.sim.simulated_bandwidth import simulated_interconnect
 
     if not _has_active_nvlink(name):
         # no GPU at all, or NVML refusing to start (driver/library mismatch)

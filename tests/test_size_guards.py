@@ -23,7 +23,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         1250,
         f"plan, runner events and the closing table: {_SPLIT}",
     ),
-    "validator/node/scenario.py": (1098, f"scenario schema and the simulated host: {_SPLIT}"),
+    "validator/node/sim/scenario.py": (1098, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1093, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
@@ -33,7 +33,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         909,
         "the Store class (814 lines) kept whole; its reads and prune go next: issue 32",
     ),
-    "validator/node/fake_nvml.py": (863, "the NVML double; moves to the simulation (issue 32)"),
+    "validator/node/sim/fake_nvml.py": (863, "the NVML double, one fake device per answer: kept whole"),
     "validator/node/bandwidth/measure.py": (833, f"copies and peers through CUDA: {_SPLIT}"),
     "validator/drift/gpus.py": (814, f"per-GPU drift comparisons: {_SPLIT}"),
     "validator/report/shared.py": (803, f"shared report figures: {_SPLIT}"),
@@ -45,7 +45,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/judge/checks/burn.py": (704, f"burn status, speed, power and counters: {_SPLIT}"),
     "validator/judge/checks/errors.py": (699, f"ECC, retired pages, remaps and Xids: {_SPLIT}"),
     "validator/fields.py": (685, f"document validation and its messages: {_SPLIT}"),
-    "validator/node/bandwidth/simulated_bandwidth.py": (
+    "validator/node/sim/simulated_bandwidth.py": (
         684,
         f"schema and the simulation: {_SPLIT}",
     ),
@@ -90,7 +90,7 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/judge/checks/state.py:_fabric": (71, "each fabric state's finding"),
     "validator/remote/ssh.py:run_agent": (69, "ship, run, bound and read the agent"),
     "validator/node/burnin/cublas.py:setup": (69, "allocate, multiply and check the first product"),
-    "validator/node/burnin/simulated_burn.py:simulated_burn": (67, "the simulated boards' burn"),
+    "validator/node/sim/simulated_burn.py:simulated_burn": (67, "the simulated boards' burn"),
     "validator/judge/checks/burn.py:_status": (67, "each way a burn can end"),
     "validator/judge/checks/versions.py:_pinned_tool": (64, "found, missing or unreadable tools"),
     "validator/service/provision_service.py:parse_extra_vars": (

@@ -203,7 +203,7 @@ def test_forced_colour_still_draws_live(monkeypatch: pytest.MonkeyPatch) -> None
 # `Match exec` runner (invoke, unittest.mock), drift, provisioning, rich.
 NOT_FOR_A_FLEET = (
     "validator.node.sources",
-    "validator.node.scenario",
+    "validator.node.sim.scenario",
     "validator.node.collect",
     "invoke.collection",
     "unittest.mock",

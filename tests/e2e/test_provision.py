@@ -743,7 +743,7 @@ def test_a_batch_of_two_over_three_hosts_provisions_in_two_waves(make_site: Any)
 
 # ---------------------------------------------------------------- certify afterwards
 
-# What validator/node/scenario.py needs for this test (not there yet): a top-level
+# What validator/node/sim/scenario.py needs for this test (not there yet): a top-level
 # scenario key ``passthrough`` = {"paths": [path prefixes], "commands": [program
 # names]}. ScenarioSystem.read_text/glob for a path under one of the prefixes, and
 # which/run for a listed program (by basename), are answered by the real host
@@ -762,7 +762,7 @@ DECOY_CUDNN = "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCH
 
 
 def scenario_supports_passthrough() -> bool:
-    from validator.node import scenario
+    from validator.node.sim import scenario
 
     return "passthrough" in scenario.TOP_KEYS
 
@@ -795,7 +795,7 @@ def test_certify_reads_what_provisioning_installed(
     make_site: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Without it the simulated scenario would answer nvcc/cuDNN itself (the decoys).
-    assert scenario_supports_passthrough(), "validator/node/scenario.py lacks 'passthrough'"
+    assert scenario_supports_passthrough(), "validator/node/sim/scenario.py lacks 'passthrough'"
     site: Site = make_site(1)
     for host in site.hosts:
         host.set_scenario(

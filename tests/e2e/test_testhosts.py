@@ -19,7 +19,7 @@ import pytest
 
 from tests.hosts import testhosts
 from tests.hosts.testhosts import SCENARIO_PATH, TestHost, TestHostPool
-from validator.node.scenario import load_scenario
+from validator.node.sim.scenario import load_scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ["healthy-8x-h100-sxm", "one-gpu-thermal-throttling", "row-remap-pending"]

@@ -880,7 +880,7 @@ class TestHost:
         """
         self._require_reachable()
         if isinstance(scenario, str):
-            from validator.node.scenario import load_scenario
+            from validator.node.sim.scenario import load_scenario
 
             builtin = load_scenario(scenario)
             data: Mapping[str, Any] = {

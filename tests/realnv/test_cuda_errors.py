@@ -27,7 +27,7 @@ import contextlib, json, sys
 from validator.node.bandwidth import live
 from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 from validator.node.sources import collect_simulated
-from validator.node.scenario import load_scenario
+from validator.node.sim.scenario import load_scenario
 
 facts = collect_simulated("healthy-8x-h100-sxm", interconnect="off")
 fake = load_scenario("healthy-8x-h100-sxm").nvml()

@@ -6,7 +6,7 @@ import click
 
 from validator.cli.options import TEXT, BoundedInt, NonEmptyPath
 from validator.node.capture_replay import write_capture
-from validator.node.scenario import load_scenario
+from validator.node.sim.scenario import load_scenario
 from validator.node.system import LiveSystem, System
 from validator.safe_text import one_line
 

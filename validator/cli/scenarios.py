@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from validator.node.scenario import builtin_names, describe
+from validator.node.sim.scenario import builtin_names, describe
 
 
 @click.command()

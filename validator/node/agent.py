@@ -61,7 +61,7 @@ from validator.node import stop_request
 from validator.node.bandwidth import check_mode, wanted
 from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.scenario import Scenario, load_scenario
+from validator.node.sim.scenario import Scenario, load_scenario
 from validator.node.sources import (
     INTERCONNECT_OFF,
     burn_live,

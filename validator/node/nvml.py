@@ -5,7 +5,7 @@ Every NVML call goes through :func:`query`, which turns NVML's errors into
 offer a reading, a GPU that fell off the bus or a missing permission becomes a
 fact rather than a crash. :func:`read_nvml` reads the driver and every GPU into
 an :class:`NvmlReading`; it takes the library as an argument so that the same
-code runs on ``pynvml`` and on :class:`validator.node.fake_nvml.FakeNvml`.
+code runs on ``pynvml`` and on :class:`validator.node.sim.fake_nvml.FakeNvml`.
 """
 
 from __future__ import annotations

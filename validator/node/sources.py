@@ -21,7 +21,7 @@ from validator.model import (
 from validator.node import collect, stop_request
 from validator.node.nvml import read_nvml
 from validator.node.parsers.kernel_log import parse_xid_events
-from validator.node.scenario import Scenario, load_scenario
+from validator.node.sim.scenario import Scenario, load_scenario
 from validator.node.system import LiveSystem, System
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def burn_simulated(
     from validator.node.burnin.backend import BackendUnavailable
     from validator.node.burnin.backend_choice import select_backend
     from validator.node.burnin.run import run_burn
-    from validator.node.burnin.simulated_burn import simulated_burn
+    from validator.node.sim.simulated_burn import simulated_burn
 
     gpus = _burnable(facts)
     if not gpus:
@@ -407,7 +407,7 @@ def with_interconnect(
             ),
         )
     if scenario is not None:
-        from validator.node.bandwidth.simulated_bandwidth import simulated_interconnect
+        from validator.node.sim.simulated_bandwidth import simulated_interconnect
 
         measured = simulated_interconnect(facts, scenario, config)
     else:

@@ -10,7 +10,7 @@ the scenario data, in human units there (MiB, W, degrees C, MHz), converted
 back to NVML's units (bytes, mW) here so that the adapter's conversions are
 exercised.
 
-The ``nvml`` section (see :mod:`validator.node.scenario` for the whole file)::
+The ``nvml`` section (see :mod:`validator.node.sim.scenario` for the whole file)::
 
     {
       "init_error": null | "library_not_found" | "driver_not_loaded" |

@@ -37,7 +37,7 @@ from its figures, so a scenario can put one faulty GPU in a recorded node.
 
 ``counters_after`` sets a counter's value after the burn; ``counters_growth`` adds
 to its value before the burn (after ``counters_after``, where both name a counter).
-Both take ``nvlink_errors`` in the forms of :mod:`validator.node.fake_nvml`: one
+Both take ``nvlink_errors`` in the forms of :mod:`validator.node.sim.fake_nvml`: one
 object for every link, or a list naming the links that change (links left out keep
 their counts). A counter the GPU does not report (not supported before the burn)
 cannot change: it stays not supported after it.

@@ -77,7 +77,7 @@ from validator.node.bandwidth.bandwidth_config import InterconnectConfig
 
 
 class ScenarioDocument(Protocol):
-    """What is read of a loaded scenario (validator.node.scenario.Scenario): its document.
+    """What is read of a loaded scenario (validator.node.sim.scenario.Scenario): its document.
 
     A protocol rather than the class: the scenario module imports this one to check its
     ``interconnect`` section, and nothing here imports it back.

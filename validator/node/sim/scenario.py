@@ -1,7 +1,7 @@
 """Simulated nodes: scenario files that describe a whole GPU host.
 
 A scenario drives both halves of a node: the fake NVML
-(:class:`validator.node.fake_nvml.FakeNvml`) and the host around it
+(:class:`validator.node.sim.fake_nvml.FakeNvml`) and the host around it
 (:class:`ScenarioSystem`, a :class:`validator.node.system.System`), so the
 collector and every check run on it exactly as on a live host.
 
@@ -14,13 +14,13 @@ Format (JSON, one object; every key but ``name`` is optional)::
       "now": "2026-01-01T12:00:00+00:00",  # the host clock (ISO 8601)
       "host": {"hostname": "...", "os_name": "Ubuntu 22.04.4 LTS",
                "kernel": "5.15.0-112-generic", "uptime_s": 86400.5},
-      "nvml": { see validator.node.fake_nvml },
+      "nvml": { see validator.node.sim.fake_nvml },
       "files": {"/proc/driver/nvidia/version": "NVRM version: ...",
                 "/etc/secret": {"error": "permission_denied"}},
       "commands": {"nvidia-smi": {"rc": 0, "stdout": "...", "stderr": ""},
                    "nvcc --version": {...}, "dmesg": {...}, "dpkg-query": {...}},
       "pci": {"gpus": 8, "nvswitches": 4},
-      "interconnect": { see validator.node.bandwidth.simulated_bandwidth }
+      "interconnect": { see validator.node.sim.simulated_bandwidth }
     }
 
 Merging: with ``extends``, objects merge key by key (recursively), any other
@@ -85,9 +85,7 @@ from validator.model import (
     GpuFacts,
     TelemetrySample,
 )
-from validator.node.bandwidth.simulated_bandwidth import check_interconnect_section
-from validator.node.burnin.simulated_burn import check_burn_section
-from validator.node.fake_nvml import (
+from validator.node.sim.fake_nvml import (
     COMPUTE_MODES,
     ERROR_CODES,
     FABRIC_STATES,
@@ -98,6 +96,8 @@ from validator.node.fake_nvml import (
     FakeNvml,
     default_bus_id,
 )
+from validator.node.sim.simulated_bandwidth import check_interconnect_section
+from validator.node.sim.simulated_burn import check_burn_section
 from validator.node.system import NOT_FOUND_SUFFIX, CommandResult, LiveSystem
 
 # Through importlib.resources so the built-ins load from a wheel and from the
@@ -360,8 +360,8 @@ def _resolve(raw: dict[str, Any], where: str, seen: tuple[str, ...]) -> dict[str
 #
 # Every key declared once (validator.fields): the top level, host, pci, files, commands,
 # passthrough and nvml sections here; per-GPU keys from GpuFacts' own types; the burn
-# section's keys in validator.node.burnin.simulated_burn, its values here; the interconnect
-# section's keys and values in validator.node.bandwidth.simulated_bandwidth.
+# section's keys in validator.node.sim.simulated_burn, its values here; the interconnect
+# section's keys and values in validator.node.sim.simulated_bandwidth.
 
 _FIX = "fix the scenario"
 _MAX_GPUS = 64  # per node, NVML and PCI counts alike: more is a typo, and slow to simulate
