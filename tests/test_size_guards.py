@@ -33,7 +33,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         909,
         "the Store class (814 lines) kept whole; its reads and prune go next: issue 32",
     ),
-    "validator/node/sim/fake_nvml.py": (863, "the NVML double, one fake device per answer: kept whole"),
+    "validator/node/sim/fake_nvml.py": (863, "the NVML double: kept whole"),
     "validator/node/bandwidth/measure.py": (833, f"copies and peers through CUDA: {_SPLIT}"),
     "validator/drift/gpus.py": (814, f"per-GPU drift comparisons: {_SPLIT}"),
     "validator/report/shared.py": (803, f"shared report figures: {_SPLIT}"),
