@@ -241,7 +241,7 @@ def _certify_one(
         interconnect=request.interconnect,
     )
     try:
-        report = certify_node(node, progress=progress)
+        report = certify_node(node, progress=progress, policy=policy)
     except BadInputError:
         if run.started:  # found during the burn: the run is cut short
             _close_cut_short(store, run.run_id())
@@ -357,6 +357,7 @@ def _certify_fleet(
             on_results=arrived,
             on_hosts=hosts_known,
             on_submitted=on_submitted,
+            policy=policy,
         )
     except BaseException:
         if run:  # the results recorded so far stay; the run says it was cut short

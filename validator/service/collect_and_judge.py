@@ -120,7 +120,9 @@ def _report(nodes: tuple[NodeResult, ...]) -> Report:
     )
 
 
-def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) -> Report:
+def certify_node(
+    request: NodeRequest, *, progress: ProgressSink | None = None, policy: Policy | None = None
+) -> Report:
     """Collect and judge one node as the request says.
 
     With a deadline, the burn-in is cut to end within it, and a node whose run was
@@ -129,6 +131,8 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
     Args:
         request: the source of facts, the policy, the burn-in and the deadline.
         progress: called about once a second while the burn-in runs.
+        policy: the run's policy, already read (:func:`effective_policy`); None reads
+            the request's.
 
     Raises:
         BadInputError: a bad policy file, capture directory or scenario.
@@ -138,7 +142,8 @@ def certify_node(request: NodeRequest, *, progress: ProgressSink | None = None) 
     from validator.node.agent import collect_facts
     from validator.node.sources import collect_from  # one node's only: a fleet's start-up skips it
 
-    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    if policy is None:
+        policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     interconnect = interconnect_mode(policy)
     started = time.monotonic()
     if request.capture is not None or request.deadline_s is None:
@@ -342,8 +347,11 @@ class FleetPlan:
     slurm_plan: SlurmPlan | None = None
 
 
-def plan_fleet(request: FleetRequest) -> FleetPlan:
+def plan_fleet(request: FleetRequest, base: Policy | None = None) -> FleetPlan:
     """The hosts (the inventory's, or Slurm's nodes), each host's policy and the agent request.
+
+    ``base`` is the run's policy, already read (:func:`effective_policy`); None reads the
+    request's. Each host's own variables apply over it.
 
     Raises:
         BadInputError: a bad inventory, limit, policy file, per-host policy variable or
@@ -352,7 +360,8 @@ def plan_fleet(request: FleetRequest) -> FleetPlan:
     """
     from validator.ansible_inventory import load_hosts, policy_for
 
-    base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    if base is None:
+        base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     slurm_plan = None
     if request.slurm is not None:
         from validator.slurm.plan_and_reach import plan
@@ -401,6 +410,17 @@ def submit_fleet(request: FleetRequest) -> Submission:
     )
 
 
+def _build_agent_early() -> None:
+    """The agent SSH ships, built before the fan-out so the first hosts do not wait on it in turn.
+
+    One that cannot be built is reported by each host that needs it.
+    """
+    from validator.remote.bundle import build_agent
+
+    with contextlib.suppress(GpureadyError):
+        build_agent()
+
+
 def certify_fleet(
     request: FleetRequest,
     *,
@@ -409,8 +429,11 @@ def certify_fleet(
     on_hosts: Callable[[list[HostSpec]], None] | None = None,
     stop: threading.Event | None = None,
     on_submitted: Callable[[Submission], None] | None = None,
+    policy: Policy | None = None,
 ) -> Report:
     """Certify every inventory host in parallel, then judge the fleet as a whole.
+
+    ``policy`` is the run's, already read; None reads the request's (:func:`plan_fleet`).
 
     Through Slurm (``request.slurm``) the hosts are the nodes Slurm lists (or a saved
     submission's), reached by jobs (validator.slurm.plan_and_reach); ``on_submitted`` is
@@ -421,21 +444,17 @@ def certify_fleet(
     """
     from validator.judge.catalog import load_catalog
     from validator.judge.fleet import judge_fleet
-    from validator.remote.bundle import build_agent
     from validator.remote.fanout import run_fanout  # a fleet's only: one node's start-up skips it
     from validator.report.shared import hold_without_samples
 
-    fleet = plan_fleet(request)
+    fleet = plan_fleet(request, policy)
     if on_hosts is not None:
         on_hosts(fleet.hosts)
     # Read once here, before the workers start: their caches do not stop concurrent first
     # callers, and each parse of the catalog costs as much as judging a node.
     catalog = load_catalog()
     if fleet.slurm_plan is None and request.transport is TransportName.SSH:
-        # So the first hosts do not wait on it in turn; one that cannot be built is
-        # reported by each host that needs it.
-        with contextlib.suppress(GpureadyError):
-            build_agent()
+        _build_agent_early()
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         # Held until the reports: a certified node without its samples (its facts'
@@ -470,10 +489,9 @@ def certify_fleet(
                 on_results=on_results,
                 stop=stop,
             )
-    base = fleet.base
     results, report_fleet = judge_fleet(
         outcome.results,
-        lambda name: fleet.policies.get(name, base),
+        lambda name: fleet.policies.get(name, fleet.base),
         interrupted=outcome.interrupted,
         catalog=catalog,
     )
