@@ -82,7 +82,6 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
         "the fleet's plan, transport and judging",
     ),
     "validator/judge/checks/inventory.py:_count": (80, "every way a GPU count can fail"),
-    "validator/service/drift_service.py:_drift_fleet": (79, "the fleet's plan, history and reach"),
     "validator/node/capture_replay.py:write_capture": (73, "every file of a bundle, in order"),
     "validator/slurm/batch_script.py:batch_script": (72, "one sbatch script, line by line"),
     "validator/store/history_store.py:prune": (71, "plan, hold the latest, delete in batches"),

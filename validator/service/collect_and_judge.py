@@ -347,11 +347,16 @@ class FleetPlan:
     slurm_plan: SlurmPlan | None = None
 
 
-def plan_fleet(request: FleetRequest, base: Policy | None = None) -> FleetPlan:
+def plan_fleet(
+    request: FleetRequest,
+    base: Policy | None = None,
+    interconnect: Callable[[Policy], str] = interconnect_mode,
+) -> FleetPlan:
     """The hosts (the inventory's, or Slurm's nodes), each host's policy and the agent request.
 
     ``base`` is the run's policy, already read (:func:`effective_policy`); None reads the
-    request's. Each host's own variables apply over it.
+    request's. Each host's own variables apply over it. ``interconnect`` gives a policy's
+    interconnect mode (:func:`agent_request`): certify's and drift's plans differ there only.
 
     Raises:
         BadInputError: a bad inventory, limit, policy file, per-host policy variable or
@@ -377,7 +382,7 @@ def plan_fleet(request: FleetRequest, base: Policy | None = None) -> FleetPlan:
         host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
         for host in hosts
     }
-    asked = agent_request(request.burn, base, policies)
+    asked = agent_request(request.burn, base, policies, interconnect)
     deadline_s = host_deadline(
         request.deadline_s, request.burn, longest_dcgm(base, policies), asked.measures_interconnect
     )

@@ -322,27 +322,14 @@ def _drift_fleet(
     request: DriftRequest, store: Store, base: Policy, display: FleetDisplay | None
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
     """Quick facts from every inventory host, each compared and recorded as it arrives."""
-    from validator.ansible_inventory import load_hosts, policy_for
     from validator.remote.fanout import run_fanout
     from validator.remote.ssh import quiet_paramiko
-    from validator.service.collect_and_judge import (
-        agent_request,
-        host_deadline,
-        longest_dcgm,
-        make_transport,
-    )
+    from validator.service.collect_and_judge import make_transport, plan_fleet
 
     quiet_paramiko()
-    slurm_plan = None
-    if request.slurm is not None:
-        from validator.slurm.plan_and_reach import plan
-
-        listed = load_hosts(request.inventories, request.limit) if request.inventories else []
-        slurm_plan = plan(request.slurm, listed)
-        hosts = slurm_plan.hosts
-    else:
-        hosts = load_hosts(request.inventories, request.limit)
-    policies = {host.name: policy_for(host, base) for host in hosts}
+    # Certify's plan, but the interconnect is measured only when asked.
+    fleet = plan_fleet(request.fleet(), base, interconnect_modes(request.measure_interconnect))
+    hosts, policies, asked, deadline_s = fleet.hosts, fleet.policies, fleet.asked, fleet.deadline_s
     if display is not None:
         display.set_hosts(hosts)
     run_id = store.start_run(RunKind.DRIFT, len(hosts), policy_digest(base), request.argv)
@@ -360,19 +347,13 @@ def _drift_fleet(
             for result in results:
                 display.result(result)
 
-    asked = agent_request(
-        request.burn, base, policies, interconnect_modes(request.measure_interconnect)
-    )
-    deadline_s = host_deadline(
-        request.deadline_s, request.burn, longest_dcgm(base, policies), asked.measures_interconnect
-    )
     try:
-        if slurm_plan is not None and request.slurm is not None:
+        if fleet.slurm_plan is not None and request.slurm is not None:
             from validator.slurm.plan_and_reach import reach
 
             judging = {"burn_s": request.burn.duration_s if request.burn else None}
             outcome = reach(
-                slurm_plan,
+                fleet.slurm_plan,
                 request.slurm,
                 asked,
                 judge,
