@@ -78,7 +78,7 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
         "every inventory source ansible-core reads",
     ),
     "validator/service/collect_and_judge.py:certify_fleet": (
-        82,
+        80,
         "the fleet's plan, transport and judging",
     ),
     "validator/judge/checks/inventory.py:_count": (80, "every way a GPU count can fail"),
