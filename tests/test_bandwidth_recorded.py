@@ -25,14 +25,14 @@ from validator.model import (
     Reason,
     Unavailable,
 )
-from validator.node.bandwidth.recorded import recorded_interconnect
-from validator.node.capture_replay import (
+from validator.node.capture.capture_replay import (
     ALL_REDUCE,
     NVBANDWIDTH_JSON,
     NVBANDWIDTH_TEXT,
     CaptureSystem,
     write_capture,
 )
+from validator.node.capture.recorded_bandwidth import recorded_interconnect
 from validator.node.system import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvbandwidth"

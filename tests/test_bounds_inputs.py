@@ -473,7 +473,7 @@ def test_a_flood_of_xids_keeps_the_latest_and_says_how_many_were_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from validator.node import collect
-    from validator.node.capture_replay import CaptureSystem
+    from validator.node.capture.capture_replay import CaptureSystem
     from validator.node.parsers import kernel_log
 
     monkeypatch.setattr(kernel_log, "KERNEL_LOG_EVENTS", 10)

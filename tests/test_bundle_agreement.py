@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from validator.model import DcgmOutcome, DcgmTestResult, GpuFacts
-from validator.node.bundle_agreement import (
+from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
     dcgm_conflicts,
@@ -18,8 +18,8 @@ from validator.node.bundle_agreement import (
     nvlink_conflicts,
     same_host,
 )
-from validator.node.bundle_consistency import bundle_conflicts, query_view
-from validator.node.capture_replay import CaptureSystem
+from validator.node.capture.bundle_consistency import bundle_conflicts, query_view
+from validator.node.capture.capture_replay import CaptureSystem
 from validator.node.parsers.smi_query import parse_smi_query
 
 A10_Q = "nvidia-smi-q/gls-A10-550.90.12.txt"

@@ -24,14 +24,14 @@ from validator.error_tree import CaptureError, ExitCode
 from validator.judge.checks import consistency
 from validator.judge.policy import Policy
 from validator.model import NodeFacts, Severity, SourceConflict
-from validator.node.bundle_consistency import (
+from validator.node.capture.bundle_consistency import (
     banner_view,
     bundle_conflicts,
     pci_view,
     query_view,
     same_name,
 )
-from validator.node.capture_replay import CaptureSystem
+from validator.node.capture.capture_replay import CaptureSystem
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml

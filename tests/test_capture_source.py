@@ -11,7 +11,7 @@ import pytest
 from validator.cli.main import main
 from validator.error_tree import CaptureError, ExitCode
 from validator.model import NvmlStatus, Reason, Unavailable
-from validator.node.capture_replay import write_capture
+from validator.node.capture.capture_replay import write_capture
 from validator.node.sim.scenario import load_scenario
 from validator.node.sources import collect_capture
 

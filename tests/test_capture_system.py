@@ -20,7 +20,7 @@ from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import NodeFacts, Reason, Severity, Unavailable
 from validator.node import collect
-from validator.node.capture_replay import CaptureSystem, write_capture
+from validator.node.capture.capture_replay import CaptureSystem, write_capture
 from validator.node.parsers.kernel_log import parse_xid_events
 from validator.node.sim.scenario import builtin_names, load_scenario
 from validator.node.sources import collect_capture, collect_simulated
@@ -414,7 +414,7 @@ def test_a_bundle_recaptured_is_the_same_bundle(tmp_path: Path, captures_dir: Pa
 def test_capture_writes_atomically_with_the_shared_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import validator.node.capture_replay as capture_module
+    import validator.node.capture.capture_replay as capture_module
     from validator.files import write_atomic as real
 
     written: list[str] = []

@@ -585,7 +585,7 @@ def test_a_broken_bundle_file_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
-    from validator.node.capture_replay import write_capture
+    from validator.node.capture.capture_replay import write_capture
     from validator.node.sim.scenario import load_scenario
 
     outcome = write_capture(
@@ -603,7 +603,7 @@ def test_capture_writes_the_diagnostic_and_its_level(tmp_path: Path) -> None:
 
 
 def test_capture_without_dcgmi_leaves_the_file_out_and_says_why(tmp_path: Path) -> None:
-    from validator.node.capture_replay import write_capture
+    from validator.node.capture.capture_replay import write_capture
     from validator.node.sim.scenario import load_scenario
 
     outcome = write_capture(

@@ -524,7 +524,7 @@ def test_a_bundles_recorded_measurement_is_read_whatever_the_mode(
         seen.append((system, facts))
         return recorded
 
-    stub(monkeypatch, "validator.node.bandwidth.recorded", "recorded_interconnect", read)
+    stub(monkeypatch, "validator.node.capture.recorded_bandwidth", "recorded_interconnect", read)
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "hostname.txt").write_text("node-7\n")
@@ -533,7 +533,7 @@ def test_a_bundles_recorded_measurement_is_read_whatever_the_mode(
 
     assert facts.interconnect == recorded
     ((system, seen_facts),) = seen
-    from validator.node.capture_replay import CaptureSystem
+    from validator.node.capture.capture_replay import CaptureSystem
 
     assert isinstance(system, CaptureSystem)
     assert seen_facts.hostname == "node-7"
@@ -541,5 +541,5 @@ def test_a_bundles_recorded_measurement_is_read_whatever_the_mode(
     def nothing(system: object, facts: NodeFacts) -> None:
         del system, facts
 
-    stub(monkeypatch, "validator.node.bandwidth.recorded", "recorded_interconnect", nothing)
+    stub(monkeypatch, "validator.node.capture.recorded_bandwidth", "recorded_interconnect", nothing)
     assert collect_capture(bundle).interconnect is None

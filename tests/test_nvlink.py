@@ -34,7 +34,7 @@ from validator.model import (
     Severity,
     Unavailable,
 )
-from validator.node.capture_replay import CaptureSystem
+from validator.node.capture.capture_replay import CaptureSystem
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.nvlink_smi import (
     NvLinkGpu,
@@ -425,7 +425,7 @@ def test_a_broken_nvlink_file_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_capture_records_both_nvlink_commands() -> None:
-    from validator.node.capture_replay import BUNDLE
+    from validator.node.capture.capture_replay import BUNDLE
 
     argv = {entry.name: entry.argv for entry in BUNDLE}
     assert argv["nvidia-smi-nvlink-s.txt"] == ("nvidia-smi", "nvlink", "-s")

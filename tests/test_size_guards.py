@@ -28,7 +28,10 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
     "validator/report/svg.py": (1000, f"line and bar charts with their axes: {_SPLIT}"),
-    "validator/node/capture_replay.py": (990, f"writing and reading capture bundles: {_SPLIT}"),
+    "validator/node/capture/capture_replay.py": (
+        990,
+        f"writing and reading capture bundles: {_SPLIT}",
+    ),
     "validator/store/history_store.py": (
         909,
         "the Store class (814 lines) kept whole; its reads and prune go next: issue 32",
@@ -55,7 +58,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         649,
         "re-reads what the checks read: issue 32 merges them",
     ),
-    "validator/node/bandwidth/recorded.py": (632, "re-read by drift: issue 32 merges them"),
+    "validator/node/capture/recorded_bandwidth.py": (632, "re-read by drift: issue 32 merges them"),
     "validator/report/rma.py": (613, f"the RMA packet and its evidence: {_SPLIT}"),
     "validator/node/sources.py": (605, "live, capture and simulate meet here: issue 32's one road"),
 }
@@ -82,7 +85,10 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
         "the fleet's plan, transport and judging",
     ),
     "validator/judge/checks/inventory.py:_count": (80, "every way a GPU count can fail"),
-    "validator/node/capture_replay.py:write_capture": (73, "every file of a bundle, in order"),
+    "validator/node/capture/capture_replay.py:write_capture": (
+        73,
+        "every file of a bundle, in order",
+    ),
     "validator/slurm/batch_script.py:batch_script": (72, "one sbatch script, line by line"),
     "validator/store/history_store.py:prune": (71, "plan, hold the latest, delete in batches"),
     "validator/slurm/job_fanout.py:follow": (71, "poll, read and judge as results come"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from validator.cli.options import TEXT, BoundedInt, NonEmptyPath
-from validator.node.capture_replay import write_capture
+from validator.node.capture.capture_replay import write_capture
 from validator.node.sim.scenario import load_scenario
 from validator.node.system import LiveSystem, System
 from validator.safe_text import one_line

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from validator.node.burnin.devices import Target
     from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
-    from validator.node.capture_replay import CaptureSystem
+    from validator.node.capture.capture_replay import CaptureSystem
 
 # A mode that measures nothing: the agent run by hand, and drift unless asked.
 INTERCONNECT_OFF = "off"
@@ -511,7 +511,7 @@ def collect_capture(
         CaptureError: the directory is missing, holds no capture file, or a
             file is broken beyond reading.
     """
-    from validator.node.capture_replay import CaptureSystem
+    from validator.node.capture.capture_replay import CaptureSystem
 
     system = CaptureSystem(directory)
     dated = system.captured_at is not None
@@ -531,7 +531,7 @@ def collect_capture(
 
 def _recorded_interconnect(system: CaptureSystem, facts: NodeFacts) -> Interconnect | None:
     """The bundle's interconnect figures; None when it holds no such output."""
-    from validator.node.bandwidth.recorded import recorded_interconnect
+    from validator.node.capture.recorded_bandwidth import recorded_interconnect
 
     return recorded_interconnect(system, facts)
 

@@ -4,7 +4,7 @@ Everything the collector learns outside NVML (files, commands, the clock) comes
 through a :class:`System`, so the same collector runs on a live host, on a
 simulated scenario, on a captured support bundle and in tests.
 
-A recorded System (a bundle: :class:`validator.node.capture_replay.CaptureSystem`) may
+A recorded System (a bundle: :class:`validator.node.capture.capture_replay.CaptureSystem`) may
 hold no record of what it is asked; it then raises :class:`NotRecordedError`,
 which the collector turns into a "not measured" fact. A live or simulated host
 never raises it: there a missing file is None and a missing command exits 127.

@@ -3,7 +3,7 @@
 The node side compares a bundle's views of the GPUs (``nvidia-smi -q -x``,
 ``nvidia-smi -q``, the banner, the PCI listing) and records each disagreement,
 and each query cut short, as a :class:`~validator.model.SourceConflict`
-(:mod:`validator.node.bundle_consistency`). Facts read from files that
+(:mod:`validator.node.capture.bundle_consistency`). Facts read from files that
 contradict each other are not facts about a node, so each conflict is a
 required UNKNOWN (nothing is proven wrong with the node, but nothing can be
 certified either) and a FAIL where the files themselves prove a fault (a query

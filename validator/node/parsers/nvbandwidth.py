@@ -32,7 +32,7 @@ top-level ``error``; a caught error adds a second entry of the same name with st
 
 Matrix orientation is nvbandwidth's: the row is the device whose context ran the copy.
 For ``*_write_*`` testcases data flow row -> column, for ``*_read_*`` column -> row
-(:mod:`validator.node.bandwidth.recorded` turns both into source -> destination).
+(:mod:`validator.node.capture.recorded_bandwidth` turns both into source -> destination).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Do a bundle's measurement files describe the node its nvidia-smi files list? No I/O.
 
-:mod:`validator.node.bundle_consistency` compares the views of the GPUs (the nvidia-smi
+:mod:`validator.node.capture.bundle_consistency` compares the views of the GPUs (the nvidia-smi
 files and the PCI listing) with each other. This module holds every other file of a
 bundle to the GPUs those views list, so that a file recorded on another machine is a
 :class:`~validator.model.SourceConflict` (a required UNKNOWN), never a PASS for a GPU
@@ -162,7 +162,7 @@ def nvbandwidth_conflicts(
     of each device it lists.
 
     A multi-node run is no figure of one node and is reported as such elsewhere
-    (validator.node.bandwidth.recorded): its GPUs are not held to this node's.
+    (validator.node.capture.recorded_bandwidth): its GPUs are not held to this node's.
     """
     if parsed.multi_node:
         return []
@@ -204,7 +204,7 @@ def nccl_conflicts(
     """A one-host nccl-tests run on more GPUs than the node has, other boards or another host.
 
     A run over several hosts is no figure of one node and is reported as such elsewhere
-    (validator.node.bandwidth.recorded); its ranks are not held to this node's GPUs.
+    (validator.node.capture.recorded_bandwidth); its ranks are not held to this node's GPUs.
     """
     if parsed.multi_node or not parsed.ranks:
         return []

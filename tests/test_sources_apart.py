@@ -1,8 +1,9 @@
-"""The simulation stays in its folder: only the modules named here import it, each saying why.
+"""Simulation and capture bundles stay in their folders: only the modules named here import them.
 
 validator/node/sim holds the scenarios, the simulated burn and interconnect, and NVML's
-double. The agent's entry point chooses where facts come from; the few others that reach
-the simulation today are listed with what would end them, so the list can only shrink.
+double; validator/node/capture writes, replays and checks capture bundles. The agent's
+entry point chooses where facts come from; the few others that reach a source's folder
+today are listed with why, so the lists can only shrink.
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ from collections.abc import Mapping
 from tests.test_import_circles import import_graph
 
 SIMULATION = "validator.node.sim"
+CAPTURE = "validator.node.capture"
 # importer -> why it may, for now
 MAY_IMPORT_THE_SIMULATION: dict[str, str] = {
     "validator.node.agent": "the agent's entry point chooses the source of facts",
     "validator.node.sources": "live, capture and simulate still meet here (issue 32's one road)",
     "validator.cli.scenarios": "`gpuready scenarios` lists and describes the built-in scenarios",
     "validator.cli.capture": "`gpuready capture --simulate` writes a bundle from a scenario",
+}
+MAY_IMPORT_CAPTURE: dict[str, str] = {
+    "validator.node.sources": "live, capture and simulate still meet here (issue 32's one road)",
+    "validator.cli.capture": "`gpuready capture` writes a bundle",
 }
 
 
@@ -36,6 +42,10 @@ def importers_of(graph: Mapping[str, set[str]], package: str) -> set[str]:
 
 def test_only_the_named_modules_import_the_simulation() -> None:
     assert importers_of(import_graph(), SIMULATION) == set(MAY_IMPORT_THE_SIMULATION)
+
+
+def test_only_the_named_modules_import_capture_bundles() -> None:
+    assert importers_of(import_graph(), CAPTURE) == set(MAY_IMPORT_CAPTURE)
 
 
 def test_an_importer_outside_the_folder_is_found_and_one_inside_is_not() -> None:

@@ -61,7 +61,7 @@ from validator.node.parsers.nvbandwidth import (
 from validator.safe_text import bus_key
 
 if TYPE_CHECKING:
-    from validator.node.capture_replay import CaptureSystem
+    from validator.node.capture.capture_replay import CaptureSystem
 
 T = TypeVar("T")
 

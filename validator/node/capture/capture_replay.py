@@ -51,14 +51,14 @@ where the query lacks them, from the two ``nvlink`` files (matched by UUID, else
 index). The files not chosen are not ignored: :meth:`CaptureSystem.conflicts`
 compares every view the bundle holds
 (driver version, GPU count, names, bus ids, a query cut short; see
-:mod:`validator.node.bundle_consistency`). Without ``meta.json`` the
+:mod:`validator.node.capture.bundle_consistency`). Without ``meta.json`` the
 capture time is unknown, so every Xid in the kernel log counts, whatever its
 age (fail closed). A file that is there but does not parse is bad input.
 
 The interconnect files come from the tools' own runs (nvbandwidth.json also from
 ``write_capture(interconnect=True)``): their figures become the node's
 :class:`~validator.model.Interconnect`
-(:func:`validator.node.bandwidth.recorded.recorded_interconnect`).
+(:func:`validator.node.capture.recorded_bandwidth.recorded_interconnect`).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ from validator.model import (
     Unavailable,
 )
 from validator.node import collect, host
-from validator.node.bundle_agreement import (
+from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
     dcgm_conflicts,
@@ -108,7 +108,7 @@ from validator.node.bundle_agreement import (
     nvbandwidth_conflicts,
     nvlink_conflicts,
 )
-from validator.node.bundle_consistency import (
+from validator.node.capture.bundle_consistency import (
     BundleView,
     banner_view,
     bundle_conflicts,
@@ -547,7 +547,7 @@ class CaptureSystem:
 
         The nvidia-smi views and the PCI listing are compared with each other; every
         other file (DCGM, nvbandwidth, nccl-tests, nvlink, the kernel log) with the
-        GPUs and host the bundle names (:mod:`validator.node.bundle_agreement`).
+        GPUs and host the bundle names (:mod:`validator.node.capture.bundle_agreement`).
         """
         views = self.views()
         return bundle_conflicts(views) + tuple(self._measurement_conflicts(views))
