@@ -28,7 +28,7 @@ Targets, per GPU and burn backend (cublas, torch):
 
 Standard library only, Python 3.9 and newer: it runs on the lent machine's python3,
 where the package's own dependencies may be missing. The under-load rule mirrors
-validator.trace (tests/test_bench_gpu_check.py holds the two together).
+validator.trace (tests/house/test_bench_gpu_check.py holds the two together).
 """
 
 from __future__ import annotations

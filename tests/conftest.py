@@ -40,15 +40,15 @@ def private_state_dir(
 # that .ci/test's xdist workers (whole files each, --dist loadfile) start them at once and the
 # run does not end waiting on one of them alone.
 LONGEST_FIRST = (
-    "tests/test_playbooks.py",
-    "tests/test_playbook_preflight.py",
-    "tests/test_provision_runner.py",
-    "tests/test_cli_provision.py",
-    "tests/test_playbook_roles_new.py",
+    "tests/playbooks/test_playbooks.py",
+    "tests/playbooks/test_playbook_preflight.py",
+    "tests/service/test_provision_runner.py",
+    "tests/cli/test_cli_provision.py",
+    "tests/playbooks/test_playbook_roles_new.py",
     "tests/e2e/test_certify_slurm.py",
-    "tests/test_burn_realism.py",
-    "tests/test_converged_probe.py",
-    "tests/test_playbook_fabric.py",
+    "tests/node/test_burn_realism.py",
+    "tests/playbooks/test_converged_probe.py",
+    "tests/playbooks/test_playbook_fabric.py",
     "tests/e2e/test_provision.py",
 )
 

@@ -110,7 +110,7 @@ inputs_digest:
 
 # The files the install roles write (template/copy/lineinfile/blockinfile/replace dests,
 # yum_repository files, the dnf module stream, the alternatives link), and the places a
-# stale copy would appear. One list: tests/test_converged_probe.py checks every dest of
+# stale copy would appear. One list: tests/playbooks/test_converged_probe.py checks every dest of
 # the roles is covered. The reboot marker and the state file are not here: the marker
 # has its own rule, and the state file is what the others are compared against.
 MANAGED_FILES: tuple[str, ...] = (

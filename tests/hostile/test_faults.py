@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_never_lost import leftovers, write_locked
+from tests.store.test_never_lost import leftovers, write_locked
 from validator.cli.main import main
 from validator.error_tree import ExitCode
 from validator.report.partial import host_result_path

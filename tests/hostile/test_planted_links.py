@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.test_faults import run_cli
-from tests.test_never_lost import write_locked
+from tests.store.test_never_lost import write_locked
 from validator import files
 from validator.error_tree import ExitCode, UnsafePathError
 from validator.report.rma import rma_file_name

@@ -223,7 +223,7 @@ def test_a_disk_that_fills_during_a_fleet_run_still_gives_every_verdict(tmp_path
 
 
 def test_the_nhc_line_says_not_recorded_within_its_limit() -> None:
-    from tests.test_judge_healthy import healthy_node, judge
+    from tests.judge.test_judge_healthy import healthy_node, judge
     from validator.drift.nhc import NHC_MAX_CHARS, nhc_line
 
     result = judge(healthy_node())

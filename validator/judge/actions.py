@@ -174,7 +174,7 @@ RULES: dict[str, Rule] = {
     "dcgm.context_create": Rule(SOFTWARE),  # CUDA could not open the GPU
     # These rows are the fallback of validator.judge.checks.dcgm.TEST_ACTIONS, which
     # sets the action on every dcgm.* finding (error id and words first) and agrees
-    # with them (tests/test_actions.py).
+    # with them (tests/judge/test_actions.py).
     # ---- interconnect: the checks set the action on each finding (the host link, the
     # chip, checks.nvlink.link_repair for the board's links, the fabric manager or the
     # baseboard for the NVSwitch fabric); these rows are the fallback where none was set.

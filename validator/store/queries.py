@@ -1,6 +1,6 @@
 """What the store reads: the kinds of run, the SQL of its queries, and the rows they give.
 
-Every query here is served by an index (tests/test_store_plans.py reads each one's
+Every query here is served by an index (tests/store/test_store_plans.py reads each one's
 ``EXPLAIN QUERY PLAN``), so a host's history costs the same on a store of 10 runs or
 10,000. What pruning reads and deletes is here too.
 """

@@ -19,7 +19,7 @@ and every finding as a row: 115 KB per node per run without a burn, 1.15 GB at
 - the certificate's exact JSON text, compressed (``json_packed``): unpacked it is
   byte for byte the text its digest and signature were made over.
 
-That is 5-15 KB per node per run (tests/test_store_plans.py holds it under 20 KB;
+That is 5-15 KB per node per run (tests/store/test_store_plans.py holds it under 20 KB;
 bench/store.py measures it). Every query the store runs is served by an index
 (the same test reads each one's ``EXPLAIN QUERY PLAN``), so a run's writes and a
 host's history cost the same on a store of 10 runs or 10,000.

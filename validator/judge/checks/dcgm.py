@@ -67,7 +67,7 @@ RESET_ERRORS = {
 RESET_SOURCE = "DCGM error severity RESET"
 
 # By test (DCGM 4 plugin names; deployment checks are ``software.<name>``). The dcgm.*
-# rows of validator.judge.actions agree with this table (tests/test_actions.py).
+# rows of validator.judge.actions agree with this table (tests/judge/test_actions.py).
 TEST_ACTIONS = {
     "memory": Action.DRAIN_RMA,
     "memtest": Action.DRAIN_RMA,

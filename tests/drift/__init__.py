@@ -1,0 +1,1 @@
+"""Tests of validator/drift: each change against the certified baseline, and its outputs."""

@@ -1,0 +1,1 @@
+"""The project-wide rules: rooms, import circles, size guards, start-up, packaging, bench."""

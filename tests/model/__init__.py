@@ -1,0 +1,1 @@
+"""Tests of validator/model and its encodings: decoding, the fields, the packed codec."""

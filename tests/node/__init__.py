@@ -1,0 +1,1 @@
+"""Tests of validator/node: parsers, captures, burn-in, bandwidth, NVML, DCGM, scenarios."""

@@ -1,0 +1,1 @@
+"""Tests of playbooks/: static checks, roles, the converged probe, the stub repositories."""

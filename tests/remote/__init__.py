@@ -1,0 +1,1 @@
+"""Tests of validator/remote: the agent bundle, the transports, fan-out and deadlines."""

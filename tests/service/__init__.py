@@ -1,0 +1,1 @@
+"""Tests of validator/service: the drift and provision services, collection."""

@@ -1,0 +1,1 @@
+"""Tests of validator/slurm and the Slurm transport: commands, nodes, jobs, spool."""

@@ -1,0 +1,1 @@
+"""Tests of validator/store: the history, its migration, query plans and retention."""

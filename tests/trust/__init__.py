@@ -1,0 +1,1 @@
+"""Certificates and their keys (validator.certificate, validator.signing), revocation."""
