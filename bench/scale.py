@@ -99,6 +99,7 @@ from validator.codec import pack  # noqa: E402
 from validator.model import HostSpec, NodeFacts, NodeResult, from_dict  # noqa: E402
 from validator.packed import agent_facts  # noqa: E402
 from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress  # noqa: E402
+from validator.service.collect_and_judge import Reach  # noqa: E402
 from validator.slurm.commands import CommandResult  # noqa: E402
 
 HEALTHY = "healthy-8x-h100-sxm"
@@ -607,7 +608,7 @@ def _timed_patches(timer: _Timer) -> list[tuple[object, str, object]]:
 def _path_patches(
     config: Config, facts: Facts, draws: Sequence[Draw], work: Path, timer: _Timer
 ) -> tuple[list[tuple[object, str, object]], dict[str, Any], FakeSlurm | None]:
-    """What the path swaps (the transport, or Slurm's runner) and the request's fields."""
+    """What the path swaps (the transport, or Slurm's runner) and how the hosts are reached."""
     import validator.service.collect_and_judge as certify_module
     import validator.slurm.plan_and_reach as slurm_operations
     from validator.slurm.job_fanout import SlurmOptions, follow, target_nodes
@@ -619,8 +620,8 @@ def _path_patches(
         patches: list[tuple[object, str, object]] = [
             (certify_module, "transport_named", lambda name, request: fake)
         ]
-        fields = {"inventories": (str(inventory),), "connect_timeout_s": config.connect_timeout_s}
-        return patches, fields, None
+        reach = {"inventories": (str(inventory),), "connect_timeout_s": config.connect_timeout_s}
+        return patches, reach, None
     slurm = FakeSlurm(draws, facts, config, work)
     patches = [
         (slurm_operations, "target_nodes", functools.partial(target_nodes, runner=slurm)),
@@ -656,12 +657,11 @@ def simulate(config: Config, facts: Facts | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpuready-scale-") as temporary:
         work = Path(temporary)
         report_dir = work / "report"
-        patches, fields, slurm = _path_patches(config, facts, draws, work, timer)
+        patches, reach, slurm = _path_patches(config, facts, draws, work, timer)
         request = operations.CertifyRequest(
+            reach=Reach(parallel=config.parallel, **reach),
             report_dir=str(report_dir),
-            parallel=config.parallel,
             argv=("certify", "--bench-scale"),
-            **fields,
         )
         with contextlib.ExitStack() as stack:
             for target, attribute, value in [*_timed_patches(timer), *patches]:

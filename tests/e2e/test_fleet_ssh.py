@@ -14,7 +14,7 @@ from validator.cli.main import main
 from validator.error_tree import ExitCode
 from validator.model import NodeResult, Verdict
 from validator.node.burnin.burn_config import BurnConfig
-from validator.service.collect_and_judge import FleetRequest, certify_fleet
+from validator.service.collect_and_judge import FleetRequest, Reach, certify_fleet
 
 pytestmark = pytest.mark.hosts
 
@@ -91,8 +91,7 @@ def test_sshd_killed_mid_run_is_unknown_while_the_others_certify(
     killer.start()
     report = certify_fleet(
         FleetRequest(
-            inventories=(str(inventory),),
-            known_hosts=str(known_hosts),
+            Reach(inventories=(str(inventory),), known_hosts=str(known_hosts)),
             burn=BurnConfig(duration_s=5.0),
             deadline_s=60.0,
         ),

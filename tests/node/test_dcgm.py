@@ -47,6 +47,7 @@ from validator.node.parsers.dcgm_diag import (
 from validator.node.sources import collect_capture, collect_simulated
 from validator.node.system import CommandResult
 from validator.remote.transport import AgentRequest
+from validator.service.collect_and_judge import Reach
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "dcgmi"
 DCGM4_JSON = (
@@ -668,9 +669,9 @@ def test_policy_dcgm_reaches_every_agent_and_the_host_deadline() -> None:
 
 def test_a_request_without_a_dcgm_level_keeps_the_policys() -> None:
     from validator.service.certify_service import CertifyRequest
-    from validator.service.collect_and_judge import effective_policy, fleet_of
+    from validator.service.collect_and_judge import effective_policy
 
-    assert fleet_of(CertifyRequest(inventories=("inv",))).dcgm_level is None
+    assert CertifyRequest(reach=Reach(inventories=("inv",))).fleet().dcgm_level is None
     assert effective_policy(None, None).dcgm_level == 0
     assert effective_policy(None, 4).dcgm_level == 4
 
@@ -896,9 +897,8 @@ def test_a_hosts_own_dcgm_level_reaches_its_agent_only(tmp_path: Path) -> None:
     )
     report = certify_fleet(
         FleetRequest(
-            inventories=(str(inventory),),
+            Reach(inventories=(str(inventory),), transport=TransportName.LOCAL),
             burn=BurnConfig(duration_s=1.0),
-            transport=TransportName.LOCAL,
         )
     )
     nodes = {node.hostname: node for node in report.nodes}

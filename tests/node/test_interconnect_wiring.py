@@ -43,6 +43,7 @@ from validator.remote.transport import AgentRequest
 from validator.service.collect_and_judge import (
     DEADLINE_MARGIN_S,
     FleetRequest,
+    Reach,
     agent_request,
     certify_fleet,
     effective_policy,
@@ -431,7 +432,7 @@ def test_a_simulated_fleet_certify_measures_where_each_hosts_policy_says(tmp_pat
             "gpu-b": {"gpuready_simulate": SCENARIO, "gpuready_interconnect": "false"},
         },
     )
-    request = FleetRequest(inventories=(str(inventory),), transport=TransportName.LOCAL)
+    request = FleetRequest(Reach(inventories=(str(inventory),), transport=TransportName.LOCAL))
 
     report = certify_fleet(request)
 

@@ -39,6 +39,7 @@ from validator.remote.transport import AgentOutcome, AgentRequest, Progress, ove
 from validator.service.collect_and_judge import (
     FleetRequest,
     NodeRequest,
+    Reach,
     certify_fleet,
     certify_node,
 )
@@ -268,9 +269,8 @@ def test_a_fleet_through_local_is_cut_at_its_deadline(tmp_path: Path) -> None:
         {f"gpu0{i}": {"gpuready_simulate": SCENARIO} for i in range(2)},
     )
     request = FleetRequest(
-        inventories=(str(inventory),),
+        Reach(inventories=(str(inventory),), transport=TransportName.LOCAL),
         burn=LONG_BURN,
-        transport=TransportName.LOCAL,
         deadline_s=DEADLINE_S,
     )
     started = time.monotonic()
@@ -296,13 +296,15 @@ def test_a_host_variable_picks_its_transport_and_the_flag_covers_the_rest(
         },
     )
     request = FleetRequest(
-        inventories=(str(inventory),),
+        Reach(
+            inventories=(str(inventory),),
+            connect_timeout_s=2.0,
+            known_hosts=str(tmp_path / "known_hosts"),
+            ssh_config=str(tmp_path / "no-ssh-config"),
+        ),
         burn=BurnConfig(duration_s=2),
-        connect_timeout_s=2.0,
-        known_hosts=str(tmp_path / "known_hosts"),
-        ssh_config=str(tmp_path / "no-ssh-config"),
     )
-    assert request.transport is TransportName.SSH
+    assert request.reach.transport is TransportName.SSH
 
     report = certify_fleet(request)
 

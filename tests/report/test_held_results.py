@@ -39,6 +39,7 @@ from validator.packed import (
     with_samples,
 )
 from validator.report.shared import hold_without_samples
+from validator.service.collect_and_judge import Reach
 
 
 @pytest.fixture
@@ -209,8 +210,7 @@ def test_a_fleet_holds_its_certified_nodes_and_keeps_every_sample(tmp_path: Path
         {name: {"gpuready_simulate": "healthy-8x-h100-sxm"} for name in names},
     )
     request = CertifyRequest(
-        inventories=(str(inventory),),
-        transport=TransportName.LOCAL,
+        reach=Reach(inventories=(str(inventory),), transport=TransportName.LOCAL),
         burn=BurnConfig(duration_s=1.0),
         interconnect=True,
         report_dir=str(tmp_path / "out"),

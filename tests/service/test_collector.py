@@ -13,6 +13,7 @@ from tests.cli.test_cli_drift import write_inventory as write_drift_inventory
 from tests.remote.test_deadline import write_inventory
 from validator.model import TransportName, Verdict
 from validator.node.sparing_gc import FLEET_YOUNG_THRESHOLD, sparing_collector
+from validator.service.collect_and_judge import Reach
 from validator.store import Store
 
 
@@ -72,7 +73,9 @@ def test_a_fleet_certify_collects_sparingly_and_one_node_does_not(
         tmp_path / "hosts.yml",
         {name: {"gpuready_simulate": "healthy-8x-h100-sxm"} for name in ("gpu-a", "gpu-b")},
     )
-    fleet = CertifyRequest(inventories=(str(inventory),), transport=TransportName.LOCAL)
+    fleet = CertifyRequest(
+        reach=Reach(inventories=(str(inventory),), transport=TransportName.LOCAL)
+    )
     with Store.open(tmp_path / "h.db") as store:
         outcome = run_certify(fleet, store)
         assert [node.verdict for node in outcome.report.nodes] == [Verdict.NOT_CERTIFIED] * 2

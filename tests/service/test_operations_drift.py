@@ -16,7 +16,7 @@ from validator.drift import slurm_reason
 from validator.error_tree import ExitCode, ReportError
 from validator.judge import judge_node
 from validator.model import HostSpec, NodeResult, Verdict
-from validator.service.collect_and_judge import FleetRequest
+from validator.service.collect_and_judge import FleetRequest, Reach
 from validator.service.drift_service import DriftRequest, run_drift
 from validator.slurm import Action
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
@@ -127,7 +127,7 @@ def test_a_fleet_over_the_local_transport(store: Store, tmp_path: Path) -> None:
         {"gpu01": "healthy-8x-h100-sxm", "gpu02": "one-gpu-power-capped", "gpu03": "cudnn-missing"},
     )
     display = Display()
-    request = DriftRequest(inventories=(str(inventory),), transport="local")
+    request = DriftRequest(reach=Reach(inventories=(str(inventory),), transport="local"))
     outcome = run_drift(request, store, fleet_display=display)
     assert [(r.hostname, r.verdict) for r in outcome.results] == [
         ("gpu01", Verdict.CERTIFIED),
@@ -147,15 +147,17 @@ def test_a_fleet_over_the_local_transport(store: Store, tmp_path: Path) -> None:
 
 def test_the_request_makes_certifys_fan_out_and_refuses_what_is_for_one_machine() -> None:
     request = DriftRequest(
-        inventories=("a.ini",), limit="gpu0*", transport="ansible", parallel=3, deadline_s=9.0
+        reach=Reach(inventories=("a.ini",), limit="gpu0*", transport="ansible", parallel=3),
+        deadline_s=9.0,
     )
     assert request.fleet() == FleetRequest(
-        inventories=("a.ini",), limit="gpu0*", transport="ansible", parallel=3, deadline_s=9.0
+        Reach(inventories=("a.ini",), limit="gpu0*", transport="ansible", parallel=3),
+        deadline_s=9.0,
     )
     with pytest.raises(ValueError, match="for this machine"):
-        DriftRequest(inventories=("a.ini",), simulate="healthy-8x-h100-sxm")
+        DriftRequest(reach=Reach(inventories=("a.ini",)), simulate="healthy-8x-h100-sxm")
     with pytest.raises(ValueError, match="for this machine"):
-        DriftRequest(inventories=("a.ini",), certificate=baseline())
+        DriftRequest(reach=Reach(inventories=("a.ini",)), certificate=baseline())
 
 
 def _result(verdict: Verdict) -> NodeResult:

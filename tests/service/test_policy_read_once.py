@@ -13,6 +13,7 @@ from validator.judge.policy import Policy
 from validator.model import TransportName
 from validator.service import collect_and_judge
 from validator.service.certify_service import CertifyRequest, run_certify
+from validator.service.collect_and_judge import Reach
 from validator.store import Store
 
 SCENARIO = "healthy-8x-h100-sxm"
@@ -44,8 +45,7 @@ def test_certify_reads_the_policy_file_once(
             {name: {"gpuready_simulate": SCENARIO} for name in ("gpu-a", "gpu-b")},
         )
         request = CertifyRequest(
-            inventories=(str(inventory),),
-            transport=TransportName.LOCAL,
+            reach=Reach(inventories=(str(inventory),), transport=TransportName.LOCAL),
             policy_path=str(policy),
         )
     else:

@@ -18,12 +18,12 @@ from validator.cli.options import (
     command_line,
     db_option,
     fanout_options,
-    fanout_settings,
     interconnect_option,
     inventory_option,
     json_form_option,
     limit_option,
     policy_option,
+    reach_settings,
 )
 from validator.cli.slurm_options import (
     slurm_options,
@@ -120,7 +120,7 @@ SIMULATED_BURN_DEFAULT = "10s"
 def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Certify this machine (or a capture, a simulated node, or an inventory's hosts)."""
     request, note = _request(ctx, options)
-    if request.slurm is not None and not request.slurm.wait:
+    if request.reach.slurm is not None and not request.reach.slurm.wait:
         from validator.service.collect_and_judge import submit_fleet
 
         tell_submitted(submit_fleet(request.fleet()))
@@ -162,17 +162,14 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         capture=capture,
         policy_path=options["policy_path"],
         burn=burn_opts.config(duration) if capture is None else None,
-        inventories=options["inventories"],
-        limit=options["limit"],
-        transport=TransportName(options["transport"]),
+        reach=reach_settings(options, options["transport"], slurm),
+        deadline_s=options.pop("deadline"),  # seconds (Deadline), None when not given
         report_dir=options["report_dir"],
         json_form=options["json_form"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
         interconnect=interconnect,
-        slurm=slurm,
         slurm_drain=slurm_drain,
-        **fanout_settings(options),
         **dcgm,
     )
     return request, note
@@ -224,7 +221,7 @@ def run_with_display(request: CertifyRequest, store: Store, note: str | None) ->
     from validator.cli.burn_display import BurnDisplay
     from validator.cli.progress import FleetProgress
 
-    if request.inventories or request.slurm is not None:
+    if request.reach.is_fleet:
         with FleetProgress() as fleet:
             return run_certify(request, store, fleet_display=fleet)
     try:

@@ -15,11 +15,11 @@ from validator.cli.options import (
     command_line,
     db_option,
     fanout_options,
-    fanout_settings,
     interconnect_option,
     inventory_option,
     limit_option,
     policy_option,
+    reach_settings,
 )
 from validator.cli.slurm_options import slurm_options, slurm_settings, tell_slurm_steps
 from validator.model import TransportName
@@ -137,15 +137,12 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         sign_key=key,
         policy_path=options["policy_path"],
         burn=BurnConfig(duration_s=duration) if duration > 0 else None,
-        inventories=options["inventories"],
-        limit=options["limit"],
-        transport=TransportName(options["transport"] or "ssh"),
+        reach=reach_settings(options, options["transport"] or "ssh", slurm),
+        deadline_s=options.pop("deadline"),  # seconds (Deadline), None when not given
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
         measure_interconnect=options["interconnect"],
-        slurm=slurm,
         argv=command_line(ctx),
-        **fanout_settings(options),
     )
 
 
@@ -204,7 +201,7 @@ def _run(request: DriftRequest, store: Store, *, quiet: bool) -> DriftOutcome:
     """The run; a fleet's under its live display unless only one line is to be printed."""
     from validator.cli.progress import FleetProgress
 
-    if not (request.inventories or request.slurm is not None) or quiet:
+    if not request.reach.is_fleet or quiet:
         return run_drift(request, store)
     with FleetProgress() as display:
         return run_drift(request, store, fleet_display=display)

@@ -21,7 +21,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -44,6 +44,10 @@ from validator.node.burnin.burn_config import (
 )
 
 F = TypeVar("F", bound=Callable[..., object])
+
+if TYPE_CHECKING:
+    from validator.service.collect_and_judge import Reach
+    from validator.slurm.job_fanout import SlurmOptions
 
 
 # ------------------------------------------------------------------ types
@@ -303,16 +307,25 @@ def fanout_options(command: F) -> F:
     return _apply(_FANOUT_OPTIONS, command)
 
 
-def fanout_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The fan-out options a command was given, as its request's field names (taken out)."""
-    return {
-        "parallel": options.pop("parallel"),
-        "deadline_s": options.pop("deadline"),  # seconds (Deadline), None when not given
-        "accept_new_host_keys": options.pop("accept_new_host_keys"),
-        "connect_timeout_s": options.pop("connect_timeout"),
-        "ssh_config": options.pop("ssh_config"),
-        "known_hosts": options.pop("known_hosts"),
-    }
+def reach_settings(options: dict[str, Any], transport: str, slurm: SlurmOptions | None) -> Reach:
+    """Which hosts, and how to reach them, from a command's options (the fan-out ones taken out).
+
+    ``transport`` is the transport's name; ``slurm`` the Slurm options, when given.
+    """
+    from validator.model import TransportName
+    from validator.service.collect_and_judge import Reach
+
+    return Reach(
+        inventories=options["inventories"],
+        limit=options["limit"],
+        transport=TransportName(transport),
+        parallel=options.pop("parallel"),
+        accept_new_host_keys=options.pop("accept_new_host_keys"),
+        connect_timeout_s=options.pop("connect_timeout"),
+        ssh_config=options.pop("ssh_config"),
+        known_hosts=options.pop("known_hosts"),
+        slurm=slurm,
+    )
 
 
 def inventory_option(help_text: str, *, required: bool = False) -> Callable[[F], F]:

@@ -42,7 +42,6 @@ from validator.cli.options import (
 )
 from validator.cli.progress import LiveDisplay
 from validator.error_tree import ExitCode
-from validator.model import TransportName
 
 if TYPE_CHECKING:
     from validator.service.certify_service import CertifyOutcome
@@ -207,8 +206,10 @@ def _certify(
     a later ``gpuready drift`` finds their baseline.
     """
     from validator.cli.progress import FleetProgress
+    from validator.model import TransportName
     from validator.node.burnin.burn_config import parse_duration
     from validator.service.certify_service import CertifyRequest, run_certify
+    from validator.service.collect_and_judge import Reach
     from validator.store import Store
 
     hosts = result.succeeded_hosts
@@ -218,10 +219,10 @@ def _certify(
     transport = certify_transport(inventories, hosts)
     click.echo(f"certifying {len(hosts)} host(s) through the {transport} transport", err=True)
     request = CertifyRequest(
-        inventories=inventories,
-        limit=":".join(hosts),
+        reach=Reach(
+            inventories=inventories, limit=":".join(hosts), transport=TransportName(transport)
+        ),
         burn=burn.config(parse_duration(burn.burn_duration)),
-        transport=TransportName(transport),
         argv=argv,
     )
     with Store.open(db_path, defer_create=True) as store:

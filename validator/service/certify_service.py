@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from validator.error_tree import BadInputError, ExitCode, GpureadyError, ReportError
 from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
-from validator.model import HostSpec, NodeResult, Report, TransportName, Verdict
+from validator.model import HostSpec, NodeResult, Report, Verdict
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
 from validator.remote.transport import Progress
@@ -34,10 +34,10 @@ from validator.service import signals
 from validator.service.collect_and_judge import (
     FleetRequest,
     NodeRequest,
+    Reach,
     certify_fleet,
     certify_node,
     effective_policy,
-    fleet_of,
 )
 from validator.service.outcome import report_exit_code
 from validator.store import RunKind
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from validator.node.burnin.run import BurnProgress, ProgressSink
     from validator.report.rma import LastCertificate
     from validator.signing import SealKey
-    from validator.slurm.job_fanout import SlurmOptions
     from validator.slurm.judged_nodes import SlurmStep
     from validator.slurm.submission_spool import Submission
     from validator.store import Store
@@ -57,23 +56,16 @@ if TYPE_CHECKING:
 class CertifyRequest:
     """Everything ``certify`` is asked to do.
 
-    Without inventories: one node (this host, ``capture`` or ``simulate``); with
-    them: every host of the inventories, reached through ``transport``.
+    Without inventories or Slurm in ``reach``: one node (this host, ``capture`` or
+    ``simulate``); with them: every host they name, reached as ``reach`` says.
     """
 
     simulate: str | None = None
     capture: str | None = None
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in
-    inventories: tuple[str, ...] = ()
-    limit: str | None = None
-    transport: TransportName = TransportName.SSH
-    parallel: int = 64
+    reach: Reach = field(default_factory=Reach)
     deadline_s: float | None = None  # None: the burn plus a margin
-    accept_new_host_keys: bool = False
-    connect_timeout_s: float = 10.0
-    ssh_config: str | None = None
-    known_hosts: str | None = None
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
     # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
     json_form: str = "auto"
@@ -82,20 +74,23 @@ class CertifyRequest:
     dcgm_level: int | None = None  # --dcgm-level: overrides the policy's; None: the policy's
     # --interconnect (True) / --no-interconnect (False): overrides the policy's; None: its own.
     interconnect: bool | None = None
-    # Through Slurm: its options; a submission to gather instead of submitting one; and
-    # whether to drain the nodes that fail (resuming those gpuready drained that pass).
-    slurm: SlurmOptions | None = None
+    # Through Slurm (``reach.slurm``): a submission to gather instead of submitting one;
+    # and whether to drain the nodes that fail (resuming those gpuready drained that pass).
     slurm_collect: str | None = None
     slurm_drain: bool = False
     argv: Sequence[str] = ()  # the command line, as history records it
 
-    def __post_init__(self) -> None:
-        # click and inventories give the name as text: one type from here on.
-        object.__setattr__(self, "transport", TransportName(self.transport))
-
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
-        return fleet_of(self)
+        return FleetRequest(
+            self.reach,
+            policy_path=self.policy_path,
+            burn=self.burn,
+            deadline_s=self.deadline_s,
+            dcgm_level=self.dcgm_level,
+            interconnect=self.interconnect,
+            slurm_collect=self.slurm_collect,
+        )
 
 
 class FleetDisplay(Progress, Protocol):
@@ -157,7 +152,7 @@ def run_certify(
         KeyboardInterrupt: Ctrl-C before a single node's burn; the run is closed as
             interrupted. (Ctrl-C during the burn ends the burn, which is judged.)
     """
-    if not (request.inventories or request.slurm is not None):
+    if not request.reach.is_fleet:
         return _run_certify(request, store, burn_progress, fleet_display)
     with sparing_collector():
         return _run_certify(request, store, burn_progress, fleet_display)
@@ -177,7 +172,7 @@ def _run_certify(
         _check_writable(request.report_dir)  # before the burn, not after it
     problems: list[str] = []
     submitted: list[Submission] = []
-    if request.inventories or request.slurm is not None:
+    if request.reach.is_fleet:
         report, run_id = _certify_fleet(
             request, store, policy, fleet_display, problems, submitted.append
         )
@@ -580,7 +575,9 @@ def collect_request(
         report_dir=report_dir,
         json_form=json_form,
         sign_key=sign_key,
-        slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain),
+        reach=Reach(
+            slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain)
+        ),
         slurm_collect=token,
         slurm_drain=slurm_drain,
         argv=argv,

@@ -179,30 +179,47 @@ def certify_node(
 
 
 @dataclass(frozen=True)
-class FleetRequest:
-    """Certify every host of an inventory."""
+class Reach:
+    """Which hosts, and how to reach them: the one value every fleet command's request holds.
 
-    inventories: tuple[str, ...]
+    The inventories (with ``--limit``) or Slurm's nodes, the transport and its options.
+    Without inventories or Slurm: this one node.
+    """
+
+    inventories: tuple[str, ...] = ()
     limit: str | None = None
-    policy_path: str | None = None
-    burn: BurnConfig | None = None
     transport: TransportName = TransportName.SSH
     parallel: int = 64
-    deadline_s: float | None = None  # None: the burn plus a margin
     accept_new_host_keys: bool = False
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
     known_hosts: str | None = None
-    dcgm_level: int | None = None  # overrides every host's policy dcgm_level; None: theirs
-    interconnect: bool | None = None  # overrides every host's policy interconnect; None: theirs
-    # Through Slurm instead of a transport: its options; and a submission to gather
-    # (``gpuready slurm collect``: a token or job id) instead of submitting one.
+    # Through Slurm instead of a transport: its options.
     slurm: SlurmOptions | None = None
-    slurm_collect: str | None = None
 
     def __post_init__(self) -> None:
         # click and inventories give the name as text: one type from here on.
         object.__setattr__(self, "transport", TransportName(self.transport))
+
+    @property
+    def is_fleet(self) -> bool:
+        """Whether hosts are reached (an inventory or Slurm), not this one node."""
+        return bool(self.inventories) or self.slurm is not None
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """Certify every host a :class:`Reach` names, judged as the options here say."""
+
+    reach: Reach
+    policy_path: str | None = None
+    burn: BurnConfig | None = None
+    deadline_s: float | None = None  # None: the burn plus a margin
+    dcgm_level: int | None = None  # overrides every host's policy dcgm_level; None: theirs
+    interconnect: bool | None = None  # overrides every host's policy interconnect; None: theirs
+    # A Slurm submission to gather (``gpuready slurm collect``: a token or job id)
+    # instead of submitting one.
+    slurm_collect: str | None = None
 
     def judging(self) -> dict[str, object]:
         """The options a later ``slurm collect`` judges with (plain data, saved in the spool)."""
@@ -215,35 +232,21 @@ class FleetRequest:
         }
 
 
-def fleet_of(request: object) -> FleetRequest:
-    """The fan-out a command's request asks for: its fields named as FleetRequest's.
-
-    A field the request does not carry (drift has no ``--dcgm-level``) keeps its default.
-    """
-    return FleetRequest(
-        **{
-            field.name: getattr(request, field.name)
-            for field in dataclasses.fields(FleetRequest)
-            if field.default is dataclasses.MISSING or hasattr(request, field.name)
-        }
-    )
-
-
 # Connecting, uploading the agent and collecting facts take seconds; the burn
 # itself is the long part.
 DEADLINE_MARGIN_S = 300.0
 
 
-def make_transport(request: FleetRequest) -> PerHostTransport:
-    """Each host's transport: the one its ``gpuready_transport`` names, else the request's.
+def make_transport(reach: Reach) -> PerHostTransport:
+    """Each host's transport: the one its ``gpuready_transport`` names, else the reach's.
 
-    Each is configured from the request's options, and made when a host first needs it.
+    Each is configured from the reach's options, and made when a host first needs it.
     """
-    return PerHostTransport(request.transport, lambda name: transport_named(name, request))
+    return PerHostTransport(reach.transport, lambda name: transport_named(name, reach))
 
 
-def transport_named(name: TransportName, request: FleetRequest) -> Transport:
-    """The transport of that name, configured from the request's options."""
+def transport_named(name: TransportName, reach: Reach) -> Transport:
+    """The transport of that name, configured from the reach's options."""
     if name is TransportName.LOCAL:
         from validator.remote.local import LocalTransport
 
@@ -251,14 +254,14 @@ def transport_named(name: TransportName, request: FleetRequest) -> Transport:
     if name is TransportName.ANSIBLE:
         from validator.remote.ansible_transport import AnsibleTransport
 
-        return AnsibleTransport(request.inventories)
+        return AnsibleTransport(reach.inventories)
     from validator.remote.ssh import SshTransport
 
     return SshTransport(
-        ssh_config=Path(request.ssh_config) if request.ssh_config else None,
-        known_hosts=Path(request.known_hosts) if request.known_hosts else None,
-        accept_new_host_keys=request.accept_new_host_keys,
-        connect_timeout_s=request.connect_timeout_s,
+        ssh_config=Path(reach.ssh_config) if reach.ssh_config else None,
+        known_hosts=Path(reach.known_hosts) if reach.known_hosts else None,
+        accept_new_host_keys=reach.accept_new_host_keys,
+        connect_timeout_s=reach.connect_timeout_s,
     )
 
 
@@ -361,23 +364,22 @@ def plan_fleet(
     Raises:
         BadInputError: a bad inventory, limit, policy file, per-host policy variable or
             Slurm host-list.
-        SlurmError: Slurm's commands are missing or failed (``request.slurm``).
+        SlurmError: Slurm's commands are missing or failed (``request.reach.slurm``).
     """
     from validator.ansible_inventory import load_hosts, policy_for
 
     if base is None:
         base = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     slurm_plan = None
-    if request.slurm is not None:
+    reach = request.reach
+    if reach.slurm is not None:
         from validator.slurm.plan_and_reach import plan
 
-        inventory_hosts = (
-            load_hosts(request.inventories, request.limit) if request.inventories else []
-        )
-        slurm_plan = plan(request.slurm, inventory_hosts, request.slurm_collect)
+        inventory_hosts = load_hosts(reach.inventories, reach.limit) if reach.inventories else []
+        slurm_plan = plan(reach.slurm, inventory_hosts, request.slurm_collect)
         hosts = slurm_plan.hosts
     else:
-        hosts = load_hosts(request.inventories, request.limit)
+        hosts = load_hosts(reach.inventories, reach.limit)
     policies = {
         host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
         for host in hosts
@@ -400,7 +402,7 @@ def submit_fleet(request: FleetRequest) -> Submission:
     from validator.slurm.job_fanout import submit_run
     from validator.slurm.plan_and_reach import judging_options
 
-    if request.slurm is None or request.slurm_collect is not None:
+    if request.reach.slurm is None or request.slurm_collect is not None:
         raise BadInputError("--no-wait needs --slurm: give --slurm, or leave out --no-wait")
     fleet = plan_fleet(request)
     if fleet.slurm_plan is None or fleet.slurm_plan.targets is None:
@@ -410,7 +412,7 @@ def submit_fleet(request: FleetRequest) -> Submission:
         fleet.slurm_plan.targets,
         fleet.asked,
         fleet.deadline_s,
-        request.slurm,
+        request.reach.slurm,
         judging_options(fleet.hosts, request.judging()),
     )
 
@@ -440,7 +442,7 @@ def certify_fleet(
 
     ``policy`` is the run's, already read; None reads the request's (:func:`plan_fleet`).
 
-    Through Slurm (``request.slurm``) the hosts are the nodes Slurm lists (or a saved
+    Through Slurm (``request.reach.slurm``) the hosts are the nodes Slurm lists (or a saved
     submission's), reached by jobs (validator.slurm.plan_and_reach); ``on_submitted`` is
     told the submission once its jobs are in.
 
@@ -458,7 +460,7 @@ def certify_fleet(
     # Read once here, before the workers start: their caches do not stop concurrent first
     # callers, and each parse of the catalog costs as much as judging a node.
     catalog = load_catalog()
-    if fleet.slurm_plan is None and request.transport is TransportName.SSH:
+    if fleet.slurm_plan is None and request.reach.transport is TransportName.SSH:
         _build_agent_early()
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
@@ -466,12 +468,12 @@ def certify_fleet(
         # packed text keeps them for the store, the host files and the full reports).
         return hold_without_samples(judge_node(facts, fleet.policies[host.name], catalog=catalog))
 
-    if fleet.slurm_plan is not None and request.slurm is not None:
+    if fleet.slurm_plan is not None and request.reach.slurm is not None:
         from validator.slurm.plan_and_reach import reach
 
         outcome = reach(
             fleet.slurm_plan,
-            request.slurm,
+            request.reach.slurm,
             fleet.asked,
             judge,
             deadline_s=fleet.deadline_s,
@@ -482,13 +484,13 @@ def certify_fleet(
             on_submitted=on_submitted,
         )
     else:
-        with make_transport(request) as transport:
+        with make_transport(request.reach) as transport:
             outcome = run_fanout(
                 fleet.hosts,
                 transport,
                 fleet.asked,
                 judge,
-                parallel=request.parallel,
+                parallel=request.reach.parallel,
                 deadline_s=fleet.deadline_s,
                 progress=progress,
                 on_results=on_results,

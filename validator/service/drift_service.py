@@ -31,11 +31,11 @@ from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
 from validator.error_tree import ExitCode, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
-from validator.model import NodeFacts, NodeResult, Report, TransportName
+from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
 from validator.service import signals
-from validator.service.collect_and_judge import FleetRequest, fleet_of
+from validator.service.collect_and_judge import FleetRequest, Reach
 from validator.service.outcome import close_run, exit_code, report_interrupted
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import RunKind, StoreError
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from validator.service.certify_service import FleetDisplay
     from validator.signing import KeyLike
     from validator.slurm import Runner
-    from validator.slurm.job_fanout import SlurmOptions
     from validator.store import Store
 
 
@@ -54,9 +53,9 @@ if TYPE_CHECKING:
 class DriftRequest:
     """Everything ``drift`` is asked to do.
 
-    Without inventories: this machine (or ``simulate``), against ``certificate``
-    when given, else the store's latest for its hostname; with them: every host of
-    the inventories, reached through ``transport``, each against the store's latest
+    Without inventories or Slurm in ``reach``: this machine (or ``simulate``), against
+    ``certificate`` when given, else the store's latest for its hostname; with them:
+    every host they name, reached as ``reach`` says, each against the store's latest
     certificate under its inventory name. Every certificate is verified before use,
     its signature too when ``sign_key`` is given (then an unsigned one fails).
     """
@@ -66,32 +65,24 @@ class DriftRequest:
     sign_key: KeyLike | None = field(default=None, repr=False)  # secrets stay out of logs
     policy_path: str | None = None
     burn: BurnConfig | None = None  # None: no burn-in, so no speed to compare
-    inventories: tuple[str, ...] = ()
-    limit: str | None = None
-    transport: TransportName = TransportName.SSH
-    parallel: int = 64
+    reach: Reach = field(default_factory=Reach)
     deadline_s: float | None = None  # None: the burn plus a margin
-    accept_new_host_keys: bool = False
-    connect_timeout_s: float = 10.0
-    ssh_config: str | None = None
-    known_hosts: str | None = None
     prom_file: str | None = None  # write the node_exporter textfile here
     slurm_drain: bool = False  # drain drifted nodes, resume the clean ones gpuready drained
     # --interconnect: measure it and compare with the certificate's figures (see
     # interconnect_modes); off by default, drift being the cheap scheduled check.
     measure_interconnect: bool = False
-    slurm: SlurmOptions | None = None  # reach the nodes through Slurm's jobs instead
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
-        # click and inventories give the name as text: one type from here on.
-        object.__setattr__(self, "transport", TransportName(self.transport))
-        if self.inventories and (self.simulate is not None or self.certificate is not None):
+        if self.reach.inventories and (self.simulate is not None or self.certificate is not None):
             raise ValueError("simulate and certificate are for this machine, not an inventory")
 
     def fleet(self) -> FleetRequest:
-        """The fan-out this request asks for (its fields of the same names)."""
-        return fleet_of(self)
+        """The fan-out this request asks for: drift has no DCGM or interconnect overrides."""
+        return FleetRequest(
+            self.reach, policy_path=self.policy_path, burn=self.burn, deadline_s=self.deadline_s
+        )
 
 
 @dataclass(frozen=True)
@@ -137,7 +128,7 @@ def run_drift(
         ReportError: the Prometheus file could not be written (history is closed first).
     """
     policy = load_policy(request.policy_path) if request.policy_path else Policy()
-    if request.inventories or request.slurm is not None:
+    if request.reach.is_fleet:
         with sparing_collector():  # many results arriving (validator.node.sparing_gc)
             results, run_id, interrupted = _drift_fleet(request, store, policy, fleet_display)
     else:
@@ -348,13 +339,13 @@ def _drift_fleet(
                 display.result(result)
 
     try:
-        if fleet.slurm_plan is not None and request.slurm is not None:
+        if fleet.slurm_plan is not None and request.reach.slurm is not None:
             from validator.slurm.plan_and_reach import reach
 
             judging = {"burn_s": request.burn.duration_s if request.burn else None}
             outcome = reach(
                 fleet.slurm_plan,
-                request.slurm,
+                request.reach.slurm,
                 asked,
                 judge,
                 deadline_s=deadline_s,
@@ -365,10 +356,10 @@ def _drift_fleet(
         else:
             outcome = run_fanout(
                 hosts,
-                make_transport(request.fleet()),
+                make_transport(request.reach),
                 asked,
                 judge,
-                parallel=request.parallel,
+                parallel=request.reach.parallel,
                 deadline_s=deadline_s,
                 progress=display,
                 on_results=arrived,
