@@ -727,7 +727,7 @@ def test_a_batch_of_two_over_three_hosts_provisions_in_two_waves(make_site: Any)
         h.address for h in site.hosts
     )
     # Ansible's own record of who ran when: every task result of the first two hosts
-    # comes before any of the other two's.
+    # comes before any of the third's.
     first_seen = sorted(
         {h: outcome.order.index(h) for h in set(outcome.order)}.items(), key=lambda kv: kv[1]
     )

@@ -311,6 +311,7 @@ def reach_settings(options: dict[str, Any], transport: str, slurm: SlurmOptions 
     """Which hosts, and how to reach them, from a command's options (the fan-out ones taken out).
 
     ``transport`` is the transport's name; ``slurm`` the Slurm options, when given.
+    ``--deadline``, a fan-out option too, is the request's own: the caller takes it out.
     """
     from validator.model import TransportName
     from validator.service.collect_and_judge import Reach

@@ -49,6 +49,7 @@ from validator.remote.transport import (
     Phase,
     Progress,
     agent_deadline,
+    overrun_s,
 )
 from validator.safe_text import ansible_error, one_line
 
@@ -65,9 +66,10 @@ _ENVVARS: Mapping[str, str] = {
     "ANSIBLE_DEPRECATION_WARNINGS": "False",
 }
 STDERR_KEEP = 64 * 1024
-# Ansible's own start (inventory, plugins, forks) before the task's timeout begins: tens
-# of seconds on a busy controller, so the backstop never pre-empts the task's clearer message.
-_BACKSTOP_S = 60
+# After the run task's own stop (the deadline plus the transport's overrun, a moment the
+# task works out as it starts, however long Ansible took to start), the backstop that ends
+# a hung Ansible: enough later for the task's clearer message to come first.
+_BACKSTOP_AFTER_TASK_S = 5
 # Kept back from the agent's deadline for the command module's start and the way
 # back through Ansible: at least this long, and this share more of the host's time.
 ANSIBLE_TRIP_MIN_S = 3.0
@@ -197,7 +199,10 @@ class AnsibleTransport:
                 elapsed_s=time.monotonic() - started,
             )
         events = _Events(host.name, progress)
-        seconds = max(1, math.ceil(timeout_s))
+        # The run task stops at this moment of the controller's clock (as the agent's own
+        # deadline, a template Ansible renders as the task starts); the backstop after it.
+        stop_at = time.time() + timeout_s + overrun_s(timeout_s)
+        seconds = math.ceil(timeout_s + overrun_s(timeout_s)) + _BACKSTOP_AFTER_TASK_S
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(private),
@@ -209,13 +214,13 @@ class AnsibleTransport:
                     "gpuready_agent_args": agent_arguments(request, host, timeout_s),
                     "gpuready_cache_dir": self.cache_dir,
                     "gpuready_python": host.python,
-                    "gpuready_agent_timeout": seconds,
+                    "gpuready_agent_stop_at": round(stop_at, 3),
                 },
                 envvars=dict(_ENVVARS),
                 event_handler=events,
                 # The task's own timeout ends a hung agent with a clear message; this
-                # backstop, a little later, ends a hung Ansible (startup takes seconds).
-                timeout=seconds + _BACKSTOP_S,
+                # backstop, a little later, ends a hung Ansible.
+                timeout=seconds,
                 quiet=True,
             )
             status = str(runner.status)
@@ -287,7 +292,7 @@ def _outcome(
             return _failed(name, f"{task.lower()} on {name} failed: {why}", phase)
     if status == "timeout":
         return _failed(
-            name, f"ansible did not finish on {name} within {seconds + _BACKSTOP_S}s", "run"
+            name, f"ansible did not finish on {name} within {seconds}s", "run"
         )
     why = ansible_error(output) or f"ansible-runner ended {status} without running the agent"
     return _failed(name, f"ansible run for {name}: {why}", Phase.CONNECT)

@@ -354,16 +354,17 @@ def _drift_fleet(
                 on_results=arrived,
             )
         else:
-            outcome = run_fanout(
-                hosts,
-                make_transport(request.reach),
-                asked,
-                judge,
-                parallel=request.reach.parallel,
-                deadline_s=deadline_s,
-                progress=display,
-                on_results=arrived,
-            )
+            with make_transport(request.reach) as transport:  # closed, as certify's is
+                outcome = run_fanout(
+                    hosts,
+                    transport,
+                    asked,
+                    judge,
+                    parallel=request.reach.parallel,
+                    deadline_s=deadline_s,
+                    progress=display,
+                    on_results=arrived,
+                )
     except BaseException:
         store.finish_run(run_id, interrupted=True)
         raise
