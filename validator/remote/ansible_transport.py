@@ -66,9 +66,10 @@ _ENVVARS: Mapping[str, str] = {
     "ANSIBLE_DEPRECATION_WARNINGS": "False",
 }
 STDERR_KEEP = 64 * 1024
-# After the run task's own stop (the deadline plus the transport's overrun, a moment the
-# task works out as it starts, however long Ansible took to start), the backstop that ends
-# a hung Ansible: enough later for the task's clearer message to come first.
+# The run task stops at the deadline plus the transport's overrun, a moment of the
+# controller's clock the task works out as it starts (as the agent's own deadline),
+# however long Ansible took to start. This long after it, the backstop ends a hung
+# Ansible: late enough for the task's clearer message to come first.
 _BACKSTOP_AFTER_TASK_S = 5
 # Kept back from the agent's deadline for the command module's start and the way
 # back through Ansible: at least this long, and this share more of the host's time.
@@ -199,9 +200,7 @@ class AnsibleTransport:
                 elapsed_s=time.monotonic() - started,
             )
         events = _Events(host.name, progress)
-        # The run task stops at this moment of the controller's clock (as the agent's own
-        # deadline, a template Ansible renders as the task starts); the backstop after it.
-        stop_at = time.time() + timeout_s + overrun_s(timeout_s)
+        stop_at = time.time() + timeout_s + overrun_s(timeout_s)  # the run task's, see above
         seconds = math.ceil(timeout_s + overrun_s(timeout_s)) + _BACKSTOP_AFTER_TASK_S
         try:
             runner = ansible_runner.run(

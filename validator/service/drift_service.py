@@ -318,7 +318,6 @@ def _drift_fleet(
     from validator.service.collect_and_judge import make_transport, plan_fleet
 
     quiet_paramiko()
-    # Certify's plan, but the interconnect is measured only when asked.
     fleet = plan_fleet(request.fleet(), base, interconnect_modes(request.measure_interconnect))
     hosts, policies, asked, deadline_s = fleet.hosts, fleet.policies, fleet.asked, fleet.deadline_s
     if display is not None:
