@@ -16,7 +16,7 @@ from validator.cli.burn_display import BurnDisplay, plain_line, render_burn, tim
 from validator.cli.main import main
 from validator.model import Reason, TelemetrySample, Unavailable
 from validator.node import sources
-from validator.node.burnin.run import BurnProgress, GpuProgress
+from validator.node.burnin.burn_progress import BurnProgress, GpuProgress
 from validator.store import Store
 
 HEALTHY = "healthy-8x-h100-sxm"

@@ -23,7 +23,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         1250,
         f"plan, runner events and the closing table: {_SPLIT}",
     ),
-    "validator/node/sim/scenario.py": (1098, f"scenario schema and the simulated host: {_SPLIT}"),
+    "validator/node/sim/scenario.py": (1097, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1093, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
@@ -33,7 +33,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         f"writing and reading capture bundles: {_SPLIT}",
     ),
     "validator/store/history_store.py": (
-        909,
+        913,
         "the Store class (814 lines) kept whole; its reads and prune go next: issue 32",
     ),
     "validator/node/sim/fake_nvml.py": (863, "the NVML double: kept whole"),

@@ -32,6 +32,95 @@ NOT_FOR_SIMULATED_JSON = (
     "validator.service.drift_service",
 )
 
+# Everything a simulated single-node certify --json may import of ours: whole packages
+# where judging or recording needs all of them, else each module by name. A new import
+# on this road costs every run its start-up time (bench/startup.py), so it is named here.
+MAY_IMPORT_PACKAGES = ("validator.model", "validator.judge", "validator.store")
+MAY_IMPORT = frozenset(
+    {
+        "validator",
+        "validator.certificate",
+        "validator.codec",
+        "validator.error_tree",
+        "validator.fields",
+        "validator.files",
+        "validator.limits",
+        "validator.packed",
+        "validator.safe_text",
+        "validator.signing",
+        "validator.trace",
+        "validator.cli",
+        "validator.cli.burn_display",
+        "validator.cli.certify",
+        "validator.cli.main",
+        "validator.cli.options",
+        "validator.cli.progress",
+        "validator.cli.slurm_options",
+        "validator.node",
+        "validator.node.agent",
+        "validator.node.bandwidth",
+        "validator.node.bandwidth.bandwidth_config",
+        "validator.node.burnin",
+        "validator.node.burnin.backend",
+        "validator.node.burnin.backend_choice",
+        "validator.node.burnin.burn_config",
+        "validator.node.burnin.burn_progress",
+        "validator.node.burnin.devices",
+        "validator.node.burnin.numpy_backend",
+        "validator.node.burnin.run",
+        "validator.node.burnin.sampler",
+        "validator.node.collect",
+        "validator.node.host",
+        "validator.node.nvml",
+        "validator.node.parsers",
+        "validator.node.parsers.base",
+        "validator.node.parsers.cudnn",
+        "validator.node.parsers.kernel_log",
+        "validator.node.parsers.kernel_log_shape",
+        "validator.node.parsers.nvcc",
+        "validator.node.parsers.proc_version",
+        "validator.node.parsers.smi_banner",
+        "validator.node.parsers.smi_common",
+        "validator.node.parsers.smi_csv_log",
+        "validator.node.parsers.smi_errors",
+        "validator.node.physical_ranges",
+        "validator.node.scenarios",
+        "validator.node.sim",
+        "validator.node.sim.fake_nvml",
+        "validator.node.sim.scenario",
+        "validator.node.sim.simulated_bandwidth",
+        "validator.node.sim.simulated_burn",
+        "validator.node.sources",
+        "validator.node.sparing_gc",
+        "validator.node.stop_request",
+        "validator.node.system",
+        "validator.remote",
+        "validator.remote.deadline",
+        "validator.remote.per_host",
+        "validator.remote.transport",
+        "validator.report",
+        "validator.report.json_report",
+        "validator.report.shared",
+        "validator.service",
+        "validator.service.certify_service",
+        "validator.service.collect_and_judge",
+        "validator.service.outcome",
+        "validator.service.signals",
+    }
+)
+
+
+def beyond_the_road(modules: set[str]) -> list[str]:
+    """Our modules among ``modules`` that a simulated single-node certify may not import."""
+    ours = (m for m in modules if m == "validator" or m.startswith("validator."))
+    return sorted(
+        m
+        for m in ours
+        if m not in MAY_IMPORT
+        and not any(m == p or m.startswith(p + ".") for p in MAY_IMPORT_PACKAGES)
+    )
+
+
 # The child runs the real entry point and writes sys.modules as it stands at exit.
 _DUMPING_MAIN = textwrap.dedent(
     """
@@ -96,6 +185,19 @@ def test_simulated_certify_json_imports_no_fleet_drift_provisioning_or_rich(
     assert "burn 1/2 s: gpu0 " in done.stderr
     assert "validator.cli.certify" in modules  # the dump is of a run that did certify
     assert unwanted(modules, NOT_FOR_SIMULATED_JSON) == {}
+    assert beyond_the_road(modules) == []
+
+
+def test_the_named_road_is_kept_to_what_is_imported() -> None:
+    """The allow list names only real modules, and refuses one that is not on it."""
+    import importlib.util
+
+    assert all(importlib.util.find_spec(name) is not None for name in MAY_IMPORT)
+    assert beyond_the_road({"validator.judge.catalog", "validator.node.agent"}) == []
+    assert beyond_the_road({"validator.drift.gpus", "validator.node.capture"}) == [
+        "validator.drift.gpus",
+        "validator.node.capture",
+    ]
 
 
 def test_help_lists_every_command_and_imports_none(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_the_live_burn_view_shows_a_node_reported_state_as_text(
 ) -> None:
     from validator.cli.burn_display import plain_line, render_burn
     from validator.cli.progress import LiveDisplay
-    from validator.node.burnin.run import BurnProgress, GpuProgress
+    from validator.node.burnin.burn_progress import BurnProgress, GpuProgress
 
     gpu = GpuProgress(
         index=0, state="failed\x1b[2J\x9b", tflops=None, power_limit_w=None, sample=None

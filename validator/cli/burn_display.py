@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from validator.cli.progress import LiveDisplay
 from validator.model import TelemetrySample, known
-from validator.node.burnin.run import BurnProgress, GpuProgress
+from validator.node.burnin.burn_progress import BurnProgress, GpuProgress
 from validator.safe_text import visible
 
 if TYPE_CHECKING:

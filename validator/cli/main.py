@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -206,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         return signals.exit_code(code)
 
 
+def _print_traceback() -> None:
+    """The traceback of the exception being handled, for --debug."""
+    import traceback  # here: a run that does not crash never needs it
+
+    traceback.print_exc()
+
+
 def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per error kind
     args = sys.argv[1:] if argv is None else argv
     if not args:
@@ -238,7 +244,7 @@ def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per erro
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the edge: one line instead of a traceback
         if os.environ.get("GPUREADY_DEBUG") or "--debug" in args:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(
             f"gpuready: internal error: {type(exc).__name__}: {one_line(exc)} "
             "(re-run with --debug for the traceback, and please report it)",

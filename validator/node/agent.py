@@ -76,7 +76,7 @@ from validator.node.system import LiveSystem, System
 from validator.safe_text import one_line
 
 if TYPE_CHECKING:
-    from validator.node.burnin.run import ProgressSink
+    from validator.node.burnin.burn_progress import ProgressSink
 
 # Of the time left when the burn-in would start, this share is kept back for what
 # follows the products: the reads after the burn, the JSON, the trip home.

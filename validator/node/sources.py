@@ -36,8 +36,8 @@ if TYPE_CHECKING:
         SetupResult,
     )
     from validator.node.burnin.burn_config import BurnConfig
+    from validator.node.burnin.burn_progress import ProgressSink
     from validator.node.burnin.devices import Target
-    from validator.node.burnin.run import ProgressSink
     from validator.node.burnin.sampler import Sampler
     from validator.node.capture.capture_replay import CaptureSystem
 

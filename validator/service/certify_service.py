@@ -44,7 +44,7 @@ from validator.store import RunKind
 
 if TYPE_CHECKING:
     from validator.certificate import Certificate
-    from validator.node.burnin.run import BurnProgress, ProgressSink
+    from validator.node.burnin.burn_progress import BurnProgress, ProgressSink
     from validator.report.rma import LastCertificate
     from validator.signing import SealKey
     from validator.slurm.judged_nodes import SlurmStep
@@ -164,9 +164,11 @@ def _run_certify(
     burn_progress: ProgressSink | None,
     fleet_display: FleetDisplay | None,
 ) -> CertifyOutcome:
-    from validator.signing import load_signing_key
+    key = None
+    if request.sign_key:
+        from validator.signing import load_signing_key
 
-    key = load_signing_key(request.sign_key) if request.sign_key else None
+        key = load_signing_key(request.sign_key)
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
@@ -389,11 +391,11 @@ def _check_writable(directory: str) -> None:
 
 def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certificate]:
     """A certificate for every CERTIFIED node, signed when a key is given."""
-    from validator.certificate import issue_certificate, sign
-
     issued = {}
     for node in report.nodes:
         if node.verdict is Verdict.CERTIFIED:
+            from validator.certificate import issue_certificate, sign
+
             certificate = issue_certificate(node)
             issued[node.hostname] = sign(certificate, key) if key else certificate
     return issued

@@ -37,12 +37,11 @@ from validator.judge.policy import Policy, load_policy
 from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
 from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
 from validator.node.burnin.burn_config import BurnConfig
-from validator.remote.deadline import cut_short, timed_out
-from validator.remote.per_host import PerHostTransport
-from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
 
-if TYPE_CHECKING:
-    from validator.node.burnin.run import ProgressSink
+if TYPE_CHECKING:  # the transports are imported where a fleet uses them, not at start-up
+    from validator.node.burnin.burn_progress import ProgressSink
+    from validator.remote.per_host import PerHostTransport
+    from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
     from validator.slurm.job_fanout import SlurmOptions
     from validator.slurm.plan_and_reach import SlurmPlan
     from validator.slurm.submission_spool import Submission
@@ -172,6 +171,8 @@ def certify_node(
     result = judge_node(facts, policy)
     if request.deadline_s is not None:
         asked = request.burn if request.capture is None else None  # a capture holds no burn
+        from validator.remote.deadline import cut_short, timed_out
+
         cut = cut_short(asked, facts, request.deadline_s, time.monotonic() - started)
         if cut is not None:
             result = timed_out(result, request.deadline_s, cut)
@@ -242,6 +243,8 @@ def make_transport(reach: Reach) -> PerHostTransport:
 
     Each is configured from the reach's options, and made when a host first needs it.
     """
+    from validator.remote.per_host import PerHostTransport
+
     return PerHostTransport(reach.transport, lambda name: transport_named(name, reach))
 
 
@@ -319,6 +322,8 @@ def agent_request(
     )
     mode = interconnect(policy)
     modes = ((name, interconnect(own)) for name, own in hosts)
+    from validator.remote.transport import AgentRequest
+
     return AgentRequest(
         burn=burn,
         xid_window_hours=policy.xid_window_hours,

@@ -28,11 +28,10 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator import __version__
 from validator import fields as doc
-from validator.certificate import Certificate, certificate_from_json
 from validator.error_tree import BadInputError, UnsafePathError
 from validator.files import Folder, remove_file, write_atomic
 from validator.model import NodeResult, SchemaError, Verdict, from_dict
@@ -87,6 +86,9 @@ from validator.store.store_errors import (
     _errors,
     _Unwritable,
 )
+
+if TYPE_CHECKING:  # certificates are read only where one is asked for
+    from validator.certificate import Certificate
 
 
 def _now() -> str:
@@ -667,6 +669,8 @@ class Store:
                 ).fetchone()
         if row is None:
             return None
+        from validator.certificate import certificate_from_json
+
         try:
             return certificate_from_json(_stored_text(row[0]))
         except BadInputError as exc:

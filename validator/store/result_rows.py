@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from validator.certificate import Certificate, certificate_text, packed_certificate
 from validator.model import NodeResult, Severity, provenance_of, to_dict
 from validator.packed import packed_facts, packed_result, with_samples
 from validator.store.schema import _passed_counts
+
+if TYPE_CHECKING:  # certificates are read only where a run issued one
+    from validator.certificate import Certificate
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class _Recorded:
     recorded_at: str
 
     def to_json(self) -> dict[str, object]:
+        from validator.certificate import certificate_text
+
         return {
             "result": to_dict(with_samples(self.result)),  # a held result's samples too
             "certificate": certificate_text(self.certificate) if self.certificate else None,
@@ -47,6 +52,11 @@ class _Encoded:
 
 def _encode(recorded: _Recorded) -> _Encoded:
     result, certificate = recorded.result, recorded.certificate
+    certificate_packed = None
+    if certificate is not None:
+        from validator.certificate import packed_certificate
+
+        certificate_packed = packed_certificate(certificate)
     kept = tuple(
         (f.check, f.severity.value, f.gpu_index, f.message)
         for f in result.findings
@@ -60,7 +70,7 @@ def _encode(recorded: _Recorded) -> _Encoded:
         unknown=sum(1 for f in result.findings if f.severity is Severity.UNKNOWN),
         passed=_passed_counts([f.check for f in result.findings if f.severity is Severity.PASS]),
         findings=kept,
-        certificate_packed=packed_certificate(certificate) if certificate else None,
+        certificate_packed=certificate_packed,
     )
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from validator import fields as doc
-from validator.certificate import certificate_from_json
 from validator.error_tree import BadInputError
 from validator.files import STALE_AFTER_S
 from validator.model import NodeResult, SchemaError, from_dict
@@ -125,6 +124,8 @@ def read_pending(path: Path) -> tuple[dict[str, Any], list[_Recorded]]:
             raise _PendingError(f"{path}: not JSON ({exc.problem})") from None
         raise source.loaded(exc) from None
     checked = PENDING_FIELDS.check(data, source)
+    from validator.certificate import certificate_from_json
+
     recorded = []
     for index, entry in enumerate(checked["results"]):
         try:

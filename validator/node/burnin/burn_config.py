@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import enum
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from validator.error_tree import BadInputError
 from validator.fields import excerpt
+
+if TYPE_CHECKING:  # the agent parses arguments; the controller, importing this, never does
+    import argparse
 
 
 class Dtype(str, enum.Enum):
@@ -285,6 +288,8 @@ class BurnConfig:
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> BurnConfig | None:
         """Read back what :meth:`to_argv` wrote (and nothing else)."""
+        import argparse
+
         parser = argparse.ArgumentParser(add_help=False)
         cls.add_arguments(parser)
         return cls.from_arguments(parser.parse_args(list(argv)))

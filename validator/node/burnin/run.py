@@ -38,6 +38,7 @@ from validator.model import (
 from validator.node import stop_request
 from validator.node.burnin.backend import Backend, GpuWorker, SetupResult, flops_per_product
 from validator.node.burnin.burn_config import BurnConfig
+from validator.node.burnin.burn_progress import BurnProgress, GpuProgress, ProgressSink
 from validator.node.burnin.devices import CudaEnvironment, Matching, Target, match_devices
 from validator.node.burnin.sampler import Sampler
 from validator.node.physical_ranges import plausible_burn
@@ -48,27 +49,6 @@ INTERRUPT_WAIT_S = 10.0  # after Ctrl-C, how long workers may take to finish the
 PROGRESS_INTERVAL_S = 1.0
 
 
-@dataclass(frozen=True)
-class GpuProgress:
-    """One GPU's burn so far, for a live display."""
-
-    index: int
-    state: str  # setup | running | done | failed | not run
-    tflops: float | None  # the last timing window's rate
-    power_limit_w: float | None
-    sample: TelemetrySample | None  # the sampler's latest reading
-
-
-@dataclass(frozen=True)
-class BurnProgress:
-    """The whole burn so far: sent to the progress sink about once a second."""
-
-    elapsed_s: float
-    duration_s: float
-    gpus: tuple[GpuProgress, ...]
-
-
-ProgressSink = Callable[[BurnProgress], None]
 
 
 @dataclass

@@ -128,14 +128,13 @@ HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
 PCI_KEYS = frozenset({"gpus", "nvswitches"})
 COMMAND_KEYS = frozenset({"rc", "stdout", "stderr"})
 PASSTHROUGH_KEYS = frozenset({"paths", "commands"})
+_GPU_HINTS = typing.get_type_hints(GpuFacts)  # resolved once: they cost most of this import
 
 
 def _gpu_keys_holding(kind: type) -> frozenset[str]:
     """Per-GPU scenario keys whose GpuFacts field holds a ``kind`` (when measured)."""
-    hints = typing.get_type_hints(GpuFacts)
-    return frozenset(
-        name for name, hint in hints.items() if name in GPU_KEYS and kind in typing.get_args(hint)
-    )
+    hints = _GPU_HINTS.items()
+    return frozenset(n for n, h in hints if n in GPU_KEYS and kind in typing.get_args(h))
 
 
 _INT_FIELDS = _gpu_keys_holding(int)
