@@ -26,10 +26,12 @@ from validator.model import BurnResult  # noqa: E402
 from validator.node.burnin import numpy_backend  # noqa: E402
 from validator.node.burnin.backend_choice import select_backend  # noqa: E402
 from validator.node.burnin.burn_config import BurnConfig  # noqa: E402
+from validator.node.burnin.burn_request import burnable  # noqa: E402
 from validator.node.burnin.run import run_burn  # noqa: E402
+from validator.node.collect import collect  # noqa: E402
 from validator.node.sim.scenario import load_scenario  # noqa: E402
 from validator.node.sim.simulated_burn import simulated_burn  # noqa: E402
-from validator.node.sources import _burnable, collect_simulated  # noqa: E402
+from validator.node.sim.simulated_source import SimulatedSource  # noqa: E402
 
 TARGET_CORE_SHARE = 0.05
 
@@ -39,7 +41,7 @@ def burn(scenario_name: str, duration_s: float) -> tuple[BurnResult, float, floa
 
     Only the burn is timed; collecting the simulated facts is start-up, not burn.
     """
-    facts = collect_simulated(scenario_name)
+    facts = collect(SimulatedSource(scenario_name))
     scenario = load_scenario(scenario_name)
     config = BurnConfig(duration_s=duration_s)
     plan = simulated_burn(
@@ -50,7 +52,7 @@ def burn(scenario_name: str, duration_s: float) -> tuple[BurnResult, float, floa
         recorded=scenario.telemetry(),
     )
     backend = select_backend(None, config.dtype, simulated=plan.boards)
-    gpus = _burnable(facts)
+    gpus = burnable(facts)
     cpu, wall = time.process_time(), time.monotonic()
     result = run_burn(
         config, backend, gpus, plan.sampler, simulated=True, environment=plan.environment

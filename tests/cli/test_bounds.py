@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator import ansible_inventory
 from validator.ansible_inventory import DEFAULT_SCRIPT_TIMEOUT_S, load_inventory, set_script_timeout
 from validator.cli.main import main
@@ -29,8 +30,9 @@ from validator.node.burnin.burn_config import (
     parse_deadline,
     parse_duration,
 )
+from validator.node.live.live_source import LiveSource
 from validator.node.sim.scenario import MAX_DEPTH, MAX_FILE_BYTES, load_scenario
-from validator.node.sources import burn_live, burn_simulated, collect_simulated
+from validator.node.sim.simulated_source import SimulatedSource
 
 HEALTHY = "healthy-8x-h100-sxm"
 
@@ -365,9 +367,8 @@ def test_an_injection_the_burn_never_reached_leaves_the_burn_unknown(
     from validator.judge.checks import burn as burn_check
     from validator.judge.policy import Policy
 
-    scenario = load_scenario(HEALTHY)
     config = BurnConfig(duration_s=0.3, grace_s=2.0, inject=Injection(1, 10**9, "flip"))
-    result = burn_simulated(healthy_facts, scenario, config)
+    result = SimulatedSource(HEALTHY).burn(healthy_facts, config, None)
     assert result.error is not None
     assert "--burn-inject flip:1:1000000000 was never applied (GPU 1 ran" in result.error
     facts = dataclasses.replace(healthy_facts, burn=result)
@@ -376,9 +377,8 @@ def test_an_injection_the_burn_never_reached_leaves_the_burn_unknown(
 
 
 def test_an_injection_the_burn_reached_is_applied_and_found(healthy_facts: NodeFacts) -> None:
-    scenario = load_scenario(HEALTHY)
     config = BurnConfig(duration_s=0.3, grace_s=2.0, inject=Injection(2, 1, "flip"))
-    result = burn_simulated(healthy_facts, scenario, config)
+    result = SimulatedSource(HEALTHY).burn(healthy_facts, config, None)
     assert result.error is None
     assert {gpu.index: gpu.mismatched_elements for gpu in result.gpus}[2] == 1
 
@@ -416,18 +416,18 @@ def test_a_live_burn_checks_the_matrix_against_each_gpu_before_cuda_starts(
     )
     facts = dataclasses.replace(healthy_facts, gpus=gpus)
     with pytest.raises(BadInputError, match="does not fit GPU 3's 40960 MiB"):
-        burn_live(facts, load_scenario(HEALTHY).system(), config)
+        LiveSource(load_scenario(HEALTHY).system()).burn(facts, config, None)
 
 
 def test_a_simulated_burn_checks_the_matrices_against_the_host(
     healthy_facts: NodeFacts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from validator.node import sources
+    from validator.node.burnin import burn_request
 
-    monkeypatch.setattr(sources, "_host_memory_bytes", lambda: float(4 << 30))
+    monkeypatch.setattr(burn_request, "_host_memory_bytes", lambda: float(4 << 30))
     config = BurnConfig(duration_s=5, matrix_size=8192)  # 8 GPUs x 7 x 256 MiB on the CPU
     with pytest.raises(BadInputError, match="does not fit this host's 4 GiB"):
-        burn_simulated(healthy_facts, load_scenario(HEALTHY), config)
+        SimulatedSource(HEALTHY).burn(healthy_facts, config, None)
 
 
 # ------------------------------------------------------------ inventory scripts

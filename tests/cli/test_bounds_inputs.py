@@ -472,18 +472,18 @@ def test_read_bounded_stops_a_file_that_lies_about_its_size() -> None:
 def test_a_flood_of_xids_keeps_the_latest_and_says_how_many_were_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from validator.node import collect
+    from validator.node import system_facts
     from validator.node.capture.capture_replay import CaptureSystem
     from validator.node.parsers import kernel_log
 
     monkeypatch.setattr(kernel_log, "KERNEL_LOG_EVENTS", 10)
-    monkeypatch.setattr(collect, "KERNEL_LOG_EVENTS", 10)
+    monkeypatch.setattr(system_facts, "KERNEL_LOG_EVENTS", 10)
     make_bundle(tmp_path)
     xid = xid79_dmesg(1.0).splitlines()[-1]
     lines = [xid.replace("[      1.000000]", f"[{1000.0 + i:14.6f}]") for i in range(45)]
     assert lines[0] != lines[1]
     (tmp_path / "bundle" / "dmesg.txt").write_text("\n".join(lines) + "\n")
-    facts = collect.kernel_log_facts(CaptureSystem(tmp_path / "bundle"), None)
+    facts = system_facts.kernel_log_facts(CaptureSystem(tmp_path / "bundle"), None)
     assert isinstance(facts.events, tuple)
     assert [event.uptime_s for event in facts.events] == [1035.0 + i for i in range(10)]
     assert "35 older Xid or fault lines were not kept (the latest 10 of each were)" in (
@@ -517,10 +517,10 @@ def test_a_live_kernel_log_past_the_bound_is_judged_from_its_tail(
 ) -> None:
     import datetime
 
-    from validator.node import collect
+    from validator.node import system_facts
     from validator.node.system import CommandResult
 
-    monkeypatch.setattr(collect, "KERNEL_LOG_TAIL_BYTES", 200)
+    monkeypatch.setattr(system_facts, "KERNEL_LOG_TAIL_BYTES", 200)
     xid = xid79_dmesg(95.0).splitlines()[-1]
     printed = "[   1.000000] early line that is dropped\n" * 20 + xid + "\n"
 
@@ -534,7 +534,7 @@ def test_a_live_kernel_log_past_the_bound_is_judged_from_its_tail(
         def read_text(self, path: str) -> str:
             return "100.0 100.0\n"
 
-    facts = collect.kernel_log_facts(Host(), 24.0)  # type: ignore[arg-type]
+    facts = system_facts.kernel_log_facts(Host(), 24.0)  # type: ignore[arg-type]
     assert isinstance(facts.events, tuple)
     assert [event.xid for event in facts.events] == [79]
     assert "only its last 200 bytes were read: it printed" in facts.source

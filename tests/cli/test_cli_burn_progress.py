@@ -15,8 +15,9 @@ import validator.cli.certify as certify_command
 from validator.cli.burn_display import BurnDisplay, plain_line, render_burn, time_line
 from validator.cli.main import main
 from validator.model import Reason, TelemetrySample, Unavailable
-from validator.node import sources
+from validator.node import collect as collector
 from validator.node.burnin.burn_progress import BurnProgress, GpuProgress
+from validator.node.collect import CollectRequest
 from validator.store import Store
 
 HEALTHY = "healthy-8x-h100-sxm"
@@ -221,10 +222,10 @@ def test_ctrl_c_during_the_burn_still_judges_reports_and_exits_130(
 def test_ctrl_c_before_the_burn_is_one_line_and_exit_130(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def interrupted(**_: object) -> None:
+    def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sources, "collect_from", interrupted)
+    monkeypatch.setattr(collector, "collect", interrupted)
     db = tmp_path / "history.db"
     code, out, err = run(
         capsys, "certify", "--simulate", HEALTHY, "--burn", "5s", "--json", "--db", str(db)
@@ -239,19 +240,19 @@ def test_ctrl_c_before_the_burn_is_one_line_and_exit_130(
 
 
 class _Recorded:
-    """collect_from, recording the burn it was asked for and running a quick one instead."""
+    """The collector, recording the burn it was asked for and running a quick one instead."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, burn_s: float | None) -> None:
         self.asked: list[Any] = []
-        self.real = sources.collect_from
+        self.real = collector.collect
         self.burn_s = burn_s
-        monkeypatch.setattr(sources, "collect_from", self)
+        monkeypatch.setattr(collector, "collect", self)
 
-    def __call__(self, **kwargs: Any) -> Any:
-        self.asked.append(kwargs["burn"])
-        burn = kwargs["burn"]
-        quick = dataclasses.replace(burn, duration_s=self.burn_s) if self.burn_s else None
-        return self.real(**{**kwargs, "simulate": HEALTHY, "burn": quick})
+    def __call__(self, source: Any, request: CollectRequest, *rest: Any) -> Any:
+        burn = request.burn
+        self.asked.append(burn)
+        quick = dataclasses.replace(burn, duration_s=self.burn_s) if burn and self.burn_s else None
+        return self.real(source, dataclasses.replace(request, burn=quick), *rest)
 
 
 def test_a_simulated_node_burns_10_s_without_burn(

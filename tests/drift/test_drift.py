@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.certificate import Certificate, issue_certificate
 from validator.drift import NEVER_CERTIFIED, compare, drift_node
 from validator.error_tree import ExitCode
@@ -28,7 +29,6 @@ from validator.model import (
     XidEvent,
 )
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_simulated
 from validator.service.outcome import exit_code
 
 ISSUED = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)

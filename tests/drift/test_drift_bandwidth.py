@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from prometheus_client import parser
 
+from tests.collecting import collect_simulated
 from tests.drift.test_drift_interconnect import now_facts as schema_2_facts
 from validator.certificate import (
     Certificate,
@@ -54,7 +55,6 @@ from validator.model import (
     Verdict,
 )
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_simulated
 from validator.report.drift_text import render_drift_text
 from validator.report.prometheus import render_prometheus
 

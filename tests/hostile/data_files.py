@@ -540,16 +540,16 @@ def failed_attempt(
     def setup(ws: Workspace) -> None:
         import dataclasses
 
+        from tests.collecting import collect_simulated
         from validator import store as store_module
         from validator.judge import judge_node
         from validator.judge.policy import Policy
         from validator.model import NodeFacts, Verdict
-        from validator.node.sources import collect_from
 
         if interrupted:
             facts = NodeFacts(hostname=host, source="simulate")
         else:
-            facts = dataclasses.replace(collect_from(simulate=scenario_name), hostname=host)
+            facts = dataclasses.replace(collect_simulated(scenario_name), hostname=host)
         result = judge_node(facts, Policy())
         assert result.verdict is not Verdict.CERTIFIED, result.summary
         with store_module.Store.open(ws.tmp / "history.db") as store:

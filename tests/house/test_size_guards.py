@@ -60,7 +60,6 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     ),
     "validator/node/capture/recorded_bandwidth.py": (632, "re-read by drift: issue 32 merges them"),
     "validator/report/rma.py": (613, f"the RMA packet and its evidence: {_SPLIT}"),
-    "validator/node/sources.py": (605, "live, capture and simulate meet here: issue 32's one road"),
 }
 # "path:function" -> (ceiling in lines, why).
 FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
@@ -105,7 +104,6 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/judge/checks/burn.py:_counters": (63, "each error counter's growth"),
     "validator/judge/fleet.py:judge_fleet": (62, "medians, outliers and the fleet findings"),
     "validator/report/shared.py:burn_stats": (61, "every burn figure a report shows"),
-    "validator/node/agent.py:collect_facts": (61, "the agent's one collection pass"),
 }
 
 

@@ -14,16 +14,21 @@ from tests.house.test_import_circles import import_graph
 
 SIMULATION = "validator.node.sim"
 CAPTURE = "validator.node.capture"
+LIVE = "validator.node.live"
 # importer -> why it may, for now
 MAY_IMPORT_THE_SIMULATION: dict[str, str] = {
     "validator.node.agent": "the agent's entry point chooses the source of facts",
-    "validator.node.sources": "live, capture and simulate still meet here (issue 32's one road)",
     "validator.cli.scenarios": "`gpuready scenarios` lists and describes the built-in scenarios",
     "validator.cli.capture": "`gpuready capture --simulate` writes a bundle from a scenario",
 }
 MAY_IMPORT_CAPTURE: dict[str, str] = {
-    "validator.node.sources": "live, capture and simulate still meet here (issue 32's one road)",
+    "validator.node.agent": "the agent's entry point chooses the source of facts",
     "validator.cli.capture": "`gpuready capture` writes a bundle",
+}
+
+
+MAY_IMPORT_LIVE: dict[str, str] = {
+    "validator.node.agent": "the agent's entry point chooses the source of facts",
 }
 
 
@@ -46,6 +51,10 @@ def test_only_the_named_modules_import_the_simulation() -> None:
 
 def test_only_the_named_modules_import_capture_bundles() -> None:
     assert importers_of(import_graph(), CAPTURE) == set(MAY_IMPORT_CAPTURE)
+
+
+def test_only_the_agents_entry_point_imports_the_live_source() -> None:
+    assert importers_of(import_graph(), LIVE) == set(MAY_IMPORT_LIVE)
 
 
 def test_an_importer_outside_the_folder_is_found_and_one_inside_is_not() -> None:

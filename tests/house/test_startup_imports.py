@@ -65,6 +65,7 @@ MAY_IMPORT = frozenset(
         "validator.node.burnin.backend_choice",
         "validator.node.burnin.burn_config",
         "validator.node.burnin.burn_progress",
+        "validator.node.burnin.burn_request",
         "validator.node.burnin.devices",
         "validator.node.burnin.numpy_backend",
         "validator.node.burnin.run",
@@ -90,10 +91,11 @@ MAY_IMPORT = frozenset(
         "validator.node.sim.scenario",
         "validator.node.sim.simulated_bandwidth",
         "validator.node.sim.simulated_burn",
-        "validator.node.sources",
+        "validator.node.sim.simulated_source",
         "validator.node.sparing_gc",
         "validator.node.stop_request",
         "validator.node.system",
+        "validator.node.system_facts",
         "validator.remote",
         "validator.remote.deadline",
         "validator.remote.per_host",
@@ -304,7 +306,8 @@ def test_forced_colour_still_draws_live(monkeypatch: pytest.MonkeyPatch) -> None
 # Never needed by a fleet's certify --json over SSH: one node's collector, paramiko's
 # `Match exec` runner (invoke, unittest.mock), drift, provisioning, rich.
 NOT_FOR_A_FLEET = (
-    "validator.node.sources",
+    "validator.node.system_facts",
+    "validator.node.live",
     "validator.node.sim.scenario",
     "validator.node.collect",
     "invoke.collection",

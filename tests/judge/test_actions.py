@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import validator.judge.checks as checks_package
+from tests.collecting import collect_simulated
 from tests.judge.test_judge_healthy import (
     healthy_node,
     with_gpu,
@@ -54,7 +55,6 @@ from validator.model import (
 )
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sim.scenario import builtin_names
-from validator.node.sources import collect_simulated
 
 CHECKS_DIR = Path(checks_package.__file__).parent
 FAMILY_NAMES = "|".join(family.value for family in CheckFamily)

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.judge.checks import plausibility
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import NodeFacts, Reason, Severity, Unavailable, Verdict
 from validator.node.physical_ranges import plausible_facts
-from validator.node.sources import collect_simulated
 
 NO_BURN = Policy(require_burn=False)
 

@@ -247,10 +247,10 @@ def test_no_findings_at_all_is_never_certified() -> None:
 
 
 def test_every_check_id_belongs_to_its_family() -> None:
+    from tests.collecting import collect_simulated
     from validator.judge.checks import FAMILIES
     from validator.model import CheckFamily
     from validator.node.sim.scenario import builtin_names
-    from validator.node.sources import collect_simulated
 
     for name in builtin_names():
         facts = collect_simulated(name)

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import validator.model
+from tests.collecting import collect_simulated
 from validator.model import GpuBurn, NodeFacts, SchemaError, from_dict, to_dict
-from validator.node.sources import collect_simulated
 
 SCENARIOS = (
     "healthy-8x-h100-sxm",

@@ -637,8 +637,8 @@ def test_a_real_one_gpu_json_beside_an_eight_gpu_node_is_judged_never_a_crash(
     tmp_path: Path, captures_dir: Path
 ) -> None:
     # It exited 70 (IndexError in the judge's unmeasured pairs) before.
+    from tests.collecting import collect_capture
     from validator.judge import Policy, judge_node
-    from validator.node.sources import collect_capture
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()

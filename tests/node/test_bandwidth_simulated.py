@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.error_tree import ScenarioError
 from validator.model import (
     AllReduce,
@@ -31,7 +32,6 @@ from validator.node.sim.simulated_bandwidth import (
     check_interconnect_section,
     simulated_interconnect,
 )
-from validator.node.sources import collect_simulated
 
 CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
 A100_SWEEP = (
@@ -471,8 +471,9 @@ def test_repeats_do_not_depend_on_the_process_hash_seed() -> None:
         "from validator.node.bandwidth.bandwidth_config import InterconnectConfig\n"
         "from validator.node.sim.simulated_bandwidth import simulated_interconnect\n"
         "from validator.node.sim.scenario import load_scenario\n"
-        "from validator.node.sources import collect_simulated\n"
-        "r = simulated_interconnect(collect_simulated('healthy-8x-h100-sxm'),"
+        "from validator.node.collect import collect\n"
+        "from validator.node.sim.simulated_source import SimulatedSource\n"
+        "r = simulated_interconnect(collect(SimulatedSource('healthy-8x-h100-sxm')),"
         " load_scenario('healthy-8x-h100-sxm'), InterconnectConfig())\n"
         "print(r.gpus[3].h2d.repeats_gb_s, r.peers[10].unidirectional.repeats_gb_s)\n"
     )

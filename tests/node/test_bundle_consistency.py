@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_capture
 from tests.conftest import captures_root
 from validator.cli.main import main
 from validator.error_tree import CaptureError, ExitCode
@@ -35,7 +36,6 @@ from validator.node.capture.capture_replay import CaptureSystem
 from validator.node.parsers.smi_banner import parse_banner
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
-from validator.node.sources import collect_capture
 
 CHECK = "inventory.sources_agree"
 RECAPTURE = "re-capture the bundle in one go on the node: `gpuready capture DIR`"

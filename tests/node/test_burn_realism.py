@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.judge import judge_node
 from validator.judge.policy import Policy
 from validator.model import (
@@ -47,7 +48,6 @@ from validator.node.burnin.numpy_backend import NumpyBackend, SimulatedBoard
 from validator.node.burnin.run import run_burn
 from validator.node.burnin.sampler import NoSampler
 from validator.node.sim.scenario import builtin_names
-from validator.node.sources import collect_simulated
 from validator.trace import percentile, under_load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "telemetry"

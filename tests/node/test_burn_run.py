@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.error_tree import BadInputError
 from validator.model import BurnStatus, ErrorCounters, GpuFacts, Unavailable
 from validator.node.burnin.backend import (
@@ -22,7 +23,6 @@ from validator.node.burnin.numpy_backend import NumpyBackend
 from validator.node.burnin.run import run_burn
 from validator.node.burnin.sampler import NoSampler, SimulatedLoad, SimulatedSampler
 from validator.node.sim.simulated_burn import check_burn_section, simulated_burn
-from validator.node.sources import collect_simulated
 
 GPUS = [Target(i, f"GPU-{i}", f"00000000:{0x19 + i:02X}:00.0") for i in range(4)]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.collecting import collect_capture
 from validator.judge import Policy, judge_node
 from validator.model import Action, GpuStatus, Severity, Verdict
-from validator.node.sources import collect_capture
 
 LOST = (
     Path(__file__).parent.parent / "fixtures" / "nvidia-smi-errors" / "issue-OWOD81-gpu-is-lost.txt"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_capture
 from validator.cli.main import main
 from validator.error_tree import CaptureError, ExitCode
 from validator.model import NvmlStatus, Reason, Unavailable
 from validator.node.capture.capture_replay import write_capture
 from validator.node.sim.scenario import load_scenario
-from validator.node.sources import collect_capture
 
 
 def bundle(tmp_path: Path, captures: Path, files: dict[str, str]) -> Path:

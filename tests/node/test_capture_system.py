@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_capture, collect_simulated
 from validator.error_tree import CaptureError
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import NodeFacts, Reason, Severity, Unavailable
-from validator.node import collect
+from validator.node import system_facts
 from validator.node.capture.capture_replay import CaptureSystem, write_capture
 from validator.node.parsers.kernel_log import parse_xid_events
 from validator.node.sim.scenario import builtin_names, load_scenario
-from validator.node.sources import collect_capture, collect_simulated
 from validator.node.system import NotRecordedError
 
 CAPTURED_AT = "2025-01-21T12:00:00+00:00"
@@ -57,9 +57,9 @@ RPM_QA = (
     "libcudnn9-devel-cuda-12-9.6.0.74-1.x86_64\n"
     "cudnn9-cuda-12-6-9.6.0.74-1.x86_64\n"
 )
-JOURNAL_ARGV = " ".join(collect.JOURNAL_KERNEL)
-DPKG_ARGV = " ".join(collect.DPKG_CUDNN)
-RPM_ARGV = " ".join(collect.RPM_CUDNN)
+JOURNAL_ARGV = " ".join(system_facts.JOURNAL_KERNEL)
+DPKG_ARGV = " ".join(system_facts.DPKG_CUDNN)
+RPM_ARGV = " ".join(system_facts.RPM_CUDNN)
 
 
 def corpus(captures_dir: Path, name: str) -> str:
@@ -113,7 +113,7 @@ def test_journal_stands_in_for_a_missing_dmesg(tmp_path: Path, captures_dir: Pat
             }
         )
     )
-    live = collect.kernel_log_facts(load_scenario(str(scenario)).system(), 24.0)
+    live = system_facts.kernel_log_facts(load_scenario(str(scenario)).system(), 24.0)
     assert live == kernel_log
 
 
@@ -197,7 +197,7 @@ def test_capture_system_says_what_it_has_no_record_of(tmp_path: Path) -> None:
     assert system.run(("dmesg",)).stdout == "[1.0] hello\n"
     assert system.run(("/usr/bin/dmesg",)).recorded_in == "dmesg.txt"
     with pytest.raises(NotRecordedError, match=r"journalctl\.txt not in the capture"):
-        system.run(collect.JOURNAL_KERNEL)
+        system.run(system_facts.JOURNAL_KERNEL)
     with pytest.raises(NotRecordedError, match=r"nvcc\.txt not in the capture"):
         system.which("nvcc")
     with pytest.raises(NotRecordedError, match=r"os-release\.txt not in the capture"):
@@ -312,7 +312,7 @@ def test_capture_and_scenario_with_the_same_texts_agree(
 
     captured = collect_capture(directory)
     reading = CaptureSystem(directory).reading  # NVML's part: the bundle's query, both sides
-    simulated = collect.collect(
+    simulated = system_facts.system_facts(
         load_scenario(str(scenario_file)).system(), reading, source="simulate"
     )
 

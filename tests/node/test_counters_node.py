@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.conftest import captures_root
 from validator.error_tree import ScenarioError
 from validator.model import (
@@ -45,7 +46,6 @@ from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.physical_ranges import RANGES, plausible_facts, plausible_gpu
 from validator.node.sim.fake_nvml import FakeNvml
 from validator.node.sim.scenario import load_scenario
-from validator.node.sources import collect_simulated
 
 HEALTHY = "healthy-8x-h100-sxm"
 NEW_SCENARIOS = ("nvlink-crc-errors-growing", "pcie-riser-replays", "gpu-needs-reset")

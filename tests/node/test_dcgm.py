@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_capture, collect_simulated
 from validator.error_tree import CaptureError
 from validator.judge.checks import dcgm as dcgm_check
 from validator.judge.policy import Policy
@@ -35,7 +36,9 @@ from validator.model import (
     to_dict,
 )
 from validator.node import agent
+from validator.node import collect as collector
 from validator.node.burnin.burn_config import BurnConfig
+from validator.node.collect import CollectRequest
 from validator.node.dcgm_run import DEFAULT_TIMEOUT_S, NOT_FOUND, run_dcgm, run_dcgmi
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.dcgm_diag import (
@@ -44,7 +47,7 @@ from validator.node.parsers.dcgm_diag import (
     parse_dcgm_json,
     parse_dcgm_text,
 )
-from validator.node.sources import collect_capture, collect_simulated
+from validator.node.sim.simulated_source import SimulatedSource
 from validator.node.system import CommandResult
 from validator.remote.transport import AgentRequest
 from validator.service.collect_and_judge import Reach
@@ -511,19 +514,20 @@ def test_agent_refuses_a_bad_dcgm_timeout(value: str, capsys: pytest.CaptureFixt
 
 
 def test_deadline_cuts_dcgm_to_fit_or_says_no_time() -> None:
-    assert agent.dcgm_within(3, None, 100_000.0) == DEFAULT_TIMEOUT_S[3]
-    cut = agent.dcgm_within(3, None, 600.0)
+    assert collector.dcgm_within(3, None, 100_000.0) == DEFAULT_TIMEOUT_S[3]
+    cut = collector.dcgm_within(3, None, 600.0)
     assert cut is not None
     assert cut < 600.0
-    assert agent.dcgm_within(3, 30.0, 600.0) == 30.0
-    assert agent.dcgm_within(1, None, 1.0) is None
+    assert collector.dcgm_within(3, 30.0, 600.0) == 30.0
+    assert collector.dcgm_within(1, None, 1.0) is None
 
 
 def test_deadline_with_no_time_left_for_dcgm_says_so() -> None:
     import time
 
-    facts = agent.collect_facts(
-        simulate="dcgm-memtest-failure", dcgm_level=3, until=time.monotonic() + 0.5
+    asked = CollectRequest(dcgm_level=3, interconnect="off")
+    facts = collector.collect(
+        SimulatedSource("dcgm-memtest-failure"), asked, until=time.monotonic() + 0.5
     )
     assert facts.dcgm is not None
     assert isinstance(facts.dcgm.results, Unavailable)

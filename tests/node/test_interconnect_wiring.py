@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_capture, collect_simulated
 from tests.remote.test_deadline import write_inventory
 from validator.cli.main import main
 from validator.error_tree import BadInputError
@@ -34,10 +35,13 @@ from validator.model import (
     from_dict,
 )
 from validator.node import agent
+from validator.node import collect as collector
 from validator.node.bandwidth import wanted
 from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S, InterconnectConfig
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_capture, collect_simulated
+from validator.node.collect import CollectRequest, FactSource, collect
+from validator.node.live.live_source import LiveSource
+from validator.node.sim.simulated_source import SimulatedSource
 from validator.remote.local import LocalTransport
 from validator.remote.transport import AgentRequest
 from validator.service.collect_and_judge import (
@@ -272,31 +276,31 @@ def test_the_host_deadline_grows_by_the_allowance_only_when_measured() -> None:
 
 
 def test_the_interconnect_gets_its_allowance_or_what_is_left() -> None:
-    assert agent.interconnect_within(100_000.0) == ALLOWANCE_S
-    cut = agent.interconnect_within(60.0)
+    assert collector.interconnect_within(100_000.0) == ALLOWANCE_S
+    cut = collector.interconnect_within(60.0)
     assert cut is not None
-    assert agent.SHORTEST_INTERCONNECT_S <= cut < 60.0
-    assert agent.interconnect_within(agent.SHORTEST_INTERCONNECT_S) is None
+    assert collector.SHORTEST_INTERCONNECT_S <= cut < 60.0
+    assert collector.interconnect_within(collector.SHORTEST_INTERCONNECT_S) is None
 
 
 def test_the_burn_keeps_room_for_the_interconnect() -> None:
     burn = BurnConfig(duration_s=300)
     # A long deadline: the burn as asked, the allowance kept.
-    assert agent.interconnect_reserve(10_000.0) == ALLOWANCE_S
-    assert agent.burn_within(burn, 600.0, agent.interconnect_reserve(600.0)) is burn
+    assert collector.interconnect_reserve(10_000.0) == ALLOWANCE_S
+    assert collector.burn_within(burn, 600.0, collector.interconnect_reserve(600.0)) is burn
     # A short one: the burn is cut to end before the room kept for the interconnect.
-    reserve = agent.interconnect_reserve(100.0)
-    assert reserve >= agent.INTERCONNECT_RESERVE_MIN_S
-    fitted = agent.burn_within(burn, 100.0, reserve)
+    reserve = collector.interconnect_reserve(100.0)
+    assert reserve >= collector.INTERCONNECT_RESERVE_MIN_S
+    fitted = collector.burn_within(burn, 100.0, reserve)
     assert fitted is not None
     assert fitted.duration_s + fitted.grace_s + reserve <= 100.0
-    unreserved = agent.burn_within(burn, 100.0)
+    unreserved = collector.burn_within(burn, 100.0)
     assert unreserved is not None
     assert fitted.duration_s < unreserved.duration_s
     # What is kept is enough to start the measurement once the burn has ended.
-    assert agent.interconnect_within(reserve) is not None
+    assert collector.interconnect_within(reserve) is not None
     # Too short for both: the burn comes first, with at least half of the time.
-    assert agent.interconnect_reserve(6.0) == 3.0
+    assert collector.interconnect_reserve(6.0) == 3.0
 
 
 class Clock:
@@ -313,22 +317,21 @@ def test_interconnect_runs_between_the_burn_and_dcgm_within_the_deadline(
     monkeypatch: pytest.MonkeyPatch, simulated: Calls
 ) -> None:
     clock = Clock()
-    monkeypatch.setattr(agent, "time", clock)
+    monkeypatch.setattr(collector, "time", clock)
     order: list[tuple[str, float]] = []
     burns: list[BurnConfig] = []
 
-    def burn(facts: NodeFacts, scenario: object, config: BurnConfig, progress: object) -> Any:
-        del scenario, progress
+    def burn(source: object, facts: NodeFacts, config: BurnConfig, progress: object) -> Any:
+        del source, progress
         burns.append(config)
         clock.now += config.duration_s  # the burn takes what it was given
         order.append(("burn", clock.now))
         return None
 
-    def dcgm(facts: NodeFacts, system: object, level: int, timeout_s: float) -> NodeFacts:
+    def dcgm(system: object, level: int, timeout_s: float) -> Any:
         order.append(("dcgm", clock.now))
-        assert facts.interconnect == simulated.result  # measured before DCGM
         assert clock.now + timeout_s <= until
-        return facts
+        return None
 
     original = simulated.__call__
 
@@ -338,32 +341,27 @@ def test_interconnect_runs_between_the_burn_and_dcgm_within_the_deadline(
         return original(*args)
 
     stub(monkeypatch, SIMULATED, "simulated_interconnect", measure)
-    monkeypatch.setattr(agent, "burn_simulated", burn)
-    monkeypatch.setattr(agent, "with_dcgm", dcgm)
+    monkeypatch.setattr(SimulatedSource, "burn", burn)
+    stub(monkeypatch, "validator.node.dcgm_run", "run_dcgm", dcgm)
     until = clock.now + 200.0
+    asked = CollectRequest(burn=BurnConfig(duration_s=600), dcgm_level=1, interconnect="on")
 
-    facts = agent.collect_facts(
-        simulate=SCENARIO,
-        burn=BurnConfig(duration_s=600),
-        until=until,
-        dcgm_level=1,
-        interconnect="on",
-    )
+    facts = collect(SimulatedSource(SCENARIO), asked, until)
 
     assert [name for name, _ in order] == ["burn", "interconnect", "dcgm"]
     # Cut to keep the interconnect's room: shorter than the cut without it.
     (fitted,) = burns
-    assert fitted == agent.burn_within(BurnConfig(600), 200.0, agent.interconnect_reserve(200.0))
-    assert fitted.duration_s < (agent.burn_within(BurnConfig(600), 200.0) or fitted).duration_s
+    reserve = collector.interconnect_reserve(200.0)
+    assert fitted == collector.burn_within(BurnConfig(600), 200.0, reserve)
+    assert fitted.duration_s < (collector.burn_within(BurnConfig(600), 200.0) or fitted).duration_s
     assert facts.interconnect == simulated.result
 
 
 def test_the_live_measurement_is_told_when_to_stop(live: Calls) -> None:
     facts = collect_simulated(SCENARIO)
     until = time.monotonic() + 1000.0
-    from validator.node.system import LiveSystem
 
-    got = agent._fitted_interconnect(facts, LiveSystem(), None, "on", until)
+    got = collector._interconnect(LiveSource(), facts, "on", until)
 
     assert got.interconnect == live.result
     ((seen_facts, config, stop),) = live.seen
@@ -375,20 +373,20 @@ def test_the_live_measurement_is_told_when_to_stop(live: Calls) -> None:
 
 
 def test_no_time_left_for_the_interconnect_is_a_fact_not_a_silence(simulated: Calls) -> None:
-    facts = agent.collect_facts(simulate=SCENARIO, until=time.monotonic() + 0.5, interconnect="on")
+    asked = CollectRequest(interconnect="on")
+    facts = collect(SimulatedSource(SCENARIO), asked, time.monotonic() + 0.5)
     assert facts.interconnect == Interconnect(source="simulate", simulated=True, error=NO_TIME)
     assert simulated.seen == []
-    live = agent.interconnect_no_time(None)
+    live = collector._not_measured(LiveSource(), NO_TIME)
     assert (live.source, live.simulated, live.error) == ("cuda", False, NO_TIME)
 
 
 def test_not_wanted_within_a_deadline_leaves_it_out(simulated: Calls) -> None:
     until = time.monotonic() + 0.5
-    assert (
-        agent.collect_facts(simulate=SCENARIO, until=until, interconnect="off").interconnect is None
-    )
-    facts = agent.collect_facts(simulate="no-gpu-driver", until=until, interconnect="auto")
-    assert facts.interconnect is None
+    off = CollectRequest(interconnect="off")
+    assert collect(SimulatedSource(SCENARIO), off, until).interconnect is None
+    auto = CollectRequest(interconnect="auto")
+    assert collect(SimulatedSource("no-gpu-driver"), auto, until).interconnect is None
     assert simulated.seen == []
 
 
@@ -450,17 +448,18 @@ def test_a_simulated_fleet_certify_measures_where_each_hosts_policy_says(tmp_pat
 
 
 @pytest.fixture
-def collected(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def collected(monkeypatch: pytest.MonkeyPatch) -> list[CollectRequest]:
     """What certify and drift ask the collector for; the facts are the scenario's own."""
-    seen: list[dict[str, Any]] = []
+    import validator.node.collect
 
-    def collect_from(**kwargs: Any) -> NodeFacts:
-        seen.append(kwargs)
-        return collect_simulated(kwargs["simulate"])
+    seen: list[CollectRequest] = []
+    real = validator.node.collect.collect
 
-    import validator.node.sources
+    def collect(source: FactSource, request: CollectRequest, *_: object) -> NodeFacts:
+        seen.append(request)
+        return real(source)
 
-    monkeypatch.setattr(validator.node.sources, "collect_from", collect_from)
+    monkeypatch.setattr(validator.node.collect, "collect", collect)
     return seen
 
 
@@ -473,16 +472,16 @@ def test_certify_flags_reach_the_collector(
     mode: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    collected: list[dict[str, Any]],
+    collected: list[CollectRequest],
 ) -> None:
     main(["certify", "--simulate", SCENARIO, "--burn", "0", "--json", "--db",
           str(tmp_path / "h.db"), *flags])  # fmt: skip
     capsys.readouterr()
-    assert [call["interconnect"] for call in collected] == [mode]
+    assert [call.interconnect for call in collected] == [mode]
 
 
 def test_certify_flag_overrides_the_policy_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], collected: list[dict[str, Any]]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], collected: list[CollectRequest]
 ) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("interconnect: false\n")
@@ -490,7 +489,7 @@ def test_certify_flag_overrides_the_policy_file(
     main([*base, "--db", str(tmp_path / "a.db")])
     main([*base, "--interconnect", "--db", str(tmp_path / "b.db")])
     capsys.readouterr()
-    assert [call["interconnect"] for call in collected] == ["off", "on"]
+    assert [call.interconnect for call in collected] == ["off", "on"]
 
 
 @pytest.mark.parametrize(("flags", "mode"), [([], "off"), (["--interconnect"], "auto")])
@@ -499,11 +498,11 @@ def test_drift_measures_only_with_its_flag(
     mode: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    collected: list[dict[str, Any]],
+    collected: list[CollectRequest],
 ) -> None:
     main(["drift", "--simulate", SCENARIO, "--db", str(tmp_path / "h.db"), *flags])
     capsys.readouterr()
-    assert [call["interconnect"] for call in collected] == [mode]
+    assert [call.interconnect for call in collected] == [mode]
 
 
 def test_the_flags_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:

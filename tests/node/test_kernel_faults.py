@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.judge.test_judge_healthy import healthy_node
 from validator.judge import xid_catalog
 from validator.judge.checks.errors import check as errors_check
@@ -29,14 +30,13 @@ from validator.model import (
     Verdict,
     XidEvent,
 )
-from validator.node.collect import kernel_log_facts
 from validator.node.parsers.kernel_log import (
     normalise_bus,
     parse_kernel_faults,
     read_xid_log,
 )
 from validator.node.sim.scenario import ScenarioSystem
-from validator.node.sources import collect_simulated
+from validator.node.system_facts import kernel_log_facts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "kernel-log"
 UTC = datetime.timezone.utc

@@ -79,8 +79,9 @@ def test_node_collects_on_python_39() -> None:
         "import json, sys\n"
         f"sys.path.insert(0, {str(REPO)!r})\n"
         "from validator.model import NodeFacts, from_dict, to_dict\n"
-        "from validator.node.sources import collect_simulated\n"
-        "facts = collect_simulated('gpu-fallen-off-bus')\n"
+        "from validator.node.collect import collect\n"
+        "from validator.node.sim.simulated_source import SimulatedSource\n"
+        "facts = collect(SimulatedSource('gpu-fallen-off-bus'))\n"
         "assert from_dict(NodeFacts, json.loads(json.dumps(to_dict(facts)))) == facts\n"
         "print(len(facts.gpus), facts.gpus[6].status.value)\n"
     )

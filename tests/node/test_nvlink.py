@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_capture
 from tests.judge.test_judge_healthy import healthy_node, with_gpu
 from validator.cli.main import main
 from validator.error_tree import CaptureError, ExitCode
@@ -41,7 +42,6 @@ from validator.node.parsers.nvlink_smi import (
     parse_nvlink_errors,
     parse_nvlink_status,
 )
-from validator.node.sources import collect_capture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi-nvlink"
 GB200_S = (

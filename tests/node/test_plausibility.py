@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_capture, collect_simulated
 from tests.judge.test_judge_healthy import healthy_node
 from validator.error_tree import CaptureError
 from validator.judge.policy import Policy
@@ -43,7 +44,6 @@ from validator.node.physical_ranges import (
     plausible_gpu,
     plausible_uptime,
 )
-from validator.node.sources import collect_capture, collect_simulated
 
 NO_BURN = Policy(require_burn=False)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.error_tree import ExitCode, ScenarioError
 from validator.judge import Policy, judge_node
 from validator.model import GpuFacts, GpuStatus, NvmlStatus, Unavailable
@@ -24,7 +25,6 @@ from validator.node.sim.scenario import (
     describe,
     load_scenario,
 )
-from validator.node.sources import collect_simulated
 
 REQUIRED = {
     "healthy-8x-h100-sxm",

@@ -15,18 +15,18 @@ import json
 import sys
 from pathlib import Path
 
+from tests.collecting import collect_simulated
 from tests.realnv.conftest import RealHost
 from tests.realnv.software import PypiCuda
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import Action, Finding, Interconnect
-from validator.node.sources import collect_simulated
 
 MEASURE = """
 import contextlib, json, sys
 from validator.node.bandwidth import live
 from validator.node.bandwidth.bandwidth_config import InterconnectConfig
-from validator.node.sources import collect_simulated
+from tests.collecting import collect_simulated
 from validator.node.sim.scenario import load_scenario
 
 facts = collect_simulated("healthy-8x-h100-sxm", interconnect="off")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.realnv.software import DebianCuda, PypiCuda
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import Reason, Unavailable
-from validator.node import collect
-from validator.node.sources import collect_simulated
+from validator.node import system_facts
 from validator.node.system import CommandResult, LiveSystem
 
 
@@ -43,14 +43,14 @@ def test_the_real_nvcc_releases_are_read(
     where: str, release: str, debian_cuda11: DebianCuda, pypi: PypiCuda
 ) -> None:
     path = debian_cuda11.nvcc if where == "debian" else pypi.part(where) / "bin/nvcc"
-    version, found = collect.nvcc_facts(_NvccAt(path))
+    version, found = system_facts.nvcc_facts(_NvccAt(path))
     assert (version, found) == (release, str(path))
 
 
 def test_debians_nvcc_wrapper_without_its_target_is_broken_not_absent(
     debian_cuda11: DebianCuda,
 ) -> None:
-    version, found = collect.nvcc_facts(_NvccAt(debian_cuda11.nvcc_wrapper))
+    version, found = system_facts.nvcc_facts(_NvccAt(debian_cuda11.nvcc_wrapper))
     assert found == str(debian_cuda11.nvcc_wrapper)
     assert isinstance(version, Unavailable)
     assert version.reason is Reason.ERROR  # installed and broken: not NOT_SUPPORTED

@@ -17,7 +17,7 @@ import pytest
 from tests.realnv.conftest import RealHost
 from tests.realnv.software import PypiCuda
 from validator.model import Unavailable
-from validator.node import collect
+from validator.node import system_facts
 from validator.node.burnin import cuda_libs
 from validator.node.system import CommandResult, LiveSystem
 
@@ -46,14 +46,14 @@ def pip_only(pypi: PypiCuda, monkeypatch: pytest.MonkeyPatch) -> LiveSystem:
 def test_cudnn_from_pip_is_found_with_its_version_and_cuda_major(
     pip_only: LiveSystem, pypi: PypiCuda
 ) -> None:
-    version, where, cuda_major = collect.cudnn_facts(pip_only)
+    version, where, cuda_major = system_facts.cudnn_facts(pip_only)
     assert version == "9.28.0"  # the real wheel's cudnn_version.h: 9, 28, 0
-    assert where == str(pypi.site / collect.PIP_CUDNN_HEADER)
+    assert where == str(pypi.site / system_facts.PIP_CUDNN_HEADER)
     assert cuda_major == 12  # nvidia_cudnn_cu12-9.28.0.42.dist-info
 
 
 def test_nvcc_from_pip_is_found_and_run(pip_only: LiveSystem, pypi: PypiCuda) -> None:
-    version, where = collect.nvcc_facts(pip_only)
+    version, where = system_facts.nvcc_facts(pip_only)
     assert version == "13.5.37"  # the real nvcc: "Cuda compilation tools, release 13.5, V13.5.37"
     assert where == str(pypi.site / "nvidia/cu13/bin/nvcc")
 
@@ -62,8 +62,8 @@ def test_without_pip_or_a_toolkit_both_say_where_they_looked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(cuda_libs, "site_package_dirs", list)
-    version, _, _ = collect.cudnn_facts(_NoSystemToolkit())
-    nvcc, _ = collect.nvcc_facts(_NoSystemToolkit())
+    version, _, _ = system_facts.cudnn_facts(_NoSystemToolkit())
+    nvcc, _ = system_facts.nvcc_facts(_NoSystemToolkit())
     assert isinstance(version, Unavailable)
     assert "pip nvidia-cudnn" in str(version.detail)
     assert isinstance(nvcc, Unavailable)
@@ -73,7 +73,7 @@ def test_without_pip_or_a_toolkit_both_say_where_they_looked(
 def test_certify_reads_cudnn_from_the_same_site_packages_as_the_burns_cublas(
     real_host: RealHost, tmp_path: Path
 ) -> None:
-    if any(LiveSystem().glob(pattern) for pattern in collect.CUDNN_HEADERS):
+    if any(LiveSystem().glob(pattern) for pattern in system_facts.CUDNN_HEADERS):
         pytest.skip("this machine has a cuDNN of its own, which is found before pip's")
     ran = real_host.gpuready("certify", "--burn", "0", "--json", "--db", str(tmp_path / "h.db"))
     assert "Traceback" not in ran.err
@@ -81,4 +81,4 @@ def test_certify_reads_cudnn_from_the_same_site_packages_as_the_burns_cublas(
     cudnn = next(f for f in node["findings"] if f["check"] == "versions.cudnn")
     assert "is not installed" not in cudnn["message"]
     assert node["facts"]["tools"]["cudnn_version"] == "9.28.0"
-    assert node["facts"]["tools"]["cudnn_source"].endswith(collect.PIP_CUDNN_HEADER)
+    assert node["facts"]["tools"]["cudnn_source"].endswith(system_facts.PIP_CUDNN_HEADER)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_capture
 from tests.realnv.conftest import RealHost
 from validator.error_tree import ExitCode
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import Action, NvmlStatus
-from validator.node.sources import collect_capture
 
 RECORDED = (
     Path(__file__).parent.parent

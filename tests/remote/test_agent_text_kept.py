@@ -15,10 +15,10 @@ from contextlib import redirect_stdout
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator import codec, packed
 from validator.model import HostSpec, NodeFacts, SchemaError, from_dict, to_dict
 from validator.node import agent
-from validator.node.sources import collect_simulated
 from validator.remote import ssh
 from validator.slurm import job_fanout
 from validator.slurm.submission_spool import NodeOutput

@@ -21,15 +21,16 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.remote.test_remote_ssh import SshBox, _host, _known, _transport
 from validator.cli.main import main
 from validator.error_tree import ExitCode
 from validator.judge import Policy, judge_node
 from validator.model import BurnStatus, HostSpec, NodeFacts, NodeResult, TransportName, Verdict
 from validator.node import agent
-from validator.node.agent import SHORTEST_CUT_BURN_S, burn_within
+from validator.node import collect as collector
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_simulated
+from validator.node.collect import SHORTEST_CUT_BURN_S, burn_within
 from validator.remote.ansible_transport import AnsibleTransport
 from validator.remote.deadline import CHECK, cut_short, timed_out
 from validator.remote.fanout import run_fanout
@@ -191,11 +192,11 @@ def stuck_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event
     """The collector blocks (a wedged GPU's driver call) until released."""
     release = threading.Event()
 
-    def stuck(**_: object) -> NodeFacts:
+    def stuck(*_: object) -> NodeFacts:
         release.wait(60)
         raise RuntimeError("released")
 
-    monkeypatch.setattr(agent, "collect_facts", stuck)
+    monkeypatch.setattr(collector, "collect", stuck)
     yield release
     release.set()
 
@@ -368,8 +369,8 @@ def test_the_agent_cuts_its_own_burn_to_its_deadline(capsys: pytest.CaptureFixtu
 def test_an_agent_whose_collector_hangs_exits_at_its_deadline() -> None:
     script = (
         "import sys, threading\n"
-        "from validator.node import agent\n"
-        "agent.collect_facts = lambda **_: threading.Event().wait()\n"
+        "from validator.node import agent, collect\n"
+        "collect.collect = lambda *_: threading.Event().wait()\n"
         "sys.exit(agent.run(['--deadline', '0.5']))\n"
     )
     started = time.monotonic()

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from tests.collecting import collect_simulated
 from validator.judge import Policy, judge_node
 from validator.model import HostSpec, NodeFacts, NodeResult, Verdict
-from validator.node.sources import collect_simulated
 from validator.remote.fanout import run_fanout
 from validator.remote.transport import AgentOutcome, AgentRequest, Progress
 

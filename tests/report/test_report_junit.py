@@ -285,10 +285,10 @@ def test_a_fleets_healthy_node_costs_under_ten_kilobytes() -> None:
 @functools.cache
 def certified_8_gpu_node() -> NodeResult:
     """A certified 8-GPU node: a simulated 1 s burn, the interconnect measured (made once)."""
+    from tests.collecting import collect_simulated
     from validator.judge import judge_node
     from validator.judge.policy import Policy
     from validator.node.burnin.burn_config import BurnConfig
-    from validator.node.sources import collect_simulated
 
     facts = collect_simulated(
         "healthy-8x-h100-sxm", burn=BurnConfig(duration_s=1.0), interconnect="on"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.report.test_report_samples import burn_node, healthy_node, sample_report
 from validator.error_tree import UnsafePathError
 from validator.judge import Policy, judge_node
@@ -30,7 +31,6 @@ from validator.model import (
     to_dict,
 )
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_simulated
 from validator.report.rma import (
     RMA_DIR,
     LastCertificate,

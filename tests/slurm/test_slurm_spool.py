@@ -210,7 +210,7 @@ def test_a_packed_agent_run_by_step_sh_is_read_back_as_its_facts(tmp_path: Path)
     import subprocess
     import sys
 
-    from validator.node.sources import collect_simulated
+    from tests.collecting import collect_simulated
     from validator.slurm.batch_script import STEP_SCRIPT
 
     submission = _saved(tmp_path)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.collecting import collect_simulated
 from tests.judge.test_judge_healthy import healthy_node, judge, with_gpu, with_gpu_burn
 from validator.certificate import (
     BANDWIDTH_SCHEMA_VERSION,
@@ -49,7 +50,6 @@ from validator.model import (
     Verdict,
 )
 from validator.node.burnin.burn_config import BurnConfig
-from validator.node.sources import collect_simulated
 from validator.signing import load_key
 
 ISSUED = datetime.datetime(2025, 3, 1, 12, 30, 5, tzinfo=datetime.timezone.utc)

@@ -4,7 +4,7 @@ Every NVML call goes through :func:`query`, which turns NVML's errors into
 :class:`~validator.model.Unavailable` values, so that a device that does not
 offer a reading, a GPU that fell off the bus or a missing permission becomes a
 fact rather than a crash. :func:`read_nvml` reads the driver and every GPU into
-an :class:`NvmlReading`; it takes the library as an argument so that the same
+an :class:`DriverReading`; it takes the library as an argument so that the same
 code runs on ``pynvml`` and on :class:`validator.node.sim.fake_nvml.FakeNvml`.
 """
 
@@ -93,8 +93,8 @@ _BUS_ID = re.compile(
 
 
 @dataclass(frozen=True)
-class NvmlReading:
-    """What NVML told us about the driver and each GPU."""
+class DriverReading:
+    """What NVML (or an nvidia-smi query captured in its place) told us of the driver and GPUs."""
 
     status: NvmlStatus
     detail: str
@@ -231,9 +231,9 @@ def _init_failure(lib: object, err: BaseException) -> tuple[NvmlStatus, str]:
     return NvmlStatus.ERROR, f"nvmlInit failed: {text}"
 
 
-def _failed(status: NvmlStatus, detail: str) -> NvmlReading:
+def _failed(status: NvmlStatus, detail: str) -> DriverReading:
     missing = Unavailable(Reason.NOT_MEASURED, detail)
-    return NvmlReading(status, detail, missing, missing, ())
+    return DriverReading(status, detail, missing, missing, ())
 
 
 def _import_pynvml() -> object | None:
@@ -326,7 +326,7 @@ def read_counters(lib: object, index: int) -> ErrorCounters:
     return counters_of(read_gpu(lib, index))
 
 
-def read_nvml(lib: object | None = None) -> NvmlReading:
+def read_nvml(lib: object | None = None) -> DriverReading:
     """Read the driver and every GPU through NVML.
 
     Never raises for anything NVML reports: a missing library, a driver not
@@ -355,7 +355,7 @@ def read_nvml(lib: object | None = None) -> NvmlReading:
             _function(lib, "nvmlShutdown")()
 
 
-def _read_initialised(lib: object) -> NvmlReading:
+def _read_initialised(lib: object) -> DriverReading:
     driver = query(lib, "nvmlSystemGetDriverVersion")
     driver_version: Measured[str] = driver if isinstance(driver, Unavailable) else str(driver)
     cuda = query(lib, "nvmlSystemGetCudaDriverVersion")
@@ -364,10 +364,10 @@ def _read_initialised(lib: object) -> NvmlReading:
     )
     count = query(lib, "nvmlDeviceGetCount")
     if isinstance(count, Unavailable):
-        return NvmlReading(NvmlStatus.ERROR, str(count), driver_version, cuda_version, ())
+        return DriverReading(NvmlStatus.ERROR, str(count), driver_version, cuda_version, ())
     gpu_count = _int(count)
     if gpu_count == 0:
-        return NvmlReading(
+        return DriverReading(
             NvmlStatus.NO_DEVICES,
             "NVML is up but counts no GPU",
             driver_version,
@@ -375,7 +375,7 @@ def _read_initialised(lib: object) -> NvmlReading:
             (),
         )
     gpus = tuple(read_gpu(lib, index) for index in range(gpu_count))
-    return NvmlReading(
+    return DriverReading(
         NvmlStatus.OK, f"NVML counts {gpu_count} GPU(s)", driver_version, cuda_version, gpus
     )
 

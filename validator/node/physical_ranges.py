@@ -6,7 +6,7 @@ into ``Unavailable(Reason.ERROR, "implausible value <v> for <field>, outside <ra
 in the words the CSV telemetry parser uses, so the judge sees "not measured" and can never
 pass it. NaN and infinity are never plausible.
 
-The one collector (:func:`validator.node.collect.collect`) applies it to every source
+The facts reader (:func:`validator.node.system_facts.system_facts`) applies it to every source
 (live NVML, a captured bundle, a simulated scenario); the burn-in's telemetry and
 counters, gathered after the collector ran, go through :func:`plausible_burn`.
 

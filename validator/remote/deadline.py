@@ -1,7 +1,7 @@
 """A host that passes its deadline: cut, judged as timed out, what it measured kept.
 
 Every path binds the deadline (``--deadline``, or the burn plus a margin): the
-collector cuts its own burn-in to end in time (:func:`validator.node.agent.burn_within`),
+collector cuts its own burn-in to end in time (:func:`validator.node.collect.burn_within`),
 and the transports stop waiting when it passes. A host whose burn-in had to be cut,
 or whose facts came later than its deadline, is UNKNOWN: not certified on a partial
 run, its facts and findings kept in the report for the operator.

@@ -7,7 +7,8 @@ import time
 
 from validator.error_tree import GpureadyError
 from validator.model import HostSpec
-from validator.node.agent import collect_in_background
+from validator.node.agent import source_for
+from validator.node.collect import CollectRequest, collect_in_background
 from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, overrun_s
 
 
@@ -15,7 +16,7 @@ class LocalTransport:
     """Runs the collector for the machine this process runs on (or the host's scenario).
 
     The deadline binds as on a remote host: the collector cuts its burn-in to end
-    within ``timeout_s`` (validator.node.agent.burn_within), measures the interconnect
+    within ``timeout_s`` (validator.node.collect.burn_within), measures the interconnect
     and runs DCGM in what the burn leaves, and runs on a daemon thread this transport
     stops waiting for soon after the deadline (``overrun_s``), so a wedged collector
     holds neither the fan-out nor the process.
@@ -35,15 +36,14 @@ class LocalTransport:
         until = started + timeout_s
         progress.phase(host.name, Phase.RUN)
         dcgm_level, dcgm_timeout_s = request.dcgm_for(host)
-        arrived = collect_in_background(
-            simulate=host.simulate,
+        asked = CollectRequest(
             window_hours=request.xid_window_hours,
             burn=request.burn,
-            until=until,
             dcgm_level=dcgm_level,
             dcgm_timeout_s=dcgm_timeout_s,
             interconnect=request.interconnect_for(host),
         )
+        arrived = collect_in_background(source_for(host.simulate), asked, until)
         try:
             got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))
         except queue.Empty:

@@ -5,11 +5,11 @@ validator.service.certify_service; this module is what it runs to get the report
 
 A deadline binds every path alike: one node (this host or a scenario) and each
 host of a fleet, whatever its transport. The burn-in is cut to end within it
-(validator.node.agent.burn_within), the interconnect (the policy's interconnect, or
+(validator.node.collect.burn_within), the interconnect (the policy's interconnect, or
 ``--interconnect/--no-interconnect``: :func:`interconnect_mode`) is measured in what
-the burn leaves (validator.node.agent.interconnect_within), DCGM's diagnostic (the
+the burn leaves (validator.node.collect.interconnect_within), DCGM's diagnostic (the
 policy's dcgm_level, or ``--dcgm-level``) gets what is left then
-(validator.node.agent.dcgm_within), and a node whose run was cut is judged on what
+(validator.node.collect.dcgm_within), and a node whose run was cut is judged on what
 it measured, then made UNKNOWN as timed out (validator.remote.deadline). Without a
 deadline, a host's is the burn plus the interconnect's and the DCGM level's
 allowances plus a margin (:func:`host_deadline`).
@@ -40,6 +40,7 @@ from validator.node.burnin.burn_config import BurnConfig
 
 if TYPE_CHECKING:  # the transports are imported where a fleet uses them, not at start-up
     from validator.node.burnin.burn_progress import ProgressSink
+    from validator.node.collect import CollectRequest
     from validator.remote.per_host import PerHostTransport
     from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
     from validator.slurm.job_fanout import SlurmOptions
@@ -138,36 +139,20 @@ def certify_node(
         KeyboardInterrupt: Ctrl-C before the burn-in (one during it ends the burn, which is
             then judged as interrupted).
     """
-    from validator.node.agent import collect_facts
-    from validator.node.sources import collect_from  # one node's only: a fleet's start-up skips it
+    from validator.node.agent import source_for
+    from validator.node.collect import collect
 
     if policy is None:
         policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    interconnect = interconnect_mode(policy)
     started = time.monotonic()
-    if request.capture is not None or request.deadline_s is None:
-        facts = collect_from(
-            simulate=request.simulate,
-            capture=request.capture,
-            window_hours=policy.xid_window_hours,
-            burn=request.burn,
-            progress=progress,
-            dcgm_level=policy.dcgm_level,
-            dcgm_timeout_s=policy.dcgm_timeout_s,
-            interconnect=interconnect,
-        )
-    else:
-        # In this thread, as without a deadline: Ctrl-C still ends the burn, judged.
-        facts = collect_facts(
-            simulate=request.simulate,
-            window_hours=policy.xid_window_hours,
-            burn=request.burn,
-            until=started + request.deadline_s,
-            progress=progress,
-            dcgm_level=policy.dcgm_level,
-            dcgm_timeout_s=policy.dcgm_timeout_s,
-            interconnect=interconnect,
-        )
+    until = None if request.deadline_s is None else started + request.deadline_s
+    # In this thread, with or without a deadline: Ctrl-C still ends the burn, judged.
+    facts = collect(
+        source_for(request.simulate, request.capture),
+        collect_request(policy, request.burn, interconnect_mode(policy)),
+        until,
+        progress,
+    )
     result = judge_node(facts, policy)
     if request.deadline_s is not None:
         asked = request.burn if request.capture is None else None  # a capture holds no burn
@@ -177,6 +162,19 @@ def certify_node(
         if cut is not None:
             result = timed_out(result, request.deadline_s, cut)
     return _report((result,))
+
+
+def collect_request(policy: Policy, burn: BurnConfig | None, interconnect: str) -> CollectRequest:
+    """What an in-process collection measures, as the run's policy says."""
+    from validator.node.collect import CollectRequest
+
+    return CollectRequest(
+        window_hours=policy.xid_window_hours,
+        burn=burn,
+        dcgm_level=policy.dcgm_level,  # DCGM runs when the policy asks for it
+        dcgm_timeout_s=policy.dcgm_timeout_s,
+        interconnect=interconnect,
+    )
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
 from validator.service import signals
-from validator.service.collect_and_judge import FleetRequest, Reach
+from validator.service.collect_and_judge import FleetRequest, Reach, collect_request
 from validator.service.outcome import close_run, exit_code, report_interrupted
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import RunKind, StoreError
@@ -281,16 +281,12 @@ def _drift_here(
     request: DriftRequest, store: Store, policy: Policy
 ) -> tuple[tuple[NodeResult, ...], int, bool]:
     """This machine's (or a scenario's) facts against its certificate; recorded."""
-    from validator.node.sources import collect_from
+    from validator.node.agent import source_for
+    from validator.node.collect import collect
 
-    facts: NodeFacts = collect_from(
-        simulate=request.simulate,
-        window_hours=policy.xid_window_hours,
-        burn=request.burn,
-        dcgm_level=policy.dcgm_level,  # DCGM runs when the policy asks for it
-        dcgm_timeout_s=policy.dcgm_timeout_s,
-        interconnect=interconnect_modes(request.measure_interconnect)(policy),
-    )
+    interconnect = interconnect_modes(request.measure_interconnect)(policy)
+    asked = collect_request(policy, request.burn, interconnect)
+    facts: NodeFacts = collect(source_for(request.simulate), asked)
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     key = request.sign_key
     # A file given for this machine is the operator's pick: its seal is checked, not its

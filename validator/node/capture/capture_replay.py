@@ -4,8 +4,7 @@ A bundle is a recording of a host. :data:`BUNDLE` says, file by file, which
 command's output or which file's text it holds; ``gpuready capture`` writes one
 by asking a :class:`~validator.node.system.System` those very questions
 (:func:`write_capture`), and :class:`CaptureSystem` answers them back from the
-files, so ``certify --capture`` runs the one collector
-(:func:`validator.node.collect.collect`) as a live host and a scenario do.
+files, so ``certify --capture`` reads it (validator.node.system_facts) as it reads a host.
 
 Any of the files may be present; a file missing from the bundle is a fact
 "not measured" (:class:`~validator.node.system.NotRecordedError`), never "passed":
@@ -98,7 +97,7 @@ from validator.model import (
     SourceConflict,
     Unavailable,
 )
-from validator.node import collect, host
+from validator.node import host, system_facts
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -115,7 +114,7 @@ from validator.node.capture.bundle_consistency import (
     pci_view,
     query_view,
 )
-from validator.node.nvml import unreadable_gpu
+from validator.node.nvml import DriverReading, unreadable_gpu
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
@@ -141,6 +140,7 @@ from validator.node.parsers.smi_errors import lost_gpu_bus_ids
 from validator.node.parsers.smi_query import parse_smi_query
 from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.system import CommandResult, NotRecordedError, System
+from validator.node.system_facts import PROC_DRIVER_VERSION
 
 T = TypeVar("T")
 
@@ -207,14 +207,14 @@ class BundleFile:
 BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(SMI_XML, argv=SMI_XML_ARGV),
     BundleFile(SMI_QUERY, argv=SMI_QUERY_ARGV),
-    BundleFile(SMI_BANNER, argv=collect.NVIDIA_SMI, keep_error_text=True),
+    BundleFile(SMI_BANNER, argv=system_facts.NVIDIA_SMI, keep_error_text=True),
     BundleFile(NVCC, argv=NVCC_ARGV, check=parse_nvcc_version),
-    BundleFile(CUDNN_HEADER, paths=collect.CUDNN_HEADERS, check=parse_cudnn_header),
-    BundleFile(CUDNN_PACKAGES, argv=collect.DPKG_CUDNN),
-    BundleFile(DMESG, argv=collect.DMESG),
-    BundleFile(JOURNAL, argv=collect.JOURNAL_KERNEL),
-    BundleFile(RPM_QA, argv=collect.RPM_CUDNN),
-    BundleFile(PROC_VERSION, paths=(collect.PROC_DRIVER_VERSION,), check=parse_proc_driver_version),
+    BundleFile(CUDNN_HEADER, paths=system_facts.CUDNN_HEADERS, check=parse_cudnn_header),
+    BundleFile(CUDNN_PACKAGES, argv=system_facts.DPKG_CUDNN),
+    BundleFile(DMESG, argv=system_facts.DMESG),
+    BundleFile(JOURNAL, argv=system_facts.JOURNAL_KERNEL),
+    BundleFile(RPM_QA, argv=system_facts.RPM_CUDNN),
+    BundleFile(PROC_VERSION, paths=(PROC_DRIVER_VERSION,), check=parse_proc_driver_version),
     BundleFile(OS_RELEASE, paths=(host.OS_RELEASE,)),
     BundleFile(UNAME, paths=(host.KERNEL_RELEASE,)),
     BundleFile(PCI_DEVICES, paths=(host.PCI_DEVICES,)),
@@ -428,7 +428,7 @@ class CaptureSystem:
             files[path] = text
         uptime = self._meta.get("uptime_s")
         if isinstance(uptime, (int, float)) and not isinstance(uptime, bool):
-            files[collect.PROC_UPTIME] = f"{float(uptime)!r}\n"
+            files[system_facts.PROC_UPTIME] = f"{float(uptime)!r}\n"
         for address, vendor, device_class in self._pci():
             files[f"{_PCI_ROOT}/{address}/vendor"] = vendor
             files[f"{_PCI_ROOT}/{address}/class"] = device_class
@@ -465,7 +465,7 @@ class CaptureSystem:
                 queries[name] = query
         return queries
 
-    def _driver_reading(self) -> collect.DriverReading:
+    def _driver_reading(self) -> DriverReading:
         reading = self._first_reading()
         return _with_unreachable_gpus(reading, self._reading_text())
 
@@ -474,10 +474,10 @@ class CaptureSystem:
         name = next(iter(self._queries), SMI_BANNER)
         return self._texts.get(name, "")
 
-    def _first_reading(self) -> collect.DriverReading:
+    def _first_reading(self) -> DriverReading:
         query = next(iter(self._queries.values()), None)  # XML first
         if query is not None:
-            return collect.DriverReading(
+            return DriverReading(
                 status=query.status,
                 detail=query.detail,
                 driver_version=query.driver_version,
@@ -486,7 +486,7 @@ class CaptureSystem:
             )
         banner = self._parse_present(SMI_BANNER, parse_banner)
         if banner is not None:
-            return collect.DriverReading(
+            return DriverReading(
                 status=banner.status,
                 detail=banner.detail,
                 driver_version=banner.driver_version,
@@ -494,7 +494,7 @@ class CaptureSystem:
                 gpus=self._with_nvlinks(tuple(_gpu_from_banner(gpu) for gpu in banner.gpus)),
             )
         missing = Unavailable(Reason.NOT_MEASURED, "no nvidia-smi output in the capture")
-        return collect.DriverReading(
+        return DriverReading(
             status=NvmlStatus.NOT_MEASURED,
             detail=f"the capture has none of {SMI_XML}, {SMI_QUERY}, {SMI_BANNER}",
             driver_version=missing,
@@ -685,7 +685,7 @@ class CaptureSystem:
         return self.captured_at or datetime.datetime.now(datetime.timezone.utc)
 
 
-def _with_unreachable_gpus(reading: collect.DriverReading, text: str) -> collect.DriverReading:
+def _with_unreachable_gpus(reading: DriverReading, text: str) -> DriverReading:
     """A reading whose error names GPUs the driver could not reach: those GPUs, so marked.
 
     nvidia-smi prints "Unable to determine the device handle for GPU 0000:02:00.0: GPU is
@@ -795,7 +795,7 @@ _Recorded = Union[tuple[str, Optional[str]], str]
 
 
 def _record_nvcc(system: System) -> _Recorded:
-    program = collect.find_nvcc(system)
+    program = system_facts.find_nvcc(system)
     result = system.run((program, *NVCC_ARGV[1:])) if program else None
     if program is None or result is None or not result.ok:
         return "skipped: nvcc not found or failed"
@@ -803,14 +803,14 @@ def _record_nvcc(system: System) -> _Recorded:
 
 
 def _record_header(system: System) -> _Recorded:
-    header = collect.cudnn_header(system)
+    header = system_facts.cudnn_header(system)
     if header is None:
         return f"skipped: no {CUDNN_HEADER} found"
     return header[1], header[0]
 
 
 def _record_pci(system: System) -> _Recorded:
-    devices = collect.pci_devices(system)
+    devices = system_facts.pci_devices(system)
     if isinstance(devices, Unavailable):
         return f"skipped: {devices}"
     lines = (
@@ -829,7 +829,7 @@ def _record_command(system: System, entry: BundleFile) -> _Recorded:
 
 
 def _record_file(system: System, entry: BundleFile) -> _Recorded:
-    found = collect.read_file(system, entry.paths[0])
+    found = system_facts.read_file(system, entry.paths[0])
     return f"skipped: {found}" if isinstance(found, Unavailable) else (found, None)
 
 
@@ -899,7 +899,7 @@ def write_capture(
         "hostname": system.hostname(),
         "captured_at": system.now().isoformat(timespec="seconds"),
     }
-    uptime = collect.read_file(system, collect.PROC_UPTIME)
+    uptime = system_facts.read_file(system, system_facts.PROC_UPTIME)
     if isinstance(uptime, str) and uptime.split():
         with contextlib.suppress(ValueError):
             meta["uptime_s"] = float(uptime.split()[0])
