@@ -38,8 +38,8 @@ from validator.store import (
     NotStoredError,
     Store,
     StoreError,
-    history_store,
     pending_dir,
+    pending_runs,
     retry_budget,
 )
 
@@ -434,7 +434,7 @@ def test_a_run_that_can_be_stored_nowhere_is_one_line_exit_3(
     def disk_full(path: object, data: object, **kwargs: object) -> Path:
         raise ENOSPC
 
-    monkeypatch.setattr(history_store, "write_atomic", disk_full)
+    monkeypatch.setattr(pending_runs, "write_atomic", disk_full)
     with write_locked(db), Store.open(db, retry_s=0.1) as store:
         run = store.start_run("certify", 1, "p")
         store.record_result(run, certified())  # kept in memory meanwhile

@@ -11,6 +11,9 @@ pending file beside it, and imported by the next process that can write.
 Which file holds what (each module's docstring says more):
 
 - :mod:`.history_store`: :class:`Store`, the one object that opens, writes and reads;
+- :mod:`.history_reads`, :mod:`.housekeeping`, :mod:`.pending_runs`: the parts ``Store``
+  inherits (its reads; prune, vacuum and the integrity check; pending files and dead runs),
+  and :mod:`.store_base`, what they rely on;
 - :mod:`.schema`: the tables, the ordered migrations and the schema's stamp
   (``PRAGMA user_version``, ``PRAGMA application_id``), and what is kept, and why;
 - :mod:`.opening`: the database's files, checked before and after SQLite opens them;
@@ -23,7 +26,8 @@ Which file holds what (each module's docstring says more):
 
 Everything callers use is re-exported here; code that replaces a name for a test
 replaces it in the module that uses it (``_now`` in :mod:`.history_store`,
-``MIGRATIONS`` in :mod:`.schema`, ``_connect`` in :mod:`.opening`).
+``write_atomic`` in :mod:`.pending_runs`, ``MIGRATIONS`` in :mod:`.schema`, ``_connect``
+in :mod:`.opening`).
 """
 
 from __future__ import annotations

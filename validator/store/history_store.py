@@ -12,6 +12,10 @@ Each host's result is committed on its own as it arrives; a fleet's final
 judgements go in one transaction (:meth:`Store.record_results`). A run is created
 ``running`` and only :meth:`Store.finish_run` closes it; its process holds the run's
 lock meanwhile (:mod:`validator.store.run_locks`).
+
+Its opening and its writes are here; its reads (:mod:`.history_reads`), its
+housekeeping (:mod:`.housekeeping`) and its pending runs (:mod:`.pending_runs`) are
+mixins it inherits, and :mod:`.store_base` declares what they use of it.
 """
 
 from __future__ import annotations
@@ -20,72 +24,35 @@ import contextlib
 import datetime
 import json
 import os
-import secrets
 import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from validator import __version__
-from validator import fields as doc
-from validator.error_tree import BadInputError, UnsafePathError
-from validator.files import Folder, remove_file, write_atomic
-from validator.model import NodeResult, SchemaError, Verdict, from_dict
+from validator.model import NodeResult
 from validator.safe_text import one_line
-from validator.store.defaults import HOUSEKEEPING_WAIT_S, default_db_path, retry_budget
+from validator.store.defaults import default_db_path, retry_budget
+from validator.store.history_reads import HistoryReads
+from validator.store.housekeeping import Housekeeping
 from validator.store.opening import (
     _check_folder,
     _check_header,
     _connect_to_read,
     _has_database,
     _open_writable,
-    _store_bytes,
     unwritable_reason,
 )
-from validator.store.queries import (
-    _MAX_SQL_INT,
-    _PRUNE_BATCH,
-    CERTIFICATE_OF_RESULT,
-    FAILED_CHECKS,
-    HISTORY_OF_ALL,
-    HISTORY_OF_HOST,
-    LATEST_ATTEMPT,
-    NEXT_ATTEMPT,
-    PRUNE_HOLDS_LATEST,
-    PRUNE_NTH_NEWEST_RUN,
-    RESULT_OF_HOST_IN_RUN,
-    RUN_KINDS,
-    CertifyAttempt,
-    HistoryRow,
-    PruneOutcome,
-    RunKind,
-    _argv,
-    _delete_runs,
-    _RolledBack,
-    _shown_status,
-)
+from validator.store.pending_runs import PendingRuns
+from validator.store.queries import RUN_KINDS, RunKind
 from validator.store.result_rows import _encode, _Encoded, _insert_result, _Recorded
-from validator.store.run_locks import _hold_lock, _lock_held, _release_lock, run_lock_path
-from validator.store.schema import _check_identity, _stored_text, schema_version
-from validator.store.spool import (
-    _import_run,
-    _PendingError,
-    _Spool,
-    _writer_gone,
-    pending_dir,
-    read_pending,
-)
-from validator.store.store_errors import (
-    NoHistoryError,
-    NotStoredError,
-    StoreError,
-    _errors,
-    _Unwritable,
-)
+from validator.store.run_locks import _hold_lock, _release_lock, run_lock_path
+from validator.store.schema import _check_identity, schema_version
+from validator.store.spool import _Spool
+from validator.store.store_errors import NoHistoryError, StoreError, _Unwritable
 
 if TYPE_CHECKING:  # certificates are read only where one is asked for
     from validator.certificate import Certificate
@@ -95,7 +62,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-class Store:
+class Store(HistoryReads, Housekeeping, PendingRuns):
     """The history database. Open with :meth:`Store.open`; use as a context manager.
 
     ``notices`` collects what the caller should tell the user (a run spooled to a
@@ -489,425 +456,3 @@ class Store:
                 self._save(spool, final=True)
         if run_id > 0:
             _release_lock(self._lock_path(run_id))
-
-    # ------------------------------------------------------------ spooling
-
-    def _spool(self, key: int, run: dict[str, Any], reason: str) -> _Spool:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        # A random part too: two stores of one process may spool in the same second.
-        name = f"{stamp}-{os.getpid()}-{len(self._spools) + 1}-{secrets.token_hex(4)}.json"
-        spool = _Spool(
-            path=pending_dir(self.path) / name,
-            run={**run, "status": "running", "finished_at": None},
-            reason=reason,
-        )
-        self._spools[key] = spool
-        return spool
-
-    def _spool_existing(self, run_id: int, reason: str) -> _Spool:
-        """Spool a run that is in the database (its row committed, results perhaps too)."""
-        row = self._started.get(run_id) or self._read_run(run_id)
-        return self._spool(run_id, {**row, "db_run_id": run_id}, reason)
-
-    def _read_run(self, run_id: int) -> dict[str, Any]:
-        """A run's row as a pending file records it (a locked database still reads)."""
-        try:
-            with self._lock:
-                db = self._connection(create=False)
-                found = None
-                if db is not None:
-                    found = db.execute(
-                        "SELECT kind, started_at, hosts, policy_digest, argv, tool_version, pid"
-                        " FROM runs WHERE id = ?",
-                        (run_id,),
-                    ).fetchone()
-        except (sqlite3.Error, StoreError):
-            found = None
-        if found is None:
-            raise StoreError(f"history database {self.path} has no run {run_id}")
-        kind, started_at, hosts, digest, argv, version, pid = found
-        return {
-            "kind": kind if kind in RUN_KINDS else RunKind.CERTIFY.value,
-            "started_at": started_at,
-            "hosts": hosts,
-            "policy_digest": digest,
-            "argv": _argv(argv),
-            "tool_version": version,
-            "pid": pid,
-            "hostname": socket.gethostname(),
-        }
-
-    def _save(self, spool: _Spool, *, final: bool = False) -> None:
-        """Write the spooled run's pending file; a final save that fails raises."""
-        text = json.dumps(spool.document(self.path), indent=1, sort_keys=True) + "\n"
-        try:
-            # <db>.pending/ is ours: made when missing, refused when it is a link.
-            write_atomic(spool.path, text, mode=0o600, start=spool.path.parent)
-        except OSError as exc:
-            spool.error = f"{spool.path}: {exc.strerror or one_line(exc)}"
-            if final:
-                raise NotStoredError(
-                    f"the run was not stored: history database {self.path} could not be "
-                    f"written ({spool.reason}) and neither could {spool.error}; free space or "
-                    "fix the database, then run again"
-                ) from None
-            return
-        spool.error = None
-        if not spool.announced:
-            spool.announced = True
-            self.notices.append(
-                f"warning: history database {self.path} could not be written ({spool.reason}): "
-                f"the run is saved in {spool.path}; the next certify or drift run imports it"
-            )
-
-    # ------------------------------------------------------------ housekeeping
-
-    def pending_files(self) -> list[Path]:
-        """The pending files waiting to be imported, oldest first."""
-        directory = pending_dir(self.path)
-        try:
-            # A link (to the folder or in it) is never read: only regular files are listed.
-            with Folder.open(directory, create=False) as folder:
-                return [directory / name for name in folder.files() if name.endswith(".json")]
-        except OSError:
-            return []
-
-    def import_pending(self) -> list[Path]:
-        """Import every pending run whose process is done; each file goes once committed.
-
-        A file still being written by a live process waits; a file that is not a
-        pending run is left in place with a notice; a database still locked leaves
-        the rest for the next run.
-
-        Returns:
-            The files imported (and removed).
-        """
-        imported: list[Path] = []
-        for path in self.pending_files():
-            if any(spool.path == path for spool in self._spools.values()):
-                continue  # our own, still being written
-            try:
-                run, results = read_pending(path)
-            except _PendingError as exc:
-                self.notices.append(f"warning: cannot import {exc}; fix or remove the file")
-                continue
-            if run["status"] == "running" and not _writer_gone(path, run):
-                continue
-            try:
-                with self._write(HOUSEKEEPING_WAIT_S) as db:
-                    _import_run(db, run, results)
-            except _Unwritable:
-                break
-            with contextlib.suppress(OSError, UnsafePathError):
-                remove_file(path)
-            imported.append(path)
-        if imported:
-            with contextlib.suppress(OSError):
-                pending_dir(self.path).rmdir()  # only when empty
-            runs = "run" if len(imported) == 1 else "runs"
-            self.notices.append(
-                f"imported {len(imported)} pending {runs} into history database {self.path} "
-                f"from {pending_dir(self.path)}"
-            )
-        return imported
-
-    def mark_dead_runs(self) -> list[int]:
-        """Mark ``interrupted`` the running runs whose process is gone.
-
-        Returns:
-            The runs marked (none when the database cannot be written at once).
-        """
-        try:
-            with self._lock:  # a read first: most opens need no write lock at all
-                db = self._db
-                if db is None or not self._dead_runs(db):
-                    return []
-        except sqlite3.Error:
-            return []
-        try:
-            with self._write(HOUSEKEEPING_WAIT_S) as db:
-                dead = self._dead_runs(db)  # again, under the lock
-                db.executemany(
-                    "UPDATE runs SET status = 'interrupted' WHERE id = ?", [(i,) for i in dead]
-                )
-        except _Unwritable:
-            return []
-        for run_id in dead:
-            with contextlib.suppress(OSError):
-                self._lock_path(run_id).unlink()
-        return dead
-
-    def _dead_runs(self, db: sqlite3.Connection) -> list[int]:
-        running = db.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
-        return [run_id for run_id, pid in running if not self._owner_alive(run_id, pid)]
-
-    def _owner_alive(self, run_id: int, pid: int | None) -> bool:
-        held = _lock_held(self._lock_path(run_id))
-        if held is None:
-            # No lock file: a run of an older gpuready, or its lock failed. A pid alone
-            # says nothing of a run on another host sharing this database: never call a
-            # run dead on a guess.
-            return True
-        return held
-
-    # ------------------------------------------------------------ reading
-
-    def latest_certificate(self, hostname: str) -> Certificate | None:
-        """The most recently issued certificate of a host, or None when it was never certified.
-
-        Raises:
-            StoreError: the stored certificate cannot be read back.
-        """
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            row = None
-            if db is not None:
-                row = db.execute(
-                    "SELECT json_packed FROM certificates WHERE hostname = ?"
-                    " ORDER BY issued_at DESC, id DESC LIMIT 1",
-                    (hostname,),
-                ).fetchone()
-        if row is None:
-            return None
-        from validator.certificate import certificate_from_json
-
-        try:
-            return certificate_from_json(_stored_text(row[0]))
-        except BadInputError as exc:
-            raise StoreError(
-                f"history database {self.path} holds an unreadable certificate of {hostname}: {exc}"
-            ) from None
-
-    def history(self, hostname: str | None = None, limit: int = 50) -> list[HistoryRow]:
-        """Past results, newest run first; runs with no result yet are listed when no host is asked.
-
-        A run still ``running`` in the database reads ``incomplete`` while its
-        process lives and ``interrupted`` once it is gone.
-
-        Args:
-            hostname: only this host's results.
-            limit: at most this many rows.
-        """
-        params: list[object] = []
-        if hostname is not None:
-            query = HISTORY_OF_HOST
-            params.append(hostname)
-        else:
-            query = HISTORY_OF_ALL
-        params.append(min(max(0, limit), _MAX_SQL_INT))
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            rows = db.execute(query, params).fetchall() if db is not None else []
-            certificates = self._certificate_states(db, rows) if db is not None else {}
-        alive: dict[int, bool] = {}
-        for row in rows:
-            if row[4] == "running" and row[0] not in alive:
-                alive[row[0]] = self._owner_alive(row[0], row[11])
-        return [
-            HistoryRow(
-                run_id=row[0],
-                kind=row[1],
-                started_at=row[2],
-                finished_at=row[3],
-                status=_shown_status(row[4], alive.get(row[0], True)),
-                hostname=row[5],
-                verdict=row[6],
-                summary=row[7] or "",
-                recorded_at=row[8],
-                failed=row[9],
-                unknown=row[10],
-                provenance=row[13],
-                **certificates.get(row[12], {}),
-            )
-            for row in rows
-        ]
-
-    def _certificate_states(
-        self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]
-    ) -> dict[int, dict[str, Any]]:
-        """What became of the certificate each certify result was issued, by result id."""
-        states: dict[int, dict[str, Any]] = {}
-        for row in rows:
-            result_id, hostname, recorded_at = row[12], row[5], row[8]
-            if row[1] != RunKind.CERTIFY.value or result_id is None:
-                continue
-            if db.execute(CERTIFICATE_OF_RESULT, (result_id,)).fetchone() is None:
-                continue
-            later = db.execute(
-                NEXT_ATTEMPT, (hostname, result_id, recorded_at, row[0])
-            ).fetchone()
-            if later is None:
-                states[result_id] = {"certificate": "current"}
-                continue
-            if later[2] != Verdict.CERTIFIED.value:
-                state = "revoked"
-            elif db.execute(CERTIFICATE_OF_RESULT, (later[5],)).fetchone() is not None:
-                state = "replaced"
-            else:  # certified, but its certificate was not stored: this one still holds
-                states[result_id] = {"certificate": "current"}
-                continue
-            states[result_id] = {
-                "certificate": state,
-                "certificate_run": later[0],
-                "certificate_changed_at": later[3],
-            }
-        return states
-
-    def latest_attempt(self, hostname: str) -> CertifyAttempt | None:
-        """The host's latest certification attempt (its name in any case); None if never tried.
-
-        Drift weighs the latest certificate against it: one that did not certify the
-        node revokes every certificate issued before it.
-
-        Raises:
-            StoreError: the database failed.
-        """
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            if db is None:
-                return None
-            row = db.execute(LATEST_ATTEMPT, (hostname,)).fetchone()
-            if row is None:
-                return None
-            failed = tuple((str(f[0]), f[1]) for f in db.execute(FAILED_CHECKS, (row[5],)))
-        return CertifyAttempt(
-            run_id=row[0],
-            hostname=row[1],
-            verdict=row[2],
-            recorded_at=row[3],
-            summary=row[4] or "",
-            failed=failed,
-        )
-
-    def result(self, run_id: int, hostname: str) -> NodeResult | None:
-        """A host's full result in a run, as it was recorded; None when there is none.
-
-        Raises:
-            StoreError: the stored result cannot be read back.
-        """
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            row = None
-            if db is not None:
-                row = db.execute(RESULT_OF_HOST_IN_RUN, (hostname, run_id)).fetchone()
-        if row is None:
-            return None
-        try:
-            data = doc.load_json(_stored_text(row[0]))
-            if isinstance(data, dict):
-                data["facts"] = doc.load_json(_stored_text(row[1]))
-            return from_dict(NodeResult, data)
-        except (BadInputError, SchemaError, doc.LoadError) as exc:
-            raise StoreError(
-                f"history database {self.path} holds an unreadable result of {hostname} "
-                f"in run {run_id}: {one_line(exc)}"
-            ) from None
-
-    def prune(
-        self,
-        *,
-        keep_days: float | None = None,
-        keep_runs: int | None = None,
-        dry_run: bool = False,
-        now: datetime.datetime | None = None,
-    ) -> PruneOutcome:
-        """Remove the runs the retention policy does not keep, with their results.
-
-        A run is kept when it is younger than ``keep_days`` or among the
-        ``keep_runs`` newest (either rule given keeps it); a run still running is
-        always kept, and so is a run holding the latest certificate of some host
-        (drift's baseline). Removal goes a batch of runs per transaction, so other
-        writers wait little; a dry run makes the same deletions and rolls them back.
-
-        Raises:
-            ValueError: neither rule given, or a rule below 1.
-            StoreError: the store was opened read-only, or the database refused.
-        """
-        if keep_days is None and keep_runs is None:
-            raise ValueError("prune needs keep_days, keep_runs or both")
-        if (keep_days is not None and not keep_days >= 1) or (
-            keep_runs is not None and keep_runs < 1
-        ):
-            raise ValueError("keep_days and keep_runs are at least 1")
-        self._refuse_readonly()
-        clauses: list[str] = ["status != 'running'"]
-        params: list[object] = []
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            if db is None:
-                return PruneOutcome((), 0, 0, (), dry_run)
-            if keep_runs is not None:
-                found = db.execute(PRUNE_NTH_NEWEST_RUN, (keep_runs - 1,)).fetchone()
-                if found is None:  # no more runs than are kept
-                    return PruneOutcome((), 0, 0, (), dry_run)
-                clauses.append("id < ?")
-                params.append(found[0])
-            if keep_days is not None:
-                moment = now or datetime.datetime.now(datetime.timezone.utc)
-                cutoff = moment - datetime.timedelta(days=keep_days)
-                clauses.append("started_at < ?")
-                params.append(cutoff.isoformat(timespec="seconds"))
-            # Sorted here, not by SQL: an ORDER BY id would walk every run by its key
-            # instead of the start index (runs_by_start) that finds just the old ones.
-            query = f"SELECT id FROM runs WHERE {' AND '.join(clauses)}"  # noqa: S608 - fixed fragments; values bound
-            candidates = sorted(row[0] for row in db.execute(query, params))
-            kept = tuple(i for i in candidates if db.execute(PRUNE_HOLDS_LATEST, (i,)).fetchone())
-        keep = set(kept)
-        doomed = [i for i in candidates if i not in keep]
-        removed: list[int] = []
-        results = certificates = 0
-        for start in range(0, len(doomed), _PRUNE_BATCH):
-            batch = doomed[start : start + _PRUNE_BATCH]
-            try:
-                with self._write() as db:
-                    done = _delete_runs(db, batch)
-                    if dry_run:
-                        raise _RolledBack(done)
-            except _RolledBack as rolled:
-                done = rolled.counts
-            except _Unwritable as exc:
-                raise StoreError(
-                    f"history database {self.path} could not be pruned ({exc.reason}); "
-                    f"{len(removed)} runs were removed before: run it again later"
-                ) from None
-            removed.extend(batch)
-            results += done[0]
-            certificates += done[1]
-        return PruneOutcome(tuple(removed), results, certificates, kept, dry_run)
-
-    def vacuum(self) -> tuple[int, int]:
-        """Give the pages freed by :meth:`prune` back to the filesystem: (bytes before, after).
-
-        SQLite rewrites the whole file (VACUUM), then empties its write-ahead log. It
-        holds the write lock while it does (seconds for a large store; other writers
-        wait out their busy timeout, then spool) and needs up to the file's size again
-        on disk while it runs.
-
-        Raises:
-            StoreError: the store was opened read-only, or SQLite refused (locked
-                after the wait, no space): nothing is lost, the file stays as it was.
-        """
-        self._refuse_readonly()
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            if db is None:
-                return 0, 0
-            before = _store_bytes(self.path)
-            try:
-                with self._busy_wait(db, None):
-                    db.execute("VACUUM")
-                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:
-                raise StoreError(
-                    f"history database {self.path} could not be compacted "
-                    f"({self._reason(exc, None)}); the runs were removed, and the next "
-                    "prune --vacuum tries again"
-                ) from None
-            return before, _store_bytes(self.path)
-
-    def integrity_check(self) -> str:
-        """SQLite's own integrity check: ``ok`` or the first problem it found."""
-        with self._lock, _errors(self.path):
-            db = self._connection(create=False)
-            row = db.execute("PRAGMA integrity_check").fetchone() if db is not None else ("ok",)
-        return str(row[0])

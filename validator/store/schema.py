@@ -9,8 +9,8 @@ and every finding as a row: 115 KB per node per run without a burn, 1.15 GB at
 - the full result JSON, compressed (see :func:`~validator.codec.pack`), its facts apart
   (``facts_packed``, encoded once for a host's arrival and final judgement) from
   the rest (``result_packed``): every measurement stays, readable with
-  :meth:`Store.result <validator.store.history_store.Store.result>`. Compressed rather than
-  kept only for failed runs, because a healthy run is the evidence drift and
+  :meth:`Store.result <validator.store.history_reads.HistoryReads.result>`. Compressed
+  rather than kept only for failed runs, because a healthy run is the evidence drift and
   RMA look back to, and telemetry compresses 20-60x;
 - verdict, summary, and the FAIL and UNKNOWN counts as columns: the history query
   reads one row per result and counts nothing;
