@@ -18,11 +18,11 @@ FUNCTION_LIMIT = 60
 _SPLIT = "one idea per file, issue 32"
 # path -> (ceiling in lines, why it is over the limit today).
 FILE_CEILINGS: dict[str, tuple[int, str]] = {
-    "validator/judge/checks/interconnect.py": (1278, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/service/provision_service.py": (
         1250,
         f"plan, runner events and the closing table: {_SPLIT}",
     ),
+    "validator/judge/checks/interconnect.py": (1238, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/node/sim/scenario.py": (1097, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1093, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
@@ -50,12 +50,15 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     ),
     "validator/node/bandwidth/live.py": (672, f"the live measurement's orchestration: {_SPLIT}"),
     "validator/node/burnin/cuda_libs.py": (671, "the CUDA runtime bindings, one unit"),
-    "validator/drift/bandwidth_drift.py": (
-        649,
-        "re-reads what the checks read: issue 32 merges them",
+    "validator/node/capture/recorded_bandwidth.py": (
+        632,
+        f"nvbandwidth's and nccl-tests' files read into the model: {_SPLIT}",
     ),
-    "validator/node/capture/recorded_bandwidth.py": (632, "re-read by drift: issue 32 merges them"),
     "validator/report/rma.py": (613, f"the RMA packet and its evidence: {_SPLIT}"),
+    "validator/drift/bandwidth_drift.py": (
+        604,
+        "copies, pairs and all-reduce against the certificate, read as certify reads them",
+    ),
 }
 # "path:function" -> (ceiling in lines, why).
 FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {

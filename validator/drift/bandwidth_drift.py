@@ -42,7 +42,7 @@ Decisions:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validator.certificate import (
@@ -52,8 +52,7 @@ from validator.certificate import (
     CertifiedPeer,
 )
 from validator.drift.gpus import Pair
-from validator.error_tree import PolicyError
-from validator.judge.catalog import Sku, load_catalog
+from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
@@ -63,15 +62,22 @@ from validator.judge.checks.finding_helpers import (
     node_finding,
     why_not,
 )
-from validator.judge.checks.interconnect import CORRUPTION_SOURCE, gbs
+from validator.judge.checks.interconnect import CORRUPTION_SOURCE
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
+from validator.judge.checks.interconnect_figures import (
+    figure_of,
+    gbs,
+    majority_of_peers,
+    pairs_words,
+    partners_of,
+    span,
+)
 from validator.judge.fleet import FIGURES
 from validator.judge.policy import Policy
 from validator.model import (
     Action,
     AllReduce,
     AllReducePoint,
-    Bandwidth,
     DriftCheck,
     Finding,
     GpuCopyBandwidth,
@@ -109,15 +115,6 @@ class _Context:
         return f">= {gbs(self.floor(was))} ({gbs(was)} certified, -{self.drop:.0%})"
 
 
-def _certified_sku(cert: Certificate) -> Sku | None:
-    if cert.sku is None:
-        return None
-    try:
-        return load_catalog().get(cert.sku)
-    except PolicyError:
-        return None  # a SKU this catalog does not know: the milder step
-
-
 def _share(now: float, was: float) -> str:
     return f"{now / was:.0%} of the certified {gbs(was)}"
 
@@ -129,13 +126,6 @@ def _required(why: Unavailable) -> bool:
 
 def _acted(finding: Finding, action: tuple[Action, str]) -> Finding:
     return dataclasses.replace(finding, action=action[0], action_source=action[1])
-
-
-def _why_unmeasured(bandwidth: Bandwidth) -> Unavailable:
-    value = bandwidth.gb_s
-    if isinstance(value, Unavailable):
-        return value
-    return Unavailable(Reason.ERROR, f"implausible value {value!r}")
 
 
 def _measured_now(interconnect: Interconnect) -> bool:
@@ -186,13 +176,13 @@ def _copy_figure(
     """One certified copy figure against now; None when it is as certified."""
     name = FIGURES[figure]
     expected = context.expected(was)
-    if now is None:
-        why = Unavailable(Reason.ERROR, "the GPU is missing from the measurement")
-        return _unmeasured(gpu, f"{name} was certified at {gbs(was)}", why, expected)
-    value = measured_gb_s(getattr(now, figure))
-    if value is None:
-        why = _why_unmeasured(getattr(now, figure))
-        return _unmeasured(gpu, f"{name} was certified at {gbs(was)}", why, expected)
+    value = (
+        figure_of(getattr(now, figure))
+        if now is not None
+        else Unavailable(Reason.ERROR, "the GPU is missing from the measurement")
+    )
+    if isinstance(value, Unavailable):
+        return _unmeasured(gpu, f"{name} was certified at {gbs(was)}", value, expected)
     if value >= context.floor(was):
         return None
     text = f"GPU {gpu.index}: {name} {gbs(value)}, {_share(value, was)}"
@@ -312,32 +302,6 @@ def _now_links(cert: Certificate, pairs: Sequence[Pair]) -> dict[Link, Certified
     return links
 
 
-def _pair_words(link: Link) -> str:
-    return f"GPU {link[0]} -> GPU {link[1]}"
-
-
-def _group_words(group: Sequence[Link]) -> str:
-    """One pair's directions that fell: 'GPU 2 -> GPU 5', or 'GPUs 2 and 5 both ways'."""
-    if len(group) == 2:
-        low, high = sorted(group[0])
-        return f"GPUs {low} and {high} both ways"
-    return _pair_words(group[0])
-
-
-def _span(values: Iterable[float], words: Callable[[float], str] = gbs) -> str:
-    """'131-132 GB/s', '33%', or one figure when they read alike."""
-    items = sorted(values)
-    low, high = words(items[0]), words(items[-1])
-    if low == high:
-        return low
-    unit = " GB/s" if low.endswith(" GB/s") else "%"
-    return f"{low.removesuffix(unit)}-{high}"
-
-
-def _percent(value: float) -> str:
-    return f"{value:.0%}"
-
-
 def _fallen_words(links: Sequence[Link], fallen: dict[Link, _Fallen]) -> str:
     """What ``links`` measure now against the certificate, in words."""
     measured = [fallen[link] for link in links if fallen[link].now is not None]
@@ -347,12 +311,12 @@ def _fallen_words(links: Sequence[Link], fallen: dict[Link, _Fallen]) -> str:
         now = [pair.now for pair in measured if pair.now is not None]
         shares = [pair.now / pair.was for pair in measured if pair.now is not None]
         parts.append(
-            f"{_span(now)}, {_span(shares, _percent)} of the certified "
-            f"{_span(pair.was for pair in measured)}"
+            f"{span(now)}, {span(shares, lambda share: f'{share:.0%}')} of the certified "
+            f"{span(pair.was for pair in measured)}"
         )
     if lost:
         parts.append(
-            f"no peer access now on {len(lost)} (certified at {_span(p.was for p in lost)})"
+            f"no peer access now on {len(lost)} (certified at {span(p.was for p in lost)})"
         )
     return "; ".join(parts)
 
@@ -363,24 +327,12 @@ def _fallen_observed(links: Sequence[Link], fallen: dict[Link, _Fallen]) -> str:
         return "no peer access" if value is None else gbs(value)
 
     if len(links) <= 2:
-        return "; ".join(f"{_pair_words(link)} {now(link)}" for link in links)
+        return "; ".join(f"{pairs_words([link])} {now(link)}" for link in links)
     measured = [value for link in links if (value := fallen[link].now) is not None]
     lost = len(links) - len(measured)
-    words = [f"{_span(measured)} on {len(measured)} pairs"] if measured else []
+    words = [f"{span(measured)} on {len(measured)} pairs"] if measured else []
     words += [f"no peer access on {lost}"] if lost else []
     return "; ".join(words)
-
-
-def _majority_of_peers(gpu: int, fallen: Iterable[Link], certified: Sequence[Link]) -> bool:
-    """True when ``gpu``'s copies fell to and from more than half its certified peers."""
-    peers_out = {dst for src, dst in certified if src == gpu}
-    peers_in = {src for src, dst in certified if dst == gpu}
-    if len(peers_out) < 2 or len(peers_in) < 2:
-        return False  # with one peer a row and a column are the same pair
-    links = list(fallen)
-    out = sum(1 for src, _ in links if src == gpu)
-    into = sum(1 for _, dst in links if dst == gpu)
-    return out * 2 > len(peers_out) and into * 2 > len(peers_in)
 
 
 def _fallen_finding(
@@ -418,7 +370,7 @@ def _diagnosed(
     below = f"more than {context.drop:.0%} below the certificate"
     gpus = {gpu.index: gpu for gpu in context.gpus}
     indexes = sorted({index for link in certified for index in link})
-    slow = [g for g in indexes if _majority_of_peers(g, fallen, certified)]
+    slow = [g for g in indexes if majority_of_peers(g, fallen, certified)]
     if len(slow) * 2 > len(indexes):
         links = sorted(fallen)
         text = (
@@ -431,8 +383,8 @@ def _diagnosed(
     for index in slow:
         mine = sorted(link for link in fallen if index in link and link not in taken)
         taken.update(mine)
-        peers = {dst if src == index else src for src, dst in mine}
-        others = {dst if src == index else src for src, dst in certified if index in (src, dst)}
+        peers = partners_of(index, mine)
+        others = partners_of(index, [link for link in certified if index in link])
         count = f"all {len(others)}" if peers == others else f"{len(peers)} of the {len(others)}"
         text = (
             f"GPU {index}: P2P to and from {count} of its peers fell ({below}): "
@@ -443,7 +395,8 @@ def _diagnosed(
     for link in sorted(set(fallen) - taken):
         by_pair.setdefault((min(link), max(link)), []).append(link)
     for group in by_pair.values():
-        text = f"P2P {_group_words(group)} fell ({below}): {_fallen_words(group, fallen)}"
+        both = " both ways" if len(group) == 2 else ""
+        text = f"P2P {pairs_words(group)}{both} fell ({below}): {_fallen_words(group, fallen)}"
         findings.append(_fallen_finding(None, text, group, fallen, context))
     return findings
 
@@ -469,8 +422,8 @@ def _peer_drift(
             fallen[link] = _Fallen(None, was)
         elif isinstance(current.access, Unavailable):
             unmeasured.append((link, current.access))
-        elif (value := measured_gb_s(current.unidirectional)) is None:
-            unmeasured.append((link, _why_unmeasured(current.unidirectional)))
+        elif isinstance(value := figure_of(current.unidirectional), Unavailable):
+            unmeasured.append((link, value))
         elif value < context.floor(was):
             fallen[link] = _Fallen(value, was)
     findings = _diagnosed(fallen, sorted(links), context) if fallen else []
@@ -493,7 +446,7 @@ def _pairs_unmeasured(unmeasured: Sequence[tuple[Link, Unavailable]]) -> list[Fi
     """One UNKNOWN for the certified pairs not measured now; required if one failed."""
     if not unmeasured:
         return []
-    words = "; ".join(f"{_pair_words(link)}: {why_not(why)}" for link, why in unmeasured)
+    words = "; ".join(f"{pairs_words([link])}: {why_not(why)}" for link, why in unmeasured)
     return [
         node_finding(
             CHECK,
@@ -602,7 +555,7 @@ def _busbw_drift(
 
 
 def bandwidth_findings(
-    cert: Certificate, facts: NodeFacts, pairs: Sequence[Pair], policy: Policy
+    cert: Certificate, facts: NodeFacts, pairs: Sequence[Pair], policy: Policy, sku: Sku | None
 ) -> list[Finding]:
     """Every certified bandwidth figure of the GPUs in ``pairs`` against the same now.
 
@@ -611,6 +564,8 @@ def bandwidth_findings(
         facts: the facts now; nothing is said without ``facts.interconnect``.
         pairs: the GPUs certified and the same boards now (:func:`~validator.drift.gpus.gpu_set`).
         policy: ``thresholds.drift_interconnect_drop`` is read.
+        sku: the certified SKU's catalog row, as drift reads it for the screen (None: a SKU
+            this catalog does not know, the milder repair).
 
     Returns:
         ``drift.interconnect`` findings (see the module doc).
@@ -633,7 +588,7 @@ def bandwidth_findings(
         ]
     context = _Context(
         drop=policy.thresholds.drift_interconnect_drop,
-        sku=_certified_sku(cert),
+        sku=sku,
         busy=frozenset(interconnect.busy_gpus),
         gpus=tuple(gpu for _, gpu in pairs),
     )

@@ -448,7 +448,7 @@ def _certified_sku(cert: Certificate) -> Sku | None:
     try:
         return load_catalog().get(cert.sku) if cert.sku else None
     except PolicyError:
-        return None  # a certificate from another catalog: the catalog's largest ceilings
+        return None  # another catalog's SKU: the largest ceilings, the milder repair
 
 
 def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Finding, ...]:
@@ -464,7 +464,8 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
         UNKNOWN for what could not be measured now.
     """
     # A figure beyond what the certified model can do is not measured now: never "unchanged".
-    facts, _ = screen(facts, _certified_sku(cert), load_catalog())
+    sku = _certified_sku(cert)
+    facts, _ = screen(facts, sku, load_catalog())
     findings = _versions(cert, facts)
     if gpus_unreadable(facts):
         detail = facts.nvml_detail or facts.nvml_status.value
@@ -483,7 +484,7 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
     for was, gpu in pairs:
         findings += compare_gpu(was, gpu, policy)
     findings += interconnect_findings(cert, pairs, policy)
-    findings += bandwidth_findings(cert, facts, pairs, policy)
+    findings += bandwidth_findings(cert, facts, pairs, policy, sku)
     findings += burn_findings(pairs, facts, policy)
     findings += _dcgm(cert, facts, pairs, policy)
     findings += _xids(cert, facts, policy)

@@ -67,8 +67,9 @@ from collections.abc import Callable, Sequence
 from validator.error_tree import PolicyError
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
-from validator.judge.checks.interconnect import P2P, PEER_ACCESS, gbs
+from validator.judge.checks.interconnect import P2P, PEER_ACCESS
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
+from validator.judge.checks.interconnect_figures import gbs
 from validator.judge.figure_ceilings import tflops_ceiling, tflops_plausible
 from validator.judge.policy import Policy
 from validator.judge.verdict import decide, sort_findings

@@ -76,13 +76,21 @@ from validator.judge.checks.interconnect_actions import (
     fabric_unfinished,
     peer_copies,
 )
+from validator.judge.checks.interconnect_figures import (
+    Pair,
+    figure_of,
+    gbs,
+    majority_of_peers,
+    pairs_words,
+    partners_of,
+    span,
+)
 from validator.judge.checks.nvlink import link_repair
 from validator.judge.policy import Policy
 from validator.model import (
     Action,
     AllReduce,
     AllReducePoint,
-    Bandwidth,
     Finding,
     GpuCopyBandwidth,
     GpuFacts,
@@ -113,8 +121,6 @@ MIN_ALL_REDUCE_BYTES = 1 << 30
 # one-direction peer copy. Healthy 8x H100: busbw ~477 GB/s against P2P ~395 (1.2x, NVLink
 # SHARP), ~0.9x without it; a degraded NVSwitch (~200 GB/s) falls well below 0.75x.
 DERIVED_ALL_REDUCE_SHARE = 0.75
-
-Pair = tuple[int, int]  # (src, dst) NVML indices
 
 RERUN_SOURCE = "gpuready: the interconnect could not be measured; measure it again"
 BUSY_SOURCE = "gpuready: the GPU was busy when measured; measure it again with the GPU idle"
@@ -320,21 +326,6 @@ def _aside(text: str) -> str:
     return f" ({text})" if text else ""
 
 
-def gbs(value: float) -> str:
-    """372 GB/s, 24.1 GB/s: three figures are enough to read a bandwidth."""
-    return f"{value:.0f} GB/s" if value >= 100 else f"{value:.1f} GB/s"
-
-
-def _figure(bandwidth: Bandwidth) -> Measured[float]:
-    """A copy's median, or why not, naming an implausible value (non-finite, not above 0)."""
-    value = measured_gb_s(bandwidth)
-    if value is not None:
-        return value
-    if isinstance(bandwidth.gb_s, Unavailable):
-        return bandwidth.gb_s
-    return Unavailable(Reason.ERROR, f"implausible value {bandwidth.gb_s!r}")
-
-
 def _with_action(finding: Finding, action: Action, source: str) -> Finding:
     return dataclasses.replace(finding, action=action, action_source=source)
 
@@ -459,7 +450,7 @@ def _copy_findings(
     for index in node.indexes:
         entry = by_index.get(index)
         figures[index] = (
-            _figure(getattr(entry, copy.part))
+            figure_of(getattr(entry, copy.part))
             if entry is not None
             else Unavailable(Reason.NOT_MEASURED, "the interconnect results hold no entry for it")
         )
@@ -644,18 +635,12 @@ def _diagnose(pairs: set[Pair], indexes: list[int]) -> tuple[dict[int, list[Pair
     """The GPUs slow to most peers (as source and as destination), and the pairs left over.
 
     Each GPU found takes all its pairs in ``pairs`` not taken by a GPU before it.
-
-    With fewer than three GPUs a row and a column are the same pair: nothing to diagnose.
     """
-    peers = len(indexes) - 1
-    if peers < 2:
-        return {}, sorted(pairs)
+    matrix = [(src, dst) for src in indexes for dst in indexes if src != dst]
     by_gpu: dict[int, list[Pair]] = {}
     taken: set[Pair] = set()
     for gpu in indexes:
-        as_src = sum(1 for src, _ in pairs if src == gpu)
-        as_dst = sum(1 for _, dst in pairs if dst == gpu)
-        if as_src * 2 > peers and as_dst * 2 > peers:
+        if majority_of_peers(gpu, pairs, matrix):
             mine = sorted(pair for pair in pairs if gpu in pair and pair not in taken)
             # The GPUs before it may have taken all its pairs (a matrix measured for none).
             if mine:
@@ -664,25 +649,12 @@ def _diagnose(pairs: set[Pair], indexes: list[int]) -> tuple[dict[int, list[Pair
     return by_gpu, sorted(pairs - taken)
 
 
-def _partners(gpu: int, pairs: Iterable[Pair]) -> set[int]:
-    return {dst if src == gpu else src for src, dst in pairs}
-
-
 def _pair_groups(pairs: Sequence[Pair]) -> list[tuple[Pair, ...]]:
     """Ordered pairs grouped by their two GPUs: both directions of a pair go together."""
     groups: dict[tuple[int, int], list[Pair]] = {}
     for src, dst in pairs:
         groups.setdefault((min(src, dst), max(src, dst)), []).append((src, dst))
     return [tuple(group) for _, group in sorted(groups.items())]
-
-
-def _pairs_words(group: Sequence[Pair]) -> str:
-    """'GPU 2 and GPU 5 ... each other' words for one pair's directions."""
-    if len(group) == 2:
-        low, high = sorted(group[0])
-        return f"GPUs {low} and {high}"
-    src, dst = group[0]
-    return f"GPU {src} -> GPU {dst}"
 
 
 def _peer_count(partners: set[int], indexes: list[int], every: str = "every peer") -> str:
@@ -758,7 +730,7 @@ def _denied(node: _Node, denied: set[Pair], sku: Sku) -> list[Finding]:
     by_gpu, rest = _diagnose(denied, node.indexes)
     findings = []
     for gpu, pairs in by_gpu.items():
-        partners = _partners(gpu, pairs)
+        partners = partners_of(gpu, pairs)
         cause, action, source = _link_action(node, [gpu])
         finding = gpu_finding(
             PEER_ACCESS,
@@ -774,7 +746,7 @@ def _denied(node: _Node, denied: set[Pair], sku: Sku) -> list[Finding]:
         ends = sorted({index for pair in group for index in pair})
         cause, action, source = _link_action(node, ends)
         if len(group) == 2:
-            subject = f"{_pairs_words(group)} have no peer access to each other"
+            subject = f"{pairs_words(group)} have no peer access to each other"
         else:
             subject = f"GPU {group[0][0]} has no peer access to GPU {group[0][1]}"
         finding = node_finding(
@@ -815,10 +787,10 @@ def _unread_access(
         else "not in the peer matrix"
     )
     groups = [
-        f"GPU {gpu} (to and from {len(_partners(gpu, pairs))} peers)"
+        f"GPU {gpu} (to and from {len(partners_of(gpu, pairs))} peers)"
         for gpu, pairs in by_gpu.items()
     ]
-    groups += [_pairs_words(group) for group in _pair_groups(rest)]
+    groups += [pairs_words(group) for group in _pair_groups(rest)]
     finding = node_finding(
         PEER_ACCESS,
         UNKNOWN,
@@ -836,7 +808,7 @@ def _unread_access(
 
 def _bandwidth(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Finding]:
     figures: dict[Pair, Measured[float]] = {
-        pair: _figure(peer.unidirectional)
+        pair: figure_of(peer.unidirectional)
         if peer is not None
         else Unavailable(Reason.NOT_MEASURED, "not in the peer matrix")
         for pair, peer in matrix.items()
@@ -864,15 +836,6 @@ def _bandwidth(node: _Node, matrix: dict[Pair, PeerBandwidth | None]) -> list[Fi
     return findings + _slow_pairs(node, slow, values, bar)
 
 
-def _span(values: Iterable[float]) -> str:
-    """'121-130 GB/s', or '121 GB/s' when they round alike."""
-    items = sorted(values)
-    low, high = gbs(items[0]), gbs(items[-1])
-    if low == high:
-        return low
-    return f"{low.removesuffix(' GB/s')}-{high}"
-
-
 def _bar_words(bar: _Bar, node: _Node) -> str:
     """'a node median of 372 GB/s, floor 335 GB/s': what the slow pairs are set against."""
     parts = []
@@ -889,9 +852,9 @@ def _pairs_pass(node: _Node, values: dict[Pair, float], bar: _Bar) -> Finding:
     return node_finding(
         P2P,
         PASS,
-        f"All {len(values)} GPU pairs copy at {_span(values.values())}"
+        f"All {len(values)} GPU pairs copy at {span(values.values())}"
         f"{_aside(bar.context([], node.no_floor_words(bar.floor)))}",
-        observed=_span(values.values()),
+        observed=span(values.values()),
         expected=bar.expected(),
     )
 
@@ -906,9 +869,9 @@ def _pairs_not_judged(node: _Node, values: dict[Pair, float], bar: _Bar, uniform
     return node_finding(
         P2P,
         UNKNOWN,
-        f"{len(values)} GPU pairs copy at {_span(values.values())}, not judged: {why}; set "
+        f"{len(values)} GPU pairs copy at {span(values.values())}, not judged: {why}; set "
         "p2p_min_gbs in the policy's thresholds to judge them",
-        observed=_span(values.values()),
+        observed=span(values.values()),
         expected=bar.expected(),
         required=False,
     )
@@ -921,7 +884,7 @@ def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list
     by_gpu, rest = _diagnose(set(missing), node.indexes)
     findings = []
     for gpu, pairs in by_gpu.items():
-        partners = _partners(gpu, pairs)
+        partners = partners_of(gpu, pairs)
         finding = gpu_finding(
             P2P,
             UNKNOWN,
@@ -937,7 +900,7 @@ def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list
         finding = node_finding(
             P2P,
             UNKNOWN,
-            f"{_pairs_words(group)} peer copy was not measured: {why_not(missing[group[0]])}",
+            f"{pairs_words(group)} peer copy was not measured: {why_not(missing[group[0]])}",
             observed=missing[group[0]],
             expected="measured",
             required=node.required,
@@ -984,18 +947,16 @@ def _by_busy_gpu(node: _Node, pairs: set[Pair]) -> list[tuple[int, list[Pair]]]:
 def _slow_gpu(
     node: _Node, gpu: int, pairs: list[Pair], values: dict[Pair, float], bar: _Bar
 ) -> Finding:
-    partners = _partners(gpu, pairs)
+    partners = partners_of(gpu, pairs)
     figures = [values[pair] for pair in pairs]
     text = (
-        f"GPU {gpu} is slow to {_peer_count(partners, node.indexes)}: {_span(figures)} "
+        f"GPU {gpu} is slow to {_peer_count(partners, node.indexes)}: {span(figures)} "
         f"against {_bar_words(bar, node)}"
     )
     cause, action, source = _link_action(node, [gpu])
     return _busy_or_fail(
         node,
-        _Low(
-            P2P, text, f"{_span(figures)} to {len(partners)} peers", bar.expected(), node.gpu(gpu)
-        ),
+        _Low(P2P, text, f"{span(figures)} to {len(partners)} peers", bar.expected(), node.gpu(gpu)),
         node.busy.intersection([gpu]),
         "measure it again with the GPU idle",
         (f"{text}: {cause or _links_of(node)}", action, source),
@@ -1010,13 +971,13 @@ def _slow_pair(
     ends = sorted({index for pair in group for index in pair})
     verb = "copy to each other at" if len(group) == 2 else "copies at"
     text = (
-        f"{_pairs_words(group)} {verb} {_span(figures)}, {' and '.join(shortfalls)}"
+        f"{pairs_words(group)} {verb} {span(figures)}, {' and '.join(shortfalls)}"
         f"{_aside(bar.context(shortfalls, node.no_floor_words(bar.floor)))}"
     )
     cause, action, source = _link_action(node, ends)
     return _busy_or_fail(
         node,
-        _Low(P2P, text, _span(figures), bar.expected()),
+        _Low(P2P, text, span(figures), bar.expected()),
         sorted(node.busy.intersection(ends)),
         "measure them again idle",
         (f"{text}: {cause or 'the link between them'}", action, source),
@@ -1026,14 +987,14 @@ def _slow_pair(
 def _slow_fabric(node: _Node, slow: set[Pair], values: dict[Pair, float], bar: _Bar) -> Finding:
     figures = [values[pair] for pair in slow]
     text = (
-        f"{len(slow)} of {len(values)} GPU pairs are slow across the node: {_span(figures)} "
+        f"{len(slow)} of {len(values)} GPU pairs are slow across the node: {span(figures)} "
         f"against {_bar_words(bar, node)}"
     )
     ends = {index for pair in slow for index in pair}
     cause, action, source = _link_action(node, node.indexes)
     return _busy_or_fail(
         node,
-        _Low(P2P, text, f"{_span(figures)} on {len(slow)} pairs", bar.expected()),
+        _Low(P2P, text, f"{span(figures)} on {len(slow)} pairs", bar.expected()),
         sorted(node.busy.intersection(ends)),
         "measure them again idle",
         (f"{text}: {cause or 'the NVLink fabric the pairs share'}", action, source),
@@ -1273,6 +1234,5 @@ __all__ = [
     "RERUN_SOURCE",
     "RUN",
     "check",
-    "gbs",
     "interconnect_required",
 ]
