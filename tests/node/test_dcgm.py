@@ -681,14 +681,14 @@ def test_a_request_without_a_dcgm_level_keeps_the_policys() -> None:
 
 
 def test_certify_node_runs_dcgm_at_the_level_asked() -> None:
-    from validator.service.collect_and_judge import NodeRequest, certify_node
+    from validator.service.certify_service import CertifyRequest, certify_node
 
-    report = certify_node(NodeRequest(simulate="dcgm-memtest-failure", dcgm_level=3))
+    report = certify_node(CertifyRequest(simulate="dcgm-memtest-failure", dcgm_level=3))
     (node,) = report.nodes
     assert node.facts.dcgm is not None
     assert node.facts.dcgm.source == "dcgmi diag -r 3 -j"
     with_deadline = certify_node(
-        NodeRequest(simulate="dcgm-memtest-failure", dcgm_level=3, deadline_s=120.0)
+        CertifyRequest(simulate="dcgm-memtest-failure", dcgm_level=3, deadline_s=120.0)
     )
     dcgm = with_deadline.nodes[0].facts.dcgm
     assert dcgm is not None

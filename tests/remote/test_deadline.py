@@ -37,13 +37,8 @@ from validator.remote.fanout import run_fanout
 from validator.remote.local import LocalTransport
 from validator.remote.per_host import PerHostTransport
 from validator.remote.transport import AgentOutcome, AgentRequest, Progress, overrun_s
-from validator.service.collect_and_judge import (
-    FleetRequest,
-    NodeRequest,
-    Reach,
-    certify_fleet,
-    certify_node,
-)
+from validator.service.certify_service import CertifyRequest, certify_node
+from validator.service.collect_and_judge import FleetRequest, Reach, certify_fleet
 
 SCENARIO = "healthy-8x-h100-sxm"
 LONG_BURN = BurnConfig(duration_s=30)
@@ -136,7 +131,7 @@ def test_timed_out_keeps_a_proven_fault_and_every_finding() -> None:
 
 def test_a_single_node_past_its_deadline_is_cut_and_keeps_its_figures() -> None:
     started = time.monotonic()
-    report = certify_node(NodeRequest(simulate=SCENARIO, burn=LONG_BURN, deadline_s=DEADLINE_S))
+    report = certify_node(CertifyRequest(simulate=SCENARIO, burn=LONG_BURN, deadline_s=DEADLINE_S))
     elapsed = time.monotonic() - started
 
     assert elapsed < DEADLINE_S + overrun_s(DEADLINE_S)
@@ -146,7 +141,7 @@ def test_a_single_node_past_its_deadline_is_cut_and_keeps_its_figures() -> None:
 
 def test_a_single_node_within_its_deadline_is_judged_as_usual() -> None:
     report = certify_node(
-        NodeRequest(simulate=SCENARIO, burn=BurnConfig(duration_s=2), deadline_s=60.0)
+        CertifyRequest(simulate=SCENARIO, burn=BurnConfig(duration_s=2), deadline_s=60.0)
     )
     (node,) = report.nodes
     assert node.verdict is Verdict.CERTIFIED, node.summary
@@ -156,7 +151,7 @@ def test_a_single_node_within_its_deadline_is_judged_as_usual() -> None:
 def test_certify_on_the_command_line_binds_the_deadline_for_one_node(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # Needs run_certify to hand CertifyRequest.deadline_s to NodeRequest.
+    # Needs run_certify to hand the command line's deadline to the collector.
     started = time.monotonic()
     code = main(
         ["certify", "--simulate", SCENARIO, "--burn", "30s", "--deadline", "3s", "--json",

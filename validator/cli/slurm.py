@@ -69,7 +69,7 @@ def slurm() -> None:
 @click.pass_context
 def collect(ctx: click.Context, /, job: str, **options: Any) -> None:  # noqa: ANN401
     """Gather JOBID's results (a job id or token certify --slurm printed), judge and record them."""
-    from validator.service.certify_service import collect_request
+    from validator.service.saved_submission import collect_request
 
     request = collect_request(
         spool_path(options["spool"]),

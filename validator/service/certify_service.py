@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +34,12 @@ from validator.remote.transport import Progress
 from validator.service import signals
 from validator.service.collect_and_judge import (
     FleetRequest,
-    NodeRequest,
     Reach,
     certify_fleet,
-    certify_node,
     effective_policy,
+    facts_request,
+    interconnect_mode,
+    report_of,
 )
 from validator.service.outcome import report_exit_code
 from validator.store import RunKind
@@ -228,17 +230,8 @@ def _certify_one(
         if burn_progress is not None:
             burn_progress(update)
 
-    node = NodeRequest(
-        simulate=request.simulate,
-        capture=request.capture,
-        policy_path=request.policy_path,
-        burn=request.burn,
-        deadline_s=request.deadline_s,
-        dcgm_level=request.dcgm_level,
-        interconnect=request.interconnect,
-    )
     try:
-        report = certify_node(node, progress=progress, policy=policy)
+        report = certify_node(request, progress=progress, policy=policy)
     except BadInputError:
         if run.started:  # found during the burn: the run is cut short
             _close_cut_short(store, run.run_id())
@@ -247,6 +240,51 @@ def _certify_one(
         _close_cut_short(store, run.run_id())  # Ctrl-C is a run cut short
         raise
     return report, run.run_id()
+
+
+def certify_node(
+    request: CertifyRequest, *, progress: ProgressSink | None = None, policy: Policy | None = None
+) -> Report:
+    """Collect and judge the one node the request names (this host, its capture or scenario).
+
+    In this thread, with or without a deadline, so Ctrl-C still ends the burn, which is
+    judged. With a deadline, the burn-in is cut to end within it, and a node whose run
+    was cut (or took longer) is UNKNOWN, judged as timed out, its measurements kept.
+
+    Args:
+        request: the source of facts, the policy, the burn-in and the deadline.
+        progress: called about once a second while the burn-in runs.
+        policy: the run's policy, already read (:func:`effective_policy`); None reads
+            the request's.
+
+    Raises:
+        BadInputError: a bad policy file, capture directory or scenario.
+        KeyboardInterrupt: Ctrl-C before the burn-in (one during it ends the burn, which is
+            then judged as interrupted).
+    """
+    from validator.judge import judge_node
+    from validator.node.agent import source_for
+    from validator.node.collect import collect
+
+    if policy is None:
+        policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    started = time.monotonic()
+    until = None if request.deadline_s is None else started + request.deadline_s
+    facts = collect(
+        source_for(request.simulate, request.capture),
+        facts_request(policy, request.burn, interconnect_mode(policy)),
+        until,
+        progress,
+    )
+    result = judge_node(facts, policy)
+    if request.deadline_s is not None:
+        from validator.remote.deadline import cut_short, timed_out
+
+        asked = request.burn if request.capture is None else None  # a capture holds no burn
+        cut = cut_short(asked, facts, request.deadline_s, time.monotonic() - started)
+        if cut is not None:
+            result = timed_out(result, request.deadline_s, cut)
+    return report_of((result,))
 
 
 class _RunStart:
@@ -526,72 +564,12 @@ def record_report(
     return close_run(store, run_id, interrupted=report_interrupted(report))
 
 
-def collect_request(
-    spool: str,
-    token: str,
-    *,
-    wait: bool,
-    poll_s: float,
-    slurm_drain: bool,
-    report_dir: str | None = None,
-    json_form: str = "auto",
-    sign_key: str | None = None,
-    argv: Sequence[str] = (),
-) -> CertifyRequest:
-    """The certify request that gathers (and judges) a saved submission as it was asked.
-
-    Raises:
-        BadInputError: no such submission, or its saved options are damaged.
-    """
-    from validator.slurm.job_fanout import SlurmOptions
-    from validator.slurm.submission_spool import find
-
-    submission = find(spool, token)
-    saved = submission.options
-    if saved.get("drift"):
-        raise BadInputError(
-            f"job {token} was submitted by drift --slurm, which compares as results arrive: "
-            "run drift --slurm again rather than collecting it"
-        )
-
-    def number(key: str) -> float | None:
-        value = saved.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise BadInputError(
-                f"{submission.directory}/request.json: {key} is not a number; submit again"
-            )
-        return float(value)
-
-    burn_s = number("burn_s")
-    level = number("dcgm_level")
-    interconnect = saved.get("interconnect")
-    policy_path = saved.get("policy_path")
-    return CertifyRequest(
-        policy_path=policy_path if isinstance(policy_path, str) else None,
-        burn=BurnConfig(duration_s=burn_s) if burn_s else None,
-        deadline_s=number("deadline_s"),
-        dcgm_level=int(level) if level is not None else None,
-        interconnect=interconnect if isinstance(interconnect, bool) else None,
-        report_dir=report_dir,
-        json_form=json_form,
-        sign_key=sign_key,
-        reach=Reach(
-            slurm=SlurmOptions(spool=spool, wait=wait, poll_s=poll_s, manage_drains=slurm_drain)
-        ),
-        slurm_collect=token,
-        slurm_drain=slurm_drain,
-        argv=argv,
-    )
-
-
 __all__ = [
     "CertifyOutcome",
     "CertifyRequest",
     "FleetDisplay",
     "certificates_for",
-    "collect_request",
+    "certify_node",
     "record_report",
     "run_certify",
 ]

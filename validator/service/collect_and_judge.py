@@ -1,7 +1,8 @@
-"""Collect and judge: one node, or every host of an inventory, into one report.
+"""Collect and judge a fleet: every host an inventory (or Slurm) names, into one report.
 
 The certify command's whole job (history, certificates, reports, exit code) is
-validator.service.certify_service; this module is what it runs to get the report.
+validator.service.certify_service; this module is what it runs to get a fleet's report,
+and what one node's in-process collection is asked (:func:`facts_request`).
 
 A deadline binds every path alike: one node (this host or a scenario) and each
 host of a fleet, whatever its transport. The burn-in is cut to end within it
@@ -24,7 +25,6 @@ import dataclasses
 import datetime
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,31 +34,17 @@ from validator import __version__
 from validator.error_tree import GpureadyError
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import HostSpec, NodeFacts, NodeResult, Report, TransportName
+from validator.model import FleetSummary, HostSpec, NodeFacts, NodeResult, Report, TransportName
 from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
 from validator.node.burnin.burn_config import BurnConfig
 
 if TYPE_CHECKING:  # the transports are imported where a fleet uses them, not at start-up
-    from validator.node.burnin.burn_progress import ProgressSink
     from validator.node.collect import CollectRequest
     from validator.remote.per_host import PerHostTransport
     from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
     from validator.slurm.job_fanout import SlurmOptions
     from validator.slurm.plan_and_reach import SlurmPlan
     from validator.slurm.submission_spool import Submission
-
-
-@dataclass(frozen=True)
-class NodeRequest:
-    """One node to certify (this host, a capture or a scenario), and against which policy."""
-
-    simulate: str | None = None
-    capture: str | os.PathLike[str] | None = None
-    policy_path: str | None = None
-    burn: BurnConfig | None = None  # None: no burn-in
-    deadline_s: float | None = None  # None: none (the burn carries its own limits)
-    dcgm_level: int | None = None  # overrides the policy's dcgm_level; None: the policy's
-    interconnect: bool | None = None  # overrides the policy's interconnect; None: the policy's
 
 
 def effective_policy(
@@ -107,64 +93,17 @@ def with_dcgm_level(policy: Policy, dcgm_level: int | None) -> Policy:
     return dataclasses.replace(policy, dcgm_level=dcgm_level)
 
 
-def make_report(results: tuple[NodeFacts, ...], policy: Policy) -> Report:
-    """Judge each node's facts into one report."""
-    return _report(tuple(judge_node(facts, policy) for facts in results))
-
-
-def _report(nodes: tuple[NodeResult, ...]) -> Report:
+def report_of(nodes: tuple[NodeResult, ...], fleet: FleetSummary | None = None) -> Report:
+    """The run's report of these judged nodes (and the fleet's comparison), stamped now."""
     return Report(
         generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         nodes=nodes,
+        fleet=fleet,
     )
 
 
-def certify_node(
-    request: NodeRequest, *, progress: ProgressSink | None = None, policy: Policy | None = None
-) -> Report:
-    """Collect and judge one node as the request says.
-
-    With a deadline, the burn-in is cut to end within it, and a node whose run was
-    cut (or took longer) is UNKNOWN, judged as timed out, its measurements kept.
-
-    Args:
-        request: the source of facts, the policy, the burn-in and the deadline.
-        progress: called about once a second while the burn-in runs.
-        policy: the run's policy, already read (:func:`effective_policy`); None reads
-            the request's.
-
-    Raises:
-        BadInputError: a bad policy file, capture directory or scenario.
-        KeyboardInterrupt: Ctrl-C before the burn-in (one during it ends the burn, which is
-            then judged as interrupted).
-    """
-    from validator.node.agent import source_for
-    from validator.node.collect import collect
-
-    if policy is None:
-        policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    started = time.monotonic()
-    until = None if request.deadline_s is None else started + request.deadline_s
-    # In this thread, with or without a deadline: Ctrl-C still ends the burn, judged.
-    facts = collect(
-        source_for(request.simulate, request.capture),
-        collect_request(policy, request.burn, interconnect_mode(policy)),
-        until,
-        progress,
-    )
-    result = judge_node(facts, policy)
-    if request.deadline_s is not None:
-        asked = request.burn if request.capture is None else None  # a capture holds no burn
-        from validator.remote.deadline import cut_short, timed_out
-
-        cut = cut_short(asked, facts, request.deadline_s, time.monotonic() - started)
-        if cut is not None:
-            result = timed_out(result, request.deadline_s, cut)
-    return _report((result,))
-
-
-def collect_request(policy: Policy, burn: BurnConfig | None, interconnect: str) -> CollectRequest:
+def facts_request(policy: Policy, burn: BurnConfig | None, interconnect: str) -> CollectRequest:
     """What an in-process collection measures, as the run's policy says."""
     from validator.node.collect import CollectRequest
 
@@ -505,9 +444,4 @@ def certify_fleet(
         interrupted=outcome.interrupted,
         catalog=catalog,
     )
-    return Report(
-        generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        tool_version=__version__,
-        nodes=results,
-        fleet=report_fleet,
-    )
+    return report_of(results, report_fleet)

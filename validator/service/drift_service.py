@@ -35,7 +35,7 @@ from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
 from validator.service import signals
-from validator.service.collect_and_judge import FleetRequest, Reach, collect_request
+from validator.service.collect_and_judge import FleetRequest, Reach, facts_request
 from validator.service.outcome import close_run, exit_code, report_interrupted
 from validator.slurm.judged_nodes import SlurmStep, tell_slurm
 from validator.store import RunKind, StoreError
@@ -285,7 +285,7 @@ def _drift_here(
     from validator.node.collect import collect
 
     interconnect = interconnect_modes(request.measure_interconnect)(policy)
-    asked = collect_request(policy, request.burn, interconnect)
+    asked = facts_request(policy, request.burn, interconnect)
     facts: NodeFacts = collect(source_for(request.simulate), asked)
     run_id = store.start_run(RunKind.DRIFT, 1, policy_digest(policy), request.argv)
     key = request.sign_key

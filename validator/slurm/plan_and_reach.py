@@ -6,7 +6,7 @@ their results when the request names Slurm; everything else (judging, the fleet 
 reports, history, certificates) is the SSH fleet's. A plan either submits (the nodes
 Slurm lists, each host's variables from the inventory where one is given) or collects a
 submission already in the spool (``gpuready slurm collect``), whose hosts and options
-were saved with it (validator.service.certify_service.collect_request asks for it
+were saved with it (validator.service.saved_submission.collect_request asks for it
 again). What Slurm is told about the judged nodes afterwards is
 validator.slurm.judged_nodes. Nothing here imports the commands' modules back.
 """
