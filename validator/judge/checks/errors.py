@@ -32,6 +32,7 @@ from validator.judge.checks.finding_helpers import (
     readable_gpus,
     unknown_gpu,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.judge.sxid_catalog import GUIDE, sxid_info
@@ -364,10 +365,6 @@ def _recent_events(facts: NodeFacts, policy: Policy) -> list[XidEvent] | Unavail
     return [e for e in events if _in_window(e, now, window)]
 
 
-def _with_action(finding: Finding, action: Action, source: str) -> Finding:
-    return replace(finding, action=action, action_source=source)
-
-
 def _xid_action(xid: int, severity: Severity) -> tuple[Action, str]:
     """NVIDIA's catalog resolution for an Xid; for one it lacks, by the policy's verdict.
 
@@ -411,7 +408,7 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
         if severity is FAIL:
             text += "; a hardware fault"
         text += f"; {ACTION_WORDS[action]} ({source})"
-        findings.append(_with_action(xid_finding(check_id, severity, group, text), action, source))
+        findings.append(with_action(xid_finding(check_id, severity, group, text), action, source))
     if not findings:
         note = (
             f" (Xids {', '.join(str(x) for x in sorted(set(ignored)))} seen, ignored by policy)"
@@ -505,7 +502,7 @@ def _sxid_finding(group: XidGroup, hours: str, expected: str) -> Finding:
         f"{group.events[0].message}; {words}{recovery}"
     )
     finding = xid_finding("errors.sxid", FAIL if fatal else WARN, group, text, expected=expected)
-    return _with_action(finding, action, source)
+    return with_action(finding, action, source)
 
 
 # --------------------------------------------------------------------------- kernel faults
@@ -670,7 +667,7 @@ def _fault_finding(
         finding = node_finding(
             "errors.kernel_faults", severity, text, observed=observed, expected=expected
         )
-    return _with_action(finding, action, source)
+    return with_action(finding, action, source)
 
 
 def _ecc_verdict(gpu: GpuFacts | None, source: str) -> tuple[Severity, Action, str]:

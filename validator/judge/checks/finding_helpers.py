@@ -99,6 +99,11 @@ def _finding(
     )
 
 
+def with_action(finding: Finding, action: Action, source: str) -> Finding:
+    """``finding`` saying what to do about it (``action``) and why (``source``)."""
+    return replace(finding, action=action, action_source=source)
+
+
 def why_not(value: Unavailable) -> str:
     """Why a value is missing, as one flat phrase: "not supported", "error: NVML error 999".
 
@@ -318,8 +323,7 @@ def follow_driver(finding: Finding, facts: NodeFacts) -> Finding:
     fix = nvml_fix(facts)
     if fix is None or finding.severity is not UNKNOWN:
         return finding
-    advice, action = fix
-    return replace(finding, action=action, action_source=f"gpuready: the driver: {advice}")
+    return with_action(finding, fix[1], f"gpuready: the driver: {fix[0]}")
 
 
 # NVML states in which no GPU could be inspected at all. A version mismatch is not one:
