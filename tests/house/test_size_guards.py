@@ -22,7 +22,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         1250,
         f"plan, runner events and the closing table: {_SPLIT}",
     ),
-    "validator/judge/checks/interconnect.py": (1234, f"copies, peers and NCCL checks: {_SPLIT}"),
+    "validator/judge/checks/interconnect.py": (1224, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/node/sim/scenario.py": (1097, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1030, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
@@ -42,7 +42,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/node/parsers/nvbandwidth.py": (754, "nvbandwidth's text and JSON forms, one parser"),
     "validator/ansible_inventory.py": (718, f"inventory reading and per-host policy: {_SPLIT}"),
     "validator/judge/checks/burn.py": (704, f"burn status, speed, power and counters: {_SPLIT}"),
-    "validator/judge/checks/errors.py": (696, f"ECC, retired pages, remaps and Xids: {_SPLIT}"),
+    "validator/judge/checks/errors.py": (652, f"ECC, retired pages, remaps and Xids: {_SPLIT}"),
     "validator/fields.py": (685, f"document validation and its messages: {_SPLIT}"),
     "validator/node/sim/simulated_bandwidth.py": (
         684,

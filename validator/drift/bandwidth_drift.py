@@ -352,10 +352,7 @@ def _fallen_finding(
     else:
         severity = FAIL
         action = figure_action("p2p", context.sku, [g for g in context.gpus if g.index in ends])
-    if where is None:
-        finding = node_finding(CHECK, severity, text, observed=observed, expected=expected)
-    else:
-        finding = gpu_finding(CHECK, severity, where, text, observed=observed, expected=expected)
+    finding = gpu_finding(CHECK, severity, where, text, observed=observed, expected=expected)
     return finding if action is None else with_action(finding, *action)
 
 

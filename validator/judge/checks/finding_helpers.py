@@ -52,14 +52,14 @@ def uuid_of(gpu: GpuRef) -> str | None:
 def gpu_finding(
     check: str,
     severity: Severity,
-    gpu: GpuRef,
+    gpu: GpuRef | None,
     message: str,
     *,
     observed: object = "",
     expected: object = "",
     required: bool = True,
 ) -> Finding:
-    """A finding about one GPU."""
+    """A finding about one GPU; about the node as a whole when ``gpu`` is None."""
     return _finding(check, severity, message, observed, expected, required, gpu)
 
 

@@ -548,25 +548,15 @@ def _busy_or_fail(
         severity, required = FAIL, True
         message, action, source = failure
         observed = low.observed
-    if low.gpu is not None:
-        finding = gpu_finding(
-            low.check,
-            severity,
-            low.gpu,
-            message,
-            observed=observed,
-            expected=low.expected,
-            required=required,
-        )
-    else:
-        finding = node_finding(
-            low.check,
-            severity,
-            message,
-            observed=observed,
-            expected=low.expected,
-            required=required,
-        )
+    finding = gpu_finding(
+        low.check,
+        severity,
+        low.gpu,
+        message,
+        observed=observed,
+        expected=low.expected,
+        required=required,
+    )
     return with_action(finding, action, source)
 
 
