@@ -60,7 +60,18 @@ def gpu_finding(
     required: bool = True,
 ) -> Finding:
     """A finding about one GPU; about the node as a whole when ``gpu`` is None."""
-    return _finding(check, severity, message, observed, expected, required, gpu)
+    # Made at once, never as a node finding then replaced with the GPU: a node's checks
+    # make a hundred and more, and dataclasses.replace costs twice the making.
+    return Finding(
+        check=check,
+        severity=severity,
+        message=message,
+        observed=str(observed),
+        expected=str(expected),
+        gpu_index=None if gpu is None else gpu.index,
+        gpu_uuid=None if gpu is None else uuid_of(gpu),
+        required=required,
+    )
 
 
 def node_finding(
@@ -73,29 +84,8 @@ def node_finding(
     required: bool = True,
 ) -> Finding:
     """A finding about the node as a whole."""
-    return _finding(check, severity, message, observed, expected, required, None)
-
-
-def _finding(
-    check: str,
-    severity: Severity,
-    message: str,
-    observed: object,
-    expected: object,
-    required: bool,
-    gpu: GpuRef | None,
-) -> Finding:
-    # Made at once, never as a node finding then replaced with the GPU: a node's checks
-    # make a hundred and more, and dataclasses.replace costs twice the making.
-    return Finding(
-        check=check,
-        severity=severity,
-        message=message,
-        observed=str(observed),
-        expected=str(expected),
-        gpu_index=None if gpu is None else gpu.index,
-        gpu_uuid=None if gpu is None else uuid_of(gpu),
-        required=required,
+    return gpu_finding(
+        check, severity, None, message, observed=observed, expected=expected, required=required
     )
 
 
