@@ -41,7 +41,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/slurm/job_fanout.py": (763, f"submit, follow and quarantine: {_SPLIT}"),
     "validator/node/parsers/nvbandwidth.py": (754, "nvbandwidth's text and JSON forms, one parser"),
     "validator/ansible_inventory.py": (718, f"inventory reading and per-host policy: {_SPLIT}"),
-    "validator/judge/checks/burn.py": (704, f"burn status, speed, power and counters: {_SPLIT}"),
+    "validator/judge/checks/burn.py": (688, f"burn status, speed, power and counters: {_SPLIT}"),
     "validator/judge/checks/errors.py": (652, f"ECC, retired pages, remaps and Xids: {_SPLIT}"),
     "validator/fields.py": (685, f"document validation and its messages: {_SPLIT}"),
     "validator/node/sim/simulated_bandwidth.py": (
