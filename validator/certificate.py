@@ -51,6 +51,7 @@ import datetime
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
@@ -744,202 +745,138 @@ def _added(declared: Field) -> Field:
     return dataclasses.replace(declared, nullable=True, required=False)
 
 
-CERTIFIED_LINK_FIELDS = Document(
-    (
-        Field("link", int, minimum=0, required=True),
-        Field("active", bool, required=True),
-        _gb_s("speed_gb_s"),
-    ),
-    noun="field",
-    wanted="a JSON object",
+def _object(*declared: Field) -> Document:
+    """A JSON object of these fields (a certificate, or a part of one)."""
+    return Document(declared, noun="field", wanted="a JSON object")
+
+
+def _list_of(
+    name: str, wanted: str, item: str, document: Document, make: Callable[..., Any]
+) -> Field:
+    """A list of ``document`` objects, each made into ``make``'s dataclass."""
+    return Field(
+        name,
+        list,
+        wanted=wanted,
+        required=True,
+        item=Field(item, dict, document=document),
+        convert=lambda items: tuple(make(**each) for each in items),
+    )
+
+
+def _one(make: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
+    """A decoded JSON object made into ``make``'s dataclass."""
+    return lambda data: make(**data)
+
+
+CERTIFIED_LINK_FIELDS = _object(
+    Field("link", int, minimum=0, required=True),
+    Field("active", bool, required=True),
+    _gb_s("speed_gb_s"),
 )
 
-CERTIFIED_LINK_ERRORS_FIELDS = Document(
-    (
-        Field("link", int, minimum=0, required=True),
-        _count("crc_flit"),
-        _count("crc_data"),
-        _count("replay"),
-        _count("recovery"),
-    ),
-    noun="field",
-    wanted="a JSON object",
+CERTIFIED_LINK_ERRORS_FIELDS = _object(
+    Field("link", int, minimum=0, required=True),
+    _count("crc_flit"),
+    _count("crc_data"),
+    _count("replay"),
+    _count("recovery"),
 )
 
-CERTIFIED_DCGM_TEST_FIELDS = Document(
-    (
-        Field("test", str, non_empty=True, required=True),
-        Field("outcome", str, choices=tuple(o.value for o in DcgmOutcome), required=True),
-        Field("gpu_index", int, minimum=0, nullable=True, required=True),
-    ),
-    noun="field",
-    wanted="a JSON object",
+CERTIFIED_DCGM_TEST_FIELDS = _object(
+    Field("test", str, non_empty=True, required=True),
+    Field("outcome", str, choices=tuple(o.value for o in DcgmOutcome), required=True),
+    Field("gpu_index", int, minimum=0, nullable=True, required=True),
 )
 
+CERTIFIED_DCGM_FIELDS = _object(
+    Field("level", int, minimum=0, maximum=4, nullable=True, required=True),
+    _text("version"),
+    _list_of(
+        "results",
+        "a list of DCGM test results",
+        "result",
+        CERTIFIED_DCGM_TEST_FIELDS,
+        CertifiedDcgmTest,
+    ),
+)
 
-def _dcgm_tests(items: list[dict[str, Any]]) -> tuple[CertifiedDcgmTest, ...]:
-    return tuple(CertifiedDcgmTest(**item) for item in items)
+CERTIFIED_PEER_FIELDS = _object(
+    Field("src", int, minimum=0, required=True),
+    Field("dst", int, minimum=0, required=True),
+    _text("src_uuid"),
+    _text("dst_uuid"),
+    _gb_s("unidirectional_gb_s", nullable=False),
+)
 
+CERTIFIED_ALL_REDUCE_FIELDS = _object(
+    Field("ranks", int, minimum=1, required=True),
+    Field("size_bytes", int, minimum=1, required=True),
+    _gb_s("busbw_gb_s", nullable=False),
+)
 
-CERTIFIED_DCGM_FIELDS = Document(
-    (
-        Field("level", int, minimum=0, maximum=4, nullable=True, required=True),
-        _text("version"),
+CERTIFIED_GPU_FIELDS = _object(
+    Field("index", int, minimum=0, required=True),
+    _text("uuid"),
+    _text("serial"),
+    _text("name"),
+    _text("vbios_version"),
+    _count("memory_total_mib"),
+    _non_negative("power_limit_enforced_w"),
+    _non_negative("power_limit_default_w"),
+    _count("pcie_gen_max"),
+    _count("pcie_width_current"),
+    _non_negative("burn_tflops"),
+    _count("ecc_volatile_uncorrected"),
+    _count("ecc_aggregate_uncorrected"),
+    _count("remapped_rows_correctable"),
+    _count("remapped_rows_uncorrectable"),
+    _count("retired_pages_sbe"),
+    _count("retired_pages_dbe"),
+    Field("persistence_mode", bool, nullable=True, required=True),
+    _added(_list_of("nvlinks", "a list of NVLinks", "link", CERTIFIED_LINK_FIELDS, CertifiedLink)),
+    _added(
+        _list_of(
+            "nvlink_errors",
+            "a list of NVLink error counters",
+            "link",
+            CERTIFIED_LINK_ERRORS_FIELDS,
+            CertifiedLinkErrors,
+        )
+    ),
+    _added(_count("pcie_replay_count")),
+    _added(Field("recovery_action", str, non_empty=True)),
+    _added(_gb_s("h2d_gb_s")),
+    _added(_gb_s("d2h_gb_s")),
+    _added(_gb_s("hbm_gb_s")),
+)
+
+CERTIFICATE_FIELDS = _object(
+    Field("schema_version", int, minimum=1, required=True),
+    _text("hostname", nullable=False),
+    _text("issued_at", nullable=False),
+    _text("tool_version", nullable=False),
+    _text("policy_digest", nullable=False),
+    _text("sku"),
+    _text("driver_version"),
+    _text("cuda_driver_version"),
+    _text("kernel_module_version"),
+    _text("nvcc_version"),
+    _text("cudnn_version"),
+    _list_of("gpus", "a list of GPUs", "gpu", CERTIFIED_GPU_FIELDS, CertifiedGpu),
+    _added(Field("dcgm", dict, document=CERTIFIED_DCGM_FIELDS, convert=_one(CertifiedDcgm))),
+    _added(_list_of("peers", "a list of GPU pairs", "pair", CERTIFIED_PEER_FIELDS, CertifiedPeer)),
+    _added(
         Field(
-            "results",
-            list,
-            wanted="a list of DCGM test results",
-            required=True,
-            item=Field("result", dict, document=CERTIFIED_DCGM_TEST_FIELDS),
-            convert=_dcgm_tests,
-        ),
+            "all_reduce",
+            dict,
+            document=CERTIFIED_ALL_REDUCE_FIELDS,
+            convert=_one(CertifiedAllReduce),
+        )
     ),
-    noun="field",
-    wanted="a JSON object",
-)
-
-
-CERTIFIED_PEER_FIELDS = Document(
-    (
-        Field("src", int, minimum=0, required=True),
-        Field("dst", int, minimum=0, required=True),
-        _text("src_uuid"),
-        _text("dst_uuid"),
-        _gb_s("unidirectional_gb_s", nullable=False),
-    ),
-    noun="field",
-    wanted="a JSON object",
-)
-
-CERTIFIED_ALL_REDUCE_FIELDS = Document(
-    (
-        Field("ranks", int, minimum=1, required=True),
-        Field("size_bytes", int, minimum=1, required=True),
-        _gb_s("busbw_gb_s", nullable=False),
-    ),
-    noun="field",
-    wanted="a JSON object",
-)
-
-
-def _certified_peers(items: list[dict[str, Any]]) -> tuple[CertifiedPeer, ...]:
-    return tuple(CertifiedPeer(**item) for item in items)
-
-
-def _certified_all_reduce(data: dict[str, Any]) -> CertifiedAllReduce:
-    return CertifiedAllReduce(**data)
-
-
-def _certified_links(items: list[dict[str, Any]]) -> tuple[CertifiedLink, ...]:
-    return tuple(CertifiedLink(**item) for item in items)
-
-
-def _certified_link_errors(items: list[dict[str, Any]]) -> tuple[CertifiedLinkErrors, ...]:
-    return tuple(CertifiedLinkErrors(**item) for item in items)
-
-
-def _certified_dcgm(data: dict[str, Any]) -> CertifiedDcgm:
-    return CertifiedDcgm(**data)
-
-
-CERTIFIED_GPU_FIELDS = Document(
-    (
-        Field("index", int, minimum=0, required=True),
-        _text("uuid"),
-        _text("serial"),
-        _text("name"),
-        _text("vbios_version"),
-        _count("memory_total_mib"),
-        _non_negative("power_limit_enforced_w"),
-        _non_negative("power_limit_default_w"),
-        _count("pcie_gen_max"),
-        _count("pcie_width_current"),
-        _non_negative("burn_tflops"),
-        _count("ecc_volatile_uncorrected"),
-        _count("ecc_aggregate_uncorrected"),
-        _count("remapped_rows_correctable"),
-        _count("remapped_rows_uncorrectable"),
-        _count("retired_pages_sbe"),
-        _count("retired_pages_dbe"),
-        Field("persistence_mode", bool, nullable=True, required=True),
-        _added(
-            Field(
-                "nvlinks",
-                list,
-                wanted="a list of NVLinks",
-                item=Field("link", dict, document=CERTIFIED_LINK_FIELDS),
-                convert=_certified_links,
-            )
-        ),
-        _added(
-            Field(
-                "nvlink_errors",
-                list,
-                wanted="a list of NVLink error counters",
-                item=Field("link", dict, document=CERTIFIED_LINK_ERRORS_FIELDS),
-                convert=_certified_link_errors,
-            )
-        ),
-        _added(_count("pcie_replay_count")),
-        _added(Field("recovery_action", str, non_empty=True)),
-        _added(_gb_s("h2d_gb_s")),
-        _added(_gb_s("d2h_gb_s")),
-        _added(_gb_s("hbm_gb_s")),
-    ),
-    noun="field",
-    wanted="a JSON object",
-)
-
-
-def _gpus(items: list[dict[str, Any]]) -> tuple[CertifiedGpu, ...]:
-    return tuple(CertifiedGpu(**item) for item in items)
-
-
-CERTIFICATE_FIELDS = Document(
-    (
-        Field("schema_version", int, minimum=1, required=True),
-        _text("hostname", nullable=False),
-        _text("issued_at", nullable=False),
-        _text("tool_version", nullable=False),
-        _text("policy_digest", nullable=False),
-        _text("sku"),
-        _text("driver_version"),
-        _text("cuda_driver_version"),
-        _text("kernel_module_version"),
-        _text("nvcc_version"),
-        _text("cudnn_version"),
-        Field(
-            "gpus",
-            list,
-            wanted="a list of GPUs",
-            required=True,
-            item=Field("gpu", dict, document=CERTIFIED_GPU_FIELDS),
-            convert=_gpus,
-        ),
-        _added(Field("dcgm", dict, document=CERTIFIED_DCGM_FIELDS, convert=_certified_dcgm)),
-        _added(
-            Field(
-                "peers",
-                list,
-                wanted="a list of GPU pairs",
-                item=Field("pair", dict, document=CERTIFIED_PEER_FIELDS),
-                convert=_certified_peers,
-            )
-        ),
-        _added(
-            Field(
-                "all_reduce",
-                dict,
-                document=CERTIFIED_ALL_REDUCE_FIELDS,
-                convert=_certified_all_reduce,
-            )
-        ),
-        _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
-        Field("digest", str),
-        Field("signature", str, nullable=True),
-    ),
-    noun="field",
-    wanted="a JSON object",
+    _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
+    Field("digest", str),
+    Field("signature", str, nullable=True),
 )
 
 

@@ -8,8 +8,8 @@ Every option's value is checked as click parses it, so bad input is one line
   checks never trip).
 * :class:`NonEmpty` / :class:`NonEmptyPath`: a name or a path that is not empty or blank
   (``--policy ""`` would otherwise become the current directory, or be ignored).
-* :class:`BurnDuration` / :class:`Deadline`: durations with the burn's and the deadline's
-  bounds (validator.node.burnin.burn_config).
+* :data:`BURN_DURATION` / :class:`Deadline`: durations with the burn's and the deadline's
+  bounds (validator.node.burnin.burn_config); :class:`CheckedText` checks the first.
 
 The errors are :class:`~validator.error_tree.BadInputError`, not click's usage errors: the
 message names the option and the fix on one line.
@@ -194,14 +194,16 @@ class BoundedInt(click.types.IntParamType):
         return number
 
 
-class BurnDuration(click.types.StringParamType):
-    """A burn length: 0 (none), or from the shortest burn up to a week (see parse_burn_duration).
+class CheckedText(click.types.StringParamType):
+    """Text that ``check`` accepts (it raises otherwise), handed on as given.
 
     The text itself is what the commands read (a simulated node's default depends on
-    whether ``--burn`` was given), so it is checked here and handed on as given.
+    whether ``--burn`` was given), so it is only checked here.
     """
 
-    name = "duration"
+    def __init__(self, name: str, check: Callable[[str, str], object]) -> None:
+        self.name = name
+        self.check = check
 
     def convert(
         self,
@@ -209,8 +211,8 @@ class BurnDuration(click.types.StringParamType):
         param: click.Parameter | None,
         ctx: click.Context | None,
     ) -> str:
-        """The duration's text, checked."""
-        parse_burn_duration(str(value), param_label(param))
+        """The text, checked."""
+        self.check(str(value), param_label(param))
         return str(value)
 
 
@@ -231,24 +233,9 @@ class Deadline(click.types.FloatParamType):
         return parse_deadline(str(value), param_label(param))
 
 
-class InjectionText(click.types.StringParamType):
-    """``KIND:GPU:ITERATION`` (the fault-injection test hook), checked and handed on as text."""
-
-    name = "injection"
-
-    def convert(
-        self,
-        value: Any,  # noqa: ANN401 - click hands over what it parsed
-        param: click.Parameter | None,
-        ctx: click.Context | None,
-    ) -> str:
-        """The injection's text, checked."""
-        Injection.parse(str(value))
-        return str(value)
-
-
 TEXT = NonEmpty()
-BURN_DURATION = BurnDuration()
+# A burn length: 0 (none), or from the shortest burn up to a week (see parse_burn_duration).
+BURN_DURATION = CheckedText("duration", parse_burn_duration)
 
 
 def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
@@ -443,7 +430,8 @@ _BURN_SETTING_OPTIONS: tuple[Callable[[F], F], ...] = (
     ),
     click.option(
         "--burn-inject",
-        type=InjectionText(),
+        # KIND:GPU:ITERATION, checked as the burn will parse it.
+        type=CheckedText("injection", lambda text, _label: Injection.parse(text)),
         hidden=True,
         help="Test hook: KIND:GPU:ITERATION (flip or nan).",
     ),

@@ -41,7 +41,6 @@ Decisions:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +60,7 @@ from validator.judge.checks.finding_helpers import (
     gpu_finding,
     node_finding,
     why_not,
+    with_action,
 )
 from validator.judge.checks.interconnect import CORRUPTION_SOURCE
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
@@ -122,10 +122,6 @@ def _share(now: float, was: float) -> str:
 def _required(why: Unavailable) -> bool:
     """A figure missing for a failure blocks; one nobody asked for (NOT_MEASURED) does not."""
     return why.reason is not Reason.NOT_MEASURED
-
-
-def _acted(finding: Finding, action: tuple[Action, str]) -> Finding:
-    return dataclasses.replace(finding, action=action[0], action_source=action[1])
 
 
 def _measured_now(interconnect: Interconnect) -> bool:
@@ -203,7 +199,7 @@ def _copy_figure(
         observed=f"{name} {gbs(value)}",
         expected=expected,
     )
-    return _acted(finding, figure_action(figure, context.sku, context.gpus))
+    return with_action(finding, *figure_action(figure, context.sku, context.gpus))
 
 
 def _unmeasured(gpu: GpuFacts, certified: str, why: Unavailable, expected: str) -> Finding:
@@ -356,11 +352,8 @@ def _fallen_finding(
     else:
         severity = FAIL
         action = figure_action("p2p", context.sku, [g for g in context.gpus if g.index in ends])
-    if where is None:
-        finding = node_finding(CHECK, severity, text, observed=observed, expected=expected)
-    else:
-        finding = gpu_finding(CHECK, severity, where, text, observed=observed, expected=expected)
-    return finding if action is None else _acted(finding, action)
+    finding = gpu_finding(CHECK, severity, where, text, observed=observed, expected=expected)
+    return finding if action is None else with_action(finding, *action)
 
 
 def _diagnosed(
@@ -495,7 +488,7 @@ def _all_reduce_drift(
             observed=f"{wrong} wrong",
             expected="0 wrong",
         )
-        return _acted(finding, (Action.DRAIN_RMA, CORRUPTION_SOURCE))
+        return with_action(finding, Action.DRAIN_RMA, CORRUPTION_SOURCE)
     return _busbw_drift(was, run, run.points, context, peers)
 
 
@@ -548,7 +541,7 @@ def _busbw_drift(
         observed=gbs(busbw),
         expected=expected,
     )
-    return _acted(finding, figure_action("all_reduce", context.sku, context.gpus, peers))
+    return with_action(finding, *figure_action("all_reduce", context.sku, context.gpus, peers))
 
 
 # ------------------------------------------------------------------ the check

@@ -69,6 +69,7 @@ from validator.judge.checks.finding_helpers import (
     node_finding,
     uuid_of,
     why_not,
+    with_action,
 )
 from validator.judge.figure_ceilings import screen
 from validator.judge.policy import Policy
@@ -309,9 +310,7 @@ def _dcgm_group(
     )
     if where is not None:  # as gpu_finding names a GPU
         finding = replace(finding, gpu_index=where.index, gpu_uuid=uuid_of(where))
-    if action is None:
-        return finding
-    return replace(finding, action=action[0], action_source=action[1])
+    return finding if action is None else with_action(finding, *action)
 
 
 def _dcgm_unmatched(cert: Certificate, diag: DcgmDiag, policy: Policy) -> list[Finding]:

@@ -57,6 +57,7 @@ from validator.judge.checks.finding_helpers import (
     unknown_gpu,
     watts,
     why_not,
+    with_action,
 )
 from validator.judge.checks.nvlink import SPEED_TOLERANCE, link_repair
 from validator.judge.checks.pcie import REPLAY_REPAIR
@@ -427,9 +428,7 @@ def link_action(cert: Certificate) -> tuple[Action, str]:
 
 def _acted(finding: Finding, action: tuple[Action, str]) -> Finding:
     """``finding`` with the action to take, when it is drift."""
-    if finding.severity is not FAIL:
-        return finding
-    return dataclasses.replace(finding, action=action[0], action_source=action[1])
+    return with_action(finding, *action) if finding.severity is FAIL else finding
 
 
 def _speed(value: float) -> str:
@@ -679,9 +678,7 @@ def _recovery_action(was: CertifiedGpu, gpu: GpuFacts) -> Finding | None:
         observed=now,
         expected="none",
     )
-    return dataclasses.replace(
-        finding, action=step.action, action_source=f"NVML GPU recovery action: {now}"
-    )
+    return with_action(finding, step.action, f"NVML GPU recovery action: {now}")
 
 
 # ------------------------------------------------------------------ the interconnect checks

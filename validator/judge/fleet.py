@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 from validator.error_tree import PolicyError
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
+from validator.judge.checks.finding_helpers import with_action
 from validator.judge.checks.interconnect import P2P, PEER_ACCESS
 from validator.judge.checks.interconnect_actions import PeerCopies, figure_action, peer_copies
 from validator.judge.checks.interconnect_figures import gbs
@@ -317,8 +318,7 @@ def _interconnect_finding(judged: _Judged, node: NodeResult, peers: PeerCopies) 
     )
     if not judged.slow:
         return finding
-    action, source = figure_action(sample.figure, judged.sku, node.facts.gpus, peers)
-    return dataclasses.replace(finding, action=action, action_source=source)
+    return with_action(finding, *figure_action(sample.figure, judged.sku, node.facts.gpus, peers))
 
 
 def _sku(catalog: Catalog, sku: str) -> Sku | None:

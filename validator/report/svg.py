@@ -534,19 +534,15 @@ def _markers(
 ) -> list[Markup]:
     """A dot on every point of a short series, its label as the tooltip."""
     return [
-        _el(
-            "circle",
-            {
-                "class": "point",
-                "cx": _num(x_scale(x)),
-                "cy": _num(y_scale(y)),
-                "r": 3.5,
-                "fill": item.color,
-            },
-            _el("title", {}, label),
-        )
+        _dot(x_scale(x), y_scale(y), 3.5, item.color, _el("title", {}, label))
         for (x, y), label in zip(points, item.point_labels)
     ]
+
+
+def _dot(x: float, y: float, radius: float, color: str, *children: Markup) -> Markup:
+    """A point of a series, drawn where it lies."""
+    where = {"class": "point", "cx": _num(x), "cy": _num(y), "r": radius, "fill": color}
+    return _el("circle", where, *children)
 
 
 def power_of_two_ticks(
@@ -686,18 +682,7 @@ def line_chart(
         elif len(points) == 1:
             # A single point draws no line; mark it so it is not lost.
             only_x, only_y = points[0]
-            parts.append(
-                _el(
-                    "circle",
-                    {
-                        "class": "point",
-                        "cx": _num(x_scale(only_x)),
-                        "cy": _num(y_scale(only_y)),
-                        "r": 3,
-                        "fill": item.color,
-                    },
-                )
-            )
+            parts.append(_dot(x_scale(only_x), y_scale(only_y), 3, item.color))
     parts.append(_x_axis_line(bottom))
     keys = [_Key(reference.label, INK, shape="dash") for reference in references]
     keys.extend(

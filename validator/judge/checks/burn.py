@@ -36,6 +36,7 @@ from validator.judge.checks.finding_helpers import (
     PASS,
     UNKNOWN,
     WARN,
+    gpu_finding,
     gpu_list,
     node_finding,
     readable_gpus,
@@ -64,23 +65,6 @@ from validator.trace import (
 
 HARDWARE_SLOWDOWN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 THERMAL_SLOWDOWN = ("sw_thermal_slowdown",)
-
-
-def _finding(
-    check: str,
-    severity: Severity,
-    gpu: GpuBurn,
-    message: str,
-    *,
-    observed: object = "",
-    expected: object = "",
-    required: bool = True,
-) -> Finding:
-    finding = node_finding(
-        check, severity, message, observed=observed, expected=expected, required=required
-    )
-    uuid = gpu.uuid if isinstance(gpu.uuid, str) else None
-    return dataclasses.replace(finding, gpu_index=gpu.index, gpu_uuid=uuid)
 
 
 def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
@@ -176,7 +160,7 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
     if gpu.status is BurnStatus.UNSEEN:
         if burn.cuda_visible_devices is not None:
             return [
-                _finding(
+                gpu_finding(
                     "burn.status",
                     UNKNOWN,
                     gpu,
@@ -188,7 +172,7 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
                 )
             ]
         return [
-            _finding(
+            gpu_finding(
                 "burn.status",
                 FAIL,
                 gpu,
@@ -200,7 +184,7 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
         ]
     if gpu.status is BurnStatus.INTERRUPTED:
         return [
-            _finding(
+            gpu_finding(
                 "burn.status",
                 UNKNOWN,
                 gpu,
@@ -212,7 +196,7 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
         ]
     if gpu.status is BurnStatus.NOT_RUN:
         return [
-            _finding(
+            gpu_finding(
                 "burn.status",
                 UNKNOWN,
                 gpu,
@@ -228,7 +212,7 @@ def _status(gpu: GpuBurn, burn: BurnResult, policy: Policy) -> list[Finding]:
         else "failed the burn-in"
     )
     return [
-        _finding(
+        gpu_finding(
             "burn.status",
             FAIL,
             gpu,
@@ -255,7 +239,7 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
         )
     if not problems and gpu.iterations == 0:
         return [
-            _finding(
+            gpu_finding(
                 "burn.correctness",
                 UNKNOWN,
                 gpu,
@@ -266,7 +250,7 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
         ]
     if problems:
         return [
-            _finding(
+            gpu_finding(
                 "burn.correctness",
                 FAIL,
                 gpu,
@@ -278,7 +262,7 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
         ]
     if isinstance(gpu.reference_ok, Unavailable):
         return [
-            _finding(
+            gpu_finding(
                 "burn.correctness",
                 UNKNOWN,
                 gpu,
@@ -289,7 +273,7 @@ def _correctness(gpu: GpuBurn) -> list[Finding]:
             )
         ]
     return [
-        _finding(
+        gpu_finding(
             "burn.correctness",
             PASS,
             gpu,
@@ -304,13 +288,13 @@ def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> l
     check_id = "burn.speed"
     if isinstance(gpu.tflops, Unavailable):
         return [
-            _finding(
+            gpu_finding(
                 check_id, UNKNOWN, gpu, f"GPU {gpu.index}'s speed was not measured: {gpu.tflops}"
             )
         ]
     if burn.backend == "numpy" and not burn.simulated:
         return [
-            _finding(
+            gpu_finding(
                 check_id,
                 UNKNOWN,
                 gpu,
@@ -324,7 +308,7 @@ def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> l
     peak = sku.peak_tflops.of(burn.dtype) if sku is not None else None
     if peak is None:
         return [
-            _finding(
+            gpu_finding(
                 check_id,
                 UNKNOWN,
                 gpu,
@@ -340,7 +324,7 @@ def _speed(burn: BurnResult, gpu: GpuBurn, policy: Policy, sku: Sku | None) -> l
     ok = gpu.tflops >= floor
     duty = f" at {gpu.duty:.1%} device duty" if isinstance(gpu.duty, float) else ""
     return [
-        _finding(
+        gpu_finding(
             check_id,
             PASS if ok else FAIL,
             gpu,
@@ -368,7 +352,7 @@ def _relative_speed(ran: list[GpuBurn], policy: Policy) -> list[Finding]:
     for gpu, value in measured:
         ok = value >= floor
         findings.append(
-            _finding(
+            gpu_finding(
                 "burn.speed_relative",
                 PASS if ok else FAIL,
                 gpu,
@@ -416,7 +400,7 @@ def _too_few(gpu: GpuBurn, check_id: str, what: str) -> Finding | None:
     if len(loaded) >= MIN_LOAD_SAMPLES:
         return None
     why = "no samples were taken" if not gpu.samples else f"({describe_window(gpu)})"
-    return _finding(
+    return gpu_finding(
         check_id,
         UNKNOWN,
         gpu,
@@ -439,7 +423,7 @@ def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fin
         if typical is None:
             why = "no power was sampled under load"
         return [
-            _finding(
+            gpu_finding(
                 "burn.power",
                 UNKNOWN,
                 gpu,
@@ -450,7 +434,7 @@ def _power(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fin
     floor = policy.thresholds.burn_power_min_ratio
     ok = ratio >= floor
     return [
-        _finding(
+        gpu_finding(
             "burn.power",
             PASS if ok else FAIL,
             gpu,
@@ -477,7 +461,7 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
                 seen[reason] = seen.get(reason, 0) + 1
     if not measured:
         return [
-            _finding(
+            gpu_finding(
                 "burn.throttle",
                 UNKNOWN,
                 gpu,
@@ -491,7 +475,7 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
     bad = sorted(reason for reason in seen if reason in HARDWARE_SLOWDOWN + THERMAL_SLOWDOWN)
     if bad:
         return [
-            _finding(
+            gpu_finding(
                 "burn.throttle",
                 FAIL,
                 gpu,
@@ -502,7 +486,7 @@ def _throttle(gpu: GpuBurn) -> list[Finding]:
             )
         ]
     return [
-        _finding(
+        gpu_finding(
             "burn.throttle",
             PASS,
             gpu,
@@ -523,7 +507,7 @@ def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[F
     slowdown = slowdown_temperature(facts_gpu) if facts_gpu is not None else None
     if peak is None:
         return [
-            _finding(
+            gpu_finding(
                 "burn.thermal",
                 UNKNOWN,
                 gpu,
@@ -532,7 +516,7 @@ def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[F
         ]
     if slowdown is None:
         return [
-            _finding(
+            gpu_finding(
                 "burn.thermal",
                 UNKNOWN,
                 gpu,
@@ -546,7 +530,7 @@ def _thermal(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[F
     needed = policy.thresholds.burn_thermal_margin_c
     ok = margin >= needed
     return [
-        _finding(
+        gpu_finding(
             "burn.thermal",
             PASS if ok else FAIL,
             gpu,
@@ -567,7 +551,7 @@ def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fi
     low = percentile(clocks, LOW_PERCENTILE)
     if low is None or not isinstance(top, int) or top <= 0:
         return [
-            _finding(
+            gpu_finding(
                 "burn.clocks",
                 UNKNOWN,
                 gpu,
@@ -580,7 +564,7 @@ def _clocks(gpu: GpuBurn, facts_gpu: GpuFacts | None, policy: Policy) -> list[Fi
     allowed = policy.thresholds.burn_clock_sag_max
     ok = sag <= allowed
     return [
-        _finding(
+        gpu_finding(
             "burn.clocks",
             PASS if ok else FAIL,
             gpu,
@@ -624,7 +608,7 @@ def _counters(gpu: GpuBurn) -> list[Finding]:
     ]
     if hung:
         return [
-            _finding(
+            gpu_finding(
                 "burn.errors",
                 FAIL,
                 gpu,
@@ -636,7 +620,7 @@ def _counters(gpu: GpuBurn) -> list[Finding]:
         ]
     if not compared:
         return [
-            _finding(
+            gpu_finding(
                 "burn.errors",
                 UNKNOWN,
                 gpu,
@@ -645,7 +629,7 @@ def _counters(gpu: GpuBurn) -> list[Finding]:
         ]
     if grew:
         return [
-            _finding(
+            gpu_finding(
                 "burn.errors",
                 severity,
                 gpu,
@@ -655,7 +639,7 @@ def _counters(gpu: GpuBurn) -> list[Finding]:
             )
         ]
     return [
-        _finding(
+        gpu_finding(
             "burn.errors",
             PASS,
             gpu,

@@ -33,6 +33,7 @@ from validator.judge.checks.finding_helpers import (
     gpu_finding,
     node_finding,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.model import (
@@ -119,18 +120,10 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
 
 
 def _not_run(message: str, *, required: bool = True, observed: object = "not run") -> Finding:
-    return replace(
-        node_finding(
-            RUN,
-            UNKNOWN,
-            message,
-            observed=observed,
-            expected="dcgmi diag results",
-            required=required,
-        ),
-        action=Action.RERUN,
-        action_source=TEST_SOURCE,
+    finding = node_finding(
+        RUN, UNKNOWN, message, observed=observed, expected="dcgmi diag results", required=required
     )
+    return with_action(finding, Action.RERUN, TEST_SOURCE)
 
 
 def _no_results(diag: DcgmDiag, why: Unavailable, level: int) -> Finding:
@@ -199,9 +192,8 @@ def _finding(facts: NodeFacts, result: DcgmTestResult, asked: bool) -> Finding:
     if severity is PASS:
         return finding
     if result.outcome is DcgmOutcome.PASS:  # a pass on a GPU the node lacks: run it here
-        return replace(finding, action=Action.RERUN, action_source=TEST_SOURCE)
-    action, source = action_for_result(result)
-    return replace(finding, action=action, action_source=source)
+        return with_action(finding, Action.RERUN, TEST_SOURCE)
+    return with_action(finding, *action_for_result(result))
 
 
 def _judged(outcome: DcgmOutcome, asked: bool) -> tuple[Severity, str]:

@@ -32,6 +32,7 @@ from validator.judge.checks.finding_helpers import (
     readable_gpus,
     unknown_gpu,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.judge.sxid_catalog import GUIDE, sxid_info
@@ -289,11 +290,11 @@ def parse_time(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def _in_window(event: XidEvent, now: datetime | None, window: timedelta) -> bool:
-    # Events without a wall-clock time are kept: the collector already bounded the log.
-    if now is None or event.timestamp is None:
+def _in_window(timestamp: str | None, now: datetime | None, window: timedelta) -> bool:
+    # Xids and faults without a wall-clock time are kept: the collector bounded the log.
+    if now is None or timestamp is None:
         return True
-    moment = parse_time(event.timestamp)
+    moment = parse_time(timestamp)
     return moment is None or moment >= now - window
 
 
@@ -325,13 +326,18 @@ class XidGroup:
         return f"{'SXid' if self.nvswitch else 'Xid'} {self.xid} x{len(self.events)}"
 
 
-def group_xids(events: Iterable[XidEvent], gpus: Iterable[GpuFacts]) -> list[XidGroup]:
-    """The events by Xid, switch and device, in that order; each on its GPU found by bus."""
-    gpus_by_bus = {
+def _by_bus(gpus: Iterable[GpuFacts]) -> dict[tuple[int, int, int], GpuFacts]:
+    """The GPUs by their bus, as bus_key has it, to find the GPU a kernel log line names."""
+    return {
         key: gpu
         for gpu in gpus
         if isinstance(gpu.pci_bus_id, str) and (key := bus_key(gpu.pci_bus_id)) is not None
     }
+
+
+def group_xids(events: Iterable[XidEvent], gpus: Iterable[GpuFacts]) -> list[XidGroup]:
+    """The events by Xid, switch and device, in that order; each on its GPU found by bus."""
+    gpus_by_bus = _by_bus(gpus)
     groups: dict[tuple[int, bool, str], list[XidEvent]] = defaultdict(list)
     for event in events:
         groups[(event.xid, event.nvswitch, event.pci_bus_id.lower())].append(event)
@@ -347,11 +353,9 @@ def xid_finding(
     check: str, severity: Severity, group: XidGroup, message: str, *, expected: object = ""
 ) -> Finding:
     """A finding about one Xid group: on its GPU when it has one, else on the node."""
-    if group.gpu is not None:
-        return gpu_finding(
-            check, severity, group.gpu, message, observed=group.observed, expected=expected
-        )
-    return node_finding(check, severity, message, observed=group.observed, expected=expected)
+    return gpu_finding(
+        check, severity, group.gpu, message, observed=group.observed, expected=expected
+    )
 
 
 def _recent_events(facts: NodeFacts, policy: Policy) -> list[XidEvent] | Unavailable:
@@ -361,11 +365,7 @@ def _recent_events(facts: NodeFacts, policy: Policy) -> list[XidEvent] | Unavail
         return events
     now = parse_time(facts.collected_at) if facts.collected_at else None
     window = timedelta(hours=policy.xid_window_hours)
-    return [e for e in events if _in_window(e, now, window)]
-
-
-def _with_action(finding: Finding, action: Action, source: str) -> Finding:
-    return replace(finding, action=action, action_source=source)
+    return [e for e in events if _in_window(e.timestamp, now, window)]
 
 
 def _xid_action(xid: int, severity: Severity) -> tuple[Action, str]:
@@ -385,16 +385,10 @@ def _xid_action(xid: int, severity: Severity) -> tuple[Action, str]:
 def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
     check_id = "errors.xid"
     hours = f"{policy.xid_window_hours:g} h"
+    expected = f"no hardware Xid in the last {hours}"
     recent = _recent_events(facts, policy)
     if isinstance(recent, Unavailable):
-        return [
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The kernel log could not be read for Xid errors: {why_not(recent)}",
-                expected=f"no hardware Xid in the last {hours}",
-            )
-        ]
+        return [_log_unread(check_id, "Xid errors", why_not(recent), expected)]
     findings: list[Finding] = []
     ignored: list[int] = []
     for group in group_xids((e for e in recent if not e.nvswitch), facts.gpus):
@@ -411,7 +405,7 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
         if severity is FAIL:
             text += "; a hardware fault"
         text += f"; {ACTION_WORDS[action]} ({source})"
-        findings.append(_with_action(xid_finding(check_id, severity, group, text), action, source))
+        findings.append(with_action(xid_finding(check_id, severity, group, text), action, source))
     if not findings:
         note = (
             f" (Xids {', '.join(str(x) for x in sorted(set(ignored)))} seen, ignored by policy)"
@@ -419,16 +413,23 @@ def _xids(facts: NodeFacts, policy: Policy) -> list[Finding]:
             else ""
         )
         findings.append(
-            node_finding(
-                check_id,
-                PASS,
-                f"No Xid errors in the last {hours} of the kernel log "
-                f"({facts.kernel_log.source}){note}",
-                observed="none",
-                expected=f"no hardware Xid in the last {hours}",
-            )
+            _log_clean(check_id, f"Xid errors in the last {hours}", facts, expected, note)
         )
     return findings
+
+
+def _log_unread(
+    check: str, what: str, why: str, expected: str, *, required: bool = True
+) -> Finding:
+    """UNKNOWN: the kernel log could not be read for ``what`` ("Xid errors")."""
+    text = f"The kernel log could not be read for {what}: {why}"
+    return node_finding(check, UNKNOWN, text, expected=expected, required=required)
+
+
+def _log_clean(check: str, what: str, facts: NodeFacts, expected: str, note: str = "") -> Finding:
+    """PASS: the kernel log holds no ``what`` ("Xid errors in the last 24 h")."""
+    text = f"No {what} of the kernel log ({facts.kernel_log.source}){note}"
+    return node_finding(check, PASS, text, observed="none", expected=expected)
 
 
 # --------------------------------------------------------------------------- SXids
@@ -449,29 +450,13 @@ def _sxids(facts: NodeFacts, policy: Policy) -> list[Finding]:
     expected = f"no fatal SXid in the last {hours}"
     recent = _recent_events(facts, policy)
     if isinstance(recent, Unavailable):
-        return [
-            node_finding(
-                check_id,
-                UNKNOWN,
-                f"The kernel log could not be read for NVSwitch SXid errors: {why_not(recent)}",
-                expected=expected,
-            )
-        ]
+        return [_log_unread(check_id, "NVSwitch SXid errors", why_not(recent), expected)]
     findings = [
         _sxid_finding(group, hours, expected)
         for group in group_xids((e for e in recent if e.nvswitch), ())
     ]
-    if findings:
-        return findings
-    return [
-        node_finding(
-            check_id,
-            PASS,
-            f"No NVSwitch SXid errors in the last {hours} of the kernel log "
-            f"({facts.kernel_log.source})",
-            observed="none",
-            expected=expected,
-        )
+    return findings or [
+        _log_clean(check_id, f"NVSwitch SXid errors in the last {hours}", facts, expected)
     ]
 
 
@@ -505,7 +490,7 @@ def _sxid_finding(group: XidGroup, hours: str, expected: str) -> Finding:
         f"{group.events[0].message}; {words}{recovery}"
     )
     finding = xid_finding("errors.sxid", FAIL if fatal else WARN, group, text, expected=expected)
-    return _with_action(finding, action, source)
+    return with_action(finding, action, source)
 
 
 # --------------------------------------------------------------------------- kernel faults
@@ -556,11 +541,7 @@ _DRIVER_GPU = re.compile(r"(GPU\d+)\s")
 
 def group_faults(faults: Iterable[KernelFault], gpus: Iterable[GpuFacts]) -> list[FaultGroup]:
     """The faults by kind and device, each on its GPU found by bus; bus-less ones by kind."""
-    gpus_by_bus = {
-        key: gpu
-        for gpu in gpus
-        if isinstance(gpu.pci_bus_id, str) and (key := bus_key(gpu.pci_bus_id)) is not None
-    }
+    gpus_by_bus = _by_bus(gpus)
     groups: dict[tuple[str, str], list[KernelFault]] = defaultdict(list)
     for fault in faults:
         groups[(fault.kind, fault.pci_bus_id.lower())].append(fault)
@@ -572,14 +553,6 @@ def group_faults(faults: Iterable[KernelFault], gpus: Iterable[GpuFacts]) -> lis
     return found
 
 
-def _fault_in_window(fault: KernelFault, now: datetime | None, window: timedelta) -> bool:
-    # As Xids: the collector bounded the log; a fault without a wall-clock time is kept.
-    if now is None or fault.timestamp is None:
-        return True
-    moment = parse_time(fault.timestamp)
-    return moment is None or moment >= now - window
-
-
 def _kernel_faults(facts: NodeFacts, policy: Policy) -> list[Finding]:
     check_id = "errors.kernel_faults"
     hours = f"{policy.xid_window_hours:g} h"
@@ -589,24 +562,14 @@ def _kernel_faults(facts: NodeFacts, policy: Policy) -> list[Finding]:
         return [_faults_unknown(facts, faults, expected)]
     now = parse_time(facts.collected_at) if facts.collected_at else None
     window = timedelta(hours=policy.xid_window_hours)
-    recent = [f for f in faults if _fault_in_window(f, now, window)]
+    recent = [f for f in faults if _in_window(f.timestamp, now, window)]
     xids = _recent_events(facts, policy)
     also = _xid_buses(xids if not isinstance(xids, Unavailable) else [])
     findings = [
         _fault_finding(group, hours, expected, also) for group in group_faults(recent, facts.gpus)
     ]
-    if findings:
-        return findings
-    return [
-        node_finding(
-            check_id,
-            PASS,
-            f"No GPU faults beyond Xid lines (RmInitAdapter, fallen off the bus, GSP, ECC) in "
-            f"the last {hours} of the kernel log ({facts.kernel_log.source})",
-            observed="none",
-            expected=expected,
-        )
-    ]
+    what = "GPU faults beyond Xid lines (RmInitAdapter, fallen off the bus, GSP, ECC)"
+    return findings or [_log_clean(check_id, f"{what} in the last {hours}", facts, expected)]
 
 
 def _faults_unknown(facts: NodeFacts, faults: Unavailable, expected: str) -> Finding:
@@ -623,13 +586,8 @@ def _faults_unknown(facts: NodeFacts, faults: Unavailable, expected: str) -> Fin
         if older
         else why_not(faults)
     )
-    return node_finding(
-        "errors.kernel_faults",
-        UNKNOWN,
-        f"The kernel log could not be read for GPU faults beyond Xid lines: {why}",
-        expected=expected,
-        required=not older,
-    )
+    what = "GPU faults beyond Xid lines"
+    return _log_unread("errors.kernel_faults", what, why, expected, required=not older)
 
 
 def _xid_buses(events: Iterable[XidEvent]) -> set[tuple[int, tuple[int, int, int]]]:
@@ -662,15 +620,10 @@ def _fault_finding(
         f"{group.faults[-1].message.rstrip('.')}; {ACTION_WORDS[action]}"
     )
     observed = f"{group.kind} x{len(group.faults)}"
-    if group.gpu is not None:
-        finding = gpu_finding(
-            "errors.kernel_faults", severity, group.gpu, text, observed=observed, expected=expected
-        )
-    else:
-        finding = node_finding(
-            "errors.kernel_faults", severity, text, observed=observed, expected=expected
-        )
-    return _with_action(finding, action, source)
+    finding = gpu_finding(
+        "errors.kernel_faults", severity, group.gpu, text, observed=observed, expected=expected
+    )
+    return with_action(finding, action, source)
 
 
 def _ecc_verdict(gpu: GpuFacts | None, source: str) -> tuple[Severity, Action, str]:

@@ -52,39 +52,14 @@ def uuid_of(gpu: GpuRef) -> str | None:
 def gpu_finding(
     check: str,
     severity: Severity,
-    gpu: GpuRef,
-    message: str,
-    *,
-    observed: object = "",
-    expected: object = "",
-    required: bool = True,
-) -> Finding:
-    """A finding about one GPU."""
-    return _finding(check, severity, message, observed, expected, required, gpu)
-
-
-def node_finding(
-    check: str,
-    severity: Severity,
-    message: str,
-    *,
-    observed: object = "",
-    expected: object = "",
-    required: bool = True,
-) -> Finding:
-    """A finding about the node as a whole."""
-    return _finding(check, severity, message, observed, expected, required, None)
-
-
-def _finding(
-    check: str,
-    severity: Severity,
-    message: str,
-    observed: object,
-    expected: object,
-    required: bool,
     gpu: GpuRef | None,
+    message: str,
+    *,
+    observed: object = "",
+    expected: object = "",
+    required: bool = True,
 ) -> Finding:
+    """A finding about one GPU; about the node as a whole when ``gpu`` is None."""
     # Made at once, never as a node finding then replaced with the GPU: a node's checks
     # make a hundred and more, and dataclasses.replace costs twice the making.
     return Finding(
@@ -97,6 +72,26 @@ def _finding(
         gpu_uuid=None if gpu is None else uuid_of(gpu),
         required=required,
     )
+
+
+def node_finding(
+    check: str,
+    severity: Severity,
+    message: str,
+    *,
+    observed: object = "",
+    expected: object = "",
+    required: bool = True,
+) -> Finding:
+    """A finding about the node as a whole."""
+    return gpu_finding(
+        check, severity, None, message, observed=observed, expected=expected, required=required
+    )
+
+
+def with_action(finding: Finding, action: Action, source: str) -> Finding:
+    """``finding`` saying what to do about it (``action``) and why (``source``)."""
+    return replace(finding, action=action, action_source=source)
 
 
 def why_not(value: Unavailable) -> str:
@@ -318,8 +313,7 @@ def follow_driver(finding: Finding, facts: NodeFacts) -> Finding:
     fix = nvml_fix(facts)
     if fix is None or finding.severity is not UNKNOWN:
         return finding
-    advice, action = fix
-    return replace(finding, action=action, action_source=f"gpuready: the driver: {advice}")
+    return with_action(finding, fix[1], f"gpuready: the driver: {fix[0]}")
 
 
 # NVML states in which no GPU could be inspected at all. A version mismatch is not one:

@@ -49,7 +49,6 @@ corruption (drain and RMA).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import statistics
 from collections.abc import Collection, Iterable, Sequence
@@ -65,6 +64,7 @@ from validator.judge.checks.finding_helpers import (
     node_finding,
     readable_gpus,
     why_not,
+    with_action,
 )
 from validator.judge.checks.interconnect_actions import (
     BASEBOARD_SOURCE,
@@ -326,10 +326,6 @@ def _aside(text: str) -> str:
     return f" ({text})" if text else ""
 
 
-def _with_action(finding: Finding, action: Action, source: str) -> Finding:
-    return dataclasses.replace(finding, action=action, action_source=source)
-
-
 def _busy_words(indexes: Iterable[int]) -> str:
     named = gpu_list(indexes)
     verb = "was" if named.startswith("GPU ") else "were"
@@ -354,7 +350,7 @@ def _not_measured(policy: Policy, sku: Sku | None) -> Finding:
         observed="not measured",
         expected="measured",
     )
-    return _with_action(finding, Action.RERUN, "gpuready: measure it (certify --interconnect)")
+    return with_action(finding, Action.RERUN, "gpuready: measure it (certify --interconnect)")
 
 
 def _missing_library(detail: str) -> str | None:
@@ -391,7 +387,7 @@ def _could_not_run(error: str, required: bool) -> Finding:
         expected="measured",
         required=required,
     )
-    return _with_action(finding, action, source)
+    return with_action(finding, action, source)
 
 
 def _part_not_measured(check_id: str, what: str, why: Unavailable, required: bool) -> Finding:
@@ -405,7 +401,7 @@ def _part_not_measured(check_id: str, what: str, why: Unavailable, required: boo
         expected="measured",
         required=required,
     )
-    return _with_action(finding, action, source)
+    return with_action(finding, action, source)
 
 
 # ---------------------------------------------------------------- host and HBM copies
@@ -483,7 +479,7 @@ def _copy_finding(
             expected=bar.expected(),
             required=node.required,
         )
-        return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+        return with_action(finding, Action.RERUN, RERUN_SOURCE)
     no_floor = node.no_floor_words(bar.floor)
     if not bar.judges:
         return gpu_finding(
@@ -552,26 +548,16 @@ def _busy_or_fail(
         severity, required = FAIL, True
         message, action, source = failure
         observed = low.observed
-    if low.gpu is not None:
-        finding = gpu_finding(
-            low.check,
-            severity,
-            low.gpu,
-            message,
-            observed=observed,
-            expected=low.expected,
-            required=required,
-        )
-    else:
-        finding = node_finding(
-            low.check,
-            severity,
-            message,
-            observed=observed,
-            expected=low.expected,
-            required=required,
-        )
-    return _with_action(finding, action, source)
+    finding = gpu_finding(
+        low.check,
+        severity,
+        low.gpu,
+        message,
+        observed=observed,
+        expected=low.expected,
+        required=required,
+    )
+    return with_action(finding, action, source)
 
 
 def _link_below(gpu: GpuFacts, node: _Node) -> str:
@@ -741,7 +727,7 @@ def _denied(node: _Node, denied: set[Pair], sku: Sku) -> list[Finding]:
             observed=f"no access to {len(partners)} peers",
             expected="peer access to every GPU",
         )
-        findings.append(_with_action(finding, action, source))
+        findings.append(with_action(finding, action, source))
     for group in _pair_groups(rest):
         ends = sorted({index for pair in group for index in pair})
         cause, action, source = _link_action(node, ends)
@@ -756,7 +742,7 @@ def _denied(node: _Node, denied: set[Pair], sku: Sku) -> list[Finding]:
             observed="no access",
             expected="peer access",
         )
-        findings.append(_with_action(finding, action, source))
+        findings.append(with_action(finding, action, source))
     return findings
 
 
@@ -800,7 +786,7 @@ def _unread_access(
         expected="peer access read for every pair",
         required=node.required and _has_nvlink(node),
     )
-    return [_with_action(finding, Action.RERUN, RERUN_SOURCE)]
+    return [with_action(finding, Action.RERUN, RERUN_SOURCE)]
 
 
 # ---------------------------------------------------------------- interconnect.p2p
@@ -895,7 +881,7 @@ def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list
             expected="measured",
             required=node.required,
         )
-        findings.append(_with_action(finding, Action.RERUN, RERUN_SOURCE))
+        findings.append(with_action(finding, Action.RERUN, RERUN_SOURCE))
     for group in _pair_groups(rest):
         finding = node_finding(
             P2P,
@@ -905,7 +891,7 @@ def _unmeasured_pairs(node: _Node, figures: dict[Pair, Measured[float]]) -> list
             expected="measured",
             required=node.required,
         )
-        findings.append(_with_action(finding, Action.RERUN, RERUN_SOURCE))
+        findings.append(with_action(finding, Action.RERUN, RERUN_SOURCE))
     return findings
 
 
@@ -1048,7 +1034,7 @@ def _corrupted(result: AllReduce, wrong: list[AllReducePoint]) -> Finding:
         observed=f"{elements} wrong",
         expected="0 wrong",
     )
-    return _with_action(finding, Action.DRAIN_RMA, CORRUPTION_SOURCE)
+    return with_action(finding, Action.DRAIN_RMA, CORRUPTION_SOURCE)
 
 
 def _partial(node: _Node, result: AllReduce) -> Finding | None:
@@ -1069,7 +1055,7 @@ def _partial(node: _Node, result: AllReduce) -> Finding | None:
         expected=f"all {count} GPUs",
         required=node.required,
     )
-    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+    return with_action(finding, Action.RERUN, RERUN_SOURCE)
 
 
 def _has_nvswitch(node: _Node) -> bool:
@@ -1176,7 +1162,7 @@ def _no_all_reduce_floor(
         expected="a floor, or peer copies to derive one from",
         required=node.required,
     )
-    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+    return with_action(finding, Action.RERUN, RERUN_SOURCE)
 
 
 def _too_short(node: _Node, result: AllReduce, largest: AllReducePoint) -> Finding:
@@ -1191,7 +1177,7 @@ def _too_short(node: _Node, result: AllReduce, largest: AllReducePoint) -> Findi
         expected=f">= {size_words(MIN_ALL_REDUCE_BYTES)}",
         required=node.required,
     )
-    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+    return with_action(finding, Action.RERUN, RERUN_SOURCE)
 
 
 def _fabric_cause(node: _Node, peers: list[Finding]) -> tuple[str, Action, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
@@ -19,6 +18,7 @@ from validator.judge.checks.finding_helpers import (
     nvml_problem,
     readable_gpus,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.model import Finding, GpuStatus, NodeFacts, NvmlStatus
@@ -69,7 +69,7 @@ def _driver(facts: NodeFacts) -> list[Finding]:
         )
     if fix is None:
         return [finding]
-    return [replace(finding, action=fix[1], action_source=f"gpuready: {fix[0]}")]
+    return [with_action(finding, fix[1], f"gpuready: {fix[0]}")]
 
 
 def _gpu_status(facts: NodeFacts) -> list[Finding]:

@@ -26,7 +26,6 @@ a technician can reseat. An unknown SKU gets the milder step.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from validator.judge.catalog import Sku
@@ -38,6 +37,7 @@ from validator.judge.checks.finding_helpers import (
     readable_gpus,
     unknown_gpu,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.model import (
@@ -109,16 +109,12 @@ def link_repair(sku: Sku | None) -> tuple[Action, str]:
     )
 
 
-def _with_action(finding: Finding, action: Action, source: str) -> Finding:
-    return dataclasses.replace(finding, action=action, action_source=source)
-
-
 # Why an UNKNOWN here is "run it again": the reading failed, not the link.
 RERUN_SOURCE = "gpuready: the link state or counters could not be read; read them again"
 
 
 def _rerun(finding: Finding) -> Finding:
-    return _with_action(finding, Action.RERUN, RERUN_SOURCE)
+    return with_action(finding, Action.RERUN, RERUN_SOURCE)
 
 
 # ---------------------------------------------------------------- nvlink.links
@@ -142,7 +138,7 @@ def _links(gpu: GpuFacts, sku: Sku, count: int) -> Finding:
             observed=f"{active} of {len(links)} up",
             expected=expected,
         )
-        return _with_action(finding, action, source)
+        return with_action(finding, action, source)
     unread = [link.link for link in links if link.active and not _speed_known(link)]
     if unread and sku.nvlink_speed_gbs is not None:
         finding = gpu_finding(
@@ -257,7 +253,7 @@ def _judge_growth(
             observed="; ".join(grew),
             expected=_limits(policy),
         )
-        return _with_action(finding, action, source)
+        return with_action(finding, action, source)
     if unread:
         return _rerun(
             _burn_finding(

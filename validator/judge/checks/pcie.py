@@ -14,8 +14,6 @@ every test, so it is required wherever the burn ran on a GPU that offers it.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
     FAIL,
@@ -27,6 +25,7 @@ from validator.judge.checks.finding_helpers import (
     unknown_gpu,
     unknown_sku,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.model import (
@@ -179,7 +178,7 @@ def _replay(gpu: GpuBurn, limit: int) -> Finding:
             observed=figures,
             expected=expected,
         )
-        return replace(finding, action=REPLAY_REPAIR[0], action_source=REPLAY_REPAIR[1])
+        return with_action(finding, *REPLAY_REPAIR)
     return gpu_finding(
         REPLAYS,
         PASS,
@@ -204,7 +203,7 @@ def _replay_unknown(gpu: GpuBurn, missing: Unavailable, expected: str) -> Findin
         expected=expected,
         required=required,
     )
-    return replace(finding, action=Action.RERUN, action_source=REPLAY_RERUN_SOURCE)
+    return with_action(finding, Action.RERUN, REPLAY_RERUN_SOURCE)
 
 
 __all__ = ["REPLAYS", "REPLAY_REPAIR", "REPLAY_RERUN_SOURCE", "check"]

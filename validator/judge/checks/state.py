@@ -7,8 +7,6 @@ NVSwitches; and only when that was not measured, when the SKU ships on NVSwitch 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
     FAIL,
@@ -20,6 +18,7 @@ from validator.judge.checks.finding_helpers import (
     readable_gpus,
     unknown_gpu,
     why_not,
+    with_action,
 )
 from validator.judge.policy import Policy
 from validator.judge.recovery import recovery_step
@@ -215,7 +214,7 @@ def _recovery_action(gpu: GpuFacts) -> Finding:
         observed=action,
         expected="none",
     )
-    return replace(finding, action=step.action, action_source=f"NVML GPU recovery action: {action}")
+    return with_action(finding, step.action, f"NVML GPU recovery action: {action}")
 
 
 def _recovery_unknown(gpu: GpuFacts, value: Unavailable) -> Finding:
