@@ -34,7 +34,6 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     ),
     "validator/node/sim/fake_nvml.py": (863, "the NVML double: kept whole"),
     "validator/node/bandwidth/measure.py": (833, f"copies and peers through CUDA: {_SPLIT}"),
-    "validator/drift/gpus.py": (811, f"per-GPU drift comparisons: {_SPLIT}"),
     "validator/report/shared.py": (803, f"shared report figures: {_SPLIT}"),
     "validator/node/burnin/cublas.py": (803, "the cuBLAS bindings and their worker, one unit"),
     "validator/node/nvml.py": (772, "the one NVML gate (nvitop's nvmlQuery): kept whole"),

@@ -196,8 +196,8 @@ def test_the_named_road_is_kept_to_what_is_imported() -> None:
 
     assert all(importlib.util.find_spec(name) is not None for name in MAY_IMPORT)
     assert beyond_the_road({"validator.judge.catalog", "validator.node.agent"}) == []
-    assert beyond_the_road({"validator.drift.gpus", "validator.node.capture"}) == [
-        "validator.drift.gpus",
+    assert beyond_the_road({"validator.drift.inventory_drift", "validator.node.capture"}) == [
+        "validator.drift.inventory_drift",
         "validator.node.capture",
     ]
 

@@ -824,7 +824,7 @@ def test_the_table_defaults_agree_with_link_repair_where_no_sku_is_known() -> No
 
 
 def test_drift_holds_links_to_the_judges_speed_tolerance() -> None:
-    from validator.drift import gpus
+    from validator.drift import nvlink_drift as gpus
 
     assert gpus.LINK_SPEED_TOLERANCE is nvlink.SPEED_TOLERANCE
 

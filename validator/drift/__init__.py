@@ -1,12 +1,17 @@
 """Drift: what moved on a node since it was certified. Pure: no I/O.
 
-:func:`compare` (:mod:`.compare`, :mod:`.gpus`) holds a node's facts of now
-against its latest certificate (verified first by the caller: a certificate that
-failed its check is an :class:`UntrustedBaseline`, never compared with) and says,
-check by check, what changed: versions, GPU identity, power caps, PCIe links, error
-counters, new hardware Xids, persistence mode, NVLinks (state, speed, error counters), PCIe
-replays, the driver's recovery action, DCGM's results and, when a burn-in was run, its speed.
-:func:`drift_node` (:mod:`.verdict`) turns that into a :class:`NodeResult`, so the
+:func:`compare` (:mod:`.compare`) holds a node's facts of now against its latest
+certificate (verified first by the caller: a certificate that failed its check is an
+:class:`UntrustedBaseline`, never compared with) and says, check by check, what changed.
+Each check family's comparison is one module named after the check it pairs with
+(``<family>_drift.py`` beside ``validator/judge/checks/<family>.py``): versions
+(driver, CUDA, kernel module, nvcc, cuDNN, VBIOS), inventory (GPUs added, removed or
+swapped), power caps, PCIe links and replays, errors (ECC, row remaps, retired pages,
+new hardware Xids), state (persistence mode, the driver's recovery action), NVLinks
+(state, speed, error counters), the interconnect's bandwidths, DCGM's results and, when
+a burn-in was run, its speed; :data:`~.compare.FAMILY_COMPARISONS` pairs each family with
+its comparison, and what they share is :mod:`.drift_helpers`.
+:func:`drift_node` (:mod:`.drift_verdict`) turns that into a :class:`NodeResult`, so the
 JSON report, the store and the exit code work as for ``certify``. :mod:`.nhc` gives the line for
 Slurm's HealthCheckProgram and a drained node's reason.
 

@@ -1,11 +1,12 @@
-"""Drift of the measured bandwidths: each figure the certificate holds, against the same now.
+"""Drift of the measured bandwidths, paired with :mod:`validator.judge.checks.interconnect`.
 
-The certificate (schema 3, :data:`~validator.certificate.BANDWIDTH_SCHEMA_VERSION`)
-holds each GPU's H2D, D2H and HBM copy medians, each ordered pair's unidirectional peer
-copy and the node's all-reduce busbw at its largest size. A drift run measured with
-``--interconnect`` (``facts.interconnect`` set) compares each with the same figure now;
-without it there is nothing to compare and this check says nothing, as a drift run
-without a burn-in says nothing of speed.
+Each figure the certificate holds, against the same now. The certificate (schema 3,
+:data:`~validator.certificate.BANDWIDTH_SCHEMA_VERSION`) holds each GPU's H2D, D2H and
+HBM copy medians, each ordered pair's unidirectional peer copy and the node's all-reduce
+busbw at its largest size. A drift run measured with ``--interconnect``
+(``facts.interconnect`` set) compares each with the same figure now; without it there is
+nothing to compare and this check says nothing, as a drift run without a burn-in says
+nothing of speed.
 
 Decisions:
 
@@ -50,7 +51,7 @@ from validator.certificate import (
     CertifiedAllReduce,
     CertifiedPeer,
 )
-from validator.drift.gpus import Pair
+from validator.drift.drift_helpers import DriftInputs, Pair
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
     FAIL,
@@ -73,18 +74,17 @@ from validator.judge.checks.interconnect_figures import (
     span,
 )
 from validator.judge.fleet import FIGURES
-from validator.judge.policy import Policy
 from validator.model import (
     Action,
     AllReduce,
     AllReducePoint,
+    CheckFamily,
     DriftCheck,
     Finding,
     GpuCopyBandwidth,
     GpuFacts,
     Interconnect,
     Measured,
-    NodeFacts,
     PeerBandwidth,
     Reason,
     Unavailable,
@@ -92,6 +92,7 @@ from validator.model import (
 )
 from validator.safe_text import size_words
 
+FAMILY = CheckFamily.INTERCONNECT
 CHECK = DriftCheck.INTERCONNECT
 COPIES = ("h2d", "d2h", "hbm")
 Link = tuple[int, int]  # (src, dst) NVML indices now
@@ -547,23 +548,21 @@ def _busbw_drift(
 # ------------------------------------------------------------------ the check
 
 
-def bandwidth_findings(
-    cert: Certificate, facts: NodeFacts, pairs: Sequence[Pair], policy: Policy, sku: Sku | None
-) -> list[Finding]:
-    """Every certified bandwidth figure of the GPUs in ``pairs`` against the same now.
+def compare_interconnect(inputs: DriftInputs) -> list[Finding]:
+    """Every certified bandwidth figure of the paired GPUs against the same now.
 
     Args:
-        cert: the verified baseline.
-        facts: the facts now; nothing is said without ``facts.interconnect``.
-        pairs: the GPUs certified and the same boards now (:func:`~validator.drift.gpus.gpu_set`).
-        policy: ``thresholds.drift_interconnect_drop`` is read.
-        sku: the certified SKU's catalog row, as drift reads it for the screen (None: a SKU
-            this catalog does not know, the milder repair).
+        inputs: the verified baseline; the facts now (nothing is said without
+            ``facts.interconnect``); the GPUs certified and the same boards now
+            (:func:`~validator.drift.inventory_drift.gpu_set`); the policy, whose
+            ``thresholds.drift_interconnect_drop`` is read; and the certified SKU's catalog
+            row, as drift reads it for the screen (None: a SKU this catalog does not know,
+            the milder repair).
 
     Returns:
         ``drift.interconnect`` findings (see the module doc).
     """
-    interconnect = facts.interconnect
+    cert, pairs, interconnect = inputs.cert, inputs.pairs, inputs.facts.interconnect
     if interconnect is None:
         return []  # not measured this time: nothing to compare
     if not cert.holds_bandwidth or cert.bandwidth_figures == 0:
@@ -580,8 +579,8 @@ def bandwidth_findings(
             )
         ]
     context = _Context(
-        drop=policy.thresholds.drift_interconnect_drop,
-        sku=sku,
+        drop=inputs.policy.thresholds.drift_interconnect_drop,
+        sku=inputs.sku,
         busy=frozenset(interconnect.busy_gpus),
         gpus=tuple(gpu for _, gpu in pairs),
     )
@@ -594,4 +593,4 @@ def bandwidth_findings(
     return findings
 
 
-__all__ = ["bandwidth_findings"]
+__all__ = ["FAMILY", "compare_interconnect"]
