@@ -464,3 +464,30 @@ def test_a_certified_all_reduce_size_is_said_in_binary_units() -> None:
         "The all-reduce at 1.5 GiB over 8 GPUs was not measured now: error: the sweep now has "
         "no 1.5 GiB message"
     )
+
+
+def test_pairs_certified_in_groups_name_every_slow_gpu_by_its_own_links() -> None:
+    """Two PCIe switches' worth of pairs: a whole group falls, and each finding names links.
+
+    The pairs were certified within {0, 1, 2} and within {3, 4, 5} only, so each GPU has two
+    peers; when every copy of the first group falls, GPUs 0, 1 and 2 are each slow to all
+    their peers, but once 0 and 1 have named the group's six copies, 2 has none left: a
+    finding for it would be a FAIL naming nothing.
+    """
+    group = ((0, 1, 2), (3, 4, 5))
+
+    def grouped(src: int, dst: int) -> bool:
+        return any(src in members and dst in members for members in group)
+
+    cert = baseline()
+    assert cert.peers is not None
+    cert = dataclasses.replace(cert, peers=tuple(p for p in cert.peers if grouped(p.src, p.dst)))
+    assert len(cert.peers or ()) == 12
+    slow = {(a, b): 100.0 for a in group[0] for b in group[0] if a != b}
+    found = drift(with_peers(slow), cert)
+    assert [(f.severity, f.gpu_index) for f in found] == [(Severity.FAIL, 0), (Severity.FAIL, 1)]
+    for finding in found:
+        assert "GB/s" in finding.observed, finding  # each names the copies that fell
+        assert " 0 of the " not in finding.message, finding
+    assert found[0].observed == "100 GB/s on 4 pairs"  # 0's four copies
+    assert found[1].observed == "GPU 1 -> GPU 2 100 GB/s; GPU 2 -> GPU 1 100 GB/s"

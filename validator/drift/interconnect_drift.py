@@ -376,6 +376,8 @@ def _diagnosed(
     taken: set[Link] = set()
     for index in slow:
         mine = sorted(link for link in fallen if index in link and link not in taken)
+        if not mine:  # the slow GPUs before it named all its links, as the check's do
+            continue
         taken.update(mine)
         peers = partners_of(index, mine)
         others = partners_of(index, [link for link in certified if index in link])
