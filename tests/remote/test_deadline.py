@@ -436,3 +436,12 @@ def test_through_ansible_the_agent_is_given_the_deadline_and_its_figures_come_ba
     assert outcome.facts is not None
     assert outcome.facts.burn is not None
     assert 0 < outcome.facts.burn.duration_s < 15.0
+
+
+def test_an_empty_simulate_is_this_host_as_it_always_was(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The agent reads ``--simulate ''`` as no scenario: this host's facts, not a bad name."""
+    assert agent.run(["--simulate", ""]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["source"], facts["source_detail"]) == ("live", "")

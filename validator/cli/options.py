@@ -197,8 +197,9 @@ class BoundedInt(click.types.IntParamType):
 class CheckedText(click.types.StringParamType):
     """Text that ``check`` accepts (it raises otherwise), handed on as given.
 
-    The text itself is what the commands read (a simulated node's default depends on
-    whether ``--burn`` was given), so it is only checked here.
+    The text itself is what the commands read (a simulated node's burn default depends
+    on whether ``--burn`` was given, and an injection is parsed with the burn), so it is
+    only checked here.
     """
 
     def __init__(self, name: str, check: Callable[[str, str], object]) -> None:

@@ -188,7 +188,7 @@ def _collect_and_print(args: argparse.Namespace) -> int:
             dcgm_timeout_s=args.dcgm_timeout,
             interconnect=args.interconnect,
         )
-        source = source_for(args.simulate)
+        source = source_for(args.simulate or None)  # an empty --simulate: this host, as ever
         if args.deadline is not None:
             if args.deadline <= 0:
                 raise BadInputError(f"--deadline must be above 0 s, got {args.deadline:g}")

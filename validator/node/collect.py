@@ -36,10 +36,9 @@ from validator.model import (
 )
 from validator.node import stop_request
 from validator.node.bandwidth import check_mode, wanted
-from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
+from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S, InterconnectConfig
 
 if TYPE_CHECKING:
-    from validator.node.bandwidth.bandwidth_config import InterconnectConfig
     from validator.node.burnin.burn_config import BurnConfig
     from validator.node.burnin.burn_progress import ProgressSink
     from validator.node.system import System
@@ -228,8 +227,6 @@ def _interconnect(
     stopped = stopped_reason(facts)
     if stopped is not None:
         return dataclasses.replace(facts, interconnect=_not_measured(source, stopped))
-    from validator.node.bandwidth.bandwidth_config import InterconnectConfig
-
     measured = source.measure_interconnect(facts, InterconnectConfig(), ends)
     return dataclasses.replace(facts, interconnect=measured)
 

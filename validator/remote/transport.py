@@ -129,7 +129,7 @@ def overrun_s(deadline_s: float) -> float:
 def agent_deadline(seconds_left: float) -> float:
     """The deadline the agent gets: the host's time left, less the trip there and back.
 
-    The agent cuts its own burn-in to end within it (validator.node.agent), so its
+    The agent cuts its own burn-in to end within it (validator.node.collect), so its
     facts are home before the transport stops waiting.
     """
     trip = min(TRIP_MAX_S, max(TRIP_MIN_S, TRIP_SHARE * seconds_left))

@@ -32,7 +32,7 @@ class _StoreBase:
     _started: dict[int, dict[str, Any]]
     _spools: dict[int, _Spool]
 
-    if TYPE_CHECKING:  # declared only: a stub here would hide Store's own at run time
+    if TYPE_CHECKING:  # declared for the mixins' type checks; Store defines them
 
         def _connection(self, *, create: bool) -> sqlite3.Connection | None: ...
 

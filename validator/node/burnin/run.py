@@ -49,8 +49,6 @@ INTERRUPT_WAIT_S = 10.0  # after Ctrl-C, how long workers may take to finish the
 PROGRESS_INTERVAL_S = 1.0
 
 
-
-
 @dataclass
 class _Progress:
     """What one worker thread has done so far; read by the main thread."""

@@ -133,8 +133,8 @@ _GPU_HINTS = typing.get_type_hints(GpuFacts)  # resolved once: they cost most of
 
 def _gpu_keys_holding(kind: type) -> frozenset[str]:
     """Per-GPU scenario keys whose GpuFacts field holds a ``kind`` (when measured)."""
-    hints = _GPU_HINTS.items()
-    return frozenset(n for n, h in hints if n in GPU_KEYS and kind in typing.get_args(h))
+    hints = _GPU_HINTS.items()  # key: a GpuFacts field name, hint: its type
+    return frozenset(k for k, hint in hints if k in GPU_KEYS and kind in typing.get_args(hint))
 
 
 _INT_FIELDS = _gpu_keys_holding(int)

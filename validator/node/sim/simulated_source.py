@@ -54,7 +54,7 @@ class SimulatedSource:
         return self._scenario
 
     def system(self) -> System:
-        """The scenario's host: one, for every step, so what the burn adds stays."""
+        """The scenario's host, made once: every step reads the same one."""
         if self._system is None:
             self._system = self.scenario.system()
         return self._system
