@@ -112,8 +112,8 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
             )
         )
         return sort_findings(findings)
-    _, pairs = inventory_drift.gpu_set(cert, facts)
-    inputs = DriftInputs(cert, facts, tuple(pairs), policy, sku)
+    set_findings, pairs = inventory_drift.gpu_set(cert, facts)
+    inputs = DriftInputs(cert, facts, tuple(pairs), policy, sku, tuple(set_findings))
     findings = []
     for _family, comparison in FAMILY_COMPARISONS:
         findings += comparison(inputs)

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from validator.certificate import Certificate, CertifiedDcgm, CertifiedDcgmTest
 from validator.drift.drift_helpers import DriftInputs, Pair, predates
@@ -30,8 +30,8 @@ from validator.judge.checks.finding_helpers import (
     PASS,
     UNKNOWN,
     GpuRef,
+    gpu_finding,
     node_finding,
-    uuid_of,
     why_not,
     with_action,
 )
@@ -145,11 +145,10 @@ def _dcgm_group(
     else:
         observed = ", ".join(tally.kept)
         text = f"DCGM {observed} pass as certified"
-    finding = node_finding(
-        check, severity, label + text, observed=observed, expected=expected, required=required
+    words = label + text
+    finding = gpu_finding(
+        check, severity, where, words, observed=observed, expected=expected, required=required
     )
-    if where is not None:  # as gpu_finding names a GPU
-        finding = replace(finding, gpu_index=where.index, gpu_uuid=uuid_of(where))
     return finding if action is None else with_action(finding, *action)
 
 

@@ -56,6 +56,8 @@ class DriftInputs:
     pairs: tuple[Pair, ...]  # the GPUs that are the same boards as certified
     policy: Policy
     sku: Sku | None  # the certified SKU; None where this catalog does not know it
+    # What the GPU set said (added, removed, swapped), found with ``pairs``: made once.
+    gpu_set_findings: tuple[Finding, ...] = ()
 
 
 # One family's drift comparison: its findings for the node, unsorted.

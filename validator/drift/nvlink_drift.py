@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from validator.certificate import Certificate, CertifiedGpu, CertifiedLink, CertifiedLinkErrors
+from validator.certificate import CertifiedGpu, CertifiedLink, CertifiedLinkErrors
 from validator.drift.drift_helpers import (
     DriftInputs,
     PredatedCheck,
@@ -31,8 +31,6 @@ from validator.drift.drift_helpers import (
     no_baseline,
     predated,
 )
-from validator.error_tree import PolicyError
-from validator.judge.catalog import load_catalog
 from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
@@ -44,7 +42,6 @@ from validator.judge.checks.finding_helpers import (
 from validator.judge.checks.nvlink import SPEED_TOLERANCE, link_repair
 from validator.judge.policy import Policy
 from validator.model import (
-    Action,
     CheckFamily,
     DriftCheck,
     Finding,
@@ -63,20 +60,6 @@ _PREDATES: tuple[PredatedCheck, ...] = (
     (DriftCheck.NVLINK, "NVLink state", lambda gpu: has(gpu.nvlinks)),
     (DriftCheck.NVLINK_ERRORS, "NVLink error counters", lambda gpu: has(gpu.nvlink_errors)),
 )
-
-
-def link_action(cert: Certificate) -> tuple[Action, str]:
-    """What to do about a GPU's failing NVLink, and why: certify's answer for the certified SKU.
-
-    A SKU this catalog does not know gets the judge's answer for no SKU (the milder step).
-    """
-    sku = None
-    if cert.sku is not None:
-        try:
-            sku = load_catalog().get(cert.sku)
-        except PolicyError:
-            sku = None
-    return link_repair(sku)
 
 
 def _speed(value: float) -> str:
@@ -199,7 +182,9 @@ def compare_nvlink(inputs: DriftInputs) -> list[Finding]:
     """Each paired GPU's links (up and as fast as certified), and their error counters."""
     if not inputs.cert.holds_interconnect:
         return predated(inputs, _PREDATES)
-    action = link_action(inputs.cert)
+    # Certify's answer for the certified SKU; one this catalog does not know (None) gets
+    # the judge's answer for no SKU, the milder step.
+    action = link_repair(inputs.sku)
     findings: list[Finding] = []
     for was, gpu in inputs.pairs:
         links = (_nvlinks(was, gpu), _nvlink_errors(was, gpu, inputs.policy))
@@ -207,4 +192,4 @@ def compare_nvlink(inputs: DriftInputs) -> list[Finding]:
     return findings
 
 
-__all__ = ["FAMILY", "LINK_SPEED_TOLERANCE", "compare_nvlink", "link_action"]
+__all__ = ["FAMILY", "LINK_SPEED_TOLERANCE", "compare_nvlink"]
