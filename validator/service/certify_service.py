@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.error_tree import BadInputError, ExitCode, GpureadyError, ReportError
+from validator.error_tree import (
+    BadInputError,
+    CouldNotRunError,
+    ExitCode,
+    GpureadyError,
+    ReportError,
+)
 from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, Verdict
@@ -174,6 +180,8 @@ def _run_certify(
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     if request.report_dir is not None:
         _check_writable(request.report_dir)  # before the burn, not after it
+    if not request.reach.is_fleet and request.simulate is None and request.capture is None:
+        _check_something_to_certify()  # before the run is recorded or a report written
     problems: list[str] = []
     submitted: list[Submission] = []
     if request.reach.is_fleet:
@@ -217,6 +225,22 @@ def _run_certify(
         slurm=slurm,
         submission=submitted[0] if submitted else None,
     )
+
+
+def _check_something_to_certify() -> None:
+    """Refuse, in one line, a machine with no NVIDIA GPU on its bus, or GPUs and no driver.
+
+    Nothing is measured, recorded or written then: there is nothing to certify, and a
+    report of the tools around a GPU that is not there would only hide why.
+
+    Raises:
+        CouldNotRunError: the cause and its fix (exit 3).
+    """
+    from validator.node.live.pci_bus import first_run_problem
+
+    problem = first_run_problem()
+    if problem is not None:
+        raise CouldNotRunError(problem)
 
 
 def _certify_one(
