@@ -55,7 +55,7 @@ def nvidia_gpus_on_bus(sysfs_root: str | None = None) -> tuple[BusGpu, ...] | No
     folder = os.path.join(root, DEVICES)
     try:
         with os.scandir(folder) as entries:
-            names = []
+            names: list[str] = []
             for entry in entries:
                 if len(names) >= MAX_DEVICES:
                     break
