@@ -127,8 +127,11 @@ RULES: dict[str, Rule] = {
     # Uncorrected ECC since the driver loaded: a reset applies the row remap; if it
     # comes back, memory.capacity / row_remap tell the RMA.
     "errors.ecc_uncorrected_volatile": Rule(RESET),
-    # Lifetime or corrected counts alone are history: burn it again and watch.
-    "errors.ecc_uncorrected_aggregate": Rule(RESET, warn=RERUN),
+    # A lifetime count never clears: no rerun or reset changes it. Whether its errors
+    # still matter is the row remap (or page retirement) state's finding, whose step
+    # checks.advice gives it; alone, it is history (nothing to do).
+    "errors.ecc_uncorrected_aggregate": Rule(RESET, warn=NONE),
+    # Corrected counts since the driver loaded: burn it again and watch.
     "errors.ecc_corrected_volatile": Rule(RESET, warn=RERUN),
     "errors.memory_repair": Rule(RESET),
     # Pending is a reset; failed or too many rows is an RMA (set by the check).

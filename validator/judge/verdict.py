@@ -11,15 +11,10 @@ from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
-from validator.judge.checks.finding_helpers import (
-    by_check,
-    follow_driver,
-    nothing_to_judge,
-    nvml_problem,
-)
+from validator.judge.checks.advice import advise
+from validator.judge.checks.finding_helpers import by_check, nothing_to_judge, nvml_problem
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
-    Action,
     Finding,
     NodeFacts,
     NodeResult,
@@ -113,14 +108,10 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     findings = figure_checks.findings(facts, implausible)
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
-    # Every finding leaves the judge saying what to do about it (NONE on a PASS). Where the
-    # driver did not answer, what could not run waits for the driver's fix, not a rerun.
-    ordered = sort_findings(
-        [
-            follow_driver(f, facts) if f.action is Action.RERUN else f
-            for f in assign_actions(findings)
-        ]
-    )
+    # Every finding leaves the judge saying what to do about it (NONE on a PASS), and "run
+    # it again" only where a rerun can help (checks.advice): where the driver did not
+    # answer, what could not run waits for the driver's fix; a capture's gap, its file.
+    ordered = sort_findings(advise(assign_actions(findings), facts))
     verdict, summary = decide(facts, ordered)
     if sku is not None and verdict is not Verdict.UNKNOWN:
         summary = f"{len(facts.gpus)}x {sku.label}: {summary}"

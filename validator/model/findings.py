@@ -82,7 +82,10 @@ class Action(str, enum.Enum):
     """
 
     NONE = "none"
-    RERUN = "rerun"  # the check could not tell: run it again (after fixing what blocked it)
+    RERUN = "rerun"  # a transient fault kept the check from telling: run it again
+    # Not measured, and no rerun as it was would measure it: measure (or capture) what is
+    # missing, as the finding says (--burn, --interconnect, the capture's missing file).
+    MEASURE = "measure"
     FIX_SOFTWARE = "fix_software_stack"  # driver, CUDA, cuDNN, DCGM, settings: reprovision
     REBOOT = "reboot"
     RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
@@ -108,6 +111,7 @@ HARDWARE_ACTIONS: Tuple[Action, ...] = (
 ACTION_WORDS: Dict[Action, str] = {
     Action.NONE: "nothing to do",
     Action.RERUN: "run it again",
+    Action.MEASURE: "measure what is missing",
     Action.FIX_SOFTWARE: "fix the software stack",
     Action.REBOOT: "reboot the node",
     Action.RESET_GPU: "reset the GPU",

@@ -173,6 +173,7 @@ ACTION_ORDER: tuple[Action, ...] = (
     Action.RESET_GPU,
     Action.REBOOT,
     Action.FIX_SOFTWARE,
+    Action.MEASURE,
     Action.RERUN,
 )
 _ACTION_RANK = {action: rank for rank, action in enumerate(ACTION_ORDER)}
