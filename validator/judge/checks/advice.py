@@ -46,7 +46,8 @@ TRANSIENT_CHECKS = frozenset(
 # The sources the checks set with their own "run it again", each a transient cause: a
 # measurement or a read that failed this once, a busy GPU, a burn cut short, a DCGM test
 # that was skipped or whose GPU is not this node's, an Xid or SXid NVIDIA's catalogs
-# say is the application's (restart it) or informational.
+# say is the application's (restart it), informational or not fatal, an ECC line of the
+# kernel's while NVML counts no uncorrected error.
 TRANSIENT_SOURCES = (
     "gpuready: the interconnect could not be measured",
     "gpuready: the GPU was busy when measured",
@@ -57,6 +58,8 @@ TRANSIENT_SOURCES = (
     "NVIDIA Xid catalog",
     "NVIDIA SXid catalog",
     "not in NVIDIA's Xid catalog",
+    "NVIDIA Fabric Manager User Guide",
+    "NVML shows no uncorrected ECC error",
 )
 # A reading that failed (Unavailable's words as findings show them): asked again, it
 # may answer. The other reasons (not supported, not measured, no permission) stay.
