@@ -181,6 +181,8 @@ def _capture_gap(finding: Finding) -> Finding:
             action=Action.MEASURE,
             action_source=f"gpuready: {NO_BURN_IN_CAPTURE}",
         )
+    if "gpuready capture" in finding.message:  # it says how already (capture it in one go)
+        return with_action(finding, Action.MEASURE, CAPTURE_SOURCE)
     name, command = capture_file(finding.check)
     how = f"capture {name} on the host: {command} (gpuready capture records it)"
     return replace(
