@@ -113,10 +113,19 @@ def test_no_driver_says_so_and_exits_3(capsys: pytest.CaptureFixture[str]) -> No
 @pytest.mark.skipif(
     Path("/proc/driver/nvidia").exists(), reason="this machine has an NVIDIA driver"
 )
-def test_live_certify_on_a_machine_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "certify", "--no-color", "--burn", "1s")
+def test_live_certify_on_a_machine_without_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.node.sysfs_tree import make_proc, make_sysfs
+    from validator.node.live import pci_bus
+
+    monkeypatch.setattr(pci_bus, "SYSFS_ROOT", str(make_sysfs(tmp_path)))
+    monkeypatch.setattr(pci_bus, "PROC_ROOT", str(make_proc(tmp_path, nvidia_loaded=False)))
+    code, out, err = run(capsys, "certify", "--no-color", "--burn", "1s")
     assert code == ExitCode.COULD_NOT_RUN
-    assert "no usable NVIDIA driver" in out
+    assert out == ""  # one line, no report of the tools around a GPU that is not there
+    assert err.splitlines() == [err.strip()]
+    assert "no NVIDIA GPU on this machine's PCI bus: nothing to certify" in err
 
 
 @pytest.mark.parametrize(

@@ -305,8 +305,14 @@ def test_an_explicit_burn_on_a_simulated_node_is_kept(
 
 
 def test_a_real_node_keeps_the_5_minute_default(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    from tests.node.sysfs_tree import H100, make_proc, make_sysfs
+    from validator.node.live import pci_bus
+
+    # A GPU node as the first-run check sees it: a GPU on the bus, the driver loaded.
+    monkeypatch.setattr(pci_bus, "SYSFS_ROOT", str(make_sysfs(tmp_path, {"0000:18:00.0": H100})))
+    monkeypatch.setattr(pci_bus, "PROC_ROOT", str(make_proc(tmp_path, nvidia_loaded=True)))
     recorded = _Recorded(monkeypatch, burn_s=None)
     code, _, err = run(capsys, "certify", "--json")
     assert code in (0, 1, 3), err
