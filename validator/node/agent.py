@@ -91,6 +91,17 @@ def source_for(
     return LiveSource(system)
 
 
+def nothing_to_certify() -> str | None:
+    """Why this host has nothing to certify, in one line naming the fix; None if it has.
+
+    No NVIDIA GPU on its PCI bus, or GPUs there and no NVIDIA driver loaded
+    (validator.node.live.pci_bus): read before anything is measured.
+    """
+    from validator.node.live.pci_bus import first_run_problem
+
+    return first_run_problem()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpuready-agent", description="Collect this GPU host's facts as JSON."

@@ -164,8 +164,7 @@ def overall_summary(report: Report) -> str:
 # name the formats read here.
 ACTION_WORDS: dict[Action, str] = MODEL_ACTION_WORDS
 
-# The most serious first: what sends a technician to the hardware, then what clears
-# a fault on site, then what fixes the setup, then what only needs another run.
+# The most serious first: the hardware, a fault cleared on site, the setup, a measure, a rerun.
 ACTION_ORDER: tuple[Action, ...] = (
     Action.DRAIN_RMA,
     Action.RESEAT_CABLE_RISER,

@@ -236,9 +236,9 @@ def _check_something_to_certify() -> None:
     Raises:
         CouldNotRunError: the cause and its fix (exit 3).
     """
-    from validator.node.live.pci_bus import first_run_problem
+    from validator.node.agent import nothing_to_certify
 
-    problem = first_run_problem()
+    problem = nothing_to_certify()
     if problem is not None:
         raise CouldNotRunError(problem)
 
