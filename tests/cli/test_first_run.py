@@ -138,3 +138,49 @@ def test_the_service_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert not store.take_notices()
     assert not (tmp_path / "h.db").exists()
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_fleet_host_without_a_gpu_is_its_own_clear_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The controller has no GPU either: a fleet is not this machine, and is certified.
+    monkeypatch.setattr(pci_bus, "SYSFS_ROOT", str(make_sysfs(tmp_path)))
+    monkeypatch.setattr(pci_bus, "PROC_ROOT", str(make_proc(tmp_path, nvidia_loaded=False)))
+    from tests.remote.test_deadline import write_inventory
+    from validator.model import Action, TransportName, Verdict
+    from validator.service.collect_and_judge import Reach
+
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        {
+            "gpu-a": {"gpuready_simulate": "healthy-8x-h100-sxm"},
+            "cpu-b": {"gpuready_simulate": "no-gpu-driver"},
+        },
+    )
+    request = CertifyRequest(
+        reach=Reach(inventories=(str(inventory),), transport=TransportName.LOCAL),
+        burn=BurnConfig(duration_s=1.0),
+    )
+    with Store.open(tmp_path / "h.db") as store:
+        outcome = run_certify(request, store)
+    nodes = {node.hostname: node for node in outcome.report.nodes}
+    assert nodes["gpu-a"].verdict is Verdict.CERTIFIED
+    cpu = nodes["cpu-b"]
+    assert cpu.verdict is Verdict.UNKNOWN
+    assert cpu.summary.startswith("no NVIDIA GPU on the PCI bus: nothing to certify (")
+    assert [f.check for f in cpu.findings if f.action is Action.RERUN] == []
+    assert outcome.exit_code != 0  # a host that could not be judged is never a pass
+
+
+def test_a_fleet_as_the_user_runs_it(tmp_path: Path) -> None:
+    sysfs, proc = make_sysfs(tmp_path), make_proc(tmp_path, nvidia_loaded=False)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    cpu-b:\n      gpuready_simulate: no-gpu-driver\n")
+    done = gpuready(
+        tmp_path, "certify", "-i", str(inventory), "--transport", "local", "--burn", "1s",
+        "--no-color", sysfs=sysfs, proc=proc,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "cpu-b" in done.stdout
+    assert "no NVIDIA GPU on the PCI bus: nothing to certify" in done.stdout
+    assert "Traceback" not in done.stderr

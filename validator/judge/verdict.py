@@ -12,7 +12,11 @@ from validator.judge.catalog import Catalog, Sku, load_catalog
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.advice import advise
-from validator.judge.checks.finding_helpers import by_check, nothing_to_judge, nvml_problem
+from validator.judge.checks.finding_helpers import (
+    by_check,
+    nothing_to_certify,
+    nothing_to_judge,
+)
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
     Finding,
@@ -66,8 +70,7 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
     if nothing_to_judge(facts):
         # No GPU in sight and no driver to ask: a verdict on the tools around
         # them (a missing cuDNN, say) would only hide the one thing to say.
-        problem = nvml_problem(facts) or facts.nvml_status.value
-        return Verdict.UNKNOWN, f"{problem}; no NVIDIA GPU found: nothing to certify"
+        return Verdict.UNKNOWN, nothing_to_certify(facts)
     if not findings:
         # Nothing was checked at all: that is never a certificate.
         return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"

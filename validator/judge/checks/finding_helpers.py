@@ -339,6 +339,18 @@ def nothing_to_judge(facts: NodeFacts) -> bool:
     return facts.nvml_status in NOTHING_TO_JUDGE and not facts.gpus and pci_gpus == 0
 
 
+def nothing_to_certify(facts: NodeFacts) -> str:
+    """The one line for a node with nothing to judge (:func:`nothing_to_judge`).
+
+    Where the PCI bus was read and shows no NVIDIA GPU, that is the cause; the driver's
+    state follows it. A remote host's facts say it as the first-run check says it here.
+    """
+    problem = nvml_problem(facts) or facts.nvml_status.value
+    if isinstance(facts.pci_gpu_count, int) and facts.pci_gpu_count == 0:
+        return f"no NVIDIA GPU on the PCI bus: nothing to certify ({problem})"
+    return f"{problem}; no NVIDIA GPU found: nothing to certify"
+
+
 def driver_silent(facts: NodeFacts) -> str | None:
     """A short reason for a driver-side version that NVML itself failed to give, else None.
 
