@@ -8,9 +8,11 @@ leave the judge (``judge_node``, the fleet view, drift) and is idempotent, so th
 service layer may apply it again to findings made outside the judge (transport).
 
 The table is written the way an operator triages: the least disruptive step that
-fixes the cause. UNKNOWN is usually "run it again", except where what blocked the
-check is missing software. A WARN takes its check's FAIL action unless its row says
-otherwise (a milder step: watch it, run again).
+fixes the cause. UNKNOWN defaults to "run it again", except where what blocked the
+check is missing software; the judge then keeps that only where the cause is transient
+and gives every other the step that helps (validator.judge.checks.advice: the driver's
+fix, a capture's missing file, ``--burn``). A WARN takes its check's FAIL action unless
+its row says otherwise (a milder step: watch it, run again, or nothing).
 """
 
 from __future__ import annotations
