@@ -237,3 +237,29 @@ def test_the_corpus_is_here_for_the_capture_walk() -> None:
     if captures_root() is None:
         pytest.skip("../shared/captures is not present")
     assert RERUN_WORDS == "run it again"
+
+
+def test_a_live_burn_without_a_backend_is_advised_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The live source's own words, as the advice reads them (a node module the judge
+    # cannot import): numpy missing on a host whose GPUs cannot run a CUDA backend either.
+    from validator.node.burnin import backend_choice
+    from validator.node.burnin.backend import BackendUnavailable
+    from validator.node.burnin.devices import ORDER_VARIABLE
+    from validator.node.live.live_source import LiveSource
+    from validator.node.sim.scenario import load_scenario
+
+    def unavailable(name: str | None, dtype: object) -> object:
+        raise BackendUnavailable("numpy: No module named 'numpy'")
+
+    monkeypatch.setattr(backend_choice, "select_backend", unavailable)
+    monkeypatch.setenv(ORDER_VARIABLE, "FASTEST_FIRST")  # put back after the source sets it
+    facts = collect_simulated("healthy-8x-h100-sxm")
+    source = LiveSource(load_scenario("healthy-8x-h100-sxm").system())
+    burn = source.burn(facts, BurnConfig(duration_s=1.0, backend="numpy"), None)
+    assert burn.error is not None
+    result = _judged(dataclasses.replace(facts, burn=burn))
+    (finding,) = [f for f in result.findings if f.check == "burn.run"]
+    assert finding.action is Action.FIX_SOFTWARE, finding
+    assert "No module named 'numpy'" in finding.message
