@@ -22,6 +22,7 @@ from validator.error_tree import CaptureError
 from validator.judge import judge_node
 from validator.judge.checks.advice import (
     CAPTURE_FILES,
+    DCGM_AT_LEVEL,
     TRANSIENT_CHECKS,
     capture_file,
     is_transient,
@@ -263,3 +264,20 @@ def test_a_live_burn_without_a_backend_is_advised_to_install_it(
     (finding,) = [f for f in result.findings if f.check == "burn.run"]
     assert finding.action is Action.FIX_SOFTWARE, finding
     assert "No module named 'numpy'" in finding.message
+
+
+def test_dcgm_not_run_at_the_level_asked_is_measured_and_a_failed_run_is_rerun() -> None:
+    from validator.model import DcgmDiag, Reason, Unavailable
+
+    policy = dataclasses.replace(Policy(), dcgm_level=2)
+    facts = collect_simulated("healthy-8x-h100-sxm")
+    never = judge_node(dataclasses.replace(facts, dcgm=None), policy)
+    (run,) = [f for f in never.findings if f.check == "dcgm.run"]
+    assert (run.action, run.action_source) == (Action.MEASURE, DCGM_AT_LEVEL)
+    failed = DcgmDiag(
+        source="dcgmi", level=2, results=Unavailable(Reason.ERROR, "dcgmi timed out after 900 s")
+    )
+    timed_out = judge_node(dataclasses.replace(facts, dcgm=failed), policy)
+    (run,) = [f for f in timed_out.findings if f.check == "dcgm.run"]
+    assert run.action is Action.RERUN
+    assert is_transient(run)

@@ -106,6 +106,7 @@ INSTALL_BACKEND = (
     "gpuready: install what the burn-in needs (the message names it): pip install numpy "
     "for the CPU backend, the CUDA libraries for the GPUs (gpuready provision)"
 )
+DCGM_AT_LEVEL = "gpuready: run DCGM's diagnostic at the policy's level (certify --dcgm-level)"
 NOT_ASKED = "gpuready: not asked for: measure it as the finding says"
 LIFETIME_ECC = "errors.ecc_uncorrected_aggregate"
 LIVE_MEMORY_CHECKS = ("errors.row_remap", "errors.retired_pages")
@@ -113,6 +114,8 @@ LIVE_MEMORY_CHECKS = ("errors.row_remap", "errors.retired_pages")
 
 def is_transient(finding: Finding) -> bool:
     """Whether ``finding``'s cause is a transient one, so that a rerun can clear it."""
+    if finding.check == "dcgm.run":  # dcgmi failed or timed out; not run, or too low a level
+        return finding.observed.startswith(_FAILED_READING)
     if finding.action_source == DEFAULT_SOURCE:
         return finding.check in TRANSIENT_CHECKS or finding.observed.startswith(_FAILED_READING)
     return finding.action_source.startswith(TRANSIENT_SOURCES)
@@ -169,7 +172,7 @@ def _step(finding: Finding, facts: NodeFacts) -> tuple[Action, str] | None:
         return None
     if finding.observed.startswith("no permission"):
         return Action.FIX_SOFTWARE, "gpuready: run gpuready as root"
-    return Action.MEASURE, NOT_ASKED
+    return Action.MEASURE, DCGM_AT_LEVEL if finding.check == "dcgm.run" else NOT_ASKED
 
 
 def _capture_gap(finding: Finding) -> Finding:
