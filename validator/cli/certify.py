@@ -66,6 +66,13 @@ SIMULATED_BURN_DEFAULT = "10s"
     help="Write report.json, report.html and junit.xml here.",
 )
 @click.option(
+    "--prom-file",
+    metavar="FILE",
+    type=NonEmptyPath(dir_okay=False),
+    help="Also write the results as a Prometheus textfile for node_exporter's textfile "
+    "collector (written atomically): each node's verdict and each GPU's figures.",
+)
+@click.option(
     "--color/--no-color",
     default=None,
     help="Colour the terminal report (default: when a terminal).",
@@ -165,6 +172,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         reach=reach_settings(options, options["transport"], slurm),
         deadline_s=options.pop("deadline"),  # seconds (Deadline), None when not given
         report_dir=options["report_dir"],
+        prom_file=options["prom_file"],
         json_form=options["json_form"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),

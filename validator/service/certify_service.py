@@ -69,6 +69,7 @@ class CertifyRequest:
     reach: Reach = field(default_factory=Reach)
     deadline_s: float | None = None  # None: the burn plus a margin
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
+    prom_file: str | None = None  # write node_exporter's textfile here (--prom-file)
     # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
     json_form: str = "auto"
     # A key file: certificates are signed with it (Ed25519 private key, or HMAC-SHA256 secret).
@@ -172,8 +173,7 @@ def _run_certify(
 
         key = load_signing_key(request.sign_key)
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    if request.report_dir is not None:
-        _check_writable(request.report_dir)  # before the burn, not after it
+    _check_outputs(request)  # before the burn, not after it
     problems: list[str] = []
     submitted: list[Submission] = []
     if request.reach.is_fleet:
@@ -194,6 +194,8 @@ def _run_certify(
         )
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
+    if request.prom_file is not None:  # a report too: written before history, as they are
+        problems.extend(_write_textfile(request.prom_file, report))
     try:
         recorded = record_report(store, run_id, report, stored)
     except GpureadyError as exc:
@@ -399,6 +401,40 @@ def _certify_fleet(
             _close_cut_short(store, run[0])
         raise
     return report, run[0]
+
+
+def _check_outputs(request: CertifyRequest) -> None:
+    """Refuse a report folder or textfile that cannot be written, before anything is measured.
+
+    Raises:
+        BadInputError: naming the option, the path and the fix.
+    """
+    if request.report_dir is not None:
+        _check_writable(request.report_dir)
+    if request.prom_file is not None:
+        from validator.report.prometheus import textfile_problem
+
+        problem = textfile_problem(request.prom_file)
+        if problem is not None:
+            raise BadInputError(f"--prom-file {problem}")
+
+
+def _write_textfile(path: str, report: Report) -> list[str]:
+    """Write the node_exporter textfile (validator.report.prometheus_certify); its problem.
+
+    Returns:
+        The one line naming the file and why it could not be written; empty when written.
+    """
+    import datetime
+
+    from validator.error_tree import UnsafePathError
+    from validator.report.prometheus_certify import write_certify_prometheus
+
+    try:
+        write_certify_prometheus(path, report, now=datetime.datetime.now(datetime.timezone.utc))
+    except (ReportError, UnsafePathError) as exc:
+        return [str(exc)]
+    return []
 
 
 def _check_writable(directory: str) -> None:
