@@ -337,6 +337,27 @@ def test_a_missing_folder_is_refused_before_anything_is_measured(
     assert not (tmp_path / "h.db").exists()  # nothing measured, nothing recorded
 
 
+def test_a_link_planted_at_the_file_is_refused_and_left_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    prom = tmp_path / "g.prom"
+    prom.symlink_to(outside / "shadow")
+    code = main(
+        ["certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "2s",
+         "--db", str(tmp_path / "h.db"), "--prom-file", str(prom)]
+    )  # fmt: skip
+    _, err = capsys.readouterr()
+    assert code == 2
+    (line,) = err.splitlines()
+    assert line.startswith("gpuready: error: ")
+    assert str(prom) in line
+    assert prom.is_symlink()
+    assert list(outside.iterdir()) == []
+    assert not (tmp_path / "h.db").exists()  # refused before anything was measured
+
+
 def test_a_file_that_cannot_be_written_after_measuring_is_exit_3_with_history_kept(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
