@@ -37,7 +37,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from validator.error_tree import ReportError, UnsafePathError
+from validator.error_tree import BadInputError, ReportError, UnsafePathError
 from validator.files import check_path, write_atomic
 from validator.model import (
     DRIFT_CHECKS,
@@ -182,6 +182,18 @@ def textfile_problem(path: str) -> str | None:
     return None
 
 
+def check_textfile(path: str) -> None:
+    """Refuse a ``--prom-file`` that cannot be written, before anything is measured.
+
+    Raises:
+        BadInputError: naming the option, the path, the problem and the fix.
+        UnsafePathError: a link planted at the path.
+    """
+    problem = textfile_problem(path)
+    if problem is not None:
+        raise BadInputError(f"--prom-file {problem}")
+
+
 def write_textfile(path: str | os.PathLike[str], text: str) -> Path:
     """Write a textfile atomically, readable by node_exporter's own user (0644).
 
@@ -216,6 +228,7 @@ def write_prometheus(
 
 __all__ = [
     "LABEL_LIMIT",
+    "check_textfile",
     "drift_registry",
     "host_label",
     "label_text",

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from validator import __version__
+from validator.error_tree import ReportError, UnsafePathError
 from validator.model import NodeResult, NvmlStatus, Report, Verdict
 from validator.report.gpu_figures import GPU_LABELS, Sample, gpu_samples, node_samples
 from validator.report.prometheus import (
@@ -163,9 +163,10 @@ def _family(series: Series) -> GaugeMetricFamily | CounterMetricFamily:
 class CertifyCollector(Collector):
     """The series of :data:`SERIES` for the nodes of one certify report."""
 
-    def __init__(self, nodes: Sequence[NodeResult], now: datetime.datetime) -> None:
-        """Collect ``nodes``, judged at ``now`` (naive: UTC)."""
-        self._nodes = nodes
+    def __init__(self, report: Report, now: datetime.datetime) -> None:
+        """Collect the nodes of ``report``, judged at ``now`` (naive: UTC)."""
+        self._nodes = report.nodes
+        self._version = report.tool_version
         self._stamp = timestamp_seconds(now)
 
     def collect(self) -> Iterator[Metric]:
@@ -177,7 +178,7 @@ class CertifyCollector(Collector):
             families[name].add_metric(list(labels), value)
             counts[name] += 1
 
-        add("gpuready_build_info", [__version__], 1)
+        add("gpuready_build_info", [label_text(self._version)], 1)
         for node in self._nodes:
             host = host_label(node.hostname)
             for sample in self._node(node):
@@ -214,7 +215,7 @@ def _text(value: object) -> str:
 def certify_registry(report: Report, *, now: datetime.datetime) -> CollectorRegistry:
     """A registry holding certify's series for every node of ``report``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(CertifyCollector(report.nodes, now))
+    registry.register(CertifyCollector(report, now))
     return registry
 
 
@@ -235,6 +236,19 @@ def write_certify_prometheus(
     return write_textfile(path, render_certify_prometheus(report, now=now))
 
 
+def textfile_problems(path: str, report: Report) -> list[str]:
+    """Write certify's textfile now; what kept it from being written, as one line, or nothing.
+
+    A run's measurements are never lost for its textfile: the caller records them all the
+    same, and the line names the file and why (exit 3).
+    """
+    try:
+        write_certify_prometheus(path, report, now=datetime.datetime.now(datetime.timezone.utc))
+    except (ReportError, UnsafePathError) as exc:
+        return [str(exc)]
+    return []
+
+
 def series_named(name: str) -> Series:
     """The declared series called ``name`` (a counter's without ``_total``)."""
     return _BY_NAME[name]
@@ -247,5 +261,6 @@ __all__ = [
     "certify_registry",
     "render_certify_prometheus",
     "series_named",
+    "textfile_problems",
     "write_certify_prometheus",
 ]

@@ -195,7 +195,9 @@ def _run_certify(
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
     if request.prom_file is not None:  # a report too: written before history, as they are
-        problems.extend(_write_textfile(request.prom_file, report))
+        from validator.report.prometheus_certify import textfile_problems
+
+        problems.extend(textfile_problems(request.prom_file, report))
     try:
         recorded = record_report(store, run_id, report, stored)
     except GpureadyError as exc:
@@ -404,37 +406,13 @@ def _certify_fleet(
 
 
 def _check_outputs(request: CertifyRequest) -> None:
-    """Refuse a report folder or textfile that cannot be written, before anything is measured.
-
-    Raises:
-        BadInputError: naming the option, the path and the fix.
-    """
+    """Refuse a report folder or textfile that cannot be written (BadInputError), up front."""
     if request.report_dir is not None:
         _check_writable(request.report_dir)
     if request.prom_file is not None:
-        from validator.report.prometheus import textfile_problem
+        from validator.report.prometheus import check_textfile
 
-        problem = textfile_problem(request.prom_file)
-        if problem is not None:
-            raise BadInputError(f"--prom-file {problem}")
-
-
-def _write_textfile(path: str, report: Report) -> list[str]:
-    """Write the node_exporter textfile (validator.report.prometheus_certify); its problem.
-
-    Returns:
-        The one line naming the file and why it could not be written; empty when written.
-    """
-    import datetime
-
-    from validator.error_tree import UnsafePathError
-    from validator.report.prometheus_certify import write_certify_prometheus
-
-    try:
-        write_certify_prometheus(path, report, now=datetime.datetime.now(datetime.timezone.utc))
-    except (ReportError, UnsafePathError) as exc:
-        return [str(exc)]
-    return []
+        check_textfile(request.prom_file)
 
 
 def _check_writable(directory: str) -> None:
