@@ -175,6 +175,9 @@ class CertifyCollector(Collector):
         counts = dict.fromkeys(families, 0)
 
         def add(name: str, labels: Sequence[str], value: float) -> None:
+            # add_metric pairs names and values with zip: one missing would shift the rest.
+            if len(labels) != len(_BY_NAME[name].all_labels()):
+                raise ValueError(f"{name}: {len(labels)} label values for {_BY_NAME[name]}")
             families[name].add_metric(list(labels), value)
             counts[name] += 1
 
@@ -249,18 +252,12 @@ def textfile_problems(path: str, report: Report) -> list[str]:
     return []
 
 
-def series_named(name: str) -> Series:
-    """The declared series called ``name`` (a counter's without ``_total``)."""
-    return _BY_NAME[name]
-
-
 __all__ = [
     "SERIES",
     "CertifyCollector",
     "Series",
     "certify_registry",
     "render_certify_prometheus",
-    "series_named",
     "textfile_problems",
     "write_certify_prometheus",
 ]
