@@ -123,7 +123,11 @@ def parse(
         groups.append(FigureSource(names, text, confirmed))
     missing = sorted(wanted - seen)
     if missing:
-        raise at.fail(("figure_sources",), f"names no source for {', '.join(missing)}")
+        raise at.fail(
+            ("figure_sources",),
+            f"'figure_sources' names no source for {', '.join(missing)}; add each to a group "
+            "with 'from' (where it comes from) or 'unconfirmed' (why no source confirms it)",
+        )
     return tuple(groups)
 
 
