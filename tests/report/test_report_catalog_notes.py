@@ -131,3 +131,17 @@ def test_certify_says_which_verdicts_rest_on_unconfirmed_figures(
     assert all((NOTE in line) is noted for line in speed), speed
     document = _certify(capsys, "--json", *args)
     assert (NOTE in _json_speed_message(document)) is noted
+
+
+def test_a_reading_over_a_ceiling_made_of_an_unconfirmed_figure_says_so() -> None:
+    """inventory.figures_plausible's UNKNOWN blocks the certificate on the ceiling's word."""
+    fast = with_gpu_burn(healthy_node(), 0, tflops=1500.0)  # above both models' 1.05 x peak
+    for policy, noted in ((Policy(expected_model="h100-nvl"), True), (Policy(), False)):
+        plausible = [
+            f
+            for f in judge(fast, policy).findings
+            if f.check == "inventory.figures_plausible" and f.gpu_index == 0
+        ]
+        assert len(plausible) == 1
+        assert plausible[0].severity is Severity.UNKNOWN
+        assert (NOTE in plausible[0].message) is noted, plausible[0].message
