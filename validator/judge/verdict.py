@@ -9,6 +9,7 @@ from validator.error_tree import ExitCode
 from validator.judge import figure_ceilings
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
+from validator.judge.catalog_notes import note_unconfirmed
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.finding_helpers import (
@@ -113,6 +114,8 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     findings = figure_checks.findings(facts, implausible)
     for _, check in FAMILIES:
         findings += check(facts, policy, sku)
+    # A verdict resting on a catalog figure no source confirms says so in its message.
+    findings = note_unconfirmed(findings, facts, policy, sku)
     # Every finding leaves the judge saying what to do about it (NONE on a PASS). Where the
     # driver did not answer, what could not run waits for the driver's fix, not a rerun.
     ordered = sort_findings(
