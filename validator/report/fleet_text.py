@@ -23,7 +23,7 @@ _HOST_MOST = 28  # a longer name widens its own line, not every line
 _SKU_MOST = 18
 _NO_SKU = "no SKU matched"  # as the node's details say
 _NO_COMPARISON = "no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs"
-_CHECKS_LEAST = 50  # room for the failing checks, however wide the rest
+_CHECKS_LEAST = 80  # room for the failing checks, however wide the rest
 
 # Colours a verdict for the terminal (plain where it is not one).
 Paint = Callable[[Verdict, str], str]
