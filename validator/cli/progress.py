@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.table import Table
+    from rich.text import Text
 
 _FINAL = ("done", "failed")
 SHOWN_RUNNING = 12  # running hosts listed by name, the longest at it first; the rest counted
 SHOWN_FAILED = 8  # hosts not certified listed by name, the latest first; the rest counted
+_HOST_MOST = 48  # a longer host name is cut short in the live view (the report has it whole)
 
 
 _Display = TypeVar("_Display", bound="LiveDisplay")
@@ -230,8 +232,8 @@ class FleetProgress(LiveDisplay):
             return f"{_clock(left)} left" if left > 0 else "past its deadline"
         return "finishing" if host.run_started is not None and self.burn_s > 0 else "-"
 
-    def _render(self) -> Table:
-        from rich.table import Table
+    def _render(self) -> RenderableType:
+        from rich.console import Group
         from rich.text import Text
 
         now = self.clock()
@@ -239,22 +241,27 @@ class FleetProgress(LiveDisplay):
             hosts = dict(self.hosts)
             verdicts = dict(self.verdicts)
             slowest = self.slowest
-        table = Table.grid(padding=(0, 2))
         running = [
             (name, host)
             for name, host in hosts.items()
             if host.verdict is None and host.phase not in (*_FINAL, "waiting")
         ]
         waiting = sum(1 for host in hosts.values() if host.phase == "waiting")
-        table.add_row(*_count_row(verdicts, self.total, len(running), waiting, now - self.started))
-        _running_rows(table, running, now, self)
-        _failed_rows(table, hosts)
+        elapsed = now - self.started
+        parts: list[RenderableType] = [
+            _count_line(verdicts, self.total, len(running), waiting, elapsed)
+        ]
+        # One width for the host column of both lists, so that they line up.
+        width = min(max((len(visible(name)) for name in hosts), default=0), _HOST_MOST) + 2
+        parts.extend(_running_rows(running, now, self, width))
+        parts.extend(_failed_rows(hosts, width))
         if slowest is not None:
             tflops, name, index = slowest
             # Text, not markup: a host named "[red]x" is shown as it is named
-            where = Text(f"  slowest GPU so far: {visible(name)} GPU {index}")
-            table.add_row(where, f"{tflops:.1f} TFLOPS", "")
-        return table
+            parts.append(
+                Text(f"  slowest GPU so far: {visible(name)} GPU {index}, {tflops:.1f} TFLOPS")
+            )
+        return Group(*parts)
 
 
 def _clock(seconds: float) -> str:
@@ -280,36 +287,57 @@ def _counted(result: NodeResult) -> str:
     named = ", ".join(check_words(check, gpus) for check, gpus in checks[:3])
     more = f", +{len(checks) - 3} more" if len(checks) > 3 else ""
     return f"{number} {noun} {word}: {named}{more}"
-def _count_row(
+
+
+def _count_line(
     verdicts: dict[str, int], total: int, running: int, waiting: int, elapsed: float
-) -> tuple[str, ...]:
+) -> Text:
+    """``300/1000 hosts  270 certified  30 not certified  0 unknown  400 running, ...``."""
+    from rich.text import Text
+
     done = sum(verdicts.values())
-    return (
-        f"[bold]{done}/{total} hosts[/]",
+    return Text.from_markup(
+        f"[bold]{done}/{total} hosts[/]  "
         f"[green]{verdicts.get('CERTIFIED', 0)} certified[/]  "
         f"[red]{verdicts.get('NOT_CERTIFIED', 0)} not certified[/]  "
-        f"[yellow]{verdicts.get('UNKNOWN', 0)} unknown[/]",
-        f"{running} running, {waiting} waiting, {_clock(elapsed)}",
+        f"[yellow]{verdicts.get('UNKNOWN', 0)} unknown[/]  "
+        f"{running} running, {waiting} waiting, {_clock(elapsed)}"
     )
 
 
+def _grid(width: int) -> Table:
+    """Host, phase (or verdict), then time left (or the worst): a row a line, never wrapped."""
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(width=width, no_wrap=True, overflow="ellipsis")
+    table.add_column(width=len(Verdict.NOT_CERTIFIED.value), no_wrap=True)
+    table.add_column(no_wrap=True, overflow="ellipsis")
+    return table
+
+
 def _running_rows(
-    table: Table, running: list[tuple[str, _Host]], now: float, display: FleetProgress
-) -> None:
+    running: list[tuple[str, _Host]], now: float, display: FleetProgress, width: int
+) -> list[RenderableType]:
     """The running hosts that have been at it longest, the rest counted in a line."""
     from rich.text import Text
 
+    if not running:
+        return []
     running.sort(key=lambda pair: (pair[1].started or now, pair[0]))
+    table = _grid(width)
     for name, host in running[:SHOWN_RUNNING]:
         # Text, not markup: a host named "[red]x" is shown as it is named
         table.add_row(
             Text(f"  {visible(name)}"), Text(visible(host.phase)), display.time_left(host, now)
         )
+    parts: list[RenderableType] = [table]
     if len(running) > SHOWN_RUNNING:
-        table.add_row(f"  ... and {len(running) - SHOWN_RUNNING} more running", "", "")
+        parts.append(Text(f"  ... and {len(running) - SHOWN_RUNNING} more running"))
+    return parts
 
 
-def _failed_rows(table: Table, hosts: dict[str, _Host]) -> None:
+def _failed_rows(hosts: dict[str, _Host], width: int) -> list[RenderableType]:
     """The latest hosts not certified, each with its worst: the checks it failed, what to do."""
     from rich.text import Text
 
@@ -318,15 +346,20 @@ def _failed_rows(table: Table, hosts: dict[str, _Host]) -> None:
         for name, host in hosts.items()
         if host.verdict is not None and host.verdict is not Verdict.CERTIFIED
     ]
+    if not failed:
+        return []
     failed.sort(key=lambda pair: -pair[1].arrived)
+    table = _grid(width)
     for name, host in failed[:SHOWN_FAILED]:
         verdict = host.verdict.value if host.verdict is not None else ""
         style = "yellow" if host.verdict is Verdict.UNKNOWN else "red"
         table.add_row(
             Text(f"  {visible(name)}"), Text(verdict, style=style), Text(visible(host.worst))
         )
+    parts: list[RenderableType] = [table]
     if len(failed) > SHOWN_FAILED:
-        table.add_row(f"  ... and {len(failed) - SHOWN_FAILED} more not certified", "", "")
+        parts.append(Text(f"  ... and {len(failed) - SHOWN_FAILED} more not certified"))
+    return parts
 
 
 def stderr_console() -> Console:

@@ -87,9 +87,7 @@ def count_checks(findings: Iterable[Finding]) -> CheckCounts:
     )
 
 
-def checks_at(
-    findings: Iterable[Finding], severity: Severity
-) -> List[Tuple[str, Tuple[int, ...]]]:
+def checks_at(findings: Iterable[Finding], severity: Severity) -> List[Tuple[str, Tuple[int, ...]]]:
     """The checks counted at ``severity``, each once with the GPUs its findings name.
 
     ``[("burn.speed", (3, 5)), ("errors.xid", ())]``: in first-seen order, the GPUs of the
