@@ -307,3 +307,19 @@ def test_the_live_view_counts_checks_in_a_real_terminal(report: Report, tmp_path
             assert f"{count['failed']} {word} failed: " in rows[-1]
         else:
             assert f"{count['unknown']} checks could not be judged: " in rows[-1]
+
+
+def test_a_certified_summary_counts_what_could_not_be_judged() -> None:
+    """An A100 node certified with an optional check unknown on every GPU: not "all passed"."""
+    burn = BurnConfig(duration_s=1.0)
+    node = judge_node(collect_simulated("healthy-8x-a100-80gb", burn=burn), Policy())
+    count = expected(node)
+    assert node.verdict is Verdict.CERTIFIED
+    assert count["unknown"] == 1
+    text = render_text(Report(generated_at="", tool_version="", nodes=(node,)))
+    total = sum(count.values())
+    assert f"  {total} checks: {count['passed']} passed, 0 warnings, 0 failed, 1 unknown\n" in text
+    assert f"{count['passed']} of {total} checks passed, 1 optional could not be judged: " in (
+        node.summary or ""
+    )
+    assert "all " not in (node.summary or "")
