@@ -261,8 +261,8 @@ def render_text(report: Report, *, color: bool = False, quiet: bool = False) -> 
         quiet: a fleet's summary alone; one node's line alone.
 
     Returns:
-        The text, lines at most about 100 columns except for long messages,
-        ending in a newline.
+        The text, lines at most about 100 columns except for long messages and a
+        fleet's node lines that name several checks, ending in a newline.
     """
     paint = _Painter(color)
     if report.fleet is not None:
