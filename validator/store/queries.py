@@ -45,8 +45,8 @@ class HistoryRow:
     hostname: str | None
     verdict: str | None  # CERTIFIED | NOT_CERTIFIED | UNKNOWN
     summary: str
-    failed: int  # FAIL findings
-    unknown: int  # UNKNOWN findings
+    failed: int  # checks that failed (validator.model.check_counts; findings before issue 33)
+    unknown: int  # checks that could not be judged, counted alike
     recorded_at: str | None
     provenance: str | None = None  # live | capture | simulate | unknown; None: no host
     # What became of the certificate this result was issued: "current", "replaced" (by
