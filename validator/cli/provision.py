@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,7 @@ from validator.service.provision_service import (
     ProvisionResult,
     certify_transport,
     check_request,
+    default_playbook,
     estimate_tasks,
     parse_extra_vars,
     run_provision,
@@ -316,7 +318,8 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @click.option(
     "--playbook",
     type=NonEmptyPath(dir_okay=False),
-    help="Playbook to run (default: the bundled playbooks/site.yml).",
+    metavar="FILE|NAME",
+    help="Playbook to run: a file, or a bundled one by name (site, drift-timer) (default: site).",
 )
 @click.option(
     "--certify",
@@ -393,6 +396,17 @@ def _refuse_certify_options(ctx: click.Context) -> None:
             raise click.UsageError(f"{flag} needs --certify")
 
 
+def bundled_playbook(given: str | None) -> str | None:
+    """``--playbook``: a bundled playbook's path for its name (``drift-timer``), else as given.
+
+    A file of that name in the working directory is the operator's and wins.
+    """
+    if given is None or "/" in given or given.endswith((".yml", ".yaml")):
+        return given
+    bundled = default_playbook().parent / f"{given}.yml"
+    return str(bundled) if bundled.is_file() and not os.path.exists(given) else given
+
+
 def _check_certify_inputs(options: dict[str, Any], burn: BurnOptions) -> None:
     """certify's inputs, read before provisioning: a typo shows in seconds, not after it."""
     from validator.node.burnin.burn_config import parse_duration
@@ -422,7 +436,7 @@ def _request(ctx: click.Context, options: dict[str, Any], burn: BurnOptions) -> 
         diff=options["diff"],
         mirror=options["mirror"],
         extra_vars=parse_extra_vars(options["extra_vars"]),
-        playbook=options["playbook"],
+        playbook=bundled_playbook(options["playbook"]),
         force=options["force"],
     )
     check_request(request)
