@@ -467,3 +467,35 @@ def test_provision_certify_records_history_and_a_baseline_for_drift(
     assert code == 0, out + err
     assert re.search(r"^node-a\s+NO DRIFT", out, re.MULTILINE), out
     assert re.search(r"^node-b\s+NO DRIFT", out, re.MULTILINE), out
+
+
+def test_a_bundled_playbook_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from validator.cli.provision import bundled_playbook
+
+    drift_timer = Path(str(bundled_playbook("drift-timer")))
+    assert drift_timer.name == "drift-timer.yml"
+    assert drift_timer.is_file()
+    assert Path(str(bundled_playbook("site"))).read_text().startswith("---")
+    for given in (None, "no-such-playbook", "mine.yml", "plays/drift-timer"):
+        assert bundled_playbook(given) == given
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "drift-timer").write_text("- hosts: all\n")  # the operator's own file wins
+    assert bundled_playbook("drift-timer") == "drift-timer"
+
+
+def test_json_carries_the_changes_of_a_diff_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from validator.cli.provision import _render
+    from validator.service.provision_diff import DiffLine, RunChanges, TaskChange
+
+    result = ProvisionResult(
+        status="successful", rc=0, hosts=(HostRecap("gpu-01", ok=2, changed=1),),
+        artifacts_dir="/tmp/run", check=True,
+    )  # fmt: skip
+    change = TaskChange("gpu-01", "Write the profile", "", (DiffLine("add", "+PATH=/x"),))
+    _render(result, None, RunChanges((change,)), as_json=True, color=False)
+    document = json.loads(capsys.readouterr().out)
+    assert document["changes"] == [
+        {"host": "gpu-01", "task": "Write the profile", "item": "", "lines": ["+PATH=/x"]}
+    ]
+    _render(result, None, None, as_json=True, color=False)
+    assert "changes" not in json.loads(capsys.readouterr().out)  # no --diff, no key

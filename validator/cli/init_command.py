@@ -16,7 +16,7 @@ from validator.safe_text import visible
     help="Overwrite hosts.ini and group_vars/all.yml when DIRECTORY has them already.",
 )
 def init(directory: str, force: bool) -> None:
-    r"""Write an example inventory and the version pins into DIRECTORY, to edit, then provision.
+    """Write an example inventory and the version pins into DIRECTORY, to edit, then provision.
 
     DIRECTORY/hosts.ini is the example inventory (put your hosts in it);
     DIRECTORY/group_vars/all.yml pins the driver, CUDA Toolkit, cuDNN, DCGM and NCCL
@@ -27,7 +27,7 @@ def init(directory: str, force: bool) -> None:
     Example:
       gpuready init site
       gpuready provision -i site/hosts.ini --check --diff
-    """
+    """  # noqa: D301 - click's \b keeps the example's lines as written
     from validator.service.site_init import init_site
 
     for path in init_site(directory, force=force):
