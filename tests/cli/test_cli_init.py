@@ -22,7 +22,6 @@ from validator.cli.main import main
 from validator.service.site_init import SITE_FILES, shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
-tomllib = pytest.importorskip("tomllib")
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -113,6 +112,7 @@ def test_a_link_is_refused_and_never_followed(
 
 
 def test_the_wheel_ships_both_files() -> None:
+    tomllib = pytest.importorskip("tomllib")  # the standard library's from 3.11
     with (REPO / "pyproject.toml").open("rb") as handle:
         setuptools = tomllib.load(handle)["tool"]["setuptools"]
     assert "validator.inventory" in setuptools["packages"]
