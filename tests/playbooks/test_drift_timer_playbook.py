@@ -37,11 +37,11 @@ _RECAP = re.compile(
     r"^localhost\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
 )
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("ansible-playbook") is None, reason="ansible-playbook missing"),
-    # The role writes its files owned by root, as on a node.
-    pytest.mark.skipif(os.geteuid() != 0, reason="the role's files are root's: run as root"),
-]
+needs_ansible = pytest.mark.skipif(
+    shutil.which("ansible-playbook") is None, reason="ansible-playbook missing"
+)
+# The roles write their files owned by root, as on a node.
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the roles' files are root's: run as root")
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -111,6 +111,8 @@ def _exec_start(tmp_path: Path) -> str:
     return line
 
 
+@needs_ansible
+@as_root
 def test_check_install_rerun_converged_check_and_a_lost_certificate(tmp_path: Path) -> None:
     build_wheel(tmp_path / "wheels")
     (tmp_path / "bin").mkdir()
@@ -149,3 +151,16 @@ def test_check_install_rerun_converged_check_and_a_lost_certificate(tmp_path: Pa
     assert rc == 0, output[-3000:]
     assert not copied.exists()
     assert "--certificate" not in _exec_start(tmp_path)
+
+
+@pytest.mark.parametrize("role", ["gpuready_agent", "drift_timer"])
+def test_the_roles_have_the_house_layout_and_prefixed_defaults(role: str) -> None:
+    import yaml
+
+    folder = PLAYBOOK.parent / "roles" / role
+    for part in ("tasks/main.yml", "defaults/main.yml", "meta/main.yml"):
+        assert (folder / part).is_file(), part
+    defaults = yaml.safe_load((folder / "defaults" / "main.yml").read_text())
+    assert [name for name in defaults if not name.startswith(f"{role}_")] == []
+    tasks = yaml.safe_load((folder / "tasks" / "main.yml").read_text())
+    assert all(task.get("name") for task in tasks)
