@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 
 from validator import __version__
 from validator.certificate import CertificateError, verify_baseline, verify_seal
-from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
+from validator.drift import (
+    NoCertificate,
+    UntrustedBaseline,
+    drift_node,
+    not_certified_by,
+    revoked,
+    slurm_reason,
+)
 from validator.error_tree import ExitCode, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
@@ -181,10 +188,12 @@ def _checked(
 
 def stored_baseline(
     store: Store, hostname: str, key: KeyLike | None
-) -> Certificate | UntrustedBaseline | None:
-    """The host's newest stored certificate, verified; None when it was never certified.
+) -> Certificate | UntrustedBaseline | NoCertificate | None:
+    """The host's newest stored certificate, verified; else why there is none.
 
     Never an older certificate in place of one that fails: the newest is the baseline.
+    A host with no certificate whose certification failed gets a :class:`NoCertificate`
+    naming that run; one never tried, None.
 
     Raises:
         StoreError: the database itself failed (a row that is not a certificate does not).
@@ -199,11 +208,25 @@ def stored_baseline(
             raise
         return UntrustedBaseline(str(exc))
     if cert is None:
-        return None
+        return _last_attempt(store, hostname)
     checked = _checked(cert, key, hostname)
     if isinstance(checked, UntrustedBaseline):
         return checked
     return revocation(store, checked, hostname) or checked
+
+
+def _last_attempt(store: Store, hostname: str) -> NoCertificate | None:
+    """The run that tried to certify a host with no certificate, and failed; None if none did."""
+    attempt = store.latest_attempt(hostname)
+    if attempt is None or attempt.certified:  # certified, but its certificate not stored
+        return None
+    return not_certified_by(
+        run_id=attempt.run_id,
+        when=attempt.recorded_at,
+        verdict=attempt.verdict,
+        failed=attempt.failed,
+        summary=attempt.summary,
+    )
 
 
 def _at(text: str) -> datetime.datetime | None:
@@ -292,7 +315,7 @@ def _drift_here(
     # A file given for this machine is the operator's pick: its seal is checked, not its
     # name (an inventory name is rarely the name the machine gives itself); its GPUs'
     # UUIDs and serials still tell another node's certificate apart.
-    baseline: Certificate | UntrustedBaseline | None
+    baseline: Certificate | UntrustedBaseline | NoCertificate | None
     if request.certificate is not None:
         baseline = _checked(request.certificate, key, None)
         if not isinstance(baseline, UntrustedBaseline):
