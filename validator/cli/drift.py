@@ -64,7 +64,9 @@ from validator.store import Store
 @click.option(
     "--nhc",
     is_flag=True,
-    help="Print one line prefixed 'gpuready:' for Slurm's HealthCheckProgram; exit 1 on drift.",
+    help="Print one line prefixed 'gpuready:' for Slurm's HealthCheckProgram: exit 0 only "
+    "when the node matches its certificate; 1 on drift, no certificate or not checked "
+    "(NHC reads any non-zero as a failed check; the README's table lists every code).",
 )
 @click.option(
     "--slurm-drain",
@@ -104,7 +106,11 @@ from validator.store import Store
 @slurm_options
 @click.pass_context
 def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
-    """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked."""
+    """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked.
+
+    With --nhc, a node that cannot be shown to match a certificate (never certified
+    included) exits 1, not 3.
+    """
     request = _request(ctx, options)
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
