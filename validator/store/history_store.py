@@ -43,6 +43,7 @@ from validator.store.opening import (
     _check_header,
     _connect_to_read,
     _has_database,
+    _journal_mode,
     _open_writable,
     unwritable_reason,
 )
@@ -156,9 +157,11 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
             probe.close()
         elif defer_create:
             _check_folder(where)
+            _journal_mode(where, budget)  # a filesystem no journal is safe on: refused now
             return cls(None, where, readonly=False, retry_s=budget)
+        told: list[str] = []
         try:
-            connection = _open_writable(where, budget)
+            connection = _open_writable(where, budget, told)
         except StoreError as exc:
             reason = unwritable_reason(where, exc)
             if reason is None:
@@ -177,6 +180,7 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
                 )
             return store
         store = cls(connection, where, readonly=False, retry_s=budget)
+        store.notices.extend(told)
         try:
             store.import_pending()
             store.mark_dead_runs()
@@ -195,7 +199,7 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
             if self._db is None and self.cannot_write is None and (
                 create or _has_database(self.path)
             ):
-                self._db = _open_writable(self.path, self.retry_s)
+                self._db = _open_writable(self.path, self.retry_s, self.notices)
                 self.import_pending()
                 self.mark_dead_runs()
             return self._db
