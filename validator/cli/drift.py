@@ -87,6 +87,14 @@ from validator.store import Store
     help="Compare this machine with this certificate file instead of the store's latest.",
 )
 @click.option(
+    "--certificates",
+    "certificates_dir",
+    type=NonEmptyPath(exists=True, file_okay=False),
+    metavar="DIR",
+    help="Read-only folder of <host>.json certificates (certify --report-dir's "
+    "certificates/): a host's baseline when --db holds none of it.",
+)
+@click.option(
     "--sign-key",
     "key_path",
     type=NonEmptyPath(),
@@ -148,6 +156,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
         measure_interconnect=options["interconnect"],
+        certificates_dir=options["certificates_dir"],
         argv=command_line(ctx),
     )
 
@@ -166,6 +175,8 @@ def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
         raise click.UsageError(
             "-i checks the inventory's hosts: set gpuready_simulate per host instead of --simulate"
         )
+    if options["certificate_path"] is not None and options["certificates_dir"] is not None:
+        raise click.UsageError("give --certificate FILE or --certificates DIR, not both")
     if inventories and options["certificate_path"] is not None:
         raise click.UsageError("--certificate is for one machine: each host's comes from --db")
     if not inventories and options["limit"] is not None:
