@@ -259,6 +259,14 @@ def _from_files(
     return found
 
 
+def _baseline(
+    request: DriftRequest, store: Store, hostname: str, *, here: bool = False
+) -> Baseline:
+    """The host's baseline: history's certificate, else a file's (:func:`_from_files`)."""
+    found = stored_baseline(store, hostname, request.sign_key)
+    return _from_files(found, request, store, hostname, here=here)
+
+
 def stored_baseline(
     store: Store, hostname: str, key: KeyLike | None
 ) -> Certificate | UntrustedBaseline | NoCertificate | None:
@@ -398,8 +406,7 @@ def _drift_here(
             # A file copied back into place after a failed certification is still revoked.
             baseline = revocation(store, baseline, baseline.hostname) or baseline
     else:
-        found = stored_baseline(store, facts.hostname, key)
-        baseline = _from_files(found, request, store, facts.hostname, here=True)
+        baseline = _baseline(request, store, facts.hostname, here=True)
     result = drift_node(facts, baseline, policy)
     store.record_result(run_id, result)
     return (result,), run_id, False
@@ -422,9 +429,7 @@ def _drift_fleet(
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         # Certificates are keyed by inventory name, as certify records them.
-        found = stored_baseline(store, host.name, request.sign_key)
-        baseline = _from_files(found, request, store, host.name, here=False)
-        return drift_node(facts, baseline, policies[host.name])
+        return drift_node(facts, _baseline(request, store, host.name), policies[host.name])
 
     def arrived(batch: Sequence[NodeResult]) -> None:
         # An unreachable host's findings get their actions too.

@@ -31,7 +31,11 @@ def _has_database(path: Path) -> bool:
 
 
 def _check_folder(path: Path) -> None:
-    """Refuse a database path whose folder could never be made (a file in the way)."""
+    """Refuse a database path whose folder could never be made, or where no journal is safe.
+
+    A file in the way of its folder; a network filesystem whose locks stay on each host
+    (:func:`_journal_mode`).
+    """
     for folder in path.parents:
         if folder.exists():
             if not folder.is_dir():
@@ -39,7 +43,8 @@ def _check_folder(path: Path) -> None:
                     f"cannot create the folder of history database {path}: {folder} is not "
                     "a directory; give another --db"
                 )
-            return
+            break
+    _journal_mode(path, 0.0)
 
 
 def _journal_mode(where: Path, budget: float) -> tuple[str, str | None]:
@@ -75,13 +80,11 @@ def _journal_mode(where: Path, budget: float) -> tuple[str, str | None]:
 _TOLD: set[str] = set()  # the notices said in this process: each once
 
 
-def _open_writable(
-    where: Path, budget: float, notices: list[str] | None = None
-) -> sqlite3.Connection:
-    """A read-write connection, the database created or upgraded as needed.
+def _open_writable(where: Path, budget: float) -> tuple[sqlite3.Connection, list[str]]:
+    """A read-write connection, the database created or upgraded as needed; notices.
 
-    On a network filesystem the journal is a rollback journal, never WAL, and
-    ``notices`` is told so (once a process).
+    On a network filesystem the journal is a rollback journal, never WAL, and the
+    notices say so (once a process).
 
     Raises:
         StoreError: its folder cannot be made, the file is not usable, or it lies on a
@@ -103,11 +106,10 @@ def _open_writable(
     except BaseException:
         connection.close()
         raise
-    if notice is not None and notice not in _TOLD:
-        _TOLD.add(notice)
-        if notices is not None:
-            notices.append(notice)
-    return connection
+    if notice is None or notice in _TOLD:
+        return connection, []
+    _TOLD.add(notice)
+    return connection, [notice]
 
 
 # What SQLite and the OS say when a file cannot be written, whatever else is wrong.
