@@ -220,8 +220,12 @@ def test_stdout_and_run_pick_the_certificate(
 ) -> None:
     db, _ = signed
     _, newest, _ = run(capsys, "history", "certificate", HOST, "--db", str(db))
-    code, first, _ = run(capsys, "history", "certificate", HOST, "--db", str(db), "--run", "1")
+    code, first, err = run(capsys, "history", "certificate", HOST, "--db", str(db), "--run", "1")
     assert code == 0
+    assert err == (
+        f"gpuready: note: this certificate of {HOST} was replaced by run 2: it is exported as "
+        "stored, and `gpuready verify-cert FILE --db HISTORY` reports it\n"
+    )
     assert first != newest
     assert json.loads(first)["hostname"] == json.loads(newest)["hostname"] == HOST
 

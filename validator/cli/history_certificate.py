@@ -33,9 +33,30 @@ def read_stored(db_path: str | None, host: str, run_id: int | None) -> StoredCer
         raise BadInputError(f"no certificate of {name}: {exc}") from None
     with store:
         stored = store.stored_certificate(host, run_id)
-    if stored is None:
-        raise BadInputError(f"no certificate of {name}{which} in {store.path}: {fix}")
+        if stored is None:
+            raise BadInputError(f"no certificate of {name}{which} in {store.path}: {fix}")
+        _note_fate(store, stored)
     return stored
+
+
+# How far back a host's history is read for what became of an exported certificate.
+_FATE_ROWS = 10_000
+
+
+def _note_fate(store: Store, stored: StoredCertificate) -> None:
+    """Say on stderr when the certificate exported was revoked or replaced since."""
+    if stored.run_id is None:
+        return
+    rows = store.history(stored.hostname, limit=_FATE_ROWS)
+    row = next((r for r in rows if r.run_id == stored.run_id and r.certificate), None)
+    if row is None or row.certificate == "current" or row.certificate_run is None:
+        return
+    click.echo(
+        f"gpuready: note: this certificate of {one_line(stored.hostname, 80)} was "
+        f"{row.certificate} by run {row.certificate_run}: it is exported as stored, and "
+        "`gpuready verify-cert FILE --db HISTORY` reports it",
+        err=True,
+    )
 
 
 def export(stored: StoredCertificate, path: str, *, force: bool) -> None:
