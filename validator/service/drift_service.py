@@ -15,6 +15,13 @@ certificate in its place (that would let a tampered row roll the baseline back).
 Nor is one that a later certification of the host (its name in any case) did not
 certify: that attempt revokes it (:func:`revocation`), a certificate file given for
 this machine included, until a new certificate is issued.
+
+A host whose history holds no certificate of it (a node keeping its own history) is
+compared with a certificate file instead, checked the same way: ``<host>.json`` in the
+read-only folder ``--certificates`` names (certify --report-dir's ``certificates/``),
+and for this machine :data:`NODE_CERTIFICATE`, where the drift-timer role copies it.
+Without either, drift names the certification that failed (:class:`NoCertificate`), or
+says the host was never certified.
 """
 
 from __future__ import annotations
