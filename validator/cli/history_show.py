@@ -227,7 +227,9 @@ def node_text(result: NodeResult) -> list[str]:
 def run_text(run: RunInfo, results: Sequence[NodeResult]) -> str:
     """The run's head line, then each node's lines, a blank line between nodes."""
     hosts = f"{len(run.hostnames)} host" + ("" if len(run.hostnames) == 1 else "s")
-    head = f"run {run.run_id}  {run.kind}  started {run.started_at}  {run.status}  {hosts}"
+    # The run's own columns too: anyone who can write the file can write them.
+    kind, started, status = (one_line(text, 80) for text in (run.kind, run.started_at, run.status))
+    head = f"run {run.run_id}  {kind}  started {started}  {status}  {hosts}"
     blocks = ["\n".join(node_text(result)) for result in results]
     return "\n\n".join([head, *blocks]) + "\n"
 
