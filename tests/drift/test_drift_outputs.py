@@ -205,9 +205,10 @@ def test_nhc_line_for_each_state() -> None:
     assert line == (
         "gpuready: drift since the certificate of 2026-01-01T12:00:00+00:00: power_limit (GPU 5,6)"
     )
+    # NHC reads any status but 0 as a failed check: a node never certified does not pass.
     assert nhc_line([never()]) == (
-        3,
-        "gpuready: unknown: never certified: run gpuready certify first",
+        1,
+        "gpuready: never certified: run gpuready certify first",
     )
 
 
@@ -215,7 +216,7 @@ def test_nhc_line_for_a_fleet_names_the_hosts_and_stays_one_line() -> None:
     code, line = nhc_line(fleet())
     assert code == 1
     assert line.startswith("gpuready: gpu02: drift since")
-    assert "gpu03: unknown: never certified" in line
+    assert "gpu03: never certified" in line
     assert "gpu01" not in line
     many = [as_host(capped(), f"node-with-a-long-name-{i:03d}") for i in range(20)]
     code, line = nhc_line(many)
@@ -389,15 +390,14 @@ def test_verdicts_used_above_are_the_ones_intended() -> None:
 
 
 def test_nhc_line_for_a_clean_node_and_an_unchecked_one() -> None:
-    # Exit 1 (the run is not clean), so the line is not "unknown:" (that is exit 3).
     code, line = nhc_line([as_host(clean(), "gpu01"), as_host(never(), "gpu03")])
     assert (code, line) == (
         1,
-        "gpuready: gpu03: unknown: never certified: run gpuready certify first",
+        "gpuready: gpu03: never certified: run gpuready certify first",
     )
 
 
 def test_nhc_line_of_an_interrupted_run_exits_130() -> None:
     code, _ = nhc_line([capped()], interrupted=True)
     assert code == 130
-    assert nhc_line([]) == (3, "gpuready: unknown: no node was checked")
+    assert nhc_line([]) == (1, "gpuready: unknown: no node was checked")

@@ -273,7 +273,7 @@ CASES: tuple[Case, ...] = (
          check=_shown_with(ESCAPED_ESC)),
     case("drift-escape-driver-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=1, setup=DRIFTED,
          check=_shown_with("gpuready:")),
-    case("drift-escape-never-certified-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=3,
+    case("drift-escape-never-certified-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=1,
          setup=combine(baseline_db(), HOSTILE_HOST), check=_shown_with("gpuready:")),
     case("drift-escape-host-prom-file", "drift", *SIMULATE, *DB, "--sign-key", "{tmp}/key",
          "--prom-file", "{tmp}/g.prom", exit=0, setup=CERTIFIED_PAYLOAD,

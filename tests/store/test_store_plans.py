@@ -96,6 +96,9 @@ def traced_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[s
         store.latest_certificate("gpu-1")
         store.latest_attempt("GPU-2")  # drift's revocation check, the name in any case
         store.result(drift, "gpu-0")
+        store.run_info(drift)  # history show
+        store.stored_certificate("gpu-1")  # history certificate
+        store.stored_certificate("gpu-1", run_id=1)  # history certificate --run
         store.mark_dead_runs()
         store.prune(keep_runs=2, dry_run=True)
         store.prune(keep_days=30, now=datetime.datetime(2025, 3, 15, tzinfo=datetime.timezone.utc))
