@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from validator.codec import pack
-from validator.error_tree import BadInputError, ExitCode, GpureadyError
+from validator.error_tree import BadInputError, CouldNotRunError, ExitCode, GpureadyError
 from validator.model import DEFAULT_XID_WINDOW_HOURS, NodeFacts, to_dict
 from validator.node import stop_request
 from validator.node.bandwidth import check_mode
@@ -91,15 +91,25 @@ def source_for(
     return LiveSource(system)
 
 
-def nothing_to_certify() -> str | None:
-    """Why this host has nothing to certify, in one line naming the fix; None if it has.
+def check_something_to_certify(
+    simulate: str | None = None, capture: str | os.PathLike[str] | None = None
+) -> None:
+    """Refuse this host when it has nothing to certify, in one line naming the cause and the fix.
 
-    No NVIDIA GPU on its PCI bus, or GPUs there and no NVIDIA driver loaded
-    (validator.node.live.pci_bus): read before anything is measured.
+    Only this host (no scenario, no capture): no NVIDIA GPU on its PCI bus, or GPUs there
+    and no NVIDIA driver loaded (validator.node.live.pci_bus). Asked before anything is
+    measured, recorded or written.
+
+    Raises:
+        CouldNotRunError: why, and what to do (exit 3).
     """
+    if simulate is not None or capture is not None:
+        return
     from validator.node.live.pci_bus import first_run_problem
 
-    return first_run_problem()
+    problem = first_run_problem()
+    if problem is not None:
+        raise CouldNotRunError(problem)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -24,13 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.error_tree import (
-    BadInputError,
-    CouldNotRunError,
-    ExitCode,
-    GpureadyError,
-    ReportError,
-)
+from validator.error_tree import BadInputError, ExitCode, GpureadyError, ReportError
 from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, Verdict
@@ -75,6 +69,7 @@ class CertifyRequest:
     reach: Reach = field(default_factory=Reach)
     deadline_s: float | None = None  # None: the burn plus a margin
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
+    prom_file: str | None = None  # write node_exporter's textfile here (--prom-file)
     # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
     json_form: str = "auto"
     # A key file: certificates are signed with it (Ed25519 private key, or HMAC-SHA256 secret).
@@ -178,10 +173,11 @@ def _run_certify(
 
         key = load_signing_key(request.sign_key)
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    if request.report_dir is not None:
-        _check_writable(request.report_dir)  # before the burn, not after it
-    if not request.reach.is_fleet and request.simulate is None and request.capture is None:
-        _check_something_to_certify()  # before the run is recorded or a report written
+    _check_outputs(request)  # before the burn, not after it
+    if not request.reach.is_fleet:  # this host with nothing to certify: one line, nothing recorded
+        from validator.node.agent import check_something_to_certify
+
+        check_something_to_certify(request.simulate, request.capture)
     problems: list[str] = []
     submitted: list[Submission] = []
     if request.reach.is_fleet:
@@ -202,6 +198,10 @@ def _run_certify(
         )
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
+    if request.prom_file is not None:  # a report too: written before history, as they are
+        from validator.report.prometheus_certify import textfile_problems
+
+        problems.extend(textfile_problems(request.prom_file, report))
     try:
         recorded = record_report(store, run_id, report, stored)
     except GpureadyError as exc:
@@ -225,22 +225,6 @@ def _run_certify(
         slurm=slurm,
         submission=submitted[0] if submitted else None,
     )
-
-
-def _check_something_to_certify() -> None:
-    """Refuse, in one line, a machine with no NVIDIA GPU on its bus, or GPUs and no driver.
-
-    Nothing is measured, recorded or written then: there is nothing to certify, and a
-    report of the tools around a GPU that is not there would only hide why.
-
-    Raises:
-        CouldNotRunError: the cause and its fix (exit 3).
-    """
-    from validator.node.agent import nothing_to_certify
-
-    problem = nothing_to_certify()
-    if problem is not None:
-        raise CouldNotRunError(problem)
 
 
 def _certify_one(
@@ -423,6 +407,16 @@ def _certify_fleet(
             _close_cut_short(store, run[0])
         raise
     return report, run[0]
+
+
+def _check_outputs(request: CertifyRequest) -> None:
+    """Refuse a report folder or textfile that cannot be written (BadInputError), up front."""
+    if request.report_dir is not None:
+        _check_writable(request.report_dir)
+    if request.prom_file is not None:
+        from validator.report.prometheus import check_textfile
+
+        check_textfile(request.prom_file)
 
 
 def _check_writable(directory: str) -> None:
