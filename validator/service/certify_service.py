@@ -174,10 +174,6 @@ def _run_certify(
         key = load_signing_key(request.sign_key)
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
     _check_outputs(request)  # before the burn, not after it
-    if not request.reach.is_fleet:  # this host with nothing to certify: one line, nothing recorded
-        from validator.node.agent import check_something_to_certify
-
-        check_something_to_certify(request.simulate, request.capture)
     problems: list[str] = []
     submitted: list[Submission] = []
     if request.reach.is_fleet:
@@ -230,7 +226,14 @@ def _run_certify(
 def _certify_one(
     request: CertifyRequest, store: Store, policy: Policy, burn_progress: ProgressSink | None
 ) -> tuple[Report, int]:
-    """One node, its run started in history once measuring has begun (see _RunStart)."""
+    """One node, its run started in history once measuring has begun (see _RunStart).
+
+    This host with nothing to certify (no NVIDIA GPU, or no driver) is refused first, in one
+    line: nothing is measured, recorded or written.
+    """
+    from validator.node.agent import check_something_to_certify
+
+    check_something_to_certify(request.simulate, request.capture)
     run = _RunStart(store, policy_digest(policy), request.argv)
 
     def progress(update: BurnProgress) -> None:
