@@ -395,6 +395,22 @@ json_form_option = click.option(
 )
 
 
+def use_color(color: bool | None, stream: Any = None) -> bool:  # noqa: ANN401 - a text stream
+    """Whether to colour: ``--color``/``--no-color`` if given, else not where NO_COLOR is set.
+
+    NO_COLOR (https://no-color.org) set and non-empty turns colour off unless --color asks
+    for it; otherwise colour goes only to a terminal (``stream``, default stdout).
+    """
+    import os
+
+    if color is not None:
+        return color
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(sys.stdout if stream is None else stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 def command_line(ctx: click.Context) -> tuple[str, ...]:
     """The command line as given to ``gpuready`` (for history), without the program name."""
     root = ctx.find_root().obj

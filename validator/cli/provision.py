@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from validator.cli.certify import tell
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     BurnOptions,
@@ -39,6 +40,7 @@ from validator.cli.options import (
     limit_option,
     rolling_options,
     rolling_settings,
+    use_color,
 )
 from validator.cli.progress import LiveDisplay
 from validator.error_tree import ExitCode
@@ -251,7 +253,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     return result
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
 @limit_option
 @rolling_options
@@ -379,5 +381,4 @@ def _render(
     elif report is not None:
         from validator.report.terminal import render_text
 
-        use_color = sys.stdout.isatty() if color is None else color
-        click.echo(render_text(report, color=use_color), nl=False)
+        click.echo(render_text(report, color=use_color(color)), nl=False)

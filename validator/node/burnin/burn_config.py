@@ -38,8 +38,19 @@ MEMORY_FRACTION_MAX = 0.98
 MATRIX_SIZE_MAX = 65536  # 3 bf16 matrices of it take 24 GiB: beyond is a typo, not a GPU
 DEFAULT_DURATION_S = 300.0
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# A duration: a bare number of seconds, or numbers with units, largest first, each unit
+# once (1h30m, 2m30s, 1.5h, 250ms), as systemd and Go write them. ASCII digits only: a
+# Unicode digit is refused, not read as a number its user did not see.
+_PART = r"[0-9]{1,20}(?:\.[0-9]{1,20})?"
+_DURATION = re.compile(
+    rf"^\s*(?:(?P<bare>{_PART})|(?:(?P<h>{_PART})\s*h)?\s*(?:(?P<m>{_PART})\s*m(?!s))?"
+    rf"\s*(?:(?P<s>{_PART})\s*s)?\s*(?:(?P<ms>{_PART})\s*ms)?)\s*$"
+)
+_UNIT_S = {"bare": 1.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+DURATION_CHARS = 64  # "1h30m" needs a handful: a longer text is a paste, not a duration
+DURATION_FORMS = (
+    "a number of seconds (90), or numbers with h, m, s, ms, largest first (1h30m, 2m30s, 1.5h)"
+)
 _NEGATIVE = re.compile(r"^\s*-")
 
 WEEK_S = 7 * 24 * 3600.0  # the longest burn or deadline: longer is a typo (99999h), not a plan
@@ -58,23 +69,24 @@ MATRICES_KEPT = 3  # at the least A, B and one product stay on the device
 
 
 def parse_duration(text: str, flag: str = "--burn") -> float:
-    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``, ``250ms``.
+    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2m30s``, ``250ms``.
 
     Args:
         text: the duration as given.
         flag: the option it was given to, named in the error.
 
     Raises:
-        BadInputError: the text is not a duration (negative ones included).
+        BadInputError: the text is not a duration (negative ones included), naming
+            ``flag`` and the forms accepted.
     """
-    match = _DURATION.match(text)
-    if not match:
-        zero = " or 0 to skip the burn" if flag == "--burn" else ""
+    match = _DURATION.match(text) if len(text) <= DURATION_CHARS else None
+    if match is None or not any(match.groupdict().values()):
+        zero = "; 0 skips the burn" if flag == "--burn" else ""
         sign = " (it must not be negative)" if _is_negative(text) else ""
         raise BadInputError(
-            f"{flag} {excerpt(text)} is not a duration{sign}: write e.g. 300s, 5m, 1.5h{zero}"
+            f"{flag} {excerpt(text)} is not a duration{sign}: give {DURATION_FORMS}{zero}"
         )
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    return sum(float(part) * _UNIT_S[unit] for unit, part in match.groupdict().items() if part)
 
 
 def _is_negative(text: str) -> bool:
