@@ -203,7 +203,6 @@ def read_config(path: Path) -> dict[str, str | int | float]:
             :data:`CONFIG_BYTES`, not YAML, not a mapping, or an unknown key or bad value.
     """
     from validator.judge.yamlfile import load
-    from validator.limits import OverLimitError, read_bounded
 
     if not os.path.lexists(path):
         return {}
@@ -213,21 +212,44 @@ def read_config(path: Path) -> dict[str, str | int | float]:
             f'put the file itself there (cp --remove-destination "$(readlink -f {path})" {path})'
         )
     try:
-        _refuse_unsafe(path, path.lstat())
-        data = load(read_bounded(path, CONFIG_BYTES, nofollow=True).decode("utf-8"))
-    except OverLimitError as exc:
-        raise BadInputError(f"{path} {exc}: a config file holds a few settings") from None
+        data = load(_read_checked(path).decode("utf-8"))
     except UnicodeDecodeError:
         raise BadInputError(f"{path} is not UTF-8 text: write it as YAML") from None
     except OSError as exc:
         raise BadInputError(
             f"{path} cannot be read ({exc.strerror}): fix its permissions, or remove it"
         ) from None
+    except BadInputError:
+        raise
     except ValueError as exc:  # LoadError: the YAML's own words, with its line
         line = getattr(exc, "line", None)
         at = f" line {line}" if line else ""
         raise BadInputError(f"{path}{at}: {excerpt(str(exc))}: fix the YAML") from None
     return _settings_of(data, path)
+
+
+def _read_checked(path: Path) -> bytes:
+    """The file's bytes, judged by what was opened (no link, a regular file, small, trusted).
+
+    Raises:
+        OSError: it cannot be opened (a link put there since is ELOOP) or read.
+        BadInputError: no regular file, too large, or one root should not trust.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadInputError(f"{path} is not a regular file: put the settings in a file")
+        _refuse_unsafe(path, info)
+        data = os.read(fd, CONFIG_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_BYTES:
+        raise BadInputError(
+            f"{path} is larger than {CONFIG_BYTES // 1024} KiB: a config file holds a few settings"
+        )
+    return data
 
 
 def _settings_of(data: object, path: Path) -> dict[str, str | int | float]:

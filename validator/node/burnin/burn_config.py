@@ -41,13 +41,16 @@ DEFAULT_DURATION_S = 300.0
 # A duration: a bare number of seconds, or numbers with units, largest first, each unit
 # once (1h30m, 2m30s, 1.5h, 250ms), as systemd and Go write them. ASCII digits only: a
 # Unicode digit is refused, not read as a number its user did not see.
-_PART = r"[0-9]{1,20}(?:\.[0-9]{1,20})?"
-_DURATION = re.compile(
-    rf"^\s*(?:(?P<bare>{_PART})|(?:(?P<h>{_PART})\s*h)?\s*(?:(?P<m>{_PART})\s*m(?!s))?"
-    rf"\s*(?:(?P<s>{_PART})\s*s)?\s*(?:(?P<ms>{_PART})\s*ms)?)\s*$"
-)
-_UNIT_S = {"bare": 1.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-DURATION_CHARS = 64  # "1h30m" needs a handful: a longer text is a paste, not a duration
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_BARE = re.compile(_NUMBER)
+# One number and its unit, and the space after it. Digits and spaces never overlap, so a
+# long text is matched in one pass (no two ways to split it to try).
+_WITH_UNIT = re.compile(rf"({_NUMBER})\s*(ms|h|m|s)\s*")
+_UNIT_ORDER = ("h", "m", "s", "ms")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# "1h30m" needs a handful; a longer text is a paste, refused before it is matched. A
+# number too long for a float reads as infinity, which the callers' week refuses by name.
+DURATION_CHARS = 1024
 DURATION_FORMS = (
     "a number of seconds (90), or numbers with h, m, s, ms, largest first (1h30m, 2m30s, 1.5h)"
 )
@@ -79,19 +82,37 @@ def parse_duration(text: str, flag: str = "--burn") -> float:
         BadInputError: the text is not a duration (negative ones included), naming
             ``flag`` and the forms accepted.
     """
-    match = _DURATION.match(text) if len(text) <= DURATION_CHARS else None
-    if match is None or not any(match.groupdict().values()):
-        zero = "; 0 skips the burn" if flag == "--burn" else ""
+    seconds = _seconds(text) if len(text) <= DURATION_CHARS else None
+    if seconds is None:
+        zero = ", or 0 to skip the burn" if flag == "--burn" else ""
         sign = " (it must not be negative)" if _is_negative(text) else ""
         raise BadInputError(
             f"{flag} {excerpt(text)} is not a duration{sign}: give {DURATION_FORMS}{zero}"
         )
-    return sum(float(part) * _UNIT_S[unit] for unit, part in match.groupdict().items() if part)
+    return seconds
+
+
+def _seconds(text: str) -> float | None:
+    """The seconds ``text`` stands for, or None where it is no duration."""
+    body = text.strip()
+    if _BARE.fullmatch(body):
+        return float(body)
+    total, position, last = 0.0, 0, -1
+    while position < len(body):
+        part = _WITH_UNIT.match(body, position)
+        if part is None:
+            return None
+        rank = _UNIT_ORDER.index(part.group(2))
+        if rank <= last:  # 30m1h, 5m5m: each unit once, the largest first
+            return None
+        total += float(part.group(1)) * _UNIT_S[part.group(2)]
+        position, last = part.end(), rank
+    return total if body else None
 
 
 def _is_negative(text: str) -> bool:
     """``-5s``: a duration with a minus sign (refused with its own words)."""
-    return _NEGATIVE.match(text) is not None and _DURATION.match(text.strip()[1:]) is not None
+    return _NEGATIVE.match(text) is not None and _seconds(text.strip()[1:]) is not None
 
 
 def parse_burn_duration(text: str, flag: str = "--burn") -> float:
