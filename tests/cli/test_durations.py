@@ -68,7 +68,9 @@ def test_nonsense_is_refused_naming_the_flag_and_the_forms(text: str) -> None:
         parse_duration(text, "--deadline")
     message = str(caught.value)
     assert message.startswith("--deadline ")
-    assert "1h30m" in message and "2m30s" in message and "\n" not in message
+    assert "1h30m" in message
+    assert "2m30s" in message
+    assert "\n" not in message
 
 
 def test_overflow_is_refused_by_the_bound_not_read_as_a_number() -> None:

@@ -120,7 +120,8 @@ def test_config_prints_every_setting_and_its_source(
     assert rows["spool"].split()[1:] == ["/shared/spool", "command", "line", "--spool"]
     assert rows["report_dir"].split()[1:] == ["(none)", "default"]
     assert rows["connect_timeout"].split()[1:] == ["10.0", "default"]
-    assert f"{places['user']} (read)" in out and f"{places['system']} (read)" in out
+    assert f"{places['user']} (read)" in out
+    assert f"{places['system']} (read)" in out
 
 
 def test_defaults_live_under_xdg_state(
@@ -162,7 +163,8 @@ def test_a_bad_user_file_is_one_line_naming_it(
     assert err.count("\n") == 1, err
     assert err.startswith(f"gpuready: error: {places['user']}")
     assert words in err
-    assert "BEGIN" not in err and "AAAAC3" not in err  # key material never echoed back
+    assert "BEGIN" not in err
+    assert "AAAAC3" not in err
 
 
 def test_a_bad_variable_is_named(
@@ -184,7 +186,8 @@ def test_a_linked_config_file_is_refused_with_the_fix(
     code = main(["config"])
     _, err = capsys.readouterr()
     assert code == ExitCode.BAD_INPUT
-    assert "is a symbolic link" in err and "cp --remove-destination" in err
+    assert "is a symbolic link" in err
+    assert "cp --remove-destination" in err
 
 
 def test_as_root_a_world_writable_file_is_refused(
@@ -196,7 +199,8 @@ def test_as_root_a_world_writable_file_is_refused(
     code = main(["config"])
     _, err = capsys.readouterr()
     assert code == ExitCode.BAD_INPUT
-    assert f"is world-writable, so anyone could change what root runs: chmod o-w {places['system']}" in err
+    fix = f"chmod o-w {places['system']}"
+    assert f"is world-writable, so anyone could change what root runs: {fix}" in err
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
@@ -208,7 +212,8 @@ def test_as_root_a_file_another_user_owns_is_refused(
     code = main(["config"])
     _, err = capsys.readouterr()
     assert code == ExitCode.BAD_INPUT
-    assert "belongs to uid 65534, not root" in err and "chown root" in err
+    assert "belongs to uid 65534, not root" in err
+    assert "chown root" in err
 
 
 def test_a_spool_setting_does_not_demand_slurm(

@@ -66,7 +66,7 @@ _SLURM_OPTIONS: tuple[Callable[[F], F], ...] = (
         "--spool",
         type=NonEmptyPath(file_okay=False),
         metavar="DIR",
-        help=f"A folder every node sees at the same path (shared storage) for the agent and "
+        help="A folder every node sees at the same path (shared storage) for the agent and "
         "the results (default: $GPUREADY_SPOOL or the spool setting, else "
         "$XDG_STATE_HOME/gpuready/spool).",
     ),
