@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from tests.hostile.cases import Case, case
 
-COMMANDS = ("certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios")
+COMMANDS = (
+    "certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios", "config",
+)  # fmt: skip
 
 CASES: tuple[Case, ...] = (
     case("global-help", "--help", exit=0, out="Usage: gpuready"),
@@ -27,4 +29,9 @@ CASES: tuple[Case, ...] = (
         "scenarios-extra-argument", "scenarios", "healthy-8x-h100-sxm", exit=2, err="extra argument"
     ),
     case("scenarios-unknown-option", "scenarios", "--json", exit=2, err="--json"),
+    # `gpuready config`: each setting checked as a command would check it.
+    case("config-shows-the-settings", "config", exit=0, out=("db", "spool", "precedence:")),
+    case("config-bad-transport", "config", "--transport", "telnet", exit=2, err="--transport"),
+    case("config-key-material", "config", "--sign-key", "-----BEGIN", exit=2, err="key material"),
+    case("config-extra-argument", "config", "db", exit=2, err="extra argument"),
 )

@@ -21,6 +21,9 @@ from validator.safe_text import one_line
 
 LOGGER = "gpuready"
 log = logging.getLogger(LOGGER)
+# Between runs (tests run many in one process) no line may reach logging's last-resort
+# handler, which would print an error a second time on stderr.
+log.addHandler(logging.NullHandler())
 _ACTIVE: list[logging.Handler] = []  # what start added, for stop_all at the run's end
 
 
