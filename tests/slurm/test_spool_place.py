@@ -68,3 +68,20 @@ def test_collect_reads_a_submission_from_before_the_move(
     assert code == ExitCode.COULD_NOT_RUN
     assert err.count("is in the earlier spool") == 1
     assert "no gpuready submission" not in err
+
+
+def test_collect_reads_the_spool_a_setting_names(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``slurm collect``, a group's subcommand, takes the spool setting as certify does."""
+    spool = home / "shared" / "spool"
+    directory = submitted(spool, "4712")
+    (directory / "out" / "n1.rc").write_text("3\n")
+    monkeypatch.setenv("GPUREADY_SPOOL", str(spool))
+    code = main(["slurm", "collect", "4712"])
+    _, err = capsys.readouterr()
+    assert code == ExitCode.COULD_NOT_RUN
+    assert "no gpuready submission" not in err
+    monkeypatch.delenv("GPUREADY_SPOOL")
+    assert main(["slurm", "collect", "4712"]) == ExitCode.BAD_INPUT
+    assert "no gpuready submission 4712" in capsys.readouterr().err

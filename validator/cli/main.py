@@ -200,7 +200,7 @@ def cli(ctx: click.Context, debug: bool, log_file: str | None, verbose: bool) ->
     if log_file is not None or verbose:
         _start_log(ctx, log_file, verbose)
     found = settings.effective()
-    ctx.default_map = settings.default_map(found)
+    ctx.default_map = settings.default_map(found, _command_path(ctx))
     if log_file is not None or verbose:
         from validator.cli.run_log import log
 
@@ -209,6 +209,33 @@ def cli(ctx: click.Context, debug: bool, log_file: str | None, verbose: bool) ->
                 log.debug(
                     "setting %s=%s from %s %s", key, value.value, value.source.value, value.where
                 )
+
+
+_GROUP_VALUE_OPTIONS = frozenset({"--log-file"})  # gpuready's options that take a value
+
+
+def _command_path(ctx: click.Context) -> tuple[str, ...]:
+    """The command being run, as names: ``("certify",)``, ``("slurm", "collect")``.
+
+    Read from the command line as given (click has not parsed the subcommand's part
+    yet): the settings a group's subcommand takes must be in place before its context is
+    made. Without the command line (a test's CliRunner) only the first name is known.
+    """
+    name = ctx.invoked_subcommand
+    if name is None:
+        return ()
+    argv = ctx.obj.get("argv") if isinstance(ctx.obj, dict) else None
+    words = list(argv) if isinstance(argv, list) else []
+    at = 0
+    while at < len(words) and words[at].startswith("-"):  # the group's own options
+        at += 2 if words[at] in _GROUP_VALUE_OPTIONS else 1
+    rest = words[at + 1 :] if words[at : at + 1] == [name] else []
+    path = [name]
+    command = ctx.command.get_command(ctx, name) if isinstance(ctx.command, click.Group) else None
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        path.append(rest[0])
+        command, rest = command.get_command(ctx, rest[0]), rest[1:]
+    return tuple(path)
 
 
 def _start_log(ctx: click.Context, log_file: str | None, verbose: bool) -> None:

@@ -17,7 +17,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,14 +316,25 @@ def effective(environ: Mapping[str, str] | None = None) -> Effective:
     return Effective(values, files)
 
 
-def default_map(settings: Effective) -> dict[str, object]:
-    """The parameters' defaults every command (and ``slurm``'s) reads: set values only."""
+# Commands no setting reaches: verify-cert's --db and --sign-key turn checks on, asked for
+# each time; config shows the settings and takes its own options as the command line.
+UNSET_COMMANDS = frozenset({"verify-cert", "config"})
+
+
+def default_map(settings: Effective, path: Sequence[str]) -> dict[str, object]:
+    """click's ``default_map`` for the command at ``path`` (``("slurm", "collect")``).
+
+    The set values, by every parameter name each fills, at every level of the path: a
+    group's subcommands (``history``'s, ``slurm``'s) read them as plain commands do.
+    """
     params: dict[str, object] = {}
     for setting in SETTINGS:
         value = settings.values[setting.key]
         if value.source is not Source.DEFAULT:
             params.update(dict.fromkeys(setting.params, value.value))
-    # verify-cert is left out: its --db and --sign-key turn extra checks on, asked for each time.
-    nested: dict[str, object] = dict.fromkeys(("certify", "drift", "history", "provision"), params)
-    nested["slurm"] = {"collect": params}
+    if not path or path[0] in UNSET_COMMANDS:
+        return {}
+    nested: dict[str, object] = dict(params)
+    for name in reversed(path):
+        nested = {**params, name: nested}
     return nested
