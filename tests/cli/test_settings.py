@@ -140,6 +140,7 @@ def test_defaults_live_under_xdg_state(
         ("sign_key: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3Blbn\n", "key material"),
         ("sign_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB\n", "key material"),
         ("sign_key: " + "9f" * 32 + "\n", "key material"),
+        ("sign_key: " + "7" * 64 + "\n", "sign_key must be text (a path)"),
         ("parallel: 0\n", "parallel must be a whole number from 1"),
         ("parallel: 2.5\n", "parallel must be a whole number"),
         ("connect_timeout: .inf\n", "connect_timeout must be a number of seconds"),
@@ -165,6 +166,8 @@ def test_a_bad_user_file_is_one_line_naming_it(
     assert words in err
     assert "BEGIN" not in err
     assert "AAAAC3" not in err
+    assert "9f9f" not in err
+    assert "7777" not in err
 
 
 def test_a_bad_variable_is_named(

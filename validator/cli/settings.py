@@ -163,9 +163,9 @@ def check_value(setting: Setting, raw: object, where: str) -> str | int | float:
         return _number(raw, where, setting)
     if not isinstance(raw, str):
         kind = "path" if setting.kind == "path" else "name"
-        raise BadInputError(
-            f"{where}: {setting.key} must be text (a {kind}), got {excerpt(str(raw))}"
-        )
+        # A key's digits (YAML reads them as a number) are no path, and not to be echoed
+        got = "" if setting.key == "sign_key" else f", got {excerpt(str(raw))}"
+        raise BadInputError(f"{where}: {setting.key} must be text (a {kind}){got}")
     if setting.key == "sign_key":
         _refuse_key_material(raw, where)
     if not raw.strip() or "\0" in raw or len(raw) > PATH_CHARS:
