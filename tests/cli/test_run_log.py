@@ -36,6 +36,7 @@ def test_log_file_lines_are_timestamped_and_appended(
     assert all(LINE.match(line) for line in lines), lines
     assert sum("started: --log-file" in line for line in lines) == 2
     assert sum(line.endswith("INFO exit 1") for line in lines) == 2
+    assert sum(" INFO h100-node-01 NOT_CERTIFIED: " in line for line in lines) == 2
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 

@@ -246,6 +246,10 @@ def render_outcome(
     nothing); a fleet's summary names each host's full result file when the report
     directory holds one (see validator.report.writer).
     """
+    log = logging.getLogger("gpuready")
+    if log.isEnabledFor(logging.INFO):  # --log-file or --verbose: each node's verdict, one line
+        for node in outcome.report.nodes:
+            log.info("%s %s: %s", node.hostname, node.verdict.value, node.summary)
     if outcome.written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
