@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from validator.cli.main import main
+from validator.cli.main import cli, main
 from validator.error_tree import BadInputError, ExitCode
 from validator.node.burnin.burn_config import (
     WEEK_S,
@@ -116,3 +116,32 @@ def test_a_bad_duration_on_the_command_line_is_one_line(
     assert err.count("\n") == 1
     assert err.startswith(f"gpuready: error: {flag} ")
     assert "1h30m" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "seconds"),
+    [("--connect-timeout", "2m", 120.0), ("--connect-timeout", "1m30s", 90.0),
+     ("--poll", "250ms", 0.25), ("--inventory-timeout", "1h", 3600.0)],
+)  # fmt: skip
+def test_seconds_options_take_durations(flag: str, text: str, seconds: float) -> None:
+    """An option in seconds reads a duration as well as a number."""
+    command = cli.commands["certify"]
+    with command.make_context("certify", [flag, text], resilient_parsing=False) as ctx:
+        name = {"--poll": "slurm_poll"}.get(flag, flag[2:].replace("-", "_"))
+        if flag == "--inventory-timeout":
+            from validator import ansible_inventory
+
+            assert ansible_inventory.set_script_timeout(60.0) == seconds
+            return
+        assert ctx.params[name] == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["1h-5m", "\u0662s", "nan", "inf", "2 minutes", "3601s"])
+def test_seconds_options_refuse_what_is_no_duration(
+    capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    code = main(["certify", "--simulate", HEALTHY, "--connect-timeout", text])
+    _, err = capsys.readouterr()
+    assert code == ExitCode.BAD_INPUT
+    assert err.startswith("gpuready: error: --connect-timeout must be a finite number from 0.1")
+    assert "(or a duration: 30s, 2m, 1h30m)" in err
