@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tests.hostile.cases import Case, case
 
+DB = ("--db", "{tmp}/history.db")
+
 COMMANDS = (
     "certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios", "config",
 )  # fmt: skip
@@ -29,9 +31,16 @@ CASES: tuple[Case, ...] = (
         "scenarios-extra-argument", "scenarios", "healthy-8x-h100-sxm", exit=2, err="extra argument"
     ),
     case("scenarios-unknown-option", "scenarios", "--json", exit=2, err="--json"),
-    # `gpuready config`: each setting checked as a command would check it.
-    case("config-shows-the-settings", "config", exit=0, out=("db", "spool", "precedence:")),
-    case("config-bad-transport", "config", "--transport", "telnet", exit=2, err="--transport"),
-    case("config-key-material", "config", "--sign-key", "-----BEGIN", exit=2, err="key material"),
-    case("config-extra-argument", "config", "db", exit=2, err="extra argument"),
+    # `gpuready config`: each setting checked as a command would check it; it opens no history.
+    case(
+        "config-shows-the-settings",
+        "config",
+        *DB,
+        exit=0,
+        out=("history.db  command line --db", "precedence:"),
+        absent="history.db",
+    ),
+    case("config-bad-transport", "config", *DB, "--transport", "telnet", exit=2, err="--transport"),
+    case("config-key-material", "config", *DB, "--sign-key", "-----BEGIN", exit=2, err="material"),
+    case("config-extra-argument", "config", *DB, "db", exit=2, err="extra argument"),
 )
