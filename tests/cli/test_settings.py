@@ -206,6 +206,19 @@ def test_as_root_a_world_writable_file_is_refused(
     assert f"is world-writable, so anyone could change what root runs: {fix}" in err
 
 
+def test_as_root_a_file_in_a_world_writable_folder_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, places: dict[str, Path]
+) -> None:
+    places["system"].write_text("db: /tmp/x.db\n")
+    places["system"].chmod(0o644)
+    places["system"].parent.chmod(0o777)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    code = main(["config"])
+    _, err = capsys.readouterr()
+    assert code == ExitCode.BAD_INPUT
+    assert f"chmod o-w {places['system'].parent}" in err
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
 def test_as_root_a_file_another_user_owns_is_refused(
     capsys: pytest.CaptureFixture[str], places: dict[str, Path]

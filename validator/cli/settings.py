@@ -188,6 +188,13 @@ def _refuse_unsafe(path: Path, info: os.stat_result) -> None:
         raise BadInputError(
             f"{path} is world-writable, so anyone could change what root runs: chmod o-w {path}"
         )
+    folder = path.parent
+    held = os.stat(folder)
+    if held.st_mode & stat.S_IWOTH and not held.st_mode & stat.S_ISVTX:
+        raise BadInputError(
+            f"{folder} is world-writable, so anyone could put another {path.name} there: "
+            f"chmod o-w {folder}"
+        )
     if info.st_uid != 0:
         raise BadInputError(
             f"{path} belongs to uid {info.st_uid}, not root, so it could change what root "
