@@ -170,6 +170,15 @@ def test_a_bad_user_file_is_one_line_naming_it(
     assert "7777" not in err
 
 
+def test_a_timeout_setting_takes_a_duration(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, places: dict[str, Path]
+) -> None:
+    places["user"].write_text("connect_timeout: 1m30s\n")
+    assert shown(capsys)["connect_timeout"]["value"] == 90.0
+    monkeypatch.setenv("GPUREADY_CONNECT_TIMEOUT", "2m")
+    assert shown(capsys)["connect_timeout"]["value"] == 120.0
+
+
 def test_a_bad_variable_is_named(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, places: dict[str, Path]
 ) -> None:

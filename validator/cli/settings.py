@@ -135,7 +135,7 @@ def _refuse_key_material(text: str, where: str) -> None:
 
 def _number(text: object, where: str, setting: Setting) -> int | float:
     """An int or a finite number within the setting's bounds, from YAML or a variable."""
-    wanted = "a whole number" if setting.kind == "int" else "a number of seconds"
+    wanted = "a whole number" if setting.kind == "int" else "a number of seconds or a duration"
     bounds = f"from {setting.low:g} up to {setting.high:g}"
     value: float = math.nan
     if isinstance(text, (int, float)) and not isinstance(text, bool):
@@ -144,13 +144,23 @@ def _number(text: object, where: str, setting: Setting) -> int | float:
         try:
             value = float(text.strip())
         except ValueError:
-            value = math.nan
+            value = _duration(text) if setting.kind == "seconds" else math.nan
     whole = math.isfinite(value) and (setting.kind != "int" or value == math.floor(value))
     if not (whole and setting.low <= value <= setting.high):
         raise BadInputError(
             f"{where}: {setting.key} must be {wanted} {bounds}, got {excerpt(str(text))}"
         )
     return int(value) if setting.kind == "int" else value
+
+
+def _duration(text: str) -> float:
+    """Seconds from a duration (2m, 1m30s), NaN where it is none."""
+    from validator.node.burnin.burn_config import parse_duration
+
+    try:
+        return parse_duration(text, "")
+    except BadInputError:
+        return math.nan
 
 
 def check_value(setting: Setting, raw: object, where: str) -> str | int | float:

@@ -30,7 +30,8 @@ def _setting_options(command: F) -> F:
             setting.option,
             setting.key,
             metavar="VALUE",
-            help=f"As a command would be given it: {setting.help} (${setting.env}).",
+            help=f"{setting.help[0].upper()}{setting.help[1:]}, as a command takes it "
+            f"(otherwise ${setting.env}).",
         )(command)
     return command
 
