@@ -54,6 +54,8 @@ MAY_IMPORT = frozenset(
         "validator.cli.certify",
         "validator.cli.main",
         "validator.cli.options",
+        "validator.cli.help_sections",
+        "validator.cli.settings",
         "validator.cli.progress",
         "validator.cli.slurm_options",
         "validator.node",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     BoundedInt,
@@ -24,6 +25,7 @@ from validator.cli.options import (
     limit_option,
     policy_option,
     reach_settings,
+    use_color,
 )
 from validator.cli.slurm_options import (
     slurm_options,
@@ -48,7 +50,7 @@ FLEET_NOTE = (
 )
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.option(
     "--simulate",
     type=TEXT,
@@ -88,11 +90,11 @@ FLEET_NOTE = (
 @click.option(
     "--color/--no-color",
     default=None,
-    help="Colour the terminal report (default: when a terminal).",
+    help="Colour the terminal report (default: when a terminal, and NO_COLOR is not set).",
 )
 @burn_options(
     "5m",
-    "Burn-in length (90s, 5m); 0 skips it, and a node is then not certified. "
+    "Burn-in length (90s, 5m, 1h30m); 0 skips it, and a node is then not certified. "
     f"A simulated node burns {SIMULATED_BURN_DEFAULT} unless given.",
 )
 @click.option(
@@ -167,6 +169,7 @@ def tell(notices: Iterable[str]) -> None:
     """The store's notices (a run spooled, pending runs imported), one stderr line each."""
     for notice in notices:
         click.echo(f"gpuready: {one_line(notice)}", err=True)
+        logging.getLogger("gpuready").info(notice)  # kept by --log-file, when given
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyRequest, str | None]:
@@ -280,6 +283,10 @@ def render_outcome(
     nothing); a fleet's summary names each host's full result file when the report
     directory holds one (see validator.report.writer).
     """
+    log = logging.getLogger("gpuready")
+    if log.isEnabledFor(logging.INFO):  # --log-file or --verbose: each node's verdict, one line
+        for node in outcome.report.nodes:
+            log.info("%s %s: %s", node.hostname, node.verdict.value, node.summary)
     if outcome.written and not as_json and not quiet:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
@@ -293,8 +300,7 @@ def render_outcome(
         return
     from validator.report.terminal import render_text
 
-    use_color = sys.stdout.isatty() if color is None else color
-    click.echo(render_text(outcome.report, color=use_color, quiet=quiet), nl=False)
+    click.echo(render_text(outcome.report, color=use_color(color), quiet=quiet), nl=False)
 
 
 def _result_files(outcome: CertifyOutcome) -> Callable[[str], str | None] | None:

@@ -17,6 +17,7 @@ message names the option and the fix on one line.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from validator.node.burnin.burn_config import (
     Injection,
     parse_burn_duration,
     parse_deadline,
+    parse_duration,
 )
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -136,7 +138,8 @@ class FiniteFloat(click.types.FloatParamType):
     def _wanted(self) -> str:
         low = f"above {self.minimum:g}" if self.above else f"from {self.minimum:g}"
         unit = f" {self.unit}" if self.unit else ""
-        return f"a finite number {low} up to {self.maximum:g}{unit}"
+        also = " (or a duration: 30s, 2m, 1h30m)" if self.unit == "seconds" else ""
+        return f"a finite number {low} up to {self.maximum:g}{unit}{also}"
 
     def convert(
         self,
@@ -153,6 +156,10 @@ class FiniteFloat(click.types.FloatParamType):
             number = float(value)
         except (TypeError, ValueError):
             number = math.nan
+        if self.unit == "seconds" and math.isnan(number) and isinstance(value, str):
+            # A time in seconds is a duration too: 2m, 1h30m (parse_duration's forms)
+            with contextlib.suppress(BadInputError):
+                number = parse_duration(value, param_label(param, ctx))
         low_ok = number > self.minimum if self.above else number >= self.minimum
         if not (math.isfinite(number) and low_ok and number <= self.maximum):
             raise BadInputError(
@@ -393,6 +400,22 @@ json_form_option = click.option(
     "non-PASS findings (summary); auto is full for one node and the summary for a fleet. "
     "A fleet's report.json in --report-dir is the summary, each host's full result in hosts/.",
 )
+
+
+def use_color(color: bool | None, stream: Any = None) -> bool:  # noqa: ANN401 - a text stream
+    """Whether to colour: ``--color``/``--no-color`` if given, else not where NO_COLOR is set.
+
+    NO_COLOR (https://no-color.org) set and non-empty turns colour off unless --color asks
+    for it; otherwise colour goes only to a terminal (``stream``, default stdout).
+    """
+    import os
+
+    if color is not None:
+        return color
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(sys.stdout if stream is None else stream, "isatty", None)
+    return bool(isatty is not None and isatty())
 
 
 def command_line(ctx: click.Context) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from validator.cli.certify import tell
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     BurnOptions,
@@ -50,6 +51,7 @@ from validator.cli.options import (
     rolling_options,
     rolling_settings,
     sign_key_option,
+    use_color,
 )
 from validator.cli.progress import LiveDisplay
 from validator.error_tree import ExitCode
@@ -278,7 +280,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     return result
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
 @limit_option
 @rolling_options
@@ -469,5 +471,4 @@ def _render(
     elif report is not None:
         from validator.report.terminal import render_text
 
-        use_color = sys.stdout.isatty() if color is None else color
-        click.echo(render_text(report, color=use_color), nl=False)
+        click.echo(render_text(report, color=use_color(color)), nl=False)
