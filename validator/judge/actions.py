@@ -92,6 +92,8 @@ RULES: dict[str, Rule] = {
     # VBIOS is firmware the vendor's tool flashes: part of the stack, not a broken part.
     "versions.vbios": Rule(SOFTWARE),
     # ---- state: settings and what the driver says about each GPU
+    # Others' work on the GPUs (a job's processes, a Slurm job): not tested; drain or wait.
+    "state.busy": Rule(Action.WAIT_IDLE, unknown=Action.WAIT_IDLE),
     "state.persistence": Rule(SOFTWARE),  # nvidia-persistenced / nvidia-smi -pm 1
     # MIG off where wanted is a setting; a pending change is applied by a GPU reset.
     "state.mig": Rule(SOFTWARE, warn=RESET),
