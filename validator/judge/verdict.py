@@ -31,6 +31,7 @@ from validator.model import (
     Verdict,
     chosen_gpus,
     overall_verdict,
+    scope_text,
 )
 from validator.model import chosen as is_chosen
 
@@ -68,12 +69,8 @@ def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
 
 
 def scope_words(facts: NodeFacts) -> str:
-    """``GPUs 0, 3 of 8`` for a run that certified a subset (--gpus); "" for the whole node."""
-    if facts.chosen_gpus is None:
-        return ""
-    indexes = ", ".join(str(index) for index in facts.chosen_gpus)
-    word = "GPU" if len(facts.chosen_gpus) == 1 else "GPUs"
-    return f"{word} {indexes} of {len(facts.gpus)}"
+    """``GPUs 0, 3 of 8`` for a run that certified a subset (--gpus)."""
+    return scope_text(facts.chosen_gpus, len(facts.gpus))
 
 
 def _plural(count: int, word: str) -> str:

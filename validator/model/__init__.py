@@ -57,6 +57,7 @@ from validator.model.busy_facts import (
     chosen,
     chosen_gpus,
     process_words,
+    scope_text,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -198,6 +199,7 @@ __all__ = [
     "overall_verdict",
     "process_words",
     "provenance_of",
+    "scope_text",
     "to_dict",
     "unreadable_gpu",
 ]

@@ -34,6 +34,14 @@ def chosen(facts: NodeFacts, index: Optional[int]) -> bool:
     return index is None or facts.chosen_gpus is None or index in facts.chosen_gpus
 
 
+def scope_text(chosen_indexes: Optional[Tuple[int, ...]], count: int) -> str:
+    """Which GPUs a run or certificate covers: ``GPUs 0, 3 of 8`` (--gpus), or ``all 8 GPUs``."""
+    if chosen_indexes is None:
+        return f"all {count} GPUs"
+    word = "GPU" if len(chosen_indexes) == 1 else "GPUs"
+    return f"{word} {', '.join(str(index) for index in chosen_indexes)} of {count}"
+
+
 def chosen_gpus(facts: NodeFacts) -> Tuple[GpuFacts, ...]:
     """The GPUs this run certifies: those ``--gpus`` named, else every one."""
     return tuple(gpu for gpu in facts.gpus if chosen(facts, gpu.index))
