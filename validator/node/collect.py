@@ -150,13 +150,20 @@ def collect(
     busy = busy_reasons(facts)
     if busy and not request.allow_busy:
         return _not_measured_beside(source, facts, request, busy_summary(busy))
-    chosen = dataclasses.replace(facts, gpus=chosen_gpus(facts))  # what is burned and measured
+    chosen = _chosen(facts)  # what is burned and measured
     if request.burn is not None:
         reserve = until is not None and wanted(chosen, request.interconnect)
         burn = _burn(source, chosen, request.burn, until, progress, reserve)
         facts = dataclasses.replace(facts, burn=burn)
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _chosen(facts: NodeFacts) -> NodeFacts:
+    """The facts as the burn and the interconnect see them: the chosen GPUs alone (--gpus)."""
+    return (
+        facts if facts.chosen_gpus is None else dataclasses.replace(facts, gpus=chosen_gpus(facts))
+    )
 
 
 def _gate(source: FactSource, facts: NodeFacts, request: CollectRequest) -> NodeFacts:
@@ -255,7 +262,7 @@ def _interconnect(
     Not wanted (validator.node.bandwidth.wanted): the facts as they are, ``interconnect``
     None. With ``until``, it is measured within what is left then.
     """
-    chosen = dataclasses.replace(facts, gpus=chosen_gpus(facts))  # --gpus: only those
+    chosen = _chosen(facts)  # --gpus: only those
     if not wanted(chosen, mode):
         return facts
     ends = None
