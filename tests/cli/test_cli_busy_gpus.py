@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def node_of(out: str) -> dict:
-    return json.loads(out)["nodes"][0]
+def node_of(out: str) -> dict[str, Any]:
+    node: dict[str, Any] = json.loads(out)["nodes"][0]
+    return node
 
 
 def test_a_busy_gpu_is_not_burned_and_the_node_is_unknown(
