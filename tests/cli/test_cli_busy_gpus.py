@@ -166,3 +166,43 @@ def test_a_fleet_through_local_gates_busy_hosts_and_passes_the_options(tmp_path:
     assert {node.facts.chosen_gpus for node in chosen.nodes} == {(3,)}
     allowed = certify_fleet(FleetRequest(reach, burn=burn, allow_busy=True))
     assert {node.verdict for node in allowed.nodes} == {Verdict.CERTIFIED}
+
+
+def _power_capped(tmp_path: Path, gpu: int) -> str:
+    path = tmp_path / f"capped-{gpu}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": f"capped-{gpu}",
+                "extends": HEALTHY,
+                "nvml": {"gpu_overrides": {str(gpu): {"power_limit_enforced_w": 500}}},
+            }
+        )
+    )
+    return str(path)
+
+
+def test_drift_against_a_subset_certificate_compares_those_gpus_and_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, _ = run(capsys, "certify", "--simulate", HEALTHY, "--burn", "3s", "--gpus", "3")
+    assert code == ExitCode.OK
+    # GPU 5 was not certified: a cap there is not drift against this certificate...
+    code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 5))
+    assert code == ExitCode.OK
+    assert "NO DRIFT" in out
+    assert "covers GPU 3 of 8 only" in out
+    assert "cannot vouch for GPUs 0, 1, 2, 4, 5, 6, 7" in out
+    # ...and one on GPU 3, which it certified, is.
+    code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 3))
+    assert code == ExitCode.NOT_CERTIFIED
+    assert "power limit lowered from 700 W to 500 W" in out
+
+
+def test_drift_against_a_whole_node_certificate_has_no_scope_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(capsys, "certify", "--simulate", HEALTHY, "--burn", "3s")
+    code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 5))
+    assert code == ExitCode.NOT_CERTIFIED
+    assert "drift.scope" not in out

@@ -230,6 +230,7 @@ RULES: dict[str, Rule] = {
     "drift.gpu_removed": Rule(RESEAT),  # a GPU gone from the bus
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
+    "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.
