@@ -206,3 +206,19 @@ def test_drift_against_a_whole_node_certificate_has_no_scope_warning(
     code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 5))
     assert code == ExitCode.NOT_CERTIFIED
     assert "drift.scope" not in out
+
+
+@pytest.mark.parametrize(("gpus", "verdict"), [("0", "CERTIFIED"), ("3", "NOT_CERTIFIED")])
+def test_dcgm_runs_on_the_chosen_gpus_and_only_their_results_count(
+    capsys: pytest.CaptureFixture[str], gpus: str, verdict: str
+) -> None:
+    # The scenario's DCGM fails GPU 3's memory tests: only a run that chose GPU 3 says so.
+    code, out, _ = run(
+        capsys, "certify", "--simulate", "dcgm-memtest-failure", "--burn", "2s",
+        "--dcgm-level", "2", "--gpus", gpus, "--json",
+    )  # fmt: skip
+    node = node_of(out)
+    assert node["verdict"] == verdict
+    assert code == (ExitCode.OK if verdict == "CERTIFIED" else ExitCode.NOT_CERTIFIED)
+    assert node["facts"]["dcgm"]["source"] == f"dcgmi diag -r 2 -i {gpus} -j"
+    assert {f["gpu_index"] for f in node["findings"]} <= {None, int(gpus)}

@@ -309,7 +309,8 @@ def _dcgm(
     stopped = stopped_reason(facts)
     if stopped is not None:
         return dataclasses.replace(facts, dcgm=not_run(level, Reason.NOT_MEASURED, stopped))
-    return dataclasses.replace(facts, dcgm=run_dcgm(source.system(), level, timeout_s))
+    diag = run_dcgm(source.system(), level, timeout_s, facts.chosen_gpus)  # --gpus: those alone
+    return dataclasses.replace(facts, dcgm=diag)
 
 
 def _kept_back(seconds_left: float) -> float:
