@@ -222,3 +222,45 @@ def test_dcgm_runs_on_the_chosen_gpus_and_only_their_results_count(
     assert code == (ExitCode.OK if verdict == "CERTIFIED" else ExitCode.NOT_CERTIFIED)
     assert node["facts"]["dcgm"]["source"] == f"dcgmi diag -r 2 -i {gpus} -j"
     assert {f["gpu_index"] for f in node["findings"]} <= {None, int(gpus)}
+
+
+# scontrol listpids on a node where job 5123 runs (its batch step and one task).
+LISTPIDS = "PID      JOBID    STEPID   LOCALID GLOBALID\n1002127  5123     batch    0       0\n"
+
+
+def _with_slurm_job(tmp_path: Path) -> str:
+    path = tmp_path / "slurm-job.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "slurm-job",
+                "extends": HEALTHY,
+                "commands": {"scontrol listpids": {"rc": 0, "stdout": LISTPIDS, "stderr": ""}},
+            }
+        )
+    )
+    return str(path)
+
+
+def test_another_slurm_job_on_the_node_makes_it_busy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    scenario = _with_slurm_job(tmp_path)
+    code, out, _ = run(capsys, "certify", "--simulate", scenario, "--burn", "2s", "--json")
+    node = node_of(out)
+    assert code == ExitCode.COULD_NOT_RUN
+    assert node["verdict"] == "UNKNOWN"
+    assert "Slurm job 5123 running on this node" in node["summary"]
+    assert node["facts"]["slurm_jobs"] == ["5123"]
+
+
+def test_our_own_slurm_job_is_not_another(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "5123")  # gpuready runs inside that job
+    code, out, _ = run(
+        capsys, "certify", "--simulate", _with_slurm_job(tmp_path), "--burn", "2s", "--json"
+    )
+    assert code == ExitCode.OK
+    assert node_of(out)["facts"]["slurm_jobs"] == []
