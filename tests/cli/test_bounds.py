@@ -283,6 +283,7 @@ def test_matrix_size_has_an_absolute_bound(capsys: pytest.CaptureFixture[str], v
         (("certify", "-i", ""), "--inventory"),
         (("certify", "-i", "x,", "--limit", ""), "--limit"),
         (("certify", "--sign-key", "", "--simulate", HEALTHY), "--sign-key"),
+        (("certify", "--prom-file", "", "--simulate", HEALTHY, "--burn", "0"), "--prom-file"),
         (("certify", "-i", "x,", "--ssh-config", " "), "--ssh-config"),
         (("certify", "-i", "x,", "--known-hosts", ""), "--known-hosts"),
         (("drift", "--simulate", ""), "--simulate"),

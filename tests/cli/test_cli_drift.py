@@ -121,7 +121,8 @@ def test_json_and_prometheus_outputs(
         for family in parser.text_string_to_metric_families(prom.read_text())
         for s in family.samples
     }
-    assert samples[("gpuready_certified", (("host", HOST),))] == 0.0
+    assert samples[("gpuready_drift_detected", (("host", HOST),))] == 1.0
+    assert samples[("gpuready_certified", (("host", HOST),))] == 0.0  # deprecated, kept a release
     assert (
         samples[("gpuready_drift_findings", (("check", "drift.power_limit"), ("host", HOST)))] == 1
     )

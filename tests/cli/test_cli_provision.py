@@ -6,6 +6,7 @@ local hosts through the local transport with their simulated GPUs. ~25 s.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -154,6 +155,97 @@ def test_check_mode_writes_nothing(
     assert list((tmp_path / "out").iterdir()) == []
 
 
+def test_check_diff_shows_each_hosts_changes_and_changes_nothing(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "out" / "node-b.txt").write_text("old line\n")
+    code, out, err = run(capsys, _argv(tmp_path, "--limit", "node-a:node-b", "--check", "--diff"))
+    assert code == 0, err
+    lines = out.splitlines()
+    a, b = lines.index("node-a: would make 1 change"), lines.index("node-b: would make 1 change")
+    title = next(n for n, line in enumerate(lines) if "check mode: nothing changed" in line)
+    assert a < b < title
+    assert lines[a + 1 : a + 3] == ["  Write the marker file", "    --- before"]
+    # Its header is Ansible's: the destination (ansible-core 2.19) or the source's temporary file.
+    assert lines[a + 3].startswith("    +++ after: /")
+    assert lines[a + 4 : a + 6] == ["    @@ -0,0 +1 @@", "    +provisioned node-a"]
+    assert lines[b + 5 : b + 7] == ["    -old line", "    +provisioned node-b"]
+    assert "\x1b" not in out  # --no-color
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["node-b.txt"]
+    assert (tmp_path / "out" / "node-b.txt").read_text() == "old line\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--burn", "1s"),
+        ("--report-dir", "reports"),
+        ("--policy", "policy.yaml"),
+        ("--sign-key", "key"),
+        ("--dcgm-level", "1"),
+        ("--no-interconnect",),
+        ("--burn-dtype", "fp32"),
+    ],
+)
+def test_certifys_options_need_certify(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, [*_argv(tmp_path), *args])
+    assert code == 2
+    assert out == ""
+    assert err.strip().splitlines() == [
+        f"gpuready: error: {args[0]} needs --certify (see 'gpuready provision --help')"
+    ]
+    assert not (state / "runs").exists()
+
+
+def test_a_bad_certify_input_is_refused_before_provisioning(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("xid_window_hours: [1\n")
+    code, _, err = run(capsys, [*_argv(tmp_path), "--certify", "--policy", str(policy)])
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert str(policy) in err
+    assert not (state / "runs").exists()  # nothing provisioned first
+
+
+def test_certify_burns_5_minutes_and_takes_certifys_options(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from validator.service import certify_service
+
+    asked: list[certify_service.CertifyRequest] = []
+    real = certify_service.run_certify
+
+    def certify_without_the_burn(
+        request: certify_service.CertifyRequest, store: Store, **kwargs: object
+    ) -> certify_service.CertifyOutcome:
+        asked.append(request)  # the request as provision made it; then a quick real run
+        return real(dataclasses.replace(request, burn=None), store, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(certify_service, "run_certify", certify_without_the_burn)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("xid_window_hours: 48\n")
+    key = Path(__file__).parent.parent / "fixtures" / "keys" / "signer"
+    reports = tmp_path / "reports"
+    argv = _argv(tmp_path, "--limit", "node-a", "--certify", "--policy", str(policy))
+    argv += ["--report-dir", str(reports), "--sign-key", str(key), "--dcgm-level", "0"]
+    code, out, err = run(capsys, argv)
+    assert len(asked) == 1, err
+    request = asked[0]
+    assert request.burn is not None
+    assert request.burn.duration_s == 300.0  # certify's default, 5 minutes
+    assert (request.policy_path, request.report_dir) == (str(policy), str(reports))
+    assert (request.sign_key, request.dcgm_level) == (str(key), 0)
+    assert request.reach.limit == "node-a"
+    assert (reports / "report.json").is_file()
+    assert f"reports: {reports}" in err
+    assert code == 1  # the burn left out: not certified
+    assert "0 certified, 1 not certified" in out
+
+
 def test_nothing_to_run_exits_3(
     tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -235,7 +327,7 @@ def test_burn_needs_certify(
 def test_certify_covers_only_the_hosts_that_provisioned(
     tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, _argv(tmp_path, "--certify", "--json"))
+    code, out, err = run(capsys, _argv(tmp_path, "--certify", "--burn", "0", "--json"))
     document = json.loads(out)
     names = sorted(node["hostname"] for node in document["certify"]["nodes"])
     assert names == ["node-a", "node-b"]
@@ -247,7 +339,8 @@ def test_certify_covers_only_the_hosts_that_provisioned(
 def test_certify_exit_code_is_the_worse_of_both(
     tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, _argv(tmp_path, "--limit", "node-a:node-b", "--certify"))
+    argv = _argv(tmp_path, "--limit", "node-a:node-b", "--certify", "--burn", "0")
+    code, out, _ = run(capsys, argv)
     assert code == 1  # provisioning was fine; certification without a burn-in is not
     assert "Overall: NOT_CERTIFIED" in out
     assert table_rows(out)["node-a"][:4] == ["3", "1", "0", "0"]
@@ -371,3 +464,35 @@ def test_provision_certify_records_history_and_a_baseline_for_drift(
     assert code == 0, out + err
     assert re.search(r"^node-a\s+NO DRIFT", out, re.MULTILINE), out
     assert re.search(r"^node-b\s+NO DRIFT", out, re.MULTILINE), out
+
+
+def test_a_bundled_playbook_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from validator.cli.provision import bundled_playbook
+
+    drift_timer = Path(str(bundled_playbook("drift-timer")))
+    assert drift_timer.name == "drift-timer.yml"
+    assert drift_timer.is_file()
+    assert Path(str(bundled_playbook("site"))).read_text().startswith("---")
+    for given in (None, "no-such-playbook", "mine.yml", "plays/drift-timer"):
+        assert bundled_playbook(given) == given
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "drift-timer").write_text("- hosts: all\n")  # the operator's own file wins
+    assert bundled_playbook("drift-timer") == "drift-timer"
+
+
+def test_json_carries_the_changes_of_a_diff_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from validator.cli.provision import _render
+    from validator.service.provision_diff import DiffLine, RunChanges, TaskChange
+
+    result = ProvisionResult(
+        status="successful", rc=0, hosts=(HostRecap("gpu-01", ok=2, changed=1),),
+        artifacts_dir="/tmp/run", check=True,
+    )  # fmt: skip
+    change = TaskChange("gpu-01", "Write the profile", "", (DiffLine("add", "+PATH=/x"),))
+    _render(result, None, RunChanges((change,)), as_json=True, color=False)
+    document = json.loads(capsys.readouterr().out)
+    assert document["changes"] == [
+        {"host": "gpu-01", "task": "Write the profile", "item": "", "lines": ["+PATH=/x"]}
+    ]
+    _render(result, None, None, as_json=True, color=False)
+    assert "changes" not in json.loads(capsys.readouterr().out)  # no --diff, no key

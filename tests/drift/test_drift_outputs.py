@@ -60,12 +60,18 @@ def test_prometheus_file_parses_with_prometheus_client() -> None:
     text = render_prometheus(fleet(), now=NOW)
     families = {f.name: f for f in parser.text_string_to_metric_families(text)}
     assert set(families) == {
-        "gpuready_certified",
+        "gpuready_drift_detected",
         "gpuready_drift_status",
         "gpuready_drift_findings",
+        "gpuready_drift_last_run_timestamp_seconds",
+        # Deprecated, kept one release for the dashboards written against them.
+        "gpuready_certified",
         "gpuready_last_check_timestamp_seconds",
     }
     assert all(f.type == "gauge" for f in families.values())
+    detected = {s.labels["host"]: s.value for s in families["gpuready_drift_detected"].samples}
+    # Never certified: drift could not be told, so no sample (never a 0 that reads "as certified").
+    assert detected == {"gpu01": 0.0, "gpu02": 1.0}
     certified = {s.labels["host"]: s.value for s in families["gpuready_certified"].samples}
     assert certified == {"gpu01": 1.0, "gpu02": 0.0, "gpu03": 0.0}
     status = {
@@ -82,8 +88,11 @@ def test_prometheus_file_parses_with_prometheus_client() -> None:
     assert sum(v for (host, _), v in findings.items() if host == "gpu02") == 2.0
     assert sum(v for (host, _), v in findings.items() if host == "gpu01") == 0.0
     assert len(findings) == 3 * len(DRIFT_CHECKS)  # every check listed, zeros included
-    stamps = {s.value for s in families["gpuready_last_check_timestamp_seconds"].samples}
-    assert stamps == {NOW.timestamp()}
+    for name in (
+        "gpuready_drift_last_run_timestamp_seconds",
+        "gpuready_last_check_timestamp_seconds",
+    ):
+        assert {s.value for s in families[name].samples} == {NOW.timestamp()}
 
 
 def test_prometheus_label_values_are_escaped() -> None:
@@ -101,12 +110,12 @@ def test_prometheus_text_lines_without_the_parser() -> None:
     lines = text.splitlines()
     # prometheus_client writes every value as a float, the way Go prints one, and the
     # labels of a sample in name order.
-    assert 'gpuready_certified{host="gpu02"} 0.0' in lines
+    assert 'gpuready_drift_detected{host="gpu02"} 1.0' in lines
     assert 'gpuready_drift_findings{check="drift.power_limit",host="gpu02"} 2.0' in lines
     assert 'gpuready_drift_findings{check="drift.driver",host="gpu02"} 0.0' in lines
-    assert 'gpuready_last_check_timestamp_seconds{host="gpu02"} 1.7673408e+09' in lines
+    assert 'gpuready_drift_last_run_timestamp_seconds{host="gpu02"} 1.7673408e+09' in lines
     assert text.endswith("\n")
-    assert "# TYPE gpuready_certified gauge" in lines
+    assert "# TYPE gpuready_drift_detected gauge" in lines
 
 
 def test_prometheus_help_texts_are_kept() -> None:
@@ -116,10 +125,15 @@ def test_prometheus_help_texts_are_kept() -> None:
         if line.startswith("# HELP ")
     }
     assert helps == {
-        "gpuready_certified": "1 when the node matches its latest gpuready certificate.",
+        "gpuready_drift_detected": "1 when the node moved from its latest certificate, 0 when "
+        "it is as certified; absent when that could not be told.",
         "gpuready_drift_status": "The node's drift state: ok, drift, unknown or never_certified.",
         "gpuready_drift_findings": "Drift findings from the certificate, by check.",
-        "gpuready_last_check_timestamp_seconds": "When gpuready last checked the node for drift.",
+        "gpuready_drift_last_run_timestamp_seconds": "When gpuready drift last checked the node.",
+        "gpuready_certified": "Deprecated: use gpuready_drift_detected (inverted). 1 when the "
+        "node matches its latest gpuready certificate.",
+        "gpuready_last_check_timestamp_seconds": "Deprecated: use "
+        "gpuready_drift_last_run_timestamp_seconds.",
     }
 
 
@@ -128,7 +142,7 @@ def test_prometheus_timestamp_keeps_milliseconds_and_naive_is_utc() -> None:
     (family,) = [
         f
         for f in parser.text_string_to_metric_families(render_prometheus([clean()], now=moment))
-        if f.name == "gpuready_last_check_timestamp_seconds"
+        if f.name == "gpuready_drift_last_run_timestamp_seconds"
     ]
     assert family.samples[0].value == pytest.approx(NOW.timestamp() + 0.123, abs=1e-6)
 
@@ -191,9 +205,10 @@ def test_nhc_line_for_each_state() -> None:
     assert line == (
         "gpuready: drift since the certificate of 2026-01-01T12:00:00+00:00: power_limit (GPU 5,6)"
     )
+    # NHC reads any status but 0 as a failed check: a node never certified does not pass.
     assert nhc_line([never()]) == (
-        3,
-        "gpuready: unknown: never certified: run gpuready certify first",
+        1,
+        "gpuready: never certified: run gpuready certify first",
     )
 
 
@@ -201,7 +216,7 @@ def test_nhc_line_for_a_fleet_names_the_hosts_and_stays_one_line() -> None:
     code, line = nhc_line(fleet())
     assert code == 1
     assert line.startswith("gpuready: gpu02: drift since")
-    assert "gpu03: unknown: never certified" in line
+    assert "gpu03: never certified" in line
     assert "gpu01" not in line
     many = [as_host(capped(), f"node-with-a-long-name-{i:03d}") for i in range(20)]
     code, line = nhc_line(many)
@@ -375,15 +390,14 @@ def test_verdicts_used_above_are_the_ones_intended() -> None:
 
 
 def test_nhc_line_for_a_clean_node_and_an_unchecked_one() -> None:
-    # Exit 1 (the run is not clean), so the line is not "unknown:" (that is exit 3).
     code, line = nhc_line([as_host(clean(), "gpu01"), as_host(never(), "gpu03")])
     assert (code, line) == (
         1,
-        "gpuready: gpu03: unknown: never certified: run gpuready certify first",
+        "gpuready: gpu03: never certified: run gpuready certify first",
     )
 
 
 def test_nhc_line_of_an_interrupted_run_exits_130() -> None:
     code, _ = nhc_line([capped()], interrupted=True)
     assert code == 130
-    assert nhc_line([]) == (3, "gpuready: unknown: no node was checked")
+    assert nhc_line([]) == (1, "gpuready: unknown: no node was checked")

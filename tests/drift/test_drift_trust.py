@@ -181,7 +181,8 @@ def test_the_finding_is_in_json_nhc_and_prometheus(
         for family in parser.text_string_to_metric_families(prom.read_text())
         for s in family.samples
     }
-    assert samples[("gpuready_certified", (("host", HOST),))] == 0.0
+    assert samples[("gpuready_drift_detected", (("host", HOST),))] == 1.0
+    assert samples[("gpuready_certified", (("host", HOST),))] == 0.0  # deprecated, kept a release
     assert samples[("gpuready_drift_status", (("host", HOST), ("status", "drift")))] == 1.0
     assert samples[("gpuready_drift_status", (("host", HOST), ("status", "ok")))] == 0.0
     check = (("check", "drift.certificate"), ("host", HOST))

@@ -185,6 +185,7 @@ def site(test_hosts: TestHostPool, tmp_path: Path) -> Iterator[DriftSite]:
         # Where a site sets them: the inventory's group_vars, not -e on each run.
         switches = {
             "drift_timer_manage_services": False,
+            "gpuready_agent_enabled": False,  # the checkout's gpuready is bound in
             "drift_timer_gpuready": str(GPUREADY),
             "drift_timer_extra_args": ["--simulate", SCENARIO_PATH],
         }

@@ -116,6 +116,13 @@ def _certified_first(*argv: str) -> Setup:
     return setup
 
 
+def _prom_shows_payload(tmp: Path, outcome: Outcome) -> None:
+    """Shown safely, and the textfile's labels carry the payload as its escapes."""
+    _assert_shown_safely(tmp, outcome)
+    # visible() writes ESC as \x1b; the exposition format then escapes that backslash.
+    assert "\\\\x1b]52" in (tmp / "g.prom").read_text()
+
+
 HOSTILE_HOST = _scenario({"hostname": PAYLOAD})
 HOSTILE_ALL = _scenario(
     {"hostname": PAYLOAD},
@@ -233,6 +240,8 @@ CASES: tuple[Case, ...] = (
     case("certify-escape-signed-certificate", *CERTIFY, *SIMULATE, *REPORTS, "--sign-key",
          "{tmp}/key", exit=0, setup=combine(HOSTILE_HOST, KEY), check=_shown_with(ESCAPED_ESC),
          exists="rep/certificates/*.json"),
+    case("certify-escape-prom-file", *CERTIFY, *SIMULATE, "--prom-file", "{tmp}/g.prom", exit=1,
+         setup=HOSTILE_ALL, check=_prom_shows_payload, exists="g.prom"),
     case("certify-escape-rma-evidence", *CERTIFY, *SIMULATE, *REPORTS, exit=1,
          setup=HOSTILE_RMA, check=_shown_with(ESCAPED_ESC), exists="rep/rma/*.txt"),
     # certify: a bundle whose meta.json, kernel log and -q carry the payload.
@@ -264,7 +273,7 @@ CASES: tuple[Case, ...] = (
          check=_shown_with(ESCAPED_ESC)),
     case("drift-escape-driver-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=1, setup=DRIFTED,
          check=_shown_with("gpuready:")),
-    case("drift-escape-never-certified-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=3,
+    case("drift-escape-never-certified-nhc", "drift", *SIMULATE, *DB, "--nhc", exit=1,
          setup=combine(baseline_db(), HOSTILE_HOST), check=_shown_with("gpuready:")),
     case("drift-escape-host-prom-file", "drift", *SIMULATE, *DB, "--sign-key", "{tmp}/key",
          "--prom-file", "{tmp}/g.prom", exit=0, setup=CERTIFIED_PAYLOAD,

@@ -1,8 +1,8 @@
 """The wheel holds every package of validator/: `pip install .` is how the README installs it.
 
-pyproject.toml names its packages one by one (templates/ and playbooks/ are mapped in);
-a subpackage left off that list is missing from an installed gpuready, though every
-test passes on the editable install CI uses. validator.node.bandwidth was.
+pyproject.toml names its packages one by one (templates/, playbooks/ and inventory/ are
+mapped in); a subpackage left off that list is missing from an installed gpuready, though
+every test passes on the editable install CI uses. validator.node.bandwidth was.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ def test_every_package_of_the_validator_tree_is_listed_for_the_wheel() -> None:
 
 
 def test_every_listed_package_exists() -> None:
-    mapped = {"validator.templates": REPO / "templates", "validator.playbooks": REPO / "playbooks"}
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        package_dir = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
+    # templates/, playbooks/ and inventory/ are mapped in from the top of the repository.
+    mapped = {name: REPO / folder for name, folder in package_dir.items()}
+    assert {"validator.templates", "validator.playbooks", "validator.inventory"} <= set(mapped)
     for name in _listed():
         folder = mapped.get(name, REPO.joinpath(*name.split(".")))
         assert folder.is_dir(), name

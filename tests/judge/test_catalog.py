@@ -203,16 +203,16 @@ H100_PCIE = "- id: h100-pcie\n  label: H100 PCIe\n"
             "(did you mean 'memory_mib'?); valid keys: id, label, names, ",
         ),
         (
-            "  tdp_w: 350\n  peak_tflops: {fp16: 756,",
-            "  tdp_w: .nan\n  peak_tflops: {fp16: 756,",
+            "  tdp_w: 350\n  peak_tflops: {fp16: 756.5,",
+            "  tdp_w: .nan\n  peak_tflops: {fp16: 756.5,",
             f"skus.yaml, line {H100_PCIE_ROW + 13} column 10: "
             "row 'h100-pcie': 'tdp_w' must be a positive number, "
             "got nan (float)",
         ),
         (
-            "peak_tflops: {fp16: 756, bf16: 756, tf32: 378, fp8: 1513, fp32: 51}",
-            "peak_tflops: {fp16: 756, bf16: .inf, tf32: 378, fp8: 1513, fp32: 51}",
-            f"skus.yaml, line {H100_PCIE_ROW + 14} column 34: "
+            "peak_tflops: {fp16: 756.5, bf16: 756.5, tf32: 378, fp8: 1513, fp32: 51}",
+            "peak_tflops: {fp16: 756.5, bf16: .inf, tf32: 378, fp8: 1513, fp32: 51}",
+            f"skus.yaml, line {H100_PCIE_ROW + 14} column 36: "
             "row 'h100-pcie': 'peak_tflops.bf16' must be a "
             "positive number or null, got inf (float)",
         ),

@@ -677,7 +677,10 @@ def test_summary_form_validates_and_keeps_only_what_did_not_pass(
     full = {node.hostname: node for node in report.nodes}
     for host, node in nodes.items():
         passed = sum(1 for f in full[host].findings if f.severity.value == "PASS")
-        assert node["counts"]["passed"] == passed
+        # Checks are counted, each once: one whose findings all passed counts as passed.
+        not_passed = {f.check for f in full[host].findings if f.severity.value != "PASS"}
+        all_passed = {f.check for f in full[host].findings} - not_passed
+        assert node["counts"]["passed"] == len(all_passed)
         assert all(f["severity"] != "PASS" for f in node["findings"])
         assert len(node["findings"]) == len(full[host].findings) - passed
         assert node["gpu_count"] == len(full[host].facts.gpus)
@@ -764,7 +767,8 @@ def test_certify_json_of_a_fleet_is_the_summary_unless_asked(
         result = json.loads(Path(node["result_file"]).read_text())
         assert result["hostname"] == host
         assert result["verdict"] == node["verdict"]
-        assert len(result["findings"]) == sum(node["counts"].values())
+        # Counted as checks: each check id once.
+        assert len({f["check"] for f in result["findings"]}) == sum(node["counts"].values())
     on_disk = json.loads((reports / "report.json").read_text())
     assert on_disk["form"] == "summary"
     assert sorted(n["result_file"] for n in on_disk["nodes"]) == ["hosts/n1.json", "hosts/n2.json"]
@@ -815,7 +819,7 @@ def test_a_render_error_mid_fleet_prints_no_partial_document(
     nodes = (report.nodes[0], second, report.nodes[2])
     broken = dataclasses.replace(report, nodes=nodes)
     monkeypatch.setattr(
-        cli_certify, "run_with_display", lambda *_: CertifyOutcome(report=broken, run_id=1)
+        cli_certify, "run_with_display", lambda *_, **__: CertifyOutcome(report=broken, run_id=1)
     )
     inventory = _inventory(tmp_path / "hosts.ini", {"n1": "healthy-8x-h100-sxm"})
     code = main(

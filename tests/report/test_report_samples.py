@@ -442,9 +442,10 @@ def test_sorted_findings_keep_judge_order_within_a_severity() -> None:
 
 
 def test_count_line_reads_like_the_brief() -> None:
-    counts = shared.count_severities(failing_node().findings)
-    assert counts.line() == "2 passed, 1 warning, 2 failed, 1 unknown"
-    assert counts.total == 6
+    counts = shared.count_checks(failing_node().findings)
+    # Six findings of five checks: memory.remap passed on GPU 0 and failed on GPU 1.
+    assert counts.line() == "5 checks: 1 passed, 1 warning, 2 failed, 1 unknown"
+    assert counts.total == 5
 
 
 def test_overall_verdict_follows_the_one_rule() -> None:

@@ -43,7 +43,7 @@ def test_healthy_node_is_three_lines() -> None:
     text = render_text(sample_report(healthy_node()))
     assert text == (
         "gpu-node-01  CERTIFIED  h100-sxm5-80gb  2 GPUs\n"
-        "  4 passed, 0 warnings, 0 failed, 0 unknown\n"
+        "  3 checks: 3 passed, 0 warnings, 0 failed, 0 unknown\n"
         "  All 4 checks passed.\n"
     )
 
@@ -60,7 +60,9 @@ def test_failing_node_lists_non_pass_findings_worst_first() -> None:
         # Too wide for the line: under the message, still starting with "->".
         "                               -> check cooling and power",
     ]
-    assert lines[6] == "  2 passed, 1 warning, 2 failed, 1 unknown"
+    # Checks counted, each once at its worst: memory.remap passed on GPU 0 but failed on
+    # GPU 1, so it is one failed check, as the summary below it says.
+    assert lines[6] == "  5 checks: 1 passed, 1 warning, 2 failed, 1 unknown"
     assert lines[7] == "  2 checks failed: memory.remap, gpu.present."
     assert len(lines) == 8
     assert "No rows remapped." not in "\n".join(lines)  # PASS findings are not listed
@@ -192,23 +194,61 @@ def test_failed_reference_tile_shows_in_the_gpu_line() -> None:
 # ------------------------------------------------------------------ fleet
 
 
-def test_fleet_lists_failing_nodes_first_and_ends_with_the_fleet_line() -> None:
+def test_fleet_is_a_line_per_node_details_for_the_uncertified_and_a_summary() -> None:
     text = render_text(fleet_report(64, failing=(17, 40), unknown=(5,)))
     blocks = text.rstrip("\n").split("\n\n")
-    assert len(blocks) == 64 + 2
-    heads = [block.split("  ")[0] for block in blocks[:64]]
+    # The node lines, the details of the 3 nodes not certified, the summary.
+    assert len(blocks) == 1 + 3 + 1
+    node_lines = blocks[0].splitlines()
+    assert len(node_lines) == 64
+    heads = [line.split()[0] for line in node_lines]
     assert heads[:4] == ["gpu18", "gpu41", "gpu06", "gpu01"]
     assert sorted(heads) == [f"gpu{i:02d}" for i in range(1, 65)]
-    assert blocks[64].splitlines() == [
+    assert node_lines[0] == (
+        "gpu18  NOT_CERTIFIED  h100-sxm5-80gb  3 GPUs  memory.remap (GPU 1), gpu.present (GPU 2)"
+        "  -> reset the GPU (+2 more)"
+    )
+    assert node_lines[2] == (
+        "gpu06  UNKNOWN        no SKU matched  0 GPUs  transport.reach  -> run it again"
+    )
+    assert node_lines[3] == "gpu01  CERTIFIED      h100-sxm5-80gb  2 GPUs"
+    # Details only for the nodes not certified, in the same order.
+    assert [block.split("  ")[0] for block in blocks[1:4]] == ["gpu18", "gpu41", "gpu06"]
+    assert all("  via ssh " in block.splitlines()[0] for block in blocks[1:4])
+    assert blocks[4].splitlines() == [
         "fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown",
         "  h100-sxm5-80gb: median 712.4 TFLOPS over 126 GPUs, MAD 6.1, below 662.5 (93%) fails",
+        "act on 3 nodes:",
+        "  gpu18  reset the GPU: GPU 1; reboot the node: GPU 2; run it again: GPU 1",
+        "  gpu41  reset the GPU: GPU 1; reboot the node: GPU 2; run it again: GPU 1",
+        "  gpu06  run it again: the node",
+        "Overall: NOT_CERTIFIED  61 of 64 nodes certified; 3 to act on (above)",
     ]
-    assert blocks[65].startswith("Overall: NOT_CERTIFIED  61 of 64 nodes certified")
 
 
-def test_fleet_node_header_says_how_the_host_was_reached() -> None:
+def test_quiet_fleet_is_the_summary_alone() -> None:
+    report = fleet_report(64, failing=(17, 40), unknown=(5,))
+    quiet = render_text(report, quiet=True)
+    assert quiet == render_text(report).rstrip("\n").split("\n\n")[-1] + "\n"
+    assert quiet.startswith("fleet: 64 hosts")
+
+
+def test_quiet_single_node_is_its_line() -> None:
+    assert render_text(sample_report(failing_node()), quiet=True) == (
+        "gpu-node-02  NOT_CERTIFIED  h100-sxm5-80gb  3 GPUs  memory.remap (GPU 1), "
+        "gpu.present (GPU 2)  -> reset the GPU (+2 more)\n"
+    )
+    assert render_text(sample_report(healthy_node()), quiet=True) == (
+        "gpu-node-01  CERTIFIED  h100-sxm5-80gb  2 GPUs\n"
+    )
+
+
+def test_a_certified_fleet_node_has_no_details() -> None:
     text = render_text(fleet_report(3, failing=(), unknown=()))
-    assert text.startswith("gpu01  CERTIFIED  h100-sxm5-80gb  2 GPUs  via ssh 40.0 s\n")
+    assert text.startswith("gpu01  CERTIFIED  h100-sxm5-80gb  2 GPUs\ngpu02  CERTIFIED  ")
+    assert "via ssh" not in text  # the details' header: none for a certified node
+    assert "act on" not in text
+    assert text.rstrip("\n").endswith("Overall: CERTIFIED  3 of 3 nodes certified")
 
 
 def test_unreachable_node_in_text() -> None:
@@ -219,7 +259,7 @@ def test_unreachable_node_in_text() -> None:
     assert lines[2] == "  agent stderr (2 lines): <b>agent</b> exited 255\\x1b[31m"
     assert lines[3] == f"  UNKNOWN  transport.reach  node  {REACH_MESSAGE}"
     assert lines[4] == " " * 34 + "-> run it again"
-    assert lines[5] == "  0 passed, 0 warnings, 0 failed, 1 unknown"
+    assert lines[5] == "  1 check: 0 passed, 0 warnings, 0 failed, 1 unknown"
     assert len(lines) == 6
 
 
@@ -264,7 +304,7 @@ def test_interconnect_summary_reads_like_the_brief() -> None:
         " at 4 GiB (8 GPUs)",
     ]
     assert " ".join(line.strip() for line in lines[1:3]) == BRIEF_LINE
-    assert lines[3] == "  4 passed, 0 warnings, 0 failed, 0 unknown"
+    assert lines[3] == "  3 checks: 3 passed, 0 warnings, 0 failed, 0 unknown"
 
 
 def test_a_short_interconnect_summary_is_one_line() -> None:

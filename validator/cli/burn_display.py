@@ -135,7 +135,8 @@ def render_burn(progress: BurnProgress | None) -> RenderableType:
 class BurnDisplay(LiveDisplay):
     """The burn's progress sink: redraws the live view, or prints a plain line every 10 s.
 
-    ``note``, when given, is printed once, with the burn's first progress (or by ``print_note``).
+    ``note``, when given, is printed once, with the burn's first progress (or by ``print_note``);
+    ``quiet`` prints neither it nor plain lines (the live view, which leaves nothing, still draws).
     """
 
     def __init__(
@@ -144,8 +145,10 @@ class BurnDisplay(LiveDisplay):
         clock: Callable[[], float] = time.monotonic,
         interval_s: float = PLAIN_INTERVAL_S,
         note: str | None = None,
+        quiet: bool = False,
     ) -> None:
         super().__init__(console)
+        self.quiet = quiet  # no plain lines (certify --quiet); a live view leaves nothing
         self.clock = clock
         self.interval_s = interval_s
         self.note = note
@@ -160,6 +163,8 @@ class BurnDisplay(LiveDisplay):
         if self.live is not None:
             self.refresh()
             return
+        if self.quiet:
+            return
         now = self.clock()
         if self._due is not None and now < self._due - _EARLY_S:
             return
@@ -172,7 +177,7 @@ class BurnDisplay(LiveDisplay):
     def print_note(self) -> None:
         """Print the note, unless printed already."""
         note, self.note = self.note, None
-        if note is not None:
+        if note is not None and not self.quiet:
             self.print_line(note)
 
     def _render(self) -> RenderableType:

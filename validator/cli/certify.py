@@ -41,6 +41,12 @@ from validator.store import Store
 
 # A simulated node's burn proves the plumbing, not a GPU: without --burn it is short.
 SIMULATED_BURN_DEFAULT = "10s"
+# Each host's line comes as it finishes; the fleet's comparison (fleet.* checks) only
+# once all are in, so the report's counts may add to a host's line.
+FLEET_NOTE = (
+    "gpuready: each host as it finishes, judged on its own; the report at the end adds "
+    "the fleet comparison (fleet.* checks)"
+)
 
 
 @click.command()
@@ -59,12 +65,26 @@ SIMULATED_BURN_DEFAULT = "10s"
 )
 @policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="Print the summary alone: a fleet's counts and the nodes to act on, one node's "
+    "verdict line; no progress lines.",
+)
 @json_form_option
 @click.option(
     "--report-dir",
     metavar="DIR",
     type=NonEmptyPath(file_okay=False),
     help="Write report.json, report.html and junit.xml here.",
+)
+@click.option(
+    "--prom-file",
+    metavar="FILE",
+    type=NonEmptyPath(dir_okay=False),
+    help="Also write the results as a Prometheus textfile for node_exporter's textfile "
+    "collector (written atomically): each node's verdict and each GPU's figures.",
 )
 @click.option(
     "--color/--no-color",
@@ -143,9 +163,13 @@ def certify(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - cl
     # Created by the first record: bad input found before anything is measured leaves no file.
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
-        outcome = run_with_display(request, store, note)
+        outcome = run_with_display(request, store, note, quiet=options["quiet"])
     render_outcome(
-        outcome, as_json=options["as_json"], color=options["color"], json_form=request.json_form
+        outcome,
+        as_json=options["as_json"],
+        color=options["color"],
+        json_form=request.json_form,
+        quiet=options["quiet"],
     )
     tell_slurm_steps(outcome.slurm)
     tell(outcome.notices)
@@ -181,6 +205,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         reach=reach_settings(options, options["transport"], slurm),
         deadline_s=options.pop("deadline"),  # seconds (Deadline), None when not given
         report_dir=options["report_dir"],
+        prom_file=options["prom_file"],
         json_form=options["json_form"],
         sign_key=options["sign_key"],
         argv=command_line(ctx),
@@ -230,20 +255,27 @@ def _burn_seconds(
     return duration, f"simulated node: burning {duration:g} s (give --burn to change)"
 
 
-def run_with_display(request: CertifyRequest, store: Store, note: str | None) -> CertifyOutcome:
+def run_with_display(
+    request: CertifyRequest, store: Store, note: str | None, *, quiet: bool = False
+) -> CertifyOutcome:
     """The run under its live display: a fleet's table, or one node's burn.
 
     Ctrl-C before a single node's burn ends the run with nothing judged; one
-    during the burn ends the burn, which is judged as interrupted.
+    during the burn ends the burn, which is judged as interrupted. ``quiet``: the
+    live view still draws on a terminal (it leaves nothing behind), but no plain
+    progress lines are printed elsewhere.
     """
     from validator.cli.burn_display import BurnDisplay
     from validator.cli.progress import FleetProgress
 
     if request.reach.is_fleet:
-        with FleetProgress() as fleet:
+        burn_s = request.burn.duration_s if request.burn is not None else 0.0
+        fleet = FleetProgress(quiet=quiet, burn_s=burn_s, deadline_s=request.deadline_s)
+        fleet.note = FLEET_NOTE
+        with fleet:
             return run_certify(request, store, fleet_display=fleet)
     try:
-        with BurnDisplay(note=note) as display:
+        with BurnDisplay(note=note, quiet=quiet) as display:
             outcome = run_certify(request, store, burn_progress=display)
             display.print_note()  # a burn too short for a progress tick
             return outcome
@@ -253,7 +285,12 @@ def run_with_display(request: CertifyRequest, store: Store, note: str | None) ->
 
 
 def render_outcome(
-    outcome: CertifyOutcome, *, as_json: bool, color: bool | None, json_form: str = "auto"
+    outcome: CertifyOutcome,
+    *,
+    as_json: bool,
+    color: bool | None,
+    json_form: str = "auto",
+    quiet: bool = False,
 ) -> None:
     """The report on stdout (JSON or text), and where the report files went on stderr.
 
@@ -261,7 +298,7 @@ def render_outcome(
     nothing); a fleet's summary names each host's full result file when the report
     directory holds one (see validator.report.writer).
     """
-    if outcome.written and not as_json:
+    if outcome.written and not as_json and not quiet:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
         from validator.report.json_report import json_chunks
@@ -275,7 +312,7 @@ def render_outcome(
     from validator.report.terminal import render_text
 
     use_color = sys.stdout.isatty() if color is None else color
-    click.echo(render_text(outcome.report, color=use_color), nl=False)
+    click.echo(render_text(outcome.report, color=use_color, quiet=quiet), nl=False)
 
 
 def _result_files(outcome: CertifyOutcome) -> Callable[[str], str | None] | None:

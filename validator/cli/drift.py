@@ -64,7 +64,9 @@ from validator.store import Store
 @click.option(
     "--nhc",
     is_flag=True,
-    help="Print one line prefixed 'gpuready:' for Slurm's HealthCheckProgram; exit 1 on drift.",
+    help="Print one line prefixed 'gpuready:' for Slurm's HealthCheckProgram: exit 0 only "
+    "when the node matches its certificate; 1 on drift, no certificate or not checked "
+    "(NHC reads any non-zero as a failed check; the README's table lists every code).",
 )
 @click.option(
     "--slurm-drain",
@@ -83,6 +85,14 @@ from validator.store import Store
     type=NonEmptyPath(),
     metavar="FILE",
     help="Compare this machine with this certificate file instead of the store's latest.",
+)
+@click.option(
+    "--certificates",
+    "certificates_dir",
+    type=NonEmptyPath(exists=True, file_okay=False),
+    metavar="DIR",
+    help="Read-only folder of <host>.json certificates (certify --report-dir's "
+    "certificates/): a host's baseline when --db holds none of it.",
 )
 @click.option(
     "--sign-key",
@@ -104,7 +114,11 @@ from validator.store import Store
 @slurm_options
 @click.pass_context
 def drift(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
-    """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked."""
+    """Compare nodes with their latest certificates: exit 0 no drift, 1 drift, 3 none checked.
+
+    With --nhc, a node that cannot be shown to match a certificate (never certified
+    included) exits 1, not 3.
+    """
     request = _request(ctx, options)
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
@@ -142,6 +156,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
         prom_file=options["prom_file"],
         slurm_drain=options["slurm_drain"],
         measure_interconnect=options["interconnect"],
+        certificates_dir=options["certificates_dir"],
         argv=command_line(ctx),
     )
 
@@ -160,6 +175,8 @@ def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
         raise click.UsageError(
             "-i checks the inventory's hosts: set gpuready_simulate per host instead of --simulate"
         )
+    if options["certificate_path"] is not None and options["certificates_dir"] is not None:
+        raise click.UsageError("give --certificate FILE or --certificates DIR, not both")
     if inventories and options["certificate_path"] is not None:
         raise click.UsageError("--certificate is for one machine: each host's comes from --db")
     if not inventories and options["limit"] is not None:

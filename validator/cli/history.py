@@ -6,6 +6,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import click
 from rich.cells import cell_len
@@ -216,7 +217,54 @@ def render_history(rows: list[HistoryRow]) -> str:
     return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
 
 
-@click.command()
+class HistoryCommand(click.Command):
+    """``history`` lists runs; ``show`` and ``certificate`` are subcommands of it.
+
+    Not a click group: a group's optional HOST would take a subcommand's name, and
+    ``gpuready history gpu07`` must keep listing gpu07's runs. A host named like a
+    subcommand is listed with ``gpuready history -- show``.
+    """
+
+    SUBCOMMANDS: ClassVar[dict[str, str]] = {
+        "show": "history_show",
+        "certificate": "history_certificate",
+    }
+    _CHOSEN = "gpuready.history.subcommand"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """A subcommand's name first: keep the rest for it; else the listing's own."""
+        if args and args[0] in self.SUBCOMMANDS:
+            ctx.meta[self._CHOSEN] = (args[0], args[1:])
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the subcommand chosen (imported only now), else the listing."""
+        chosen = ctx.meta.pop(self._CHOSEN, None)
+        if chosen is None:
+            return super().invoke(ctx)
+        name, rest = chosen
+        import importlib
+
+        module = importlib.import_module(f"validator.cli.{self.SUBCOMMANDS[name]}")
+        command: click.Command = getattr(module, name)
+        # Under the root, named "history show": its usage line reads as typed.
+        with command.make_context(f"{ctx.info_name} {name}", rest, parent=ctx.parent) as sub:
+            return command.invoke(sub)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The subcommands, after the options (see `gpuready history show --help`)."""
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Commands"):
+            formatter.write_dl(
+                [
+                    ("show RUN [HOST]", "A past run's findings and figures (--json)."),
+                    ("certificate HOST", "Export a stored certificate for verify-cert (-o FILE)."),
+                ]
+            )
+
+
+@click.command(cls=HistoryCommand)
 @click.argument("host", required=False, type=TEXT)
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")

@@ -54,6 +54,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "history",
         "Show past certify and drift runs and their verdicts, for every host or HOST.",
     ),
+    "init": LazyCommand(
+        "validator.cli.init_command",
+        "init",
+        "Write an example inventory and the version pins into DIRECTORY, to edit, then provision.",
+    ),
     "provision": LazyCommand(
         "validator.cli.provision",
         "provision",

@@ -562,3 +562,25 @@ def rolling_settings(options: dict[str, Any]) -> dict[str, Any]:
         "max_fail_percentage": parse_percentage(budget) if budget is not None else None,
         "slurm_drain": options.pop("slurm_drain"),
     }
+
+
+# certify's own options that ``provision --certify`` takes too, declared once here.
+report_dir_option = click.option(
+    "--report-dir",
+    metavar="DIR",
+    type=NonEmptyPath(file_okay=False),
+    help="Write report.json, report.html and junit.xml here.",
+)
+sign_key_option = click.option(
+    "--sign-key",
+    type=NonEmptyPath(dir_okay=False),
+    help="Sign certificates with HMAC-SHA256 using this key file.",
+)
+dcgm_level_option = click.option(
+    "--dcgm-level",
+    type=BoundedInt(0, 4),
+    default=None,
+    metavar="N",
+    help="Run DCGM's diagnostic `dcgmi diag -r N` after the burn-in and judge each test "
+    "(0-4; 0 runs none), overriding the policy's dcgm_level.",
+)

@@ -6,21 +6,27 @@ current task; elsewhere one plain line per host result. The closing table (one l
 per host) goes to stdout, or to stderr under ``--json``, which keeps stdout for the
 JSON document.
 
+``--diff`` then shows each host's changes, task by task (validator.cli.diff_view), on
+the closing table's stream, before the table.
+
 ``--certify`` then certifies the hosts that provisioned successfully, through the
 hosts' ``gpuready_transport`` when they all name the same one, ``local`` when every
 one has ``ansible_connection=local``, else ``ssh``; the exit code is the worse of
-the two.
+the two. It burns for certify's default 5 minutes and takes certify's report,
+policy, signing and DCGM options, which are refused without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console, Group, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -34,17 +40,23 @@ from validator.cli.options import (
     burn_options,
     command_line,
     db_option,
+    dcgm_level_option,
     force_option,
+    interconnect_option,
     inventory_option,
     limit_option,
+    policy_option,
+    report_dir_option,
     rolling_options,
     rolling_settings,
+    sign_key_option,
 )
 from validator.cli.progress import LiveDisplay
 from validator.error_tree import ExitCode
 
 if TYPE_CHECKING:
     from validator.service.certify_service import CertifyOutcome
+    from validator.service.provision_diff import RunChanges
 from validator.safe_text import one_line, visible
 from validator.service.provision_service import (
     ProvisionEvent,
@@ -52,12 +64,18 @@ from validator.service.provision_service import (
     ProvisionResult,
     certify_transport,
     check_request,
+    default_playbook,
     estimate_tasks,
     parse_extra_vars,
     run_provision,
 )
 
 _SHOWN_HOSTS = 12  # hosts listed with their current task; the rest are counted
+# certify's options that only mean something with --certify (their parameter names).
+_CERTIFY_ONLY = (
+    *("burn_duration", "burn_backend", "burn_dtype", "burn_matrix_size", "burn_memory_fraction"),
+    *("policy_path", "report_dir", "sign_key", "dcgm_level", "interconnect"),
+)
 _STATUS_STYLE = {
     "ok": "green",
     "changed": "yellow",
@@ -197,7 +215,7 @@ def _certify(
     result: ProvisionResult,
     inventories: tuple[str, ...],
     burn: BurnOptions,
-    db_path: str | None,
+    options: dict[str, Any],
     argv: tuple[str, ...],
 ) -> CertifyOutcome | None:
     """Certify the hosts that provisioned successfully, as ``certify`` does; None for none.
@@ -218,17 +236,26 @@ def _certify(
         return None
     transport = certify_transport(inventories, hosts)
     click.echo(f"certifying {len(hosts)} host(s) through the {transport} transport", err=True)
+    dcgm_level = options["dcgm_level"]
     request = CertifyRequest(
         reach=Reach(
             inventories=inventories, limit=":".join(hosts), transport=TransportName(transport)
         ),
         burn=burn.config(parse_duration(burn.burn_duration)),
+        policy_path=options["policy_path"],
+        report_dir=options["report_dir"],
+        sign_key=options["sign_key"],
+        interconnect=options["interconnect"],
         argv=argv,
+        # Only when given: the policy's level stands otherwise.
+        **({} if dcgm_level is None else {"dcgm_level": dcgm_level}),
     )
-    with Store.open(db_path, defer_create=True) as store:
+    with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
         with FleetProgress() as progress:
             certified = run_certify(request, store, fleet_display=progress)
+    if certified.written:
+        click.echo("reports: " + ", ".join(str(p) for p in certified.written.values()), err=True)
     tell(certified.notices)
     for problem in certified.problems:  # measured, but not stored: exit 3
         click.echo(f"gpuready: error: {one_line(problem)}", err=True)
@@ -261,7 +288,12 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @click.option("--skip-tags", type=TEXT, metavar="TAGS", help="Skip the tasks with these tags.")
 @click.option("--check", is_flag=True, help="Check mode: report what would change, change nothing.")
 @force_option
-@click.option("--diff", is_flag=True, help="Show the changes made to files.")
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Show each host's changes (files, packages), task by task; with --check, the "
+    "changes that would be made.",
+)
 @click.option(
     "--mirror",
     type=TEXT,
@@ -286,15 +318,28 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 @click.option(
     "--playbook",
     type=NonEmptyPath(dir_okay=False),
-    help="Playbook to run (default: the bundled playbooks/site.yml).",
+    metavar="FILE|NAME",
+    help="Playbook to run: a file, or a bundled one by name (site, drift-timer) (default: site).",
 )
 @click.option(
     "--certify",
     "certify_after",
     is_flag=True,
-    help="Then certify the hosts that provisioned successfully.",
+    help="Then certify the hosts that provisioned successfully, as `gpuready certify -i` "
+    "does (the options below marked 'With --certify' are certify's).",
 )
-@burn_options("0", "With --certify: the burn-in length; 0 skips it (a node is then not certified).")
+@burn_options(
+    "5m",
+    "With --certify: the burn-in length (90s, 5m); 0 skips it, and a node is then not certified.",
+)
+@policy_option
+@report_dir_option
+@sign_key_option
+@dcgm_level_option
+@interconnect_option(
+    None,
+    "With --certify: measure what joins the GPUs after the burn-in (default: the policy's).",
+)
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option(
@@ -306,7 +351,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
 def provision(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - click's options
     """Install the pinned NVIDIA driver, CUDA Toolkit and cuDNN on an inventory's hosts."""
     burn = BurnOptions.pop(options)
-    request = _request(options, burn)
+    request = _request(ctx, options, burn)
     result = _run(request, Console(stderr=True))
     as_json, color = options["as_json"], options["color"]
     out = Console(
@@ -315,30 +360,72 @@ def provision(ctx: click.Context, /, **options: Any) -> None:  # noqa: ANN401 - 
         no_color=color is False,
         soft_wrap=False,
     )
+    changes = _show_changes(result, out) if request.diff else None
     if result.hosts:
         out.print(closing_table(result))
     if result.error:
         click.echo(f"gpuready: provision: {one_line(result.error)}", err=True)
     certified = None
     if options["certify_after"]:
-        certified = _certify(
-            result, request.inventories, burn, options["db_path"], command_line(ctx)
-        )
+        certified = _certify(result, request.inventories, burn, options, command_line(ctx))
     code = provision_exit_code(result)
     if certified is not None:
         code = worse_exit(code, certified.exit_code)
-    _render(result, certified, as_json=as_json, color=color)
+    _render(result, certified, changes, as_json=as_json, color=color)
     ctx.exit(int(code))
 
 
-def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
-    """The provisioning the options ask for; bad input fails here, before anything runs."""
-    if burn.burn_duration != "0" and not options["certify_after"]:
-        raise click.UsageError("--burn needs --certify")
-    if options["certify_after"]:
-        from validator.node.burnin.burn_config import parse_duration
+def _show_changes(result: ProvisionResult, console: Console) -> RunChanges:
+    """``--diff``: each host's changes, read back from the run's artifacts, then printed."""
+    from validator.cli.diff_view import print_changes
+    from validator.service.provision_diff import read_changes
 
-        burn.config(parse_duration(burn.burn_duration))
+    changes = read_changes(result.artifacts_dir)
+    hosts = [host.host for host in result.hosts]
+    print_changes(changes, hosts, console, check=result.check)
+    return changes
+
+
+def _refuse_certify_options(ctx: click.Context) -> None:
+    """certify's options without --certify: one line naming the first one given."""
+    for name in _CERTIFY_ONLY:
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            param = next(p for p in ctx.command.params if p.name == name)
+            off = param.secondary_opts and ctx.params.get(name) is False  # --no-interconnect
+            flag = param.secondary_opts[0] if off else param.opts[0]
+            raise click.UsageError(f"{flag} needs --certify")
+
+
+def bundled_playbook(given: str | None) -> str | None:
+    """``--playbook``: a bundled playbook's path for its name (``drift-timer``), else as given.
+
+    A file of that name in the working directory is the operator's and wins.
+    """
+    if given is None or "/" in given or given.endswith((".yml", ".yaml")):
+        return given
+    bundled = default_playbook().parent / f"{given}.yml"
+    return str(bundled) if bundled.is_file() and not os.path.exists(given) else given
+
+
+def _check_certify_inputs(options: dict[str, Any], burn: BurnOptions) -> None:
+    """certify's inputs, read before provisioning: a typo shows in seconds, not after it."""
+    from validator.node.burnin.burn_config import parse_duration
+    from validator.service.collect_and_judge import effective_policy
+
+    burn.config(parse_duration(burn.burn_duration))
+    effective_policy(options["policy_path"], options["dcgm_level"], options["interconnect"])
+    if options["sign_key"]:
+        from validator.signing import load_signing_key
+
+        load_signing_key(options["sign_key"])
+
+
+def _request(ctx: click.Context, options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
+    """The provisioning the options ask for; bad input fails here, before anything runs."""
+    if not options["certify_after"]:
+        _refuse_certify_options(ctx)
+    else:
+        _check_certify_inputs(options, burn)
     request = ProvisionRequest(
         **rolling_settings(options),
         inventories=options["inventories"],
@@ -349,7 +436,7 @@ def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
         diff=options["diff"],
         mirror=options["mirror"],
         extra_vars=parse_extra_vars(options["extra_vars"]),
-        playbook=options["playbook"],
+        playbook=bundled_playbook(options["playbook"]),
         force=options["force"],
     )
     check_request(request)
@@ -364,6 +451,7 @@ def _request(options: dict[str, Any], burn: BurnOptions) -> ProvisionRequest:
 def _render(
     result: ProvisionResult,
     certified: CertifyOutcome | None,
+    changes: RunChanges | None,
     *,
     as_json: bool,
     color: bool | None,
@@ -371,6 +459,8 @@ def _render(
     report = certified.report if certified is not None else None
     if as_json:
         document = result.to_dict()
+        if changes is not None:
+            document["changes"] = [change.to_dict() for change in changes.changes]
         if report is not None:
             from validator.report.json_report import render_json
 

@@ -33,9 +33,11 @@ from validator.drift.drift_verdict import (
     NEVER_CERTIFIED,
     NOT_TRUSTED,
     OLDER_PROVENANCE,
+    NoCertificate,
     UntrustedBaseline,
     drift_by_check,
     drift_node,
+    not_certified_by,
     revoked,
 )
 from validator.drift.nhc import NHC_MAX_CHARS, nhc_line, slurm_reason
@@ -45,11 +47,13 @@ __all__ = [
     "NHC_MAX_CHARS",
     "NOT_TRUSTED",
     "OLDER_PROVENANCE",
+    "NoCertificate",
     "UntrustedBaseline",
     "compare",
     "drift_by_check",
     "drift_node",
     "nhc_line",
+    "not_certified_by",
     "revoked",
     "slurm_reason",
 ]

@@ -4,7 +4,9 @@
 
 Any FAIL is drift (NOT_CERTIFIED); else a required UNKNOWN leaves the node UNKNOWN
 (it could not be shown unchanged); else CERTIFIED (no drift). A node never
-certified has no baseline: UNKNOWN, never drift. Where there is nothing to judge
+certified has no baseline: UNKNOWN, never drift; where certify was run and did not
+certify it, the summary names that run and its failed checks (:class:`NoCertificate`).
+Where there is nothing to judge
 at all, by the judge's own rule (:func:`nothing_to_judge`), the summary says so.
 
 A baseline that failed its check (:class:`UntrustedBaseline`: edited after issue, a
@@ -23,6 +25,7 @@ is compared as before, and the summary says its provenance is unknown.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -59,6 +62,48 @@ class UntrustedBaseline:
     problem: str
     # The result's summary in place of "baseline not trusted: <problem>" (a revocation's).
     summary: str = ""
+
+
+@dataclass(frozen=True)
+class NoCertificate:
+    """No certificate to compare with, though the node was tried: what its last try said.
+
+    ``summary`` is one line naming the run that did not certify the node (see
+    :func:`not_certified_by`): drift right after a failed certify says so, not "never
+    certified".
+    """
+
+    summary: str
+
+
+def _minute(when: str) -> str:
+    """``2026-12-06 14:03`` for an ISO 8601 time; the text itself (one line) otherwise."""
+    try:
+        return datetime.datetime.fromisoformat(when).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return one_line(when, 40)
+
+
+def not_certified_by(
+    *, run_id: int, when: str, verdict: str, failed: Sequence[tuple[str, int | None]], summary: str
+) -> NoCertificate:
+    """A node without a certificate whose latest certification (run ``run_id``) did not certify it.
+
+    ``not certified: run 7 (2026-12-06 14:03) failed: 2 checks (burn.speed (GPU 1),
+    nvlink.state (GPU 2)); fix and certify again``; an attempt that failed no check (it
+    could not judge the node) gives its own summary instead.
+    """
+    run = f"run {run_id} ({_minute(when)})"
+    if failed:
+        checks = len({check for check, _ in failed})
+        noun = "check" if checks == 1 else "checks"
+        what = f"failed: {checks} {noun} ({_failed_checks(failed)}); fix and certify again"
+    else:
+        what = (
+            f"did not certify it ({one_line(verdict, 20)}: {one_line(summary, 200)}); "
+            "fix what it names and certify again"
+        )
+    return NoCertificate(f"not certified: {run} {what}")
 
 
 def _failed_checks(failed: Iterable[tuple[str, int | None]]) -> str:
@@ -127,11 +172,14 @@ def drift_by_check(findings: Iterable[Finding]) -> str:
     return by_check(findings, prefix="drift.", gpus=_gpu_run)
 
 
-def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
+def _never_certified(
+    facts: NodeFacts, digest: str, tried: NoCertificate | None = None
+) -> NodeResult:
+    summary = tried.summary if tried is not None else NEVER_CERTIFIED
     finding = node_finding(
         DriftCheck.BASELINE,
         Severity.UNKNOWN,
-        f"{facts.hostname} was {NEVER_CERTIFIED}",
+        f"{facts.hostname}: {summary}" if tried is not None else f"{facts.hostname} was {summary}",
         observed="no certificate",
         expected="a certificate",
     )
@@ -141,7 +189,7 @@ def _never_certified(facts: NodeFacts, digest: str) -> NodeResult:
         facts=facts,
         findings=assign_actions((finding,)),
         policy_digest=digest,
-        summary=NEVER_CERTIFIED,
+        summary=summary,
     )
 
 
@@ -184,14 +232,17 @@ def decide_drift(
 
 
 def drift_node(
-    facts: NodeFacts, cert: Certificate | UntrustedBaseline | None, policy: Policy
+    facts: NodeFacts,
+    cert: Certificate | UntrustedBaseline | NoCertificate | None,
+    policy: Policy,
 ) -> NodeResult:
     """Judge one node's drift from its latest certificate.
 
     Args:
         facts: the node's facts now.
         cert: its latest certificate, verified; an :class:`UntrustedBaseline` when it
-            failed its check; None when the node was never certified.
+            failed its check; a :class:`NoCertificate` when a certification that
+            failed is all there is; None when the node was never certified.
         policy: the rules now.
 
     Returns:
@@ -200,8 +251,8 @@ def drift_node(
         not be shown unchanged.
     """
     digest = policy_digest(policy)
-    if cert is None:
-        return _never_certified(facts, digest)
+    if cert is None or isinstance(cert, NoCertificate):
+        return _never_certified(facts, digest, cert)
     if isinstance(cert, UntrustedBaseline):
         return _untrusted(facts, cert, digest)
     # Where nothing was measured no baseline is used, so none is refused either.
@@ -226,8 +277,10 @@ def drift_node(
 __all__ = [
     "NEVER_CERTIFIED",
     "NOT_TRUSTED",
+    "NoCertificate",
     "UntrustedBaseline",
     "decide_drift",
     "drift_by_check",
     "drift_node",
+    "not_certified_by",
 ]

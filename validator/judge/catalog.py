@@ -14,12 +14,13 @@ from pathlib import Path
 from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
-from validator.judge import yamlfile
+from validator.judge import catalog_sources, yamlfile
+from validator.judge.catalog_sources import FIGURE_WORDS, FLOOR_WORDS, FigureSource
 
+PRECISIONS = catalog_sources.PRECISIONS
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
 # The GPU counts an all-reduce floor may be given for: a node's GPUs, two or more.
 ALL_REDUCE_GPUS = (2, 64)
-PRECISIONS = ("fp16", "bf16", "tf32", "fp8", "fp32")
 _DEFAULT_PATH = Path(__file__).with_name("skus.yaml")
 
 
@@ -80,10 +81,47 @@ class Sku:
     all_reduce_min_gbs: tuple[tuple[int, float], ...]
     bandwidth_source: str  # where each floor comes from, or why there is none
     source: str
+    # Where each stated figure comes from, or why no source confirms it (catalog_sources).
+    figure_sources: tuple[FigureSource, ...]
 
     def all_reduce_floor(self, gpus: int) -> float | None:
         """The all-reduce busbw floor for a node of ``gpus`` GPUs, or None: none known."""
         return dict(self.all_reduce_min_gbs).get(gpus)
+
+    def unconfirmed(self) -> frozenset[str]:
+        """The figures and floors no retrieved source confirms (``peak_tflops.fp8``...)."""
+        return catalog_sources.unconfirmed(
+            self.figure_sources, self.hbm_copy_min_gbs, self.bandwidth_source
+        )
+
+    def figure_note(self, names: tuple[str, ...]) -> str:
+        """What a finding judged against ``names`` must say: "" when each is confirmed.
+
+        ``(judged against an unconfirmed catalog figure: the H200 NVL's dense FP16 peak,
+        835)``; the reader then knows the verdict rests on a figure no source confirmed.
+        """
+        doubtful = self.unconfirmed()
+        shown = [
+            f"{FIGURE_WORDS.get(name) or FLOOR_WORDS[name]}, {self._value(name)}"
+            for name in names
+            if name in doubtful
+        ]
+        if not shown:
+            return ""
+        noun = "figure" if len(shown) == 1 else "figures"
+        return f"(judged against an unconfirmed catalog {noun}: the {self.label}'s " + (
+            "; ".join(shown) + ")"
+        )
+
+    def _value(self, name: str) -> str:
+        if name.startswith("peak_tflops."):
+            return f"{self.peak_tflops.of(name.partition('.')[2]):g} TFLOPS"
+        value = getattr(self, name)
+        if name == "all_reduce_min_gbs":
+            return ", ".join(f"{floor:g} GB/s on {gpus} GPUs" for gpus, floor in value)
+        if isinstance(value, tuple):
+            return " or ".join(f"{item:g}" for item in value)
+        return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
 class Catalog:
@@ -304,6 +342,7 @@ ROW_FIELDS = Document(
         ),
         _text("bandwidth_source"),
         _text("source"),
+        catalog_sources.FIELD,
     )
 )
 
@@ -325,6 +364,7 @@ def _parse_row(source: fields.Source, number: int, data: object) -> Sku:
             ("nvlink_speed_gbs",), "null where nvlinks is null", data["nvlink_speed_gbs"]
         )
     _check_peer_floors(at, data, values)
+    values["figure_sources"] = catalog_sources.parse(at, values["figure_sources"], values)
     values["all_reduce_min_gbs"] = values["all_reduce_min_gbs"] or ()
     values["peak_tflops"] = PeakTflops(
         **{key: values["peak_tflops"].get(key) for key in PRECISIONS}

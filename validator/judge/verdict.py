@@ -10,6 +10,7 @@ from validator.error_tree import ExitCode
 from validator.judge import figure_ceilings
 from validator.judge.actions import assign_actions
 from validator.judge.catalog import Catalog, Sku, load_catalog
+from validator.judge.catalog_notes import note_unconfirmed
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.busy import CHECK as BUSY_CHECK
@@ -34,6 +35,7 @@ from validator.model import (
     scope_text,
 )
 from validator.model import chosen as is_chosen
+from validator.model.check_counts import count_checks, worst_by_check
 
 # Judged on every GPU whatever --gpus chose: what the node is, and its kernel log.
 WHOLE_NODE_FAMILIES = frozenset({CheckFamily.INVENTORY, CheckFamily.VERSIONS, CheckFamily.ERRORS})
@@ -95,21 +97,33 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
     if not findings:
         # Nothing was checked at all: that is never a certificate.
         return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"
+    # Counted as every report counts (validator.model.check_counts): each check once, at
+    # its worst finding; a check named under "failed" is not named again under "could not".
+    counts = count_checks(findings)
+    worst = worst_by_check(findings)
+    blocking = [f for f in blocking if worst[f.check] is Severity.UNKNOWN]
     if failed or blocking:
         parts = []
         if failed:
-            count = len({f.check for f in failed})
-            parts.append(f"{_plural(count, 'check')} failed: {by_check(failed)}")
+            parts.append(f"{_plural(counts.failed, 'check')} failed: {by_check(failed)}")
         if blocking:
             count = len({f.check for f in blocking})
             parts.append(
                 f"{_plural(count, 'required check')} could not be judged: {by_check(blocking)}"
             )
         return Verdict.NOT_CERTIFIED, "; ".join(parts)
-    checks = len({f.check for f in findings})
-    text = f"all {_plural(checks, 'check')} passed"
+    if counts.unknown:
+        # Optional checks that could not be judged: not "all passed", as the counts say.
+        unknown = [f for f in findings if worst[f.check] is Severity.UNKNOWN]
+        text = (
+            f"{counts.passed + counts.warnings} of {_plural(counts.total, 'check')} passed, "
+            f"{counts.unknown} optional could not be judged: {by_check(unknown)}"
+        )
+    else:
+        text = f"all {_plural(counts.total, 'check')} passed"
+    warned = [f for f in warned if worst[f.check] is Severity.WARN]
     if warned:
-        text += f" with {_plural(len({f.check for f in warned}), 'warning')}: {by_check(warned)}"
+        text += f" with {_plural(counts.warnings, 'warning')}: {by_check(warned)}"
     return Verdict.CERTIFIED, text
 
 
@@ -147,6 +161,8 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     for family, check in FAMILIES:
         findings += check(facts if family in WHOLE_NODE_FAMILIES else chosen, policy, sku)
     findings = [f for f in findings if is_chosen(facts, f.gpu_index)]
+    # A verdict resting on a catalog figure no source confirms says so in its message.
+    findings = note_unconfirmed(findings, facts, policy, sku)
     # Every finding leaves the judge saying what to do about it (NONE on a PASS). Where the
     # driver did not answer, what could not run waits for the driver's fix, not a rerun.
     busy = any(f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN for f in findings)

@@ -15,7 +15,7 @@ quantity wherever it appears (``temperature_gpu_c`` in :class:`GpuFacts` and in
 :class:`TelemetrySample`; ``ecc_volatile_corrected`` in :class:`GpuFacts` and in
 :class:`ErrorCounters`). They are wide on purpose: they reject what cannot be, never
 what is merely unusual, which the checks judge. Where a bound differs from a round
-guess, the shared captures (``../shared/captures``) set it:
+guess, real captured outputs (public repositories' test data) set it:
 
 * current clocks may be 0: an idle A10, A40 and RTX A6000 report ``SM : 0 MHz``;
 * memory clocks reach 20000 MHz, as in the CSV telemetry parser: GDDR boards report

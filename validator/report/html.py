@@ -706,7 +706,7 @@ class NodeView:
     verdict_rank: int  # NOT_CERTIFIED 0, UNKNOWN 1, CERTIFIED 2: what the table sorts on
     findings: list[Finding]
     todo: list[shared.ActionGroup]  # the blocking findings by action, most serious first
-    counts: shared.SeverityCounts
+    counts: shared.CheckCounts
     reached: bool  # False: no facts at all came back (unreachable host)
     facts: list[tuple[str, Cell]]
     gpus: list[GpuRow]
@@ -730,7 +730,7 @@ class CompactView:
 
     anchor: str
     node: NodeResult
-    counts: shared.SeverityCounts
+    counts: shared.CheckCounts
     findings: list[Finding]  # the ones that did not pass (warnings): shown in full
     facts: list[tuple[str, Cell]]
     elapsed: str
@@ -747,7 +747,7 @@ class RowView:
     verdict_rank: int
     sku: str  # "" when no SKU matched
     gpus: int
-    counts: shared.SeverityCounts
+    counts: shared.CheckCounts
     checks: list[str]  # the checks that did not pass, each once, in report order
     elapsed: str
     result_file: str | None
@@ -838,7 +838,7 @@ def _node_view(position: int, node: NodeResult, detail_file: str | None = None) 
         verdict_rank=shared.VERDICT_ORDER[node.verdict],
         findings=[f for f in findings if f.severity is not Severity.PASS] if brief else findings,
         todo=shared.what_to_do(node),
-        counts=shared.count_severities(node.findings),
+        counts=shared.count_checks(node.findings),
         reached=shared.has_facts(node.facts),
         facts=_facts(node),
         gpus=[] if brief else [_gpu_row(gpu) for gpu in node.facts.gpus],
@@ -916,7 +916,7 @@ def _compact_view(position: int, node: NodeResult, result_file: str | None) -> C
     return CompactView(
         anchor=f"node-{position}",
         node=node,
-        counts=shared.count_severities(node.findings),
+        counts=shared.count_checks(node.findings),
         findings=[
             f for f in shared.sorted_findings(node.findings) if f.severity is not Severity.PASS
         ],
@@ -934,7 +934,7 @@ def _row_view(position: int, node: NodeResult, result_file: str | None) -> RowVi
         verdict_rank=shared.VERDICT_ORDER[node.verdict],
         sku=node.sku or "",
         gpus=len(node.facts.gpus),
-        counts=shared.count_severities(node.findings),
+        counts=shared.count_checks(node.findings),
         checks=checks,
         elapsed=shared.elapsed_text(node.elapsed_s),
         result_file=result_file,
@@ -1023,7 +1023,7 @@ def html_chunks(
         "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
-        "totals": shared.count_severities(f for node in report.nodes for f in node.findings),
+        "totals": shared.count_nodes(report.nodes),
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),
         # A verdict on a scenario is no real host's: said in the banner, before anything else.
         "simulated": sum(1 for node in report.nodes if provenance_of(node.facts) == "simulate"),

@@ -96,7 +96,7 @@ def node_summary(node: NodeResult, result_file: str | None = None) -> dict[str, 
     Returns:
         The node's entry, JSON-ready (``NodeSummary`` in report.schema.json).
     """
-    counts = shared.count_severities(node.findings)
+    counts = shared.count_checks(node.findings)
     return {
         "hostname": node.hostname,
         "verdict": node.verdict.value,

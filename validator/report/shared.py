@@ -1,5 +1,8 @@
 """What every report format shares: ordering, counting and showing values.
 
+Every format counts checks, each once at its worst finding's severity, through the one
+function (validator.model.check_counts.count_checks), re-exported here for the renderers.
+
 The renderers differ only in markup; the decisions about which finding comes
 first, what the fleet's verdict is and how a missing value reads live here, once.
 """
@@ -41,6 +44,9 @@ from validator.model import (
     measured_gb_s,
 )
 from validator.model import overall_verdict as verdict_of_nodes
+from validator.model.check_counts import CheckCounts as CheckCounts  # noqa: PLC0414 - one count
+from validator.model.check_counts import checks_at
+from validator.model.check_counts import count_checks as count_checks  # noqa: PLC0414 - all use
 from validator.packed import without_samples
 from validator.safe_text import one_line as one_line  # noqa: PLC0414 - renderers call common.one_line
 from validator.safe_text import size_words, visible
@@ -63,47 +69,19 @@ VERDICT_ORDER: dict[Verdict, int] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class SeverityCounts:
-    """How many findings came out at each severity."""
-
-    passed: int = 0
-    warnings: int = 0
-    failed: int = 0
-    unknown: int = 0
-
-    @property
-    def total(self) -> int:
-        """All findings counted."""
-        return self.passed + self.warnings + self.failed + self.unknown
-
-    def line(self) -> str:
-        """The count line, e.g. ``42 passed, 2 warnings, 1 failed, 0 unknown``."""
-        warn_word = "warning" if self.warnings == 1 else "warnings"
-        return (
-            f"{self.passed} passed, {self.warnings} {warn_word}, "
-            f"{self.failed} failed, {self.unknown} unknown"
-        )
+def count_nodes(nodes: Iterable[NodeResult]) -> CheckCounts:
+    """The checks of several nodes, each node's counted on its own, added up."""
+    return sum((count_checks(node.findings) for node in nodes), CheckCounts())
 
 
-def count_severities(findings: Iterable[Finding]) -> SeverityCounts:
-    """Count findings by severity.
+def failing_checks(node: NodeResult) -> list[tuple[str, tuple[int, ...]]]:
+    """The checks the node failed (or, where none failed, could not judge), with their GPUs.
 
-    Args:
-        findings: the findings of one node (or of several).
-
-    Returns:
-        The counts, one field per severity.
+    The ones :func:`count_checks` counts as failed (unknown): its FAIL count is the
+    length of this list, so a line naming them never disagrees with a count beside it.
     """
-    tally = dict.fromkeys(Severity, 0)
-    for finding in findings:
-        tally[finding.severity] += 1
-    return SeverityCounts(
-        passed=tally[Severity.PASS],
-        warnings=tally[Severity.WARN],
-        failed=tally[Severity.FAIL],
-        unknown=tally[Severity.UNKNOWN],
-    )
+    failed = checks_at(node.findings, Severity.FAIL)
+    return failed or checks_at(node.findings, Severity.UNKNOWN)
 
 
 def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:

@@ -14,7 +14,6 @@ from validator.model import (
     BurnResult,
     BurnStatus,
     Finding,
-    FleetSummary,
     GpuBurn,
     NodeFacts,
     NodeResult,
@@ -23,7 +22,7 @@ from validator.model import (
     Unavailable,
     Verdict,
 )
-from validator.report import shared
+from validator.report import fleet_text, shared
 
 _RESET = "\x1b[0m"
 _BOLD = "\x1b[1m"
@@ -207,52 +206,73 @@ def _node_lines(node: NodeResult, paint: _Painter, *, fleet: bool = False) -> li
         message = shared.one_line(finding.message)
         head = f"  {severity}  {finding.check.ljust(check_width)}  {gpu}"
         lines.extend(_finding_lines(head, f"{message}{optional}", finding, paint))
-    lines.append(f"  {shared.count_severities(node.findings).line()}")
+    lines.append(f"  {shared.count_checks(node.findings).line()}")
     if node.summary and node.verdict is not Verdict.UNKNOWN:
         lines.append(f"  {shared.one_line(node.summary)}")
     return lines
 
 
-def _fleet_lines(fleet: FleetSummary) -> list[str]:
-    lines = [shared.fleet_line(fleet)]
-    lines.extend(f"  {shared.sku_fleet_line(stats)}" for stats in fleet.skus)
-    if not fleet.skus:
-        lines.append("  no fleet speed comparison: no GPU model had burn-in figures from 3 GPUs")
-    return lines
+def _verdict_painter(paint: _Painter) -> fleet_text.Paint:
+    return lambda verdict, text: paint(text, _VERDICT_COLOR[verdict])
 
 
-def render_text(report: Report, *, color: bool = False) -> str:
+def _fleet_blocks(report: Report, paint: _Painter, *, quiet: bool) -> list[str]:
+    """A fleet: a line per node, the details of each node not certified, the summary.
+
+    Quiet: the summary alone.
+    """
+    verdicts = _verdict_painter(paint)
+    summary = "\n".join(fleet_text.summary_lines(report, verdicts))
+    if quiet:
+        return [summary]
+    blocks = ["\n".join(fleet_text.node_lines(report, verdicts))]
+    blocks.extend(
+        "\n".join(_node_lines(node, paint, fleet=True))
+        for node in shared.reading_order(report)
+        if node.verdict is not Verdict.CERTIFIED
+    )
+    blocks.append(summary)
+    return blocks
+
+
+def render_text(report: Report, *, color: bool = False, quiet: bool = False) -> str:
     """Render the report for a terminal.
 
-    Per node: a header (hostname, verdict, SKU, GPU count); when a burn-in ran, a
+    One node: a header (hostname, verdict, SKU, GPU count); when a burn-in ran, a
     line saying how and one compact line per GPU (status, TFLOPS, iterations,
     errors, peak power and its share of the limit, peak temperature, lowest SM
     clock); when the interconnect was measured, its summary in a line or two (the
     range of each copy figure over the GPUs, the peer range and its slowest pair,
     busbw at the largest message), or why it could not be; each finding that did
     not pass (severity, check, GPU, message and what to do, ``-> drain and RMA``),
-    the count line and the summary; the last line of the agent's stderr, if it
-    wrote any.
-    A fleet report (``report.fleet`` set) lists failing nodes first, says how each
-    host was reached and how long it took, and after the nodes gives the fleet line
-    (``fleet: 64 hosts, 61 certified, 2 not certified, 1 unknown``) and one line per
-    SKU with its burn-in median. Several nodes end with the overall verdict.
+    the count line (checks, as every output counts them) and the summary; the last
+    line of the agent's stderr, if it wrote any.
+    A fleet report (``report.fleet`` set) has one line per node (verdict, SKU, GPU
+    count, failing checks with their GPUs, what to do), not certified nodes first;
+    then the details above for each node that is not certified, saying how the host
+    was reached and how long it took; and at the end the summary
+    (validator.report.fleet_text): the fleet line (``fleet: 64 hosts, 61 certified,
+    2 not certified, 1 unknown``), a line per SKU with its burn-in median, a line per
+    node to act on, and the overall verdict.
 
     Args:
         report: the acceptance report.
         color: add ANSI colours (only when writing to a terminal).
+        quiet: a fleet's summary alone; one node's line alone.
 
     Returns:
-        The text, lines at most about 100 columns except for long messages,
-        ending in a newline.
+        The text, lines at most about 100 columns except for long messages and a
+        fleet's node lines that name several checks, ending in a newline.
     """
     paint = _Painter(color)
-    fleet = report.fleet is not None
-    blocks = [
-        "\n".join(_node_lines(node, paint, fleet=fleet)) for node in shared.reading_order(report)
-    ]
     if report.fleet is not None:
-        blocks.append("\n".join(_fleet_lines(report.fleet)))
+        return "\n\n".join(_fleet_blocks(report, paint, quiet=quiet)) + "\n"
+    if quiet:
+        lines = fleet_text.node_lines(report, _verdict_painter(paint))
+        if len(report.nodes) != 1:
+            lines.append(fleet_text.summary_lines(report, _verdict_painter(paint))[-1])
+        return "\n".join(lines) + "\n"
+    blocks = ["\n".join(_node_lines(node, paint)) for node in shared.reading_order(report)]
     if len(report.nodes) != 1:
         verdict = shared.overall_verdict(report)
         overall = paint(verdict.value, _VERDICT_COLOR[verdict])

@@ -69,6 +69,7 @@ class CertifyRequest:
     reach: Reach = field(default_factory=Reach)
     deadline_s: float | None = None  # None: the burn plus a margin
     report_dir: str | None = None  # write report.json/html, junit.xml, hosts/, certificates/
+    prom_file: str | None = None  # write node_exporter's textfile here (--prom-file)
     # --json-form: report.json's form (validator.report.json_report.JsonForm's values).
     json_form: str = "auto"
     # A key file: certificates are signed with it (Ed25519 private key, or HMAC-SHA256 secret).
@@ -176,8 +177,7 @@ def _run_certify(
 
         key = load_signing_key(request.sign_key)
     policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
-    if request.report_dir is not None:
-        _check_writable(request.report_dir)  # before the burn, not after it
+    _check_outputs(request)  # before the burn, not after it
     problems: list[str] = []
     submitted: list[Submission] = []
     if request.reach.is_fleet:
@@ -198,6 +198,10 @@ def _run_certify(
         )
         if problem is not None and not problems:  # the first failure names the file
             problems.append(problem)
+    if request.prom_file is not None:  # a report too: written before history, as they are
+        from validator.report.prometheus_certify import textfile_problems
+
+        problems.extend(textfile_problems(request.prom_file, report))
     try:
         recorded = record_report(store, run_id, report, stored)
     except GpureadyError as exc:
@@ -409,6 +413,16 @@ def _certify_fleet(
             _close_cut_short(store, run[0])
         raise
     return report, run[0]
+
+
+def _check_outputs(request: CertifyRequest) -> None:
+    """Refuse a report folder or textfile that cannot be written (BadInputError), up front."""
+    if request.report_dir is not None:
+        _check_writable(request.report_dir)
+    if request.prom_file is not None:
+        from validator.report.prometheus import check_textfile
+
+        check_textfile(request.prom_file)
 
 
 def _check_writable(directory: str) -> None:

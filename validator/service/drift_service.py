@@ -15,25 +15,41 @@ certificate in its place (that would let a tampered row roll the baseline back).
 Nor is one that a later certification of the host (its name in any case) did not
 certify: that attempt revokes it (:func:`revocation`), a certificate file given for
 this machine included, until a new certificate is issued.
+
+A host whose history holds no certificate of it (a node keeping its own history) is
+compared with a certificate file instead, checked the same way: ``<host>.json`` in the
+read-only folder ``--certificates`` names (certify --report-dir's ``certificates/``),
+and for this machine :data:`NODE_CERTIFICATE`, where the drift-timer role copies it.
+Without either, drift names the certification that failed (:class:`NoCertificate`), or
+says the host was never certified.
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from validator import __version__
 from validator.certificate import CertificateError, verify_baseline, verify_seal
-from validator.drift import UntrustedBaseline, drift_node, revoked, slurm_reason
+from validator.drift import (
+    NoCertificate,
+    UntrustedBaseline,
+    drift_node,
+    not_certified_by,
+    revoked,
+    slurm_reason,
+)
 from validator.error_tree import ExitCode, ReportError
 from validator.judge.actions import result_with_actions
 from validator.judge.policy import Policy, load_policy, policy_digest
 from validator.model import NodeFacts, NodeResult, Report
 from validator.node.burnin.burn_config import BurnConfig
 from validator.node.sparing_gc import sparing_collector
+from validator.safe_text import one_line
 from validator.service import signals
 from validator.service.collect_and_judge import FleetRequest, Reach, facts_request
 from validator.service.outcome import close_run, exit_code, report_interrupted
@@ -72,11 +88,19 @@ class DriftRequest:
     # --interconnect: measure it and compare with the certificate's figures (see
     # interconnect_modes); off by default, drift being the cheap scheduled check.
     measure_interconnect: bool = False
+    # A folder of <host>.json certificates (certify --report-dir's certificates/), read
+    # only, for a host whose history holds no certificate of it.
+    certificates_dir: str | None = None
+    # This machine: with no certificate in its history, the one the drift-timer role
+    # copied to NODE_CERTIFICATE (checked after certificates_dir).
+    node_certificate: bool = True
     argv: Sequence[str] = ()  # the command line, as history records it
 
     def __post_init__(self) -> None:
         if self.reach.inventories and (self.simulate is not None or self.certificate is not None):
             raise ValueError("simulate and certificate are for this machine, not an inventory")
+        if self.certificate is not None and self.certificates_dir is not None:
+            raise ValueError("a certificate file, or a folder of them: not both")
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for: drift has no DCGM or interconnect overrides."""
@@ -179,12 +203,85 @@ def _checked(
     return cert
 
 
+# Where the drift-timer role puts the node's own certificate (a copy of certify
+# --report-dir's certificates/<inventory name>.json): read when its history has none.
+NODE_CERTIFICATE = "/var/lib/gpuready/certificate.json"
+
+Baseline = Union["Certificate", UntrustedBaseline, NoCertificate, None]
+
+
+def file_baseline(
+    path: Path, key: KeyLike | None, hostname: str | None
+) -> Certificate | UntrustedBaseline | None:
+    """The certificate in ``path``, verified (as ``hostname``'s own when given); None if absent.
+
+    Read bounded and never through a link (the folder may be shared and written by
+    others); one that cannot be read, or fails its check, is an :class:`UntrustedBaseline`.
+    """
+    from validator import limits
+    from validator.certificate import certificate_from_json
+
+    try:
+        text = limits.read_bounded(path, limits.CERTIFICATE_BYTES, nofollow=True)
+        cert = certificate_from_json(text.decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, limits.OverLimitError, UnicodeDecodeError, CertificateError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+            why = "it is a symbolic link, which drift does not follow"
+        return UntrustedBaseline(f"certificate file {path} cannot be used: {one_line(why)}")
+    return _checked(cert, key, hostname)
+
+
+def _from_files(
+    found: Baseline, request: DriftRequest, store: Store, hostname: str, *, here: bool
+) -> Baseline:
+    """``found`` when history had a certificate; else one from the files drift may read.
+
+    ``certificates_dir``'s ``<hostname>.json`` first (its name must be the host's), then,
+    for this machine, :data:`NODE_CERTIFICATE` (its seal alone: the role copies the
+    node's certificate under its inventory name, rarely the name the machine gives
+    itself). Revocation is still checked against history; the files are what certify
+    --report-dir keeps current (it removes a host's file when it fails), so history not
+    holding the host's certifications is no warning here.
+    """
+    if found is not None and not isinstance(found, NoCertificate):
+        return found
+    from validator.report.partial import host_file_stem
+
+    candidates: list[tuple[Path, str | None]] = []
+    if request.certificates_dir is not None:
+        stem = host_file_stem(hostname)
+        candidates.append((Path(request.certificates_dir) / f"{stem}.json", hostname))
+    if here and request.node_certificate:
+        candidates.append((Path(NODE_CERTIFICATE), None))
+    for path, name in candidates:
+        baseline = file_baseline(path, request.sign_key, name)
+        if isinstance(baseline, UntrustedBaseline):
+            return baseline
+        if baseline is not None:
+            attempt_by = name or baseline.hostname
+            return revocation(store, baseline, attempt_by, warn=False) or baseline
+    return found
+
+
+def _baseline(
+    request: DriftRequest, store: Store, hostname: str, *, here: bool = False
+) -> Baseline:
+    """The host's baseline: history's certificate, else a file's (:func:`_from_files`)."""
+    found = stored_baseline(store, hostname, request.sign_key)
+    return _from_files(found, request, store, hostname, here=here)
+
+
 def stored_baseline(
     store: Store, hostname: str, key: KeyLike | None
-) -> Certificate | UntrustedBaseline | None:
-    """The host's newest stored certificate, verified; None when it was never certified.
+) -> Certificate | UntrustedBaseline | NoCertificate | None:
+    """The host's newest stored certificate, verified; else why there is none.
 
     Never an older certificate in place of one that fails: the newest is the baseline.
+    A host with no certificate whose certification failed gets a :class:`NoCertificate`
+    naming that run; one never tried, None.
 
     Raises:
         StoreError: the database itself failed (a row that is not a certificate does not).
@@ -199,11 +296,25 @@ def stored_baseline(
             raise
         return UntrustedBaseline(str(exc))
     if cert is None:
-        return None
+        return _last_attempt(store, hostname)
     checked = _checked(cert, key, hostname)
     if isinstance(checked, UntrustedBaseline):
         return checked
     return revocation(store, checked, hostname) or checked
+
+
+def _last_attempt(store: Store, hostname: str) -> NoCertificate | None:
+    """The run that tried to certify a host with no certificate, and failed; None if none did."""
+    attempt = store.latest_attempt(hostname)
+    if attempt is None or attempt.certified:  # certified, but its certificate not stored
+        return None
+    return not_certified_by(
+        run_id=attempt.run_id,
+        when=attempt.recorded_at,
+        verdict=attempt.verdict,
+        failed=attempt.failed,
+        summary=attempt.summary,
+    )
 
 
 def _at(text: str) -> datetime.datetime | None:
@@ -214,7 +325,9 @@ def _at(text: str) -> datetime.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=datetime.timezone.utc)
 
 
-def revocation(store: Store, cert: Certificate, hostname: str) -> UntrustedBaseline | None:
+def revocation(
+    store: Store, cert: Certificate, hostname: str, *, warn: bool = True
+) -> UntrustedBaseline | None:
     """Why ``cert`` is revoked: the host's latest certification did not certify it; else None.
 
     Only an attempt at or after the certificate's issue revokes it (one recorded before
@@ -225,7 +338,8 @@ def revocation(store: Store, cert: Certificate, hostname: str) -> UntrustedBasel
         StoreError: the database failed.
     """
     attempt = store.latest_attempt(hostname)
-    _say_if_unchecked(store, None if attempt is not None else hostname)
+    if warn:
+        _say_if_unchecked(store, None if attempt is not None else hostname)
     if attempt is None or attempt.certified:
         return None
     tried, issued = _at(attempt.recorded_at), _at(cert.issued_at)
@@ -292,14 +406,14 @@ def _drift_here(
     # A file given for this machine is the operator's pick: its seal is checked, not its
     # name (an inventory name is rarely the name the machine gives itself); its GPUs'
     # UUIDs and serials still tell another node's certificate apart.
-    baseline: Certificate | UntrustedBaseline | None
+    baseline: Certificate | UntrustedBaseline | NoCertificate | None
     if request.certificate is not None:
         baseline = _checked(request.certificate, key, None)
         if not isinstance(baseline, UntrustedBaseline):
             # A file copied back into place after a failed certification is still revoked.
             baseline = revocation(store, baseline, baseline.hostname) or baseline
     else:
-        baseline = stored_baseline(store, facts.hostname, key)
+        baseline = _baseline(request, store, facts.hostname, here=True)
     result = drift_node(facts, baseline, policy)
     store.record_result(run_id, result)
     return (result,), run_id, False
@@ -322,8 +436,7 @@ def _drift_fleet(
 
     def judge(host: HostSpec, facts: NodeFacts) -> NodeResult:
         # Certificates are keyed by inventory name, as certify records them.
-        baseline = stored_baseline(store, host.name, request.sign_key)
-        return drift_node(facts, baseline, policies[host.name])
+        return drift_node(facts, _baseline(request, store, host.name), policies[host.name])
 
     def arrived(batch: Sequence[NodeResult]) -> None:
         # An unreachable host's findings get their actions too.
@@ -368,8 +481,10 @@ def _drift_fleet(
 
 
 __all__ = [
+    "NODE_CERTIFICATE",
     "DriftOutcome",
     "DriftRequest",
+    "file_baseline",
     "interconnect_modes",
     "revocation",
     "run_drift",

@@ -49,7 +49,9 @@ from validator.store.queries import (
     CertifyAttempt,
     HistoryRow,
     PruneOutcome,
+    RunInfo,
     RunKind,
+    StoredCertificate,
     history_row_to_dict,
 )
 from validator.store.result_rows import _Recorded as _Recorded
@@ -80,9 +82,11 @@ __all__ = [
     "NoHistoryError",
     "NotStoredError",
     "PruneOutcome",
+    "RunInfo",
     "RunKind",
     "Store",
     "StoreError",
+    "StoredCertificate",
     "default_db_path",
     "disk_problem",
     "history_row_to_dict",

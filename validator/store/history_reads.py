@@ -21,12 +21,18 @@ from validator.store.queries import (
     FAILED_CHECKS,
     HISTORY_OF_ALL,
     HISTORY_OF_HOST,
+    HOSTS_OF_RUN,
     LATEST_ATTEMPT,
     NEXT_ATTEMPT,
     RESULT_OF_HOST_IN_RUN,
+    RUN_BY_ID,
+    STORED_CERTIFICATE,
+    STORED_CERTIFICATE_OF_RUN,
     CertifyAttempt,
     HistoryRow,
+    RunInfo,
     RunKind,
+    StoredCertificate,
     _shown_status,
 )
 from validator.store.schema import _stored_text
@@ -121,9 +127,7 @@ class HistoryReads(_StoreBase):
                 continue
             if db.execute(CERTIFICATE_OF_RESULT, (result_id,)).fetchone() is None:
                 continue
-            later = db.execute(
-                NEXT_ATTEMPT, (hostname, result_id, recorded_at, row[0])
-            ).fetchone()
+            later = db.execute(NEXT_ATTEMPT, (hostname, result_id, recorded_at, row[0])).fetchone()
             if later is None:
                 states[result_id] = {"certificate": "current"}
                 continue
@@ -190,3 +194,58 @@ class HistoryReads(_StoreBase):
                 f"history database {self.path} holds an unreadable result of {hostname} "
                 f"in run {run_id}: {one_line(exc)}"
             ) from None
+
+    def run_info(self, run_id: int) -> RunInfo | None:
+        """A run's kind, times, shown status and hosts; None when there is no such run.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            if db is None:
+                return None
+            row = db.execute(RUN_BY_ID, (min(max(0, run_id), _MAX_SQL_INT),)).fetchone()
+            if row is None:
+                return None
+            hosts = tuple(str(h[0]) for h in db.execute(HOSTS_OF_RUN, (row[0],)))
+        alive = self._owner_alive(row[0], row[5]) if row[4] == "running" else True
+        return RunInfo(
+            run_id=row[0],
+            kind=row[1],
+            started_at=row[2],
+            finished_at=row[3],
+            status=_shown_status(row[4], alive),
+            hostnames=hosts,
+        )
+
+    def stored_certificate(
+        self, hostname: str, run_id: int | None = None
+    ) -> StoredCertificate | None:
+        """A host's certificate text as it was sealed; None when there is none.
+
+        Its newest, or the one run ``run_id`` issued. The text is not parsed: byte for
+        byte what the digest and signature were made over, for ``verify-cert`` to judge.
+
+        Raises:
+            StoreError: the database failed, or the stored text cannot be unpacked.
+        """
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            row = None
+            if db is not None:
+                if run_id is None:
+                    row = db.execute(STORED_CERTIFICATE, (hostname,)).fetchone()
+                else:
+                    bounded = min(max(0, run_id), _MAX_SQL_INT)
+                    row = db.execute(STORED_CERTIFICATE_OF_RUN, (hostname, bounded)).fetchone()
+        if row is None:
+            return None
+        try:
+            text = _stored_text(row[0])
+        except BadInputError as exc:
+            raise StoreError(
+                f"history database {self.path} holds an unreadable certificate of "
+                f"{one_line(hostname)}: {exc}"
+            ) from None
+        return StoredCertificate(hostname=hostname, run_id=row[1], issued_at=row[2], text=text)

@@ -76,12 +76,13 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
         *,
         readonly: bool,
         retry_s: float | None = None,
+        notices: Sequence[str] = (),
     ) -> None:
         self._db = connection
         self.path = path
         self.readonly = readonly
         self.retry_s = retry_budget(retry_s)
-        self.notices: list[str] = []
+        self.notices: list[str] = list(notices)  # said once, on stderr, by the command
         # One connection may be shared by the threads of one process.
         self._lock = threading.RLock()
         self._started: dict[int, dict[str, Any]] = {}  # the runs this store began
@@ -158,7 +159,7 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
             _check_folder(where)
             return cls(None, where, readonly=False, retry_s=budget)
         try:
-            connection = _open_writable(where, budget)
+            connection, told = _open_writable(where, budget)
         except StoreError as exc:
             reason = unwritable_reason(where, exc)
             if reason is None:
@@ -176,7 +177,7 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
                     f"gpuready's {schema_version()}, and cannot be upgraded here ({reason})"
                 )
             return store
-        store = cls(connection, where, readonly=False, retry_s=budget)
+        store = cls(connection, where, readonly=False, retry_s=budget, notices=told)
         try:
             store.import_pending()
             store.mark_dead_runs()
@@ -195,7 +196,8 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
             if self._db is None and self.cannot_write is None and (
                 create or _has_database(self.path)
             ):
-                self._db = _open_writable(self.path, self.retry_s)
+                self._db, told = _open_writable(self.path, self.retry_s)
+                self.notices.extend(told)
                 self.import_pending()
                 self.mark_dead_runs()
             return self._db

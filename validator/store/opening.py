@@ -31,7 +31,11 @@ def _has_database(path: Path) -> bool:
 
 
 def _check_folder(path: Path) -> None:
-    """Refuse a database path whose folder could never be made (a file in the way)."""
+    """Refuse a database path whose folder could never be made, or where no journal is safe.
+
+    A file in the way of its folder; a network filesystem whose locks stay on each host
+    (:func:`_journal_mode`).
+    """
     for folder in path.parents:
         if folder.exists():
             if not folder.is_dir():
@@ -39,14 +43,52 @@ def _check_folder(path: Path) -> None:
                     f"cannot create the folder of history database {path}: {folder} is not "
                     "a directory; give another --db"
                 )
-            return
+            break
+    _journal_mode(path, 0.0)
 
 
-def _open_writable(where: Path, budget: float) -> sqlite3.Connection:
-    """A read-write connection, the database created or upgraded as needed.
+def _journal_mode(where: Path, budget: float) -> tuple[str, str | None]:
+    """``WAL`` on a local disk; ``DELETE`` (a rollback journal) on a network filesystem.
+
+    Returns:
+        The journal mode, and the notice that says why when it is not WAL.
 
     Raises:
-        StoreError: its folder cannot be made, or the file is not usable.
+        StoreError: a network filesystem whose locks stay on each host: no journal is safe.
+    """
+    from validator.store.network_fs import mount_of
+
+    mount = mount_of(where.parent)
+    if mount is None or not mount.network:
+        return "WAL", None
+    kind, point = one_line(mount.fstype, 40), one_line(str(mount.point), 200)
+    if mount.local_locks:
+        raise StoreError(
+            f"history database {where} is on {kind} (mounted at {point}) with locks kept on "
+            "each host (nolock, local_lock or nobrl): SQLite cannot keep two hosts' writers "
+            "apart there; give a --db on a local disk (the default is node-local), or "
+            "remount with locking"
+        )
+    notice = (
+        f"note: history database {where} is on {kind} (mounted at {point}): using a "
+        f"rollback journal (journal_mode=DELETE) with a {budget:g} s busy timeout, not WAL, "
+        "whose shared memory cannot be shared between hosts"
+    )
+    return "DELETE", notice
+
+
+_TOLD: set[str] = set()  # the notices said in this process: each once
+
+
+def _open_writable(where: Path, budget: float) -> tuple[sqlite3.Connection, list[str]]:
+    """A read-write connection, the database created or upgraded as needed; notices.
+
+    On a network filesystem the journal is a rollback journal, never WAL, and the
+    notices say so (once a process).
+
+    Raises:
+        StoreError: its folder cannot be made, the file is not usable, or it lies on a
+            network filesystem where no journal mode is safe.
     """
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
@@ -54,16 +96,20 @@ def _open_writable(where: Path, budget: float) -> sqlite3.Connection:
         raise StoreError(
             f"cannot create the folder of history database {where}: {exc.strerror}"
         ) from None
+    journal, notice = _journal_mode(where, budget)
     connection = _connect(where, "rwc")
     try:
         # Creating or upgrading waits for the write lock as long as any write does.
         with _errors(where):
             connection.execute(f"PRAGMA busy_timeout = {int(budget * 1000):d}")
-        _prepare(connection, where)
+        _prepare(connection, where, journal)
     except BaseException:
         connection.close()
         raise
-    return connection
+    if notice is None or notice in _TOLD:
+        return connection, []
+    _TOLD.add(notice)
+    return connection, [notice]
 
 
 # What SQLite and the OS say when a file cannot be written, whatever else is wrong.

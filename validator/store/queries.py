@@ -45,8 +45,8 @@ class HistoryRow:
     hostname: str | None
     verdict: str | None  # CERTIFIED | NOT_CERTIFIED | UNKNOWN
     summary: str
-    failed: int  # FAIL findings
-    unknown: int  # UNKNOWN findings
+    failed: int  # checks that failed (validator.model.check_counts; findings before issue 33)
+    unknown: int  # checks that could not be judged, counted alike
     recorded_at: str | None
     provenance: str | None = None  # live | capture | simulate | unknown; None: no host
     # What became of the certificate this result was issued: "current", "replaced" (by
@@ -72,6 +72,28 @@ class CertifyAttempt:
     def certified(self) -> bool:
         """Whether the attempt certified the node."""
         return self.verdict == Verdict.CERTIFIED.value
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as ``history show`` heads it: what, when, how it ended, and its hosts."""
+
+    run_id: int
+    kind: str
+    started_at: str
+    finished_at: str | None
+    status: str  # complete | incomplete | interrupted, as the history listing shows it
+    hostnames: tuple[str, ...]  # in recording order
+
+
+@dataclass(frozen=True)
+class StoredCertificate:
+    """A certificate's text exactly as it was sealed and stored, and where it came from."""
+
+    hostname: str
+    run_id: int | None  # None: a certificate of schema 1 kept without its result
+    issued_at: str
+    text: str
 
 
 _HISTORY_COLUMNS = """
@@ -118,9 +140,25 @@ NEXT_ATTEMPT = (
     + " ORDER BY r.recorded_at ASC, r.run_id ASC LIMIT 1"
 )
 FAILED_CHECKS = (
-    'SELECT "check", gpu_index FROM findings WHERE result_id = ? AND severity = \'FAIL\''
+    "SELECT \"check\", gpu_index FROM findings WHERE result_id = ? AND severity = 'FAIL'"
 )
 CERTIFICATE_OF_RESULT = "SELECT id FROM certificates WHERE result_id = ? LIMIT 1"
+
+# One run by its key, and its hosts in recording order (results_by_run).
+RUN_BY_ID = "SELECT id, kind, started_at, finished_at, status, pid FROM runs WHERE id = ?"
+HOSTS_OF_RUN = "SELECT hostname FROM results WHERE run_id = ? ORDER BY run_id, id"
+# A host's stored certificate text, newest first (certificates_by_host); in one run, by
+# the host's result there (results_by_host, then certificates_by_result).
+STORED_CERTIFICATE = (
+    "SELECT c.json_packed, r.run_id, c.issued_at FROM certificates c"
+    " LEFT JOIN results r ON r.id = c.result_id WHERE c.hostname = ?"
+    " ORDER BY c.issued_at DESC, c.id DESC LIMIT 1"
+)
+STORED_CERTIFICATE_OF_RUN = (
+    "SELECT c.json_packed, r.run_id, c.issued_at FROM results r"
+    " JOIN certificates c ON c.result_id = r.id WHERE r.hostname = ? AND r.run_id = ?"
+    " LIMIT 1"
+)
 
 RESULT_OF_HOST_IN_RUN = (
     "SELECT result_packed, facts_packed FROM results WHERE hostname = ? AND run_id = ?"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from validator.model import NodeResult, Severity, provenance_of, to_dict
+from validator.model.check_counts import count_checks
 from validator.packed import packed_facts, packed_result, with_samples
 from validator.store.schema import _passed_counts
 
@@ -62,12 +63,14 @@ def _encode(recorded: _Recorded) -> _Encoded:
         for f in result.findings
         if f.severity is not Severity.PASS
     )
+    counts = count_checks(result.findings)
     return _Encoded(
         recorded=recorded,
         result_packed=packed_result(result),
         facts_packed=packed_facts(result.facts),
-        failed=sum(1 for f in result.findings if f.severity is Severity.FAIL),
-        unknown=sum(1 for f in result.findings if f.severity is Severity.UNKNOWN),
+        # Checks, as every report counts them (a check failing on two GPUs is one).
+        failed=counts.failed,
+        unknown=counts.unknown,
         passed=_passed_counts([f.check for f in result.findings if f.severity is Severity.PASS]),
         findings=kept,
         certificate_packed=certificate_packed,

@@ -350,11 +350,27 @@ def _check_identity(db: sqlite3.Connection, path: Path, *, allow_empty: bool) ->
     return int(version)
 
 
-def _prepare(db: sqlite3.Connection, path: Path) -> None:
-    """WAL mode, foreign keys, and the schema brought up to date."""
+def _prepare(db: sqlite3.Connection, path: Path, journal: str = "WAL") -> None:
+    """The journal mode (WAL; DELETE on a network filesystem), foreign keys, the schema.
+
+    Raises:
+        StoreError: a WAL database that could not be taken out of WAL for a network
+            filesystem (another process holds it open): never left in WAL there.
+    """
     with _errors(path):
         # Persistent in the file; a no-op once set (and then it takes no lock).
-        db.execute("PRAGMA journal_mode=WAL")
+        try:
+            mode = db.execute(f"PRAGMA journal_mode={journal}").fetchone()
+        except sqlite3.OperationalError:
+            if journal == "WAL":
+                raise
+            mode = ("wal",)  # locked: another connection keeps it in WAL
+        if journal != "WAL" and (mode is None or str(mode[0]).upper() == "WAL"):
+            raise StoreError(
+                f"history database {path} is in WAL mode on a network filesystem, and "
+                "another process holds it open, so it cannot be switched to a rollback "
+                "journal: stop the gpuready processes using it (on every host) and run again"
+            )
         db.execute("PRAGMA foreign_keys=ON")
         # Up to date already (one statement, one snapshot): no write lock is needed,
         # so a database another process keeps locked still opens, and its runs spool.

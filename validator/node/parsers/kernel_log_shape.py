@@ -2,7 +2,7 @@
 
 A ``dmesg.txt`` of NUL bytes, random bytes or prose holds no Xid line, and the Xid
 checks would read it as a clean log. A kernel log is told by its lines' shapes, each
-seen in the real logs under ``../shared/captures/xid`` and ``tests/fixtures/kernel-log``:
+seen in real logs (``tests/fixtures/kernel-log``, each named in its ``SOURCES.md``):
 
 * ``dmesg``: ``[ 6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, ...``
 * ``dmesg -T``: ``[Sun Feb 23 16:24:18 2025] NVRM: ...``

@@ -93,7 +93,7 @@ NO_SECTION = "the scenario has no interconnect section"
 DEFAULT_JITTER = 0.005  # nvbandwidth's repeats of one copy agree within a fraction of 1%
 DEFAULT_SEED = 14
 # Fitted on a real sweep: 8x A100 all_reduce_perf (microsoft/superbenchmark's
-# nccl_allreduce.log, ../shared/captures/nccl-tests/) takes 74.8 us at 1 MiB, of which
+# nccl_allreduce.log) takes 74.8 us at 1 MiB, of which
 # ~8 us is the bytes at its 134 GB/s algbw.
 DEFAULT_LATENCY_US = 70.0
 DEFAULT_NCCL_VERSION = "2.21.5"

@@ -1,7 +1,7 @@
 """Pure parser for the Fabric section of ``nvidia-smi -q``, used by gpu_verify's wait.
 
 Ansible loads this file as a role filter plugin; the functions are plain Python so the
-tests run them on the recorded ``nvidia-smi -q`` outputs in ../shared/captures.
+tests run them on real recorded ``nvidia-smi -q`` outputs (public repositories' test data).
 
 The section, per GPU (real output, 8x H100 SXM, 565.57.01)::
 
