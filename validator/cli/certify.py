@@ -36,6 +36,7 @@ from validator.cli.slurm_options import (
 from validator.error_tree import ExitCode
 from validator.model import TransportName
 from validator.node.burnin.burn_config import parse_duration
+from validator.node.gpu_choice import parse_gpus
 from validator.safe_text import one_line
 from validator.service.certify_service import CertifyOutcome, CertifyRequest, run_certify
 from validator.store import Store
@@ -114,6 +115,20 @@ FLEET_NOTE = (
     "have NVLink). A capture's recorded nvbandwidth and all_reduce_perf output is judged "
     "whenever it is there.",
 )
+@click.option(
+    "--gpus",
+    type=TEXT,
+    metavar="LIST",
+    help="Certify only these GPUs: indexes, PCI bus ids or UUIDs, comma-separated (0,3; "
+    "18:00.0; GPU-...). Every GPU is still read for the node's identity; the report and "
+    "the certificate name the GPUs certified.",
+)
+@click.option(
+    "--allow-busy",
+    is_flag=True,
+    help="Burn and measure GPUs that have other processes (or a node with another Slurm "
+    "job) on them; the report says so. Without it such a node is UNKNOWN and nothing is burned.",
+)
 @inventory_option("Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.")
 @limit_option
 @click.option(
@@ -184,6 +199,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     # Only when given: the policy's level stands otherwise.
     dcgm = {} if dcgm_level is None else {"dcgm_level": dcgm_level}
     interconnect = options.pop("interconnect")  # None: the policy's own
+    gpus = options.pop("gpus")
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -198,6 +214,8 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         argv=command_line(ctx),
         interconnect=interconnect,
         slurm_drain=slurm_drain,
+        gpus=() if gpus is None else parse_gpus(gpus),
+        allow_busy=options.pop("allow_busy"),
         **dcgm,
     )
     return request, note

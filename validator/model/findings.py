@@ -83,6 +83,7 @@ class Action(str, enum.Enum):
 
     NONE = "none"
     RERUN = "rerun"  # the check could not tell: run it again (after fixing what blocked it)
+    WAIT_IDLE = "wait_for_idle_gpus"  # others' work is on the GPUs: drain or wait, then again
     FIX_SOFTWARE = "fix_software_stack"  # driver, CUDA, cuDNN, DCGM, settings: reprovision
     REBOOT = "reboot"
     RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
@@ -108,6 +109,7 @@ HARDWARE_ACTIONS: Tuple[Action, ...] = (
 ACTION_WORDS: Dict[Action, str] = {
     Action.NONE: "nothing to do",
     Action.RERUN: "run it again",
+    Action.WAIT_IDLE: "drain the node or wait for its jobs to end, then certify again",
     Action.FIX_SOFTWARE: "fix the software stack",
     Action.REBOOT: "reboot the node",
     Action.RESET_GPU: "reset the GPU",

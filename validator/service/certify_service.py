@@ -82,6 +82,8 @@ class CertifyRequest:
     slurm_collect: str | None = None
     slurm_drain: bool = False
     argv: Sequence[str] = ()  # the command line, as history records it
+    gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
+    allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -93,6 +95,8 @@ class CertifyRequest:
             dcgm_level=self.dcgm_level,
             interconnect=self.interconnect,
             slurm_collect=self.slurm_collect,
+            gpus=self.gpus,
+            allow_busy=self.allow_busy,
         )
 
 
@@ -276,7 +280,13 @@ def certify_node(
     until = None if request.deadline_s is None else started + request.deadline_s
     facts = collect(
         source_for(request.simulate, request.capture),
-        facts_request(policy, request.burn, interconnect_mode(policy)),
+        facts_request(
+            policy,
+            request.burn,
+            interconnect_mode(policy),
+            gpus=request.gpus,
+            allow_busy=request.allow_busy,
+        ),
         until,
         progress,
     )
