@@ -25,6 +25,8 @@ from validator.cli.options import (
     limit_option,
     policy_option,
     reach_settings,
+    report_dir_option,
+    sign_key_option,
     use_color,
 )
 from validator.cli.slurm_options import (
@@ -75,12 +77,7 @@ FLEET_NOTE = (
     "verdict line; no progress lines.",
 )
 @json_form_option
-@click.option(
-    "--report-dir",
-    metavar="DIR",
-    type=NonEmptyPath(file_okay=False),
-    help="Write report.json, report.html and junit.xml here.",
-)
+@report_dir_option
 @click.option(
     "--prom-file",
     metavar="FILE",
@@ -139,11 +136,7 @@ FLEET_NOTE = (
     help="How to reach the inventory's hosts.",
 )
 @db_option
-@click.option(
-    "--sign-key",
-    type=NonEmptyPath(dir_okay=False),
-    help="Sign certificates with HMAC-SHA256 using this key file.",
-)
+@sign_key_option
 @fanout_options
 @slurm_options
 @click.option(

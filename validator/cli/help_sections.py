@@ -31,7 +31,7 @@ _BURN = (
 HELP_SECTIONS: Mapping[str, Sections] = {
     "certify": (
         ("What to certify", ("--simulate", "--capture", "--inventory", "--limit",
-                             "--inventory-timeout", "--policy")),
+                             "--inventory-timeout", "--policy", "--gpus", "--allow-busy")),
         ("Burn-in", (*_BURN, "--dcgm-level")),
         ("Interconnect", ("--interconnect",)),
         ("Fleet: reaching the hosts", _REACH),

@@ -246,7 +246,8 @@ TEXT = NonEmpty()
 BURN_DURATION = CheckedText("duration", parse_burn_duration)
 
 
-def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
+def apply_options(options: tuple[Callable[[F], F], ...], command: F) -> F:
+    """Decorate ``command`` with ``options``, the first listed shown first in its help."""
     for option in reversed(options):
         command = option(command)
     return command
@@ -299,7 +300,7 @@ _FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
 
 def fanout_options(command: F) -> F:
     """How to reach an inventory's hosts: concurrency, deadline, SSH settings."""
-    return _apply(_FANOUT_OPTIONS, command)
+    return apply_options(_FANOUT_OPTIONS, command)
 
 
 def reach_settings(options: dict[str, Any], transport: str, slurm: SlurmOptions | None) -> Reach:
@@ -479,7 +480,7 @@ def burn_options(default: str, help_text: str) -> Callable[[F], F]:
     )
 
     def decorate(command: F) -> F:
-        return _apply((duration, *_BURN_SETTING_OPTIONS), command)
+        return apply_options((duration, *_BURN_SETTING_OPTIONS), command)
 
     return decorate
 
@@ -536,58 +537,7 @@ def interconnect_option(default: bool | None, help_text: str) -> Callable[[F], F
     )
 
 
-_ROLLING_OPTIONS: tuple[Callable[[F], F], ...] = (
-    click.option(
-        "--batch",
-        metavar="N|N%",
-        help="Roll through the hosts N (or N% of them) at a time, as Ansible's serial "
-        "(default: all at once).",
-    ),
-    click.option(
-        "--max-fail-percentage",
-        metavar="P",
-        help="Stop the roll once more than P% of a batch failed (default with --batch: "
-        "0, the first failure stops it before the next batch reboots).",
-    ),
-    click.option(
-        "--slurm-drain",
-        is_flag=True,
-        help="Drain each batch's Slurm nodes first and resume them after gpu_verify "
-        "(as provision_slurm_drain: true in the inventory).",
-    ),
-)
-
-
-force_option = click.option(
-    "--force",
-    is_flag=True,
-    help="Run every install role, even on hosts whose last full run the probe finds "
-    "unchanged (as provision_force: true).",
-)
-
-
-def rolling_options(command: F) -> F:
-    """How ``provision`` rolls through the hosts: batch size, failure budget, Slurm drain."""
-    return _apply(_ROLLING_OPTIONS, command)
-
-
-def rolling_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The rolling options a command was given, as ProvisionRequest's fields (taken out).
-
-    Raises:
-        BadInputError: a batch or failure budget that is not one (one line, with the fix).
-    """
-    from validator.service.provision_service import parse_batch, parse_percentage
-
-    batch, budget = options.pop("batch"), options.pop("max_fail_percentage")
-    return {
-        "batch": parse_batch(batch) if batch is not None else None,
-        "max_fail_percentage": parse_percentage(budget) if budget is not None else None,
-        "slurm_drain": options.pop("slurm_drain"),
-    }
-
-
-# certify's own options that ``provision --certify`` takes too, declared once here.
+# certify's options that ``provision --certify`` takes too, declared once here.
 report_dir_option = click.option(
     "--report-dir",
     metavar="DIR",
