@@ -62,6 +62,7 @@ from validator.model.busy_facts import (
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
 from validator.model.drift_checks import (
+    CERTIFICATION_FAILED,
     DRIFT_CHECKS,
     DriftCheck,
     DriftState,
@@ -124,6 +125,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 
 __all__ = [
     "ACTION_WORDS",
+    "CERTIFICATION_FAILED",
     "CLOCK_EVENT_REASONS",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
