@@ -291,3 +291,24 @@ def test_config_in_a_real_process(tmp_path: Path) -> None:
         "/from/env",
         "GPUREADY_REPORT_DIR",
     )
+
+
+def test_a_certificates_folder_setting_reaches_drift(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, places: dict[str, Path]
+) -> None:
+    """A node-local drift finds its baseline in the folder GPUREADY_CERTIFICATES names."""
+    root = places["root"]
+    code = main(
+        ["certify", "--simulate", HEALTHY, "--burn", "3s", "--db", str(root / "controller.db"),
+         "--report-dir", str(root / "reports")]
+    )  # fmt: skip
+    assert code == ExitCode.OK, capsys.readouterr()
+    capsys.readouterr()
+    drift = ["drift", "--simulate", HEALTHY, "--db", str(root / "node.db")]
+    assert main(drift) == ExitCode.COULD_NOT_RUN  # the node's own history holds none
+    capsys.readouterr()
+    monkeypatch.setenv("GPUREADY_CERTIFICATES", str(root / "reports" / "certificates"))
+    code = main(drift)
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out, err)
+    assert "NO DRIFT" in out

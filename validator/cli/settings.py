@@ -86,6 +86,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("policy", ("policy_path",), "path", "policy YAML"),
     Setting("report_dir", ("report_dir",), "path", "report directory"),
     Setting(
+        "certificates", ("certificates_dir",), "path",
+        "drift: read-only folder of <host>.json certificates",
+    ),
+    Setting(
         "transport", ("transport",), "choice", "how hosts are reached", "ssh",
         choices=("ssh", "local", "ansible"),
     ),
