@@ -1,47 +1,45 @@
 """Certificates: the facts that define a certified node, sealed with a digest.
 
-A certificate is what ``gpuready drift`` compares a node against later, so it
-keeps exactly the facts an operator expects to stay put (versions, GPU identity,
-power limits, PCIe links, error counters, burn-in speed), the digest of the
-policy the node was judged by, the tool version and the time of issue.
+A certificate is what ``gpuready drift`` compares a node against later, so it keeps
+exactly the facts an operator expects to stay put (versions, GPU identity, power limits,
+PCIe links, error counters, burn-in speed), the digest of the policy the node was judged
+by, the tool version and the time of issue.
 
-The ``digest`` is the SHA-256 of the canonical JSON of every other field (keys
-sorted, no whitespace), so any edit of a value in the file makes it fail
-verification. The digest alone proves nothing about who wrote the file: whoever
-edits it can recompute it. An optional ``signature`` over the same bytes does: an
-Ed25519 signature (checked with the public key alone, validator.signing), or an
-HMAC-SHA256 one, which proves only that its writer held the shared key that every
-verifier holds too.
+The ``digest`` is the SHA-256 of the canonical JSON of every other field (keys sorted, no
+whitespace), so any edit of a value makes it fail verification. The digest alone proves
+nothing about who wrote the file: whoever edits it can recompute it. An optional
+``signature`` over the same bytes does: an Ed25519 signature (checked with the public key
+alone, validator.signing), or an HMAC-SHA256 one, which proves only that its writer held
+the shared key that every verifier holds too.
 
-A fact that could not be measured is ``None`` here: a certificate is JSON for
-people and other tools, and drift treats ``None`` as "nothing to compare".
+A fact that could not be measured is ``None`` here: a certificate is JSON for people and
+other tools, and drift treats ``None`` as "nothing to compare".
 
-Schema 2 added what drift needs to compare the interconnect and DCGM: each GPU's
-NVLinks (state and speed), their error counters, its PCIe replay count and its
-recovery action, and the node's DCGM results. The NVLink error counters and the PCIe
-replay count are the totals as they stood after the certification burn-in (its
-``counters_after`` for that GPU, where its burn completed and read them), so drift
-counts only what came after certification, not the burn-in's own errors, which
-certify judged already (``nvlink.errors``, ``pcie.replays``); without such a reading
-they are the totals the facts hold, read before any burn-in. A schema-1 certificate has
-none of them, and is sealed and written exactly as it was issued (:func:`_as_issued`):
-its digest and signature still verify, and drift says it predates those checks.
+Schema 2 added what drift needs to compare the interconnect and DCGM: each GPU's NVLinks
+(state and speed), their error counters, its PCIe replay count and recovery action, and
+the node's DCGM results. The counters are the totals after the certification burn-in
+(its ``counters_after`` for that GPU, where read), so drift counts only what came after
+certification, not the burn-in's own errors, which certify judged already; without such
+a reading, the totals the facts hold. A schema-1 certificate has none of them, and is
+sealed and written exactly as issued (:func:`_as_issued`): its digest and signature still
+verify, and drift says it predates those checks.
 
-Schema 3 added the measured bandwidth figures (``gpuready certify`` with the
-interconnect measured): each GPU's host-to-device, device-to-host and HBM copy
-bandwidth (the medians of the repeats), each ordered pair's unidirectional peer copy
-bandwidth, named by the two GPUs' indices and UUIDs, and the node's NCCL all-reduce
-bus bandwidth at the largest size measured, with that size and the rank count. A
-figure is certified only where it was measured cleanly and its own check did not
-fail or stay unknown (:func:`_copy_figures`); simulated figures are certified as a
-simulated burn-in's speed is. A schema-2 certificate has none of them, is written and
-sealed as issued, and drift says it predates the bandwidth check.
+Schema 3 added the measured bandwidth figures: each GPU's host-to-device, device-to-host
+and HBM copy bandwidth (medians of the repeats), each ordered pair's unidirectional peer
+copy bandwidth (by the GPUs' indices and UUIDs), and the NCCL all-reduce bus bandwidth at
+the largest size measured, with that size and the rank count. A figure is certified only
+where it was measured cleanly and its check did not fail or stay unknown
+(:func:`_copy_figures`); simulated figures are certified as a simulated burn-in's speed
+is. A schema-2 certificate has none, is written and sealed as issued, and drift says so.
 
 Schema 4 added ``provenance``: ``live``, ``capture`` or ``simulate`` (``unknown`` for
 any other source a node reported), inside the seal, so a simulated node's certificate
 cannot be passed off as a real host's without breaking it. A schema-4 certificate
 without it is refused; an older one has none, is written and sealed as issued, and
 drift names its provenance "unknown (older certificate)".
+
+``certified_gpus`` (in the seal, written only then) names the GPUs a ``--gpus`` run
+certified; every GPU is listed for the node's identity, but only those were tested.
 """
 
 from __future__ import annotations
@@ -78,6 +76,7 @@ from validator.model import (
     Verdict,
     measured_gb_s,
     provenance_of,
+    scope_text,
     to_dict,
 )
 from validator.packed import PackedPerObject
@@ -237,6 +236,7 @@ class Certificate:
     peers: tuple[CertifiedPeer, ...] | None = None
     all_reduce: CertifiedAllReduce | None = None
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
+    certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -276,20 +276,21 @@ class Certificate:
     def label(self) -> str:
         """How messages name this certificate: host and time of issue, on one line."""
         # An edited certificate can hold any text: a line break here would split an error.
-        return f"certificate of {one_line(self.hostname, 80)} issued {one_line(self.issued_at, 40)}"
+        text = f"certificate of {one_line(self.hostname, 80)} issued {one_line(self.issued_at, 40)}"
+        scope = scope_text(self.certified_gpus, len(self.gpus))
+        return text if self.certified_gpus is None else f"{text} for {scope}"
 
 
 # Fields the digest and signature cover: everything but themselves.
 _SEAL_FIELDS = frozenset({"digest", "signature"})
-# Fields schema 2 added, on the certificate and on each GPU: a schema-1 certificate
-# is sealed and written without them, as it was issued.
+# Fields each schema added, on the certificate and on each GPU: an older certificate is
+# sealed and written without them, as it was issued.
 _ADDED_IN_2 = frozenset({"dcgm"})
 _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "recovery_action"})
-# And schema 3's: a schema-1 or -2 certificate is sealed and written without them.
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
-# And schema 4's: a schema-1 to -3 certificate is sealed and written without it.
 _ADDED_IN_4 = frozenset({"provenance"})
+_WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -584,27 +585,26 @@ def issue_certificate(
         peers=_peer_figures(result),
         all_reduce=_all_reduce_figure(result),
         provenance=provenance_of(facts),
+        certified_gpus=facts.chosen_gpus,
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
 
 def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
-    for name in names:
-        if data.get(name) is None:
-            data.pop(name, None)
+    for name in (name for name in names if data.get(name) is None):
+        data.pop(name, None)
 
 
 def _as_issued(cert: Certificate) -> dict[str, Any]:
     """The certificate as a JSON object, with exactly the fields its schema had.
 
-    A schema-1 certificate read today carries schema 2's and 3's fields as None, a
-    schema-2 one schema 3's: they are left out, so its digest and signature are computed
-    over the bytes it was issued with. One that holds a value there was edited, and
-    fails verification.
+    An older certificate read today carries the later schemas' fields as None: they are
+    left out, so its seal covers the bytes it was issued with (a value there: edited).
     """
     # to_dict, not dataclasses.asdict, which deep-copies every leaf: a certificate
     # holds numbers, strings, None and tuples only, which JSON writes the same either way.
     data: dict[str, Any] = to_dict(cert)
+    _drop_unset(data, _WHOLE_NODE)  # a whole node's certificate reads as before --gpus
     if not cert.holds_provenance:
         _drop_unset(data, _ADDED_IN_4)
     if not cert.holds_bandwidth:
@@ -875,6 +875,7 @@ CERTIFICATE_FIELDS = _object(
         )
     ),
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
+    _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )
@@ -1000,12 +1001,10 @@ def verify_digest(cert: Certificate) -> None:
 def verify_baseline(cert: Certificate, key: KeyLike | None, hostname: str) -> None:
     """Check a stored certificate before drift compares ``hostname`` with it.
 
-    The digest always; the signature when a key is given, and then an unsigned
-    certificate fails. A signed certificate checked without a key has its digest
-    checked only: the signature cannot be checked without the key, and whoever can
-    edit the store can recompute a digest, which is what ``--sign-key`` is for. The
-    certificate must also be ``hostname``'s own: another node's intact certificate
-    copied into this node's row is no baseline for it.
+    The digest always; the signature when a key is given, and then an unsigned certificate
+    fails. Without a key only the digest is checked: whoever can edit the store can
+    recompute one, which is what ``--sign-key`` is for. It must be ``hostname``'s own:
+    another node's intact certificate copied into this node's row is no baseline.
 
     Raises:
         CertificateError: one line naming the certificate and what failed.

@@ -36,6 +36,9 @@ def test_drift_after_a_failed_certify_names_the_run_and_its_checks(
     )
     assert match is not None, out
     assert code == 3, (out, err)  # no certificate: nothing to compare with
+    # The state column says what it is: tried and failed, not never tried.
+    assert re.search(r"^\S+  NOT CERTIFIED  not certified: run 1 ", out, re.M), out
+    assert "NEVER CERTIFIED" not in out
 
 
 def test_the_nhc_line_names_it_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,4 +59,25 @@ def test_a_node_never_tried_still_reads_never_certified(
     db = str(tmp_path / "history.db")
     code, out, _ = run(capsys, "drift", "--simulate", "healthy-8x-h100-sxm", "--db", db)
     assert "never certified: run gpuready certify first" in out
+    assert re.search(r"^\S+  NEVER CERTIFIED  ", out, re.M), out
     assert code == 3
+
+
+def test_a_fleets_count_line_tells_the_two_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from validator.model import DriftState, drift_state
+    from validator.report.drift_text import render_drift_text
+
+    db = str(tmp_path / "history.db")
+    run(capsys, "certify", "--simulate", "one-gpu-power-capped", "--db", db, "--burn", "0")
+    code, out, _ = run(
+        capsys, "drift", "--simulate", "one-gpu-power-capped", "--db", db, "--json"
+    )
+    assert code == 3, out
+    from validator.report.json_report import load_report_json
+
+    failed = load_report_json(out).nodes[0]
+    assert drift_state(failed) is DriftState.NOT_CERTIFIED
+    text = render_drift_text([failed, failed])
+    assert text.splitlines()[-1].endswith("0 never certified, 2 not certified"), text

@@ -258,7 +258,9 @@ def test_terminal_text() -> None:
         "stack",
     ]
     assert "gpu03  NEVER CERTIFIED  never certified: run gpuready certify first" in lines
-    assert lines[-1] == "3 hosts: 1 no drift, 1 drifted, 0 unknown, 1 never certified"
+    assert lines[-1] == (
+        "3 hosts: 1 no drift, 1 drifted, 0 unknown, 1 never certified, 0 not certified"
+    )
 
 
 # ------------------------------------------------------------------ Slurm

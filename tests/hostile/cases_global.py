@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from tests.hostile.cases import Case, case
 
-COMMANDS = ("certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios")
+DB = ("--db", "{tmp}/history.db")
+
+COMMANDS = (
+    "certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios", "config",
+)  # fmt: skip
 
 CASES: tuple[Case, ...] = (
     case("global-help", "--help", exit=0, out="Usage: gpuready"),
@@ -27,4 +31,16 @@ CASES: tuple[Case, ...] = (
         "scenarios-extra-argument", "scenarios", "healthy-8x-h100-sxm", exit=2, err="extra argument"
     ),
     case("scenarios-unknown-option", "scenarios", "--json", exit=2, err="--json"),
+    # `gpuready config`: each setting checked as a command would check it; it opens no history.
+    case(
+        "config-shows-the-settings",
+        "config",
+        *DB,
+        exit=0,
+        out=("history.db  command line --db", "precedence:"),
+        absent="history.db",
+    ),
+    case("config-bad-transport", "config", *DB, "--transport", "telnet", exit=2, err="--transport"),
+    case("config-key-material", "config", *DB, "--sign-key", "-----BEGIN", exit=2, err="material"),
+    case("config-extra-argument", "config", *DB, "db", exit=2, err="extra argument"),
 )

@@ -364,6 +364,9 @@ def _judged(finding: Finding) -> tuple[object, ...]:
 
 # What NVML says on a scenario and what its nvidia-smi printed are different readings.
 NVML_STAND_IN = ("gpus", "nvml_status", "nvml_detail", "driver_version", "cuda_driver_version")
+# What the busy gate reads before a burn (Slurm's other jobs) is no fact a bundle keeps:
+# a capture burns nothing, so it never asks.
+NVML_STAND_IN += ("slurm_jobs",)
 
 
 def host_facts(facts: NodeFacts) -> NodeFacts:

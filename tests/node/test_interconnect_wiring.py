@@ -328,7 +328,8 @@ def test_interconnect_runs_between_the_burn_and_dcgm_within_the_deadline(
         order.append(("burn", clock.now))
         return None
 
-    def dcgm(system: object, level: int, timeout_s: float) -> Any:
+    def dcgm(system: object, level: int, timeout_s: float, gpus: object = None) -> Any:
+        assert gpus is None  # every GPU: no --gpus
         order.append(("dcgm", clock.now))
         assert clock.now + timeout_s <= until
         return None

@@ -12,6 +12,7 @@ import pytest
 
 from validator.model import (
     GpuFacts,
+    GpuProcess,
     GpuStatus,
     NvLinkErrorCounts,
     NvLinkState,
@@ -46,6 +47,10 @@ def _expected(gpu: dict[str, Any], key: str) -> Any:
     converters: dict[str, Callable[[Any], Any]] = {
         "clock_event_reasons": tuple,
         "pci_bus_id": str.upper,
+        # NVML gives pids and memory; the names are the host's (/proc/PID/comm), read later.
+        "compute_processes": lambda listed: tuple(
+            GpuProcess(p["pid"], used_memory_mib=p["used_memory_mib"]) for p in listed
+        ),
     }
     if key in converters:
         return converters[key](value)

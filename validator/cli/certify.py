@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     BoundedInt,
@@ -24,6 +25,9 @@ from validator.cli.options import (
     limit_option,
     policy_option,
     reach_settings,
+    report_dir_option,
+    sign_key_option,
+    use_color,
 )
 from validator.cli.slurm_options import (
     slurm_options,
@@ -34,6 +38,7 @@ from validator.cli.slurm_options import (
 from validator.error_tree import ExitCode
 from validator.model import TransportName
 from validator.node.burnin.burn_config import parse_duration
+from validator.node.gpu_choice import parse_gpus
 from validator.safe_text import one_line
 from validator.service.certify_service import CertifyOutcome, CertifyRequest, run_certify
 from validator.store import Store
@@ -48,7 +53,7 @@ FLEET_NOTE = (
 )
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.option(
     "--simulate",
     type=TEXT,
@@ -72,12 +77,7 @@ FLEET_NOTE = (
     "verdict line; no progress lines.",
 )
 @json_form_option
-@click.option(
-    "--report-dir",
-    metavar="DIR",
-    type=NonEmptyPath(file_okay=False),
-    help="Write report.json, report.html and junit.xml here.",
-)
+@report_dir_option
 @click.option(
     "--prom-file",
     metavar="FILE",
@@ -88,11 +88,11 @@ FLEET_NOTE = (
 @click.option(
     "--color/--no-color",
     default=None,
-    help="Colour the terminal report (default: when a terminal).",
+    help="Colour the terminal report (default: when a terminal, and NO_COLOR is not set).",
 )
 @burn_options(
     "5m",
-    "Burn-in length (90s, 5m); 0 skips it, and a node is then not certified. "
+    "Burn-in length (90s, 5m, 1h30m); 0 skips it, and a node is then not certified. "
     f"A simulated node burns {SIMULATED_BURN_DEFAULT} unless given.",
 )
 @click.option(
@@ -112,6 +112,20 @@ FLEET_NOTE = (
     "have NVLink). A capture's recorded nvbandwidth and all_reduce_perf output is judged "
     "whenever it is there.",
 )
+@click.option(
+    "--gpus",
+    type=TEXT,
+    metavar="LIST",
+    help="Certify only these GPUs: indexes, PCI bus ids or UUIDs, comma-separated (0,3; "
+    "18:00.0; GPU-...). Every GPU is still read for the node's identity; the report and "
+    "the certificate name the GPUs certified.",
+)
+@click.option(
+    "--allow-busy",
+    is_flag=True,
+    help="Burn and measure GPUs that have other processes (or a node with another Slurm "
+    "job) on them; the report says so. Without it such a node is UNKNOWN and nothing is burned.",
+)
 @inventory_option("Certify every host of an Ansible inventory (INI, YAML or a script); repeatable.")
 @limit_option
 @click.option(
@@ -122,11 +136,7 @@ FLEET_NOTE = (
     help="How to reach the inventory's hosts.",
 )
 @db_option
-@click.option(
-    "--sign-key",
-    type=NonEmptyPath(dir_okay=False),
-    help="Sign certificates with HMAC-SHA256 using this key file.",
-)
+@sign_key_option
 @fanout_options
 @slurm_options
 @click.option(
@@ -167,6 +177,7 @@ def tell(notices: Iterable[str]) -> None:
     """The store's notices (a run spooled, pending runs imported), one stderr line each."""
     for notice in notices:
         click.echo(f"gpuready: {one_line(notice)}", err=True)
+        logging.getLogger("gpuready").info(notice)  # kept by --log-file, when given
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyRequest, str | None]:
@@ -181,6 +192,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     # Only when given: the policy's level stands otherwise.
     dcgm = {} if dcgm_level is None else {"dcgm_level": dcgm_level}
     interconnect = options.pop("interconnect")  # None: the policy's own
+    gpus = options.pop("gpus")
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -195,6 +207,8 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         argv=command_line(ctx),
         interconnect=interconnect,
         slurm_drain=slurm_drain,
+        gpus=() if gpus is None else parse_gpus(gpus),
+        allow_busy=options.pop("allow_busy"),
         **dcgm,
     )
     return request, note
@@ -280,6 +294,10 @@ def render_outcome(
     nothing); a fleet's summary names each host's full result file when the report
     directory holds one (see validator.report.writer).
     """
+    log = logging.getLogger("gpuready")
+    if log.isEnabledFor(logging.INFO):  # --log-file or --verbose: each node's verdict, one line
+        for node in outcome.report.nodes:
+            log.info("%s %s: %s", node.hostname, node.verdict.value, node.summary)
     if outcome.written and not as_json and not quiet:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:
@@ -293,8 +311,7 @@ def render_outcome(
         return
     from validator.report.terminal import render_text
 
-    use_color = sys.stdout.isatty() if color is None else color
-    click.echo(render_text(outcome.report, color=use_color, quiet=quiet), nl=False)
+    click.echo(render_text(outcome.report, color=use_color(color), quiet=quiet), nl=False)
 
 
 def _result_files(outcome: CertifyOutcome) -> Callable[[str], str | None] | None:

@@ -8,6 +8,7 @@ import click
 
 from validator.certificate import Certificate
 from validator.cli.certify import tell
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     BURN_DURATION,
     TEXT,
@@ -29,7 +30,7 @@ from validator.signing import SealKey
 from validator.store import Store
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @inventory_option("Check every host of an Ansible inventory; repeatable (default: this machine).")
 @limit_option
 @click.option(

@@ -44,6 +44,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "certify",
         "Certify this machine (or a capture, a simulated node, or an inventory's hosts).",
     ),
+    "config": LazyCommand(
+        "validator.cli.show_config",
+        "config",
+        "Show the effective settings and where each came from (file, variable, default).",
+    ),
     "drift": LazyCommand(
         "validator.cli.drift",
         "drift",
@@ -177,10 +182,79 @@ class LazyGroup(click.Group):
 @click.option(
     "--debug", is_flag=True, envvar="GPUREADY_DEBUG", help="Show tracebacks for internal errors."
 )
+@click.option(
+    "--log-file",
+    metavar="FILE",
+    envvar="GPUREADY_LOG_FILE",
+    help="Append timestamped lines (UTC) of what the run did to FILE ($GPUREADY_LOG_FILE).",
+)
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Also print those lines on stderr, with more detail."
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """Take bare NVIDIA GPU hosts to certified, and keep them honest."""
+def cli(ctx: click.Context, debug: bool, log_file: str | None, verbose: bool) -> None:
+    """Take bare NVIDIA GPU hosts to certified, and keep them honest.
+
+    Settings (history database, spool, sign key, policy, report directory, how hosts are
+    reached) may come from /etc/gpuready/config.yaml, ~/.config/gpuready/config.yaml and
+    GPUREADY_* variables; the command line wins. See `gpuready config`.
+    """
+    from validator.cli import settings
+
     ctx.obj = {**(ctx.obj or {}), "debug": debug}
+    if log_file is not None or verbose:
+        _start_log(ctx, log_file, verbose)
+    found = settings.effective()
+    ctx.default_map = settings.default_map(found, _command_path(ctx))
+    if log_file is not None or verbose:
+        from validator.cli.run_log import log
+
+        for key, value in found.values.items():
+            if value.source is not settings.Source.DEFAULT:
+                log.debug(
+                    "setting %s=%s from %s %s", key, value.value, value.source.value, value.where
+                )
+
+
+_GROUP_VALUE_OPTIONS = frozenset({"--log-file"})  # gpuready's options that take a value
+
+
+def _command_path(ctx: click.Context) -> tuple[str, ...]:
+    """The command being run, as names: ``("certify",)``, ``("slurm", "collect")``.
+
+    Read from the command line as given (click has not parsed the subcommand's part
+    yet): the settings a group's subcommand takes must be in place before its context is
+    made. Without the command line (a test's CliRunner) only the first name is known.
+    """
+    name = ctx.invoked_subcommand
+    if name is None:
+        return ()
+    argv = ctx.obj.get("argv") if isinstance(ctx.obj, dict) else None
+    words = list(argv) if isinstance(argv, list) else []
+    at = 0
+    while at < len(words) and words[at].startswith("-"):  # the group's own options
+        at += 2 if words[at] in _GROUP_VALUE_OPTIONS else 1
+    rest = words[at + 1 :] if words[at : at + 1] == [name] else []
+    path = [name]
+    command = ctx.command.get_command(ctx, name) if isinstance(ctx.command, click.Group) else None
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        path.append(rest[0])
+        command, rest = command.get_command(ctx, rest[0]), rest[1:]
+    return tuple(path)
+
+
+def _start_log(ctx: click.Context, log_file: str | None, verbose: bool) -> None:
+    """The run's log lines begin: what was asked, by whom (the handlers end in main)."""
+    from validator.cli import run_log
+
+    run_log.start(log_file, verbose)
+    argv = ctx.obj.get("argv") if isinstance(ctx.obj, dict) else None
+    run_log.log.info(
+        "gpuready %s started: %s (uid %d)",
+        __version__,
+        " ".join(argv or sys.argv[1:]),
+        os.geteuid(),
+    )
 
 
 def _click_problem(exc: click.ClickException) -> str:
@@ -203,11 +277,30 @@ def main(argv: list[str] | None = None) -> int:
     from validator.service import signals
 
     with signals.stop_signals():
-        code = _main(argv)
-        late = signals.late_notice()
-        if late is not None:
-            click.echo(f"gpuready: {late}", err=True)
-        return signals.exit_code(code)
+        try:
+            code = _main(argv)
+            late = signals.late_notice()
+            if late is not None:
+                _say(f"gpuready: {late}")
+            code = signals.exit_code(code)
+            _log("info", f"exit {code}")
+            return code
+        finally:
+            run_log = sys.modules.get("validator.cli.run_log")
+            if run_log is not None:
+                run_log.stop_all()
+
+
+def _log(level: str, line: str) -> None:
+    """``line`` in the run's log, where --log-file or --verbose started one."""
+    if "validator.cli.run_log" in sys.modules:  # never imported (nor logging) otherwise
+        getattr(sys.modules["validator.cli.run_log"].log, level)(line)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, and in the log when there is one."""
+    click.echo(line, err=True)
+    _log("error" if line.startswith("gpuready: error") else "info", line)
 
 
 def _print_traceback() -> None:
@@ -231,7 +324,7 @@ def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per erro
         )
     except GpureadyError as exc:
         # one_line: a message quoting a node's or a file's words must not drive the terminal
-        click.echo(f"gpuready: error: {one_line(exc)}", err=True)
+        _say(f"gpuready: error: {one_line(exc)}")
         return int(exc.exit_code)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
@@ -239,21 +332,17 @@ def _main(argv: list[str] | None) -> int:  # noqa: PLR0911 - one return per erro
         exc.show()  # a bare group or command: its help, as the user asked for nothing
         return int(ExitCode.BAD_INPUT)
     except click.ClickException as exc:
-        click.echo(f"gpuready: error: {_click_problem(exc)}", err=True)
+        _say(f"gpuready: error: {_click_problem(exc)}")
         return int(ExitCode.BAD_INPUT)
-    except click.exceptions.Abort:
-        click.echo("gpuready: interrupted", err=True)
-        return int(ExitCode.INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("gpuready: interrupted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _say("gpuready: interrupted")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the edge: one line instead of a traceback
         if os.environ.get("GPUREADY_DEBUG") or "--debug" in args:
             _print_traceback()
-        click.echo(
+        _say(
             f"gpuready: internal error: {type(exc).__name__}: {one_line(exc)} "
-            "(re-run with --debug for the traceback, and please report it)",
-            err=True,
+            "(re-run with --debug for the traceback, and please report it)"
         )
         return int(ExitCode.BUG)
     return int(code) if isinstance(code, int) else 0

@@ -17,6 +17,7 @@ message names the option and the fix on one line.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from validator.node.burnin.burn_config import (
     Injection,
     parse_burn_duration,
     parse_deadline,
+    parse_duration,
 )
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -136,7 +138,8 @@ class FiniteFloat(click.types.FloatParamType):
     def _wanted(self) -> str:
         low = f"above {self.minimum:g}" if self.above else f"from {self.minimum:g}"
         unit = f" {self.unit}" if self.unit else ""
-        return f"a finite number {low} up to {self.maximum:g}{unit}"
+        also = " (or a duration: 30s, 2m, 1h30m)" if self.unit == "seconds" else ""
+        return f"a finite number {low} up to {self.maximum:g}{unit}{also}"
 
     def convert(
         self,
@@ -153,6 +156,10 @@ class FiniteFloat(click.types.FloatParamType):
             number = float(value)
         except (TypeError, ValueError):
             number = math.nan
+        if self.unit == "seconds" and math.isnan(number) and isinstance(value, str):
+            # A time in seconds is a duration too: 2m, 1h30m (parse_duration's forms)
+            with contextlib.suppress(BadInputError):
+                number = parse_duration(value, param_label(param, ctx))
         low_ok = number > self.minimum if self.above else number >= self.minimum
         if not (math.isfinite(number) and low_ok and number <= self.maximum):
             raise BadInputError(
@@ -239,7 +246,8 @@ TEXT = NonEmpty()
 BURN_DURATION = CheckedText("duration", parse_burn_duration)
 
 
-def _apply(options: tuple[Callable[[F], F], ...], command: F) -> F:
+def apply_options(options: tuple[Callable[[F], F], ...], command: F) -> F:
+    """Decorate ``command`` with ``options``, the first listed shown first in its help."""
     for option in reversed(options):
         command = option(command)
     return command
@@ -292,7 +300,7 @@ _FANOUT_OPTIONS: tuple[Callable[[F], F], ...] = (
 
 def fanout_options(command: F) -> F:
     """How to reach an inventory's hosts: concurrency, deadline, SSH settings."""
-    return _apply(_FANOUT_OPTIONS, command)
+    return apply_options(_FANOUT_OPTIONS, command)
 
 
 def reach_settings(options: dict[str, Any], transport: str, slurm: SlurmOptions | None) -> Reach:
@@ -395,6 +403,22 @@ json_form_option = click.option(
 )
 
 
+def use_color(color: bool | None, stream: Any = None) -> bool:  # noqa: ANN401 - a text stream
+    """Whether to colour: ``--color``/``--no-color`` if given, else not where NO_COLOR is set.
+
+    NO_COLOR (https://no-color.org) set and non-empty turns colour off unless --color asks
+    for it; otherwise colour goes only to a terminal (``stream``, default stdout).
+    """
+    import os
+
+    if color is not None:
+        return color
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(sys.stdout if stream is None else stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 def command_line(ctx: click.Context) -> tuple[str, ...]:
     """The command line as given to ``gpuready`` (for history), without the program name."""
     root = ctx.find_root().obj
@@ -456,7 +480,7 @@ def burn_options(default: str, help_text: str) -> Callable[[F], F]:
     )
 
     def decorate(command: F) -> F:
-        return _apply((duration, *_BURN_SETTING_OPTIONS), command)
+        return apply_options((duration, *_BURN_SETTING_OPTIONS), command)
 
     return decorate
 
@@ -513,58 +537,7 @@ def interconnect_option(default: bool | None, help_text: str) -> Callable[[F], F
     )
 
 
-_ROLLING_OPTIONS: tuple[Callable[[F], F], ...] = (
-    click.option(
-        "--batch",
-        metavar="N|N%",
-        help="Roll through the hosts N (or N% of them) at a time, as Ansible's serial "
-        "(default: all at once).",
-    ),
-    click.option(
-        "--max-fail-percentage",
-        metavar="P",
-        help="Stop the roll once more than P% of a batch failed (default with --batch: "
-        "0, the first failure stops it before the next batch reboots).",
-    ),
-    click.option(
-        "--slurm-drain",
-        is_flag=True,
-        help="Drain each batch's Slurm nodes first and resume them after gpu_verify "
-        "(as provision_slurm_drain: true in the inventory).",
-    ),
-)
-
-
-force_option = click.option(
-    "--force",
-    is_flag=True,
-    help="Run every install role, even on hosts whose last full run the probe finds "
-    "unchanged (as provision_force: true).",
-)
-
-
-def rolling_options(command: F) -> F:
-    """How ``provision`` rolls through the hosts: batch size, failure budget, Slurm drain."""
-    return _apply(_ROLLING_OPTIONS, command)
-
-
-def rolling_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The rolling options a command was given, as ProvisionRequest's fields (taken out).
-
-    Raises:
-        BadInputError: a batch or failure budget that is not one (one line, with the fix).
-    """
-    from validator.service.provision_service import parse_batch, parse_percentage
-
-    batch, budget = options.pop("batch"), options.pop("max_fail_percentage")
-    return {
-        "batch": parse_batch(batch) if batch is not None else None,
-        "max_fail_percentage": parse_percentage(budget) if budget is not None else None,
-        "slurm_drain": options.pop("slurm_drain"),
-    }
-
-
-# certify's own options that ``provision --certify`` takes too, declared once here.
+# certify's options that ``provision --certify`` takes too, declared once here.
 report_dir_option = click.option(
     "--report-dir",
     metavar="DIR",

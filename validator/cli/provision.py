@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from validator.cli.certify import tell
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     BurnOptions,
@@ -41,21 +42,20 @@ from validator.cli.options import (
     command_line,
     db_option,
     dcgm_level_option,
-    force_option,
     interconnect_option,
     inventory_option,
     limit_option,
     policy_option,
     report_dir_option,
-    rolling_options,
-    rolling_settings,
     sign_key_option,
+    use_color,
 )
 from validator.cli.progress import LiveDisplay
+from validator.cli.provision_options import force_option, rolling_options, rolling_settings
 from validator.error_tree import ExitCode
 
 if TYPE_CHECKING:
-    from validator.service.certify_service import CertifyOutcome
+    from validator.service.certify_service import CertifyOutcome, CertifyRequest
     from validator.service.provision_diff import RunChanges
 from validator.safe_text import one_line, visible
 from validator.service.provision_service import (
@@ -224,20 +224,43 @@ def _certify(
     a later ``gpuready drift`` finds their baseline.
     """
     from validator.cli.progress import FleetProgress
-    from validator.model import TransportName
-    from validator.node.burnin.burn_config import parse_duration
-    from validator.service.certify_service import CertifyRequest, run_certify
-    from validator.service.collect_and_judge import Reach
+    from validator.service.certify_service import run_certify
     from validator.store import Store
 
     hosts = result.succeeded_hosts
     if not hosts:
         click.echo("gpuready: certify skipped: no host provisioned successfully", err=True)
         return None
+    request = _certify_request(inventories, hosts, burn, options, argv)
+    with Store.open(options["db_path"], defer_create=True) as store:
+        tell(store.take_notices())  # pending runs imported: said before the run starts
+        with FleetProgress() as progress:
+            certified = run_certify(request, store, fleet_display=progress)
+    if certified.written:
+        click.echo("reports: " + ", ".join(str(p) for p in certified.written.values()), err=True)
+    tell(certified.notices)
+    for problem in certified.problems:  # measured, but not stored: exit 3
+        click.echo(f"gpuready: error: {one_line(problem)}", err=True)
+    return certified
+
+
+def _certify_request(
+    inventories: tuple[str, ...],
+    hosts: tuple[str, ...],
+    burn: BurnOptions,
+    options: dict[str, Any],
+    argv: tuple[str, ...],
+) -> CertifyRequest:
+    """What ``--certify`` asks of certify: the provisioned hosts, with certify's own options."""
+    from validator.model import TransportName
+    from validator.node.burnin.burn_config import parse_duration
+    from validator.service.certify_service import CertifyRequest
+    from validator.service.collect_and_judge import Reach
+
     transport = certify_transport(inventories, hosts)
     click.echo(f"certifying {len(hosts)} host(s) through the {transport} transport", err=True)
     dcgm_level = options["dcgm_level"]
-    request = CertifyRequest(
+    return CertifyRequest(
         reach=Reach(
             inventories=inventories, limit=":".join(hosts), transport=TransportName(transport)
         ),
@@ -250,16 +273,6 @@ def _certify(
         # Only when given: the policy's level stands otherwise.
         **({} if dcgm_level is None else {"dcgm_level": dcgm_level}),
     )
-    with Store.open(options["db_path"], defer_create=True) as store:
-        tell(store.take_notices())  # pending runs imported: said before the run starts
-        with FleetProgress() as progress:
-            certified = run_certify(request, store, fleet_display=progress)
-    if certified.written:
-        click.echo("reports: " + ", ".join(str(p) for p in certified.written.values()), err=True)
-    tell(certified.notices)
-    for problem in certified.problems:  # measured, but not stored: exit 3
-        click.echo(f"gpuready: error: {one_line(problem)}", err=True)
-    return certified
 
 
 def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
@@ -278,7 +291,7 @@ def _run(request: ProvisionRequest, console: Console) -> ProvisionResult:
     return result
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @inventory_option("Ansible inventory (INI, YAML, directory or script); repeatable.", required=True)
 @limit_option
 @rolling_options
@@ -469,5 +482,4 @@ def _render(
     elif report is not None:
         from validator.report.terminal import render_text
 
-        use_color = sys.stdout.isatty() if color is None else color
-        click.echo(render_text(report, color=use_color), nl=False)
+        click.echo(render_text(report, color=use_color(color)), nl=False)

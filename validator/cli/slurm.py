@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from validator.cli.certify import render_outcome, run_with_display, tell
+from validator.cli.help_sections import SectionedCommand
 from validator.cli.options import (
     TEXT,
     FiniteFloat,
@@ -25,7 +26,7 @@ def slurm() -> None:
     """Certification jobs submitted to Slurm."""
 
 
-@slurm.command()
+@slurm.command(cls=SectionedCommand)
 @click.argument("job", type=TEXT, metavar="JOBID")
 @click.option(
     "--spool",
@@ -70,9 +71,12 @@ def slurm() -> None:
 def collect(ctx: click.Context, /, job: str, **options: Any) -> None:  # noqa: ANN401
     """Gather JOBID's results (a job id or token certify --slurm printed), judge and record them."""
     from validator.service.saved_submission import collect_request
+    from validator.slurm.submission_spool import spool_holding
 
+    spool, moved = spool_holding(spool_path(options["spool"]), job)
+    tell([moved] if moved else [])  # a submission from before the spool moved under XDG state
     request = collect_request(
-        spool_path(options["spool"]),
+        str(spool),
         job,
         wait=options["wait"],
         poll_s=options["poll"],

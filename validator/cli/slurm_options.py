@@ -66,8 +66,9 @@ _SLURM_OPTIONS: tuple[Callable[[F], F], ...] = (
         "--spool",
         type=NonEmptyPath(file_okay=False),
         metavar="DIR",
-        help=f"A folder every node sees at the same path (shared storage) for the agent and "
-        f"the results (default: ${SPOOL_ENV}, else ~/.gpuready/slurm).",
+        help="A folder every node sees at the same path (shared storage) for the agent and "
+        "the results (default: $GPUREADY_SPOOL or the spool setting, else "
+        "$XDG_STATE_HOME/gpuready/spool).",
     ),
     click.option(
         "--agent-path",
@@ -113,7 +114,7 @@ def slurm_options(command: F) -> F:
 
 
 def spool_path(given: str | None) -> str:
-    """The spool: the one given, else $GPUREADY_SLURM_SPOOL, else ~/.gpuready/slurm."""
+    """The spool: the one given (or set), else $GPUREADY_SLURM_SPOOL, else XDG state's."""
     if given:
         return given
     from validator.slurm.plan_and_reach import spool_default
@@ -133,6 +134,8 @@ def slurm_settings(options: dict[str, Any], *, manage_drains: bool) -> SlurmOpti
     poll = options.pop("slurm_poll")
     if not on:
         given = [name for name, value in values.items() if value]
+        # A spool from a setting (config file, $GPUREADY_SPOOL) waits for a --slurm run.
+        spool = spool if _typed("spool") else None
         given += [name for name, on_ in (("spool", spool), ("campaign", campaign)) if on_]
         given += [] if wait else ["no-wait"]
         _refuse_without_slurm(given)
@@ -155,6 +158,14 @@ def slurm_settings(options: dict[str, Any], *, manage_drains: bool) -> SlurmOpti
         poll_s=poll,
         extra_sbatch=tuple(values["sbatch_options"]),
     )
+
+
+def _typed(name: str) -> bool:
+    """Whether the running command's ``name`` was given on its command line."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    return ctx is None or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
 
 def _refuse_without_slurm(given: list[str]) -> None:

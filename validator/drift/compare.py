@@ -21,6 +21,8 @@ Decisions made here, for every family:
   as removed.
 * A figure beyond what the certified model can do is not measured now
   (:func:`validator.judge.figure_ceilings.screen`): never "unchanged".
+* A certificate of some GPUs (``certify --gpus``) is compared on those alone, and a
+  WARN names the GPUs it cannot vouch for (:func:`certified_scope`).
 * Only the GPUs that are the same boards as certified are compared one to one
   (:func:`validator.drift.inventory_drift.gpu_set`); a GPU added, removed or swapped is
   its own finding.
@@ -41,14 +43,14 @@ from validator.drift import (
     state_drift,
     versions_drift,
 )
-from validator.drift.drift_helpers import Comparison, DriftInputs
+from validator.drift.drift_helpers import Comparison, DriftInputs, Pair
 from validator.error_tree import PolicyError
 from validator.judge.catalog import Sku, load_catalog
-from validator.judge.checks.finding_helpers import UNKNOWN, driver_silent, node_finding
+from validator.judge.checks.finding_helpers import UNKNOWN, WARN, driver_silent, node_finding
 from validator.judge.figure_ceilings import screen
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
-from validator.model import CheckFamily, DriftCheck, Finding, NodeFacts
+from validator.model import CheckFamily, DriftCheck, Finding, NodeFacts, scope_text
 
 # Each check family's drift comparison, in the order drift has always compared them: the
 # node's versions, which GPUs are there, what moved on each, the links and the interconnect,
@@ -113,11 +115,36 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
         )
         return sort_findings(findings)
     set_findings, pairs = inventory_drift.gpu_set(cert, facts)
+    pairs, findings = certified_scope(cert, pairs)
     inputs = DriftInputs(cert, facts, tuple(pairs), policy, sku, tuple(set_findings))
-    findings = []
     for _family, comparison in FAMILY_COMPARISONS:
         findings += comparison(inputs)
     return sort_findings(findings)
 
 
-__all__ = ["FAMILY_COMPARISONS", "compare", "gpus_unreadable"]
+def certified_scope(cert: Certificate, pairs: list[Pair]) -> tuple[list[Pair], list[Finding]]:
+    """The GPUs a certificate vouches for, and a WARN naming the others (--gpus).
+
+    A certificate of some GPUs lists every GPU (the node's identity: which boards are
+    there is still compared), but only those certified were tested: the others' state
+    and figures are no baseline, and drift says it cannot vouch for them.
+    """
+    chosen = cert.certified_gpus
+    if chosen is None:
+        return pairs, []
+    others = [gpu.index for gpu in cert.gpus if gpu.index not in chosen]
+    scope = scope_text(chosen, len(cert.gpus))
+    named = ", ".join(str(index) for index in others)
+    warning = node_finding(
+        DriftCheck.SCOPE,
+        WARN,
+        f"The certificate covers {scope} only (certify --gpus): drift compares those and "
+        f"cannot vouch for GPU{'s' if len(others) != 1 else ''} {named}",
+        observed=scope,
+        expected=f"all {len(cert.gpus)} GPUs certified",
+        required=False,
+    )
+    return [pair for pair in pairs if pair[0].index in chosen], [warning]
+
+
+__all__ = ["FAMILY_COMPARISONS", "certified_scope", "compare", "gpus_unreadable"]

@@ -35,6 +35,7 @@ from validator.judge.actions import assign_actions
 from validator.judge.checks.finding_helpers import by_check, node_finding, nothing_to_judge
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
+    CERTIFICATION_FAILED,
     DriftCheck,
     Finding,
     NodeFacts,
@@ -180,7 +181,7 @@ def _never_certified(
         DriftCheck.BASELINE,
         Severity.UNKNOWN,
         f"{facts.hostname}: {summary}" if tried is not None else f"{facts.hostname} was {summary}",
-        observed="no certificate",
+        observed="no certificate" if tried is None else CERTIFICATION_FAILED,
         expected="a certificate",
     )
     return NodeResult(

@@ -94,6 +94,8 @@ RULES: dict[str, Rule] = {
     # VBIOS is firmware the vendor's tool flashes: part of the stack, not a broken part.
     "versions.vbios": Rule(SOFTWARE),
     # ---- state: settings and what the driver says about each GPU
+    # Others' work on the GPUs (a job's processes, a Slurm job): not tested; drain or wait.
+    "state.busy": Rule(Action.WAIT_IDLE, unknown=Action.WAIT_IDLE),
     "state.persistence": Rule(SOFTWARE),  # nvidia-persistenced / nvidia-smi -pm 1
     # MIG off where wanted is a setting; a pending change is applied by a GPU reset.
     "state.mig": Rule(SOFTWARE, warn=RESET),
@@ -233,6 +235,7 @@ RULES: dict[str, Rule] = {
     "drift.gpu_removed": Rule(RESEAT),  # a GPU gone from the bus
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
+    "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

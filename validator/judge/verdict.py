@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 
 from validator.error_tree import ExitCode
 from validator.judge import figure_ceilings
@@ -13,6 +14,7 @@ from validator.judge.catalog_notes import note_unconfirmed
 from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.advice import advise
+from validator.judge.checks.busy import CHECK as BUSY_CHECK
 from validator.judge.checks.finding_helpers import (
     by_check,
     nothing_to_certify,
@@ -20,15 +22,23 @@ from validator.judge.checks.finding_helpers import (
 )
 from validator.judge.policy import Policy, policy_digest
 from validator.model import (
+    ACTION_WORDS,
+    Action,
+    CheckFamily,
     Finding,
     NodeFacts,
     NodeResult,
     Severity,
     Verdict,
+    chosen_gpus,
     overall_verdict,
+    scope_text,
 )
+from validator.model import chosen as is_chosen
 from validator.model.check_counts import count_checks, worst_by_check
 
+# Judged on every GPU whatever --gpus chose: what the node is, and its kernel log.
+WHOLE_NODE_FAMILIES = frozenset({CheckFamily.INVENTORY, CheckFamily.VERSIONS, CheckFamily.ERRORS})
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.UNKNOWN: 1, Severity.WARN: 2, Severity.PASS: 3}
 
 
@@ -60,6 +70,11 @@ def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     )
 
 
+def scope_words(facts: NodeFacts) -> str:
+    """``GPUs 0, 3 of 8`` for a run that certified a subset (--gpus)."""
+    return scope_text(facts.chosen_gpus, len(facts.gpus))
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
@@ -73,6 +88,11 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
         # No GPU in sight and no driver to ask: a verdict on the tools around
         # them (a missing cuDNN, say) would only hide the one thing to say.
         return Verdict.UNKNOWN, nothing_to_certify(facts)
+    busy = [f for f in findings if f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN]
+    if busy:
+        # Others' work was on the GPUs, so nothing was tested: no verdict on the hardware.
+        texts = "; ".join(dict.fromkeys(f.observed for f in busy))
+        return Verdict.UNKNOWN, f"{texts}: not tested; {ACTION_WORDS[Action.WAIT_IDLE]}"
     if not findings:
         # Nothing was checked at all: that is never a certificate.
         return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"
@@ -106,6 +126,17 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
     return Verdict.CERTIFIED, text
 
 
+def _after_busy(finding: Finding) -> Finding:
+    """On a node whose GPUs were busy, what could not run waits for them, not for a rerun."""
+    if finding.severity is not Severity.UNKNOWN or finding.action is not Action.RERUN:
+        return finding
+    return replace(
+        finding,
+        action=Action.WAIT_IDLE,
+        action_source=f"gpuready: the GPUs were busy ({BUSY_CHECK})",
+    )
+
+
 def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None) -> NodeResult:
     """Judge one node: every check family, then the verdict.
 
@@ -123,17 +154,26 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     # the node's own pass does for readings no GPU can give; the facts kept are these.
     facts, implausible = figure_ceilings.screen(facts, sku, catalog)
     findings = figure_checks.findings(facts, implausible)
-    for _, check in FAMILIES:
-        findings += check(facts, policy, sku)
+    # --gpus: what the node is (inventory, versions, its kernel log) is judged whole; the
+    # rest on the chosen GPUs alone, and no other GPU's finding is kept.
+    chosen = facts if facts.chosen_gpus is None else replace(facts, gpus=chosen_gpus(facts))
+    for family, check in FAMILIES:
+        findings += check(facts if family in WHOLE_NODE_FAMILIES else chosen, policy, sku)
+    findings = [f for f in findings if is_chosen(facts, f.gpu_index)]
     # A verdict resting on a catalog figure no source confirms says so in its message.
     findings = note_unconfirmed(findings, facts, policy, sku)
     # Every finding leaves the judge saying what to do about it (NONE on a PASS), and "run
     # it again" only where a rerun can help (checks.advice): where the driver did not
-    # answer, what could not run waits for the driver's fix; a capture's gap, its file.
-    ordered = sort_findings(advise(assign_actions(findings), facts))
+    # answer, what could not run waits for the driver's fix; a capture's gap, its file. On
+    # busy GPUs, what could not run waits for them.
+    busy = any(f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN for f in findings)
+    assigned = assign_actions(findings)
+    ordered = sort_findings([_after_busy(f) for f in assigned] if busy else advise(assigned, facts))
     verdict, summary = decide(facts, ordered)
     if sku is not None and verdict is not Verdict.UNKNOWN:
         summary = f"{len(facts.gpus)}x {sku.label}: {summary}"
+    if facts.chosen_gpus is not None:
+        summary = f"{scope_words(facts)}: {summary}"
     return NodeResult(
         hostname=facts.hostname,
         verdict=verdict,

@@ -21,6 +21,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
+- ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
 - ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
 - ``drift_checks``: a drift result's checks and state.
@@ -49,9 +50,19 @@ from validator.model.burn_facts import (
     counters_of,
     counters_unavailable,
 )
+from validator.model.busy_facts import (
+    Busy,
+    busy_reasons,
+    busy_summary,
+    chosen,
+    chosen_gpus,
+    process_words,
+    scope_text,
+)
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
 from validator.model.drift_checks import (
+    CERTIFICATION_FAILED,
     DRIFT_CHECKS,
     DriftCheck,
     DriftState,
@@ -74,10 +85,12 @@ from validator.model.gpu_facts import (
     CLOCK_EVENT_REASONS,
     RECOVERY_ACTIONS,
     GpuFacts,
+    GpuProcess,
     GpuStatus,
     NvLinkErrorCounts,
     NvLinkState,
     decode_clock_event_reasons,
+    unreadable_gpu,
 )
 from validator.model.host_spec import TRANSPORTS, HostSpec, TransportName
 from validator.model.kept_per_object import KeptPerObject
@@ -112,6 +125,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 
 __all__ = [
     "ACTION_WORDS",
+    "CERTIFICATION_FAILED",
     "CLOCK_EVENT_REASONS",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
@@ -131,6 +145,7 @@ __all__ = [
     "Bandwidth",
     "BurnResult",
     "BurnStatus",
+    "Busy",
     "CheckFamily",
     "DcgmDiag",
     "DcgmOutcome",
@@ -143,6 +158,7 @@ __all__ = [
     "GpuBurn",
     "GpuCopyBandwidth",
     "GpuFacts",
+    "GpuProcess",
     "GpuStatus",
     "HostSpec",
     "Interconnect",
@@ -168,6 +184,10 @@ __all__ = [
     "Unavailable",
     "Verdict",
     "XidEvent",
+    "busy_reasons",
+    "busy_summary",
+    "chosen",
+    "chosen_gpus",
     "counters_of",
     "counters_unavailable",
     "decode_clock_event_reasons",
@@ -179,6 +199,9 @@ __all__ = [
     "measured_gb_s",
     "never_certified",
     "overall_verdict",
+    "process_words",
     "provenance_of",
+    "scope_text",
     "to_dict",
+    "unreadable_gpu",
 ]

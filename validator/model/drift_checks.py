@@ -39,6 +39,8 @@ class DriftCheck(str, enum.Enum):
     DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     INTERCONNECT = "drift.interconnect"  # a copy, peer or all-reduce bandwidth fell
     BURN = "drift.burn"
+    # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
+    SCOPE = "drift.scope"
 
     def __str__(self) -> str:
         return self.value
@@ -54,7 +56,13 @@ class DriftState(str, enum.Enum):
     OK = "ok"  # as certified
     DRIFT = "drift"  # something moved, or the certificate is not trusted (drift.certificate)
     UNKNOWN = "unknown"  # could not be shown unchanged
-    NEVER_CERTIFIED = "never_certified"  # no certificate to compare with
+    NEVER_CERTIFIED = "never_certified"  # no certificate to compare with, never tried
+    NOT_CERTIFIED = "not_certified"  # no certificate: its last certification did not certify it
+
+
+# The baseline finding's ``observed`` where a certification was tried and did not certify
+# the node (validator.drift.drift_verdict), so the state never reads "never certified".
+CERTIFICATION_FAILED = "no certificate: its last certification did not certify it"
 
 
 def drift_findings(findings: typing.Iterable[Finding]) -> list[Finding]:
@@ -73,4 +81,9 @@ def drift_state(result: NodeResult) -> DriftState:
         return DriftState.OK
     if result.verdict is Verdict.NOT_CERTIFIED:
         return DriftState.DRIFT
-    return DriftState.NEVER_CERTIFIED if never_certified(result) else DriftState.UNKNOWN
+    baseline = [f for f in result.findings if f.check == DriftCheck.BASELINE]
+    if not baseline:
+        return DriftState.UNKNOWN
+    if baseline[0].observed == CERTIFICATION_FAILED:
+        return DriftState.NOT_CERTIFIED
+    return DriftState.NEVER_CERTIFIED

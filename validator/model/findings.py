@@ -86,6 +86,7 @@ class Action(str, enum.Enum):
     # Not measured, and no rerun as it was would measure it: measure (or capture) what is
     # missing, as the finding says (--burn, --interconnect, the capture's missing file).
     MEASURE = "measure"
+    WAIT_IDLE = "wait_for_idle_gpus"  # others' work is on the GPUs: drain or wait, then again
     FIX_SOFTWARE = "fix_software_stack"  # driver, CUDA, cuDNN, DCGM, settings: reprovision
     REBOOT = "reboot"
     RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
@@ -112,6 +113,7 @@ ACTION_WORDS: Dict[Action, str] = {
     Action.NONE: "nothing to do",
     Action.RERUN: "run it again",
     Action.MEASURE: "measure what is missing",
+    Action.WAIT_IDLE: "drain the node or wait for its jobs to end, then certify again",
     Action.FIX_SOFTWARE: "fix the software stack",
     Action.REBOOT: "reboot the node",
     Action.RESET_GPU: "reset the GPU",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Tuple
 
-from validator.model.measured import _MANY_PER_HOST, NOT_MEASURED, Measured
+from validator.model.measured import _MANY_PER_HOST, NOT_MEASURED, Measured, Unavailable
 
 
 class GpuStatus(str, enum.Enum):
@@ -54,6 +55,19 @@ RECOVERY_ACTIONS: Tuple[str, ...] = (
     "bus_reset",
     "system_reboot",
 )
+
+
+@dataclass(frozen=True, **_MANY_PER_HOST)
+class GpuProcess:
+    """One compute process on a GPU (nvmlDeviceGetComputeRunningProcesses): work not ours.
+
+    Its name is the host's word for it (``/proc/PID/comm``), untrusted text: escape it
+    before it reaches a terminal, a log or a report.
+    """
+
+    pid: int
+    name: Measured[str] = NOT_MEASURED
+    used_memory_mib: Measured[int] = NOT_MEASURED
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,19 @@ class GpuFacts:
     # Fabric manager registration (NVSwitch systems): not_started | in_progress | completed.
     fabric_state: Measured[str] = NOT_MEASURED
     fabric_status: Measured[str] = NOT_MEASURED  # "success" or the error the driver gave
+    # Compute processes on the GPU when its facts were read: a busy GPU is not burned.
+    compute_processes: Measured[Tuple[GpuProcess, ...]] = NOT_MEASURED
+
+
+_GPU_IDENTITY_FIELDS = ("index", "status", "status_detail")
+
+
+def unreadable_gpu(index: int, status: GpuStatus, why: Unavailable) -> GpuFacts:
+    """A GPU none of whose facts could be read: every fact carries the reason."""
+    facts = {
+        f.name: why for f in dataclasses.fields(GpuFacts) if f.name not in _GPU_IDENTITY_FIELDS
+    }
+    return GpuFacts(index=index, status=status, status_detail=why.detail, **facts)
 
 
 # Clock-event reason names, in NVML bit order (nvmlClocksEventReason*).

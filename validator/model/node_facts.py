@@ -88,6 +88,13 @@ class NodeFacts:
     interconnect: Optional[Interconnect] = None  # None: not asked for and not recorded
     # Where the node's sources contradict each other (a captured bundle's files).
     source_conflicts: Tuple[SourceConflict, ...] = ()
+    # Slurm jobs other than this run's own with processes on this node (``scontrol
+    # listpids``): their GPUs are not burned. Not measured where Slurm is absent.
+    slurm_jobs: Measured[Tuple[str, ...]] = NOT_MEASURED
+    allow_busy: bool = False  # --allow-busy: GPUs with work of others were burned anyway
+    # --gpus: the indexes of the GPUs certified, the others read for the node's identity
+    # only; None: every GPU.
+    chosen_gpus: Optional[Tuple[int, ...]] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

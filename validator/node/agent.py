@@ -7,7 +7,7 @@ zipapp (see validator.remote.bundle). Its whole interface:
         [--burn-backend cublas|torch|numpy] [--burn-dtype DTYPE] [--burn-matrix-size N]
         [--burn-memory-fraction F] [--xid-window-hours H] [--deadline SECONDS]
         [--interconnect auto|on|off] [--dcgm-level 1-4] [--dcgm-timeout SECONDS]
-        [--packed]
+        [--gpus LIST] [--allow-busy] [--packed]
 
 Exit 0 with NodeFacts JSON on stdout whenever facts were collected, whatever
 they say (judging happens on the controller); 2 with one line on stderr for
@@ -56,6 +56,7 @@ from validator.node.collect import (
     collect,
     collect_in_background,
 )
+from validator.node.gpu_choice import parse_gpus
 from validator.safe_text import one_line
 
 if TYPE_CHECKING:
@@ -144,6 +145,16 @@ def _parser() -> argparse.ArgumentParser:
         help="how long dcgmi may run (default: the level's allowance)",
     )
     parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="certify only these GPUs: indexes, PCI bus ids or UUIDs, comma-separated",
+    )
+    parser.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="burn and measure GPUs with other processes or another Slurm job on them",
+    )
+    parser.add_argument(
         "--packed",
         action="store_true",
         help="print the JSON compressed (xz, else zlib), in base64 on one line",
@@ -208,6 +219,8 @@ def _collect_and_print(args: argparse.Namespace) -> int:
             dcgm_level=args.dcgm_level,
             dcgm_timeout_s=args.dcgm_timeout,
             interconnect=args.interconnect,
+            gpus=() if args.gpus is None else parse_gpus(args.gpus),
+            allow_busy=args.allow_busy,
         )
         source = source_for(args.simulate or None)  # an empty --simulate: this host, as ever
         if args.deadline is not None:

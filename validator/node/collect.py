@@ -33,6 +33,9 @@ from validator.model import (
     Interconnect,
     NodeFacts,
     Reason,
+    busy_reasons,
+    busy_summary,
+    chosen_gpus,
 )
 from validator.node import stop_request
 from validator.node.bandwidth import check_mode, wanted
@@ -84,6 +87,8 @@ class CollectRequest:
     dcgm_level: int = 0  # DCGM's diagnostic, run last; 0 for none
     dcgm_timeout_s: float | None = None  # how long dcgmi may run; None: the level's allowance
     interconnect: str = INTERCONNECT_AUTO  # auto, on or off (validator.node.bandwidth.wanted)
+    allow_busy: bool = False  # --allow-busy: burn and measure GPUs with others' work on them
+    gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
 
 
 class FactSource(Protocol):
@@ -141,12 +146,54 @@ def collect(
     facts = source.first_facts(request)
     if not source.measures:
         return facts
+    facts = _gate(source, facts, request)
+    busy = busy_reasons(facts)
+    if busy and not request.allow_busy:
+        return _not_measured_beside(source, facts, request, busy_summary(busy))
+    chosen = _chosen(facts)  # what is burned and measured
     if request.burn is not None:
-        reserve = until is not None and wanted(facts, request.interconnect)
-        burn = _burn(source, facts, request.burn, until, progress, reserve)
+        reserve = until is not None and wanted(chosen, request.interconnect)
+        burn = _burn(source, chosen, request.burn, until, progress, reserve)
         facts = dataclasses.replace(facts, burn=burn)
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _chosen(facts: NodeFacts) -> NodeFacts:
+    """The facts as the burn and the interconnect see them: the chosen GPUs alone (--gpus)."""
+    return (
+        facts if facts.chosen_gpus is None else dataclasses.replace(facts, gpus=chosen_gpus(facts))
+    )
+
+
+def _gate(source: FactSource, facts: NodeFacts, request: CollectRequest) -> NodeFacts:
+    """The facts with the chosen GPUs (``--gpus``), who else is on them, and the gate.
+
+    Raises:
+        BadInputError: a ``--gpus`` selector names none of the node's GPUs.
+    """
+    from validator.node.busy_gate import observe
+    from validator.node.gpu_choice import resolve_gpus
+
+    chosen = resolve_gpus(request.gpus, facts.gpus) if request.gpus else None
+    return observe(source.system(), facts, allow_busy=request.allow_busy, chosen=chosen)
+
+
+def _not_measured_beside(
+    source: FactSource, facts: NodeFacts, request: CollectRequest, why: str
+) -> NodeFacts:
+    """The facts of a node whose chosen GPUs are busy: nothing burned, measured or stressed."""
+    from validator.node.burnin.burn_request import not_started
+
+    said = f"not started: {why}; drain the node or wait for its jobs, or give --allow-busy"
+    burn = None if request.burn is None else not_started(request.burn, "none", said)
+    interconnect = _not_measured(source, said) if wanted(facts, request.interconnect) else None
+    dcgm = None
+    if request.dcgm_level > 0:
+        from validator.node.dcgm_run import not_run
+
+        dcgm = not_run(request.dcgm_level, Reason.NOT_MEASURED, said)
+    return dataclasses.replace(facts, burn=burn, interconnect=interconnect, dcgm=dcgm)
 
 
 Collected = Union[NodeFacts, BaseException]
@@ -215,7 +262,8 @@ def _interconnect(
     Not wanted (validator.node.bandwidth.wanted): the facts as they are, ``interconnect``
     None. With ``until``, it is measured within what is left then.
     """
-    if not wanted(facts, mode):
+    chosen = _chosen(facts)  # --gpus: only those
+    if not wanted(chosen, mode):
         return facts
     ends = None
     if until is not None:
@@ -227,7 +275,7 @@ def _interconnect(
     stopped = stopped_reason(facts)
     if stopped is not None:
         return dataclasses.replace(facts, interconnect=_not_measured(source, stopped))
-    measured = source.measure_interconnect(facts, InterconnectConfig(), ends)
+    measured = source.measure_interconnect(chosen, InterconnectConfig(), ends)
     return dataclasses.replace(facts, interconnect=measured)
 
 
@@ -261,7 +309,8 @@ def _dcgm(
     stopped = stopped_reason(facts)
     if stopped is not None:
         return dataclasses.replace(facts, dcgm=not_run(level, Reason.NOT_MEASURED, stopped))
-    return dataclasses.replace(facts, dcgm=run_dcgm(source.system(), level, timeout_s))
+    diag = run_dcgm(source.system(), level, timeout_s, facts.chosen_gpus)  # --gpus: those alone
+    return dataclasses.replace(facts, dcgm=diag)
 
 
 def _kept_back(seconds_left: float) -> float:

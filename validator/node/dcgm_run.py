@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Sequence
 
 from validator.model import DcgmDiag, DcgmTestResult, Measured, Reason, Unavailable
 from validator.node.parsers.base import ParseError
@@ -34,9 +35,13 @@ _HOST_ENGINE_HINT = "start the DCGM host engine: systemctl start nvidia-dcgm (or
 _MAX_WORDS = 300
 
 
-def dcgm_argv(level: int) -> tuple[str, ...]:
-    """The command line that runs diagnostic level ``level`` with JSON output."""
-    return (DCGMI, "diag", "-r", str(level), "-j")
+def dcgm_argv(level: int, gpus: Sequence[int] | None = None) -> tuple[str, ...]:
+    """The command line that runs diagnostic level ``level`` with JSON output.
+
+    ``gpus``: only those (``--gpus``: ``-i 0,3``, DCGM's GPU list); None: every GPU.
+    """
+    chosen = ("-i", ",".join(str(index) for index in gpus)) if gpus is not None else ()
+    return (DCGMI, "diag", "-r", str(level), *chosen, "-j")
 
 
 def default_timeout(level: int) -> float:
@@ -95,13 +100,13 @@ def parse_output(text: str, name: str = "") -> DcgmParsed:
 
 
 def run_dcgmi(
-    system: System, level: int, timeout_s: float | None = None
+    system: System, level: int, timeout_s: float | None = None, gpus: Sequence[int] | None = None
 ) -> tuple[DcgmDiag, str | None]:
-    """Run the diagnostic; the DcgmDiag and dcgmi's JSON when it gave readable JSON.
+    """Run the diagnostic (on ``gpus`` only, where given); the DcgmDiag and dcgmi's JSON.
 
     The JSON comes back so that ``gpuready capture`` can record it as it was printed.
     """
-    argv = dcgm_argv(level)
+    argv = dcgm_argv(level, gpus)
     command = shlex.join(argv)
     limit = default_timeout(level) if timeout_s is None else timeout_s
     if system.which(DCGMI) is None:
@@ -123,7 +128,9 @@ def run_dcgmi(
     return from_output(parsed, level, command, elapsed), result.stdout
 
 
-def run_dcgm(system: System, level: int, timeout_s: float | None = None) -> DcgmDiag:
+def run_dcgm(
+    system: System, level: int, timeout_s: float | None = None, gpus: Sequence[int] | None = None
+) -> DcgmDiag:
     """Run ``dcgmi diag -r LEVEL -j`` through ``system`` within ``timeout_s``.
 
     Args:
@@ -131,13 +138,14 @@ def run_dcgm(system: System, level: int, timeout_s: float | None = None) -> Dcgm
         level: DCGM's run level, 1 to 4.
         timeout_s: how long it may take; None: the level's default
             (:data:`DEFAULT_TIMEOUT_S`).
+        gpus: the GPUs to run it on (``--gpus``); None: every GPU.
 
     Returns:
         The tests DCGM reported, or why there are none: dcgmi not found
         (NOT_SUPPORTED, saying how to install it), timed out, the host engine down or
         any other failure (ERROR, in dcgmi's own words).
     """
-    return run_dcgmi(system, level, timeout_s)[0]
+    return run_dcgmi(system, level, timeout_s, gpus)[0]
 
 
 def _failure(command: str, rc: int, stdout: str, stderr: str, problem: ParseError) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable, SupportsInt, TypeVar, cast
@@ -22,6 +20,7 @@ from validator.model import (
     RECOVERY_ACTIONS,
     ErrorCounters,
     GpuFacts,
+    GpuProcess,
     GpuStatus,
     Measured,
     NvLinkErrorCounts,
@@ -32,7 +31,9 @@ from validator.model import (
     Unavailable,
     counters_of,
     decode_clock_event_reasons,
+    unreadable_gpu,
 )
+from validator.node.parsers.smi_common import normalize_bus_id
 
 T = TypeVar("T")
 
@@ -86,10 +87,6 @@ class GpuFabricInfo(ctypes.Structure):
         ("cliqueId", ctypes.c_uint32),
         ("state", ctypes.c_uint8),  # nvmlGpuFabricState_t
     )
-_BUS_ID = re.compile(
-    r"^(?:(?P<domain>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
-    r"\.(?P<fn>[0-7])$"
-)
 
 
 @dataclass(frozen=True)
@@ -199,15 +196,8 @@ def cuda_version_text(version: int) -> str:
 
 
 def normalise_bus_id(bus_id: str) -> str:
-    """A PCI bus id as NVML prints it: 00000000:18:00.0, upper-case hex."""
-    text = bus_id.strip()
-    match = _BUS_ID.match(text)
-    if not match:
-        return text.upper()
-    domain = int(match.group("domain") or "0", 16)
-    bus = int(match.group("bus"), 16)
-    dev = int(match.group("dev"), 16)
-    return f"{domain:08X}:{bus:02X}:{dev:02X}.{match.group('fn')}"
+    """A PCI bus id as NVML prints it (00000000:18:00.0), as the parsers write it too."""
+    return normalize_bus_id(bus_id) or bus_id.strip().upper()
 
 
 def _init_failure(lib: object, err: BaseException) -> tuple[NvmlStatus, str]:
@@ -419,6 +409,24 @@ def _watts(milliwatts: int) -> float:
     return int(milliwatts) / 1000.0
 
 
+PROCESSES_KEPT = 64  # a GPU shared by more is busy all the same
+
+
+def _processes(r: _GpuReader) -> Measured[tuple[GpuProcess, ...]]:
+    """The GPU's compute processes: pid and memory (a name is the host's: /proc/PID/comm)."""
+    for suffix in ("_v3", "_v2", ""):  # newest first; FUNCTION_NOT_FOUND is "not supported"
+        running = r.q(f"nvmlDeviceGetComputeRunningProcesses{suffix}")
+        if not (isinstance(running, Unavailable) and running.reason is Reason.NOT_SUPPORTED):
+            break
+    return _as(lambda found: tuple(_process(p) for p in list(found)[:PROCESSES_KEPT]), running)
+
+
+def _process(p: Any) -> GpuProcess:  # noqa: ANN401 - a c_nvmlProcessInfo_t or a look-alike
+    memory = p.usedGpuMemory  # None where the driver cannot say (NVML_VALUE_NOT_AVAILABLE)
+    used = Unavailable(Reason.NOT_SUPPORTED, "used GPU memory") if memory is None else memory
+    return GpuProcess(pid=_int(p.pid), used_memory_mib=_as(lambda b: _int(b) // MIB, used))
+
+
 def read_gpu(lib: object, index: int) -> GpuFacts:
     """Read every fact of one GPU; a failure here never affects other GPUs.
 
@@ -432,7 +440,7 @@ def read_gpu(lib: object, index: int) -> GpuFacts:
         return unreadable_gpu(index, status, handle)
     reader = _GpuReader(lib, handle)
     try:
-        facts = _read_fields(reader, index)
+        facts = replace(_read_fields(reader, index), compute_processes=_processes(reader))
     except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         # A reading of a shape we did not expect: this GPU is an error, the rest go on.
         why = Unavailable(Reason.ERROR, f"unexpected NVML answer: {exc}")
@@ -440,17 +448,6 @@ def read_gpu(lib: object, index: int) -> GpuFacts:
     if reader.lost is not None:
         return replace(facts, status=GpuStatus.LOST, status_detail=reader.lost.detail)
     return facts
-
-
-def unreadable_gpu(index: int, status: GpuStatus, why: Unavailable) -> GpuFacts:
-    """A GPU none of whose facts could be read: every fact carries the reason."""
-    facts = {
-        f.name: why for f in dataclasses.fields(GpuFacts) if f.name not in _GPU_IDENTITY_FIELDS
-    }
-    return GpuFacts(index=index, status=status, status_detail=why.detail, **facts)
-
-
-_GPU_IDENTITY_FIELDS = ("index", "status", "status_detail")
 
 
 def _read_fields(r: _GpuReader, index: int) -> GpuFacts:

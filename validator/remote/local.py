@@ -42,6 +42,8 @@ class LocalTransport:
             dcgm_level=dcgm_level,
             dcgm_timeout_s=dcgm_timeout_s,
             interconnect=request.interconnect_for(host),
+            gpus=request.gpus,
+            allow_busy=request.allow_busy,
         )
         arrived = collect_in_background(source_for(host.simulate), asked, until)
         try:

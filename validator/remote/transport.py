@@ -47,6 +47,8 @@ class AgentRequest:
     # (validator.node.bandwidth.wanted); and the hosts whose own policy asks otherwise.
     interconnect: str = "off"
     interconnect_by_host: tuple[tuple[str, str], ...] = ()
+    gpus: tuple[str, ...] = ()  # --gpus: resolved by each agent against its own GPUs
+    allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
 
     def __post_init__(self) -> None:
         # One mode check from the controller to the agent: a bad one never leaves here.
@@ -101,6 +103,10 @@ class AgentRequest:
             args += ["--dcgm-level", str(level)]
             if timeout_s is not None:
                 args += ["--dcgm-timeout", repr(float(timeout_s))]
+        if self.gpus:
+            args += ["--gpus", ",".join(self.gpus)]
+        if self.allow_busy:
+            args.append("--allow-busy")
         if deadline_s is not None:
             args += ["--deadline", f"{deadline_s:.3f}"]
         return args

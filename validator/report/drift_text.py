@@ -27,6 +27,7 @@ STATE_WORDS = {
     DriftState.DRIFT: "DRIFT",
     DriftState.UNKNOWN: "UNKNOWN",
     DriftState.NEVER_CERTIFIED: "NEVER CERTIFIED",
+    DriftState.NOT_CERTIFIED: "NOT CERTIFIED",
 }
 # Every drift check id fits the column: drift.recovery_action is the longest.
 CHECK_WIDTH = max(len(check) for check in DRIFT_CHECKS)
@@ -72,7 +73,8 @@ def render_drift_text(results: Sequence[NodeResult]) -> str:
         lines.append(
             f"{len(results)} hosts: {counts[DriftState.OK]} no drift, "
             f"{counts[DriftState.DRIFT]} drifted, {counts[DriftState.UNKNOWN]} unknown, "
-            f"{counts[DriftState.NEVER_CERTIFIED]} never certified"
+            f"{counts[DriftState.NEVER_CERTIFIED]} never certified, "
+            f"{counts[DriftState.NOT_CERTIFIED]} not certified"
         )
     return "\n".join(lines) + "\n"
 

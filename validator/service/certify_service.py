@@ -82,6 +82,8 @@ class CertifyRequest:
     slurm_collect: str | None = None
     slurm_drain: bool = False
     argv: Sequence[str] = ()  # the command line, as history records it
+    gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
+    allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -93,6 +95,8 @@ class CertifyRequest:
             dcgm_level=self.dcgm_level,
             interconnect=self.interconnect,
             slurm_collect=self.slurm_collect,
+            gpus=self.gpus,
+            allow_busy=self.allow_busy,
         )
 
 
@@ -226,14 +230,7 @@ def _run_certify(
 def _certify_one(
     request: CertifyRequest, store: Store, policy: Policy, burn_progress: ProgressSink | None
 ) -> tuple[Report, int]:
-    """One node, its run started in history once measuring has begun (see _RunStart).
-
-    This host with nothing to certify (no NVIDIA GPU, or no driver) is refused first, in one
-    line: nothing is measured, recorded or written.
-    """
-    from validator.node.agent import check_something_to_certify
-
-    check_something_to_certify(request.simulate, request.capture)
+    """One node, its run started in history once measuring has begun (see _RunStart)."""
     run = _RunStart(store, policy_digest(policy), request.argv)
 
     def progress(update: BurnProgress) -> None:
@@ -243,7 +240,7 @@ def _certify_one(
 
     try:
         report = certify_node(request, progress=progress, policy=policy)
-    except BadInputError:
+    except GpureadyError:  # bad input, or this host has nothing to certify (certify_node)
         if run.started:  # found during the burn: the run is cut short
             _close_cut_short(store, run.run_id())
         raise  # found before it: nothing was measured, nothing is recorded
@@ -274,16 +271,23 @@ def certify_node(
             then judged as interrupted).
     """
     from validator.judge import judge_node
-    from validator.node.agent import source_for
+    from validator.node.agent import check_something_to_certify, source_for
     from validator.node.collect import collect
 
     if policy is None:
         policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    check_something_to_certify(request.simulate, request.capture)  # before anything is measured
     started = time.monotonic()
     until = None if request.deadline_s is None else started + request.deadline_s
     facts = collect(
         source_for(request.simulate, request.capture),
-        facts_request(policy, request.burn, interconnect_mode(policy)),
+        facts_request(
+            policy,
+            request.burn,
+            interconnect_mode(policy),
+            gpus=request.gpus,
+            allow_busy=request.allow_busy,
+        ),
         until,
         progress,
     )

@@ -103,8 +103,15 @@ def report_of(nodes: tuple[NodeResult, ...], fleet: FleetSummary | None = None) 
     )
 
 
-def facts_request(policy: Policy, burn: BurnConfig | None, interconnect: str) -> CollectRequest:
-    """What an in-process collection measures, as the run's policy says."""
+def facts_request(
+    policy: Policy,
+    burn: BurnConfig | None,
+    interconnect: str,
+    *,
+    gpus: tuple[str, ...] = (),
+    allow_busy: bool = False,
+) -> CollectRequest:
+    """What an in-process collection measures, as the run's policy says (on ``gpus``)."""
     from validator.node.collect import CollectRequest
 
     return CollectRequest(
@@ -113,6 +120,8 @@ def facts_request(policy: Policy, burn: BurnConfig | None, interconnect: str) ->
         dcgm_level=policy.dcgm_level,  # DCGM runs when the policy asks for it
         dcgm_timeout_s=policy.dcgm_timeout_s,
         interconnect=interconnect,
+        gpus=gpus,
+        allow_busy=allow_busy,
     )
 
 
@@ -158,6 +167,8 @@ class FleetRequest:
     # A Slurm submission to gather (``gpuready slurm collect``: a token or job id)
     # instead of submitting one.
     slurm_collect: str | None = None
+    gpus: tuple[str, ...] = ()  # --gpus, resolved on each host against its own GPUs
+    allow_busy: bool = False  # --allow-busy, passed to every host's agent
 
     def judging(self) -> dict[str, object]:
         """The options a later ``slurm collect`` judges with (plain data, saved in the spool)."""
@@ -326,7 +337,11 @@ def plan_fleet(
         host.name: with_overrides(policy_for(host, base), request.dcgm_level, request.interconnect)
         for host in hosts
     }
-    asked = agent_request(request.burn, base, policies, interconnect)
+    asked = dataclasses.replace(
+        agent_request(request.burn, base, policies, interconnect),
+        gpus=request.gpus,
+        allow_busy=request.allow_busy,
+    )
     deadline_s = host_deadline(
         request.deadline_s, request.burn, longest_dcgm(base, policies), asked.measures_interconnect
     )

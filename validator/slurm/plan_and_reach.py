@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from validator.error_tree import BadInputError
@@ -176,8 +175,10 @@ def reach(
 
 
 def spool_default() -> str:
-    """Where submissions go when ``--spool`` is not given: the home folder, often shared."""
-    return str(Path.home() / ".gpuready" / "slurm")
+    """Where submissions go when no spool is given (see submission_spool.default_spool)."""
+    from validator.slurm.submission_spool import default_spool
+
+    return str(default_spool())
 
 
 __all__ = [

@@ -128,6 +128,47 @@ class Submission:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
+def default_spool() -> Path:
+    """``$XDG_STATE_HOME/gpuready/spool``, else ``~/.local/state/gpuready/spool``.
+
+    Beside the history database (validator.store.defaults), and under the home folder,
+    which a cluster's nodes often share; a spool elsewhere is ``--spool`` or a setting.
+    """
+    from validator.store.defaults import state_dir
+
+    return state_dir() / "spool"
+
+
+def earlier_spool() -> Path:
+    """Where submissions went before the spool moved under XDG state: ``~/.gpuready/slurm``."""
+    return Path.home() / ".gpuready" / "slurm"
+
+
+def spool_holding(spool: str | os.PathLike[str], token_or_job: str) -> tuple[Path, str | None]:
+    """The spool to find ``token_or_job`` in, and a notice when it is not ``spool``.
+
+    A submission made before an upgrade sits in :func:`earlier_spool`: where ``spool`` is
+    the default and holds no such submission, the earlier one is read (and said so), so
+    that an upgrade loses no pending submission.
+    """
+    given = Path(spool)
+    name = token_or_job.strip().split("_")[0]
+    earlier = earlier_spool()
+    if (
+        given != default_spool()
+        or not name
+        or "/" in name
+        or name in (".", "..")
+        or os.path.lexists(given / name)
+        or not os.path.lexists(earlier / name)
+    ):
+        return given, None
+    return earlier, (
+        f"slurm: {name} is in the earlier spool {earlier} (new submissions go to {given}); "
+        "reading it from there"
+    )
+
+
 def new_submission(spool: str | os.PathLike[str]) -> Path:
     """Make ``SPOOL/<token>/out`` and return ``SPOOL/<token>``.
 

@@ -18,12 +18,17 @@ MAX_RETRY_S = 3600.0
 HOUSEKEEPING_WAIT_S = 1.0
 
 
-def default_db_path() -> Path:
-    """``$XDG_STATE_HOME/gpuready/history.db``, else ``~/.local/state/gpuready/history.db``."""
+def state_dir() -> Path:
+    """``$XDG_STATE_HOME/gpuready``, else ``~/.local/state/gpuready``: gpuready's own state."""
     state = os.environ.get("XDG_STATE_HOME", "")
     # The XDG spec says a relative value is invalid and must be ignored.
     base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local" / "state"
-    return base / "gpuready" / "history.db"
+    return base / "gpuready"
+
+
+def default_db_path() -> Path:
+    """``$XDG_STATE_HOME/gpuready/history.db``, else ``~/.local/state/gpuready/history.db``."""
+    return state_dir() / "history.db"
 
 
 def retry_budget(seconds: float | None = None) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from validator.judge.checks import (
     burn,
+    busy,
     consistency,
     dcgm,
     errors,
@@ -31,6 +32,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.INVENTORY, plausibility.check),
     (CheckFamily.VERSIONS, versions.check),
     (CheckFamily.STATE, state.check),
+    (CheckFamily.STATE, busy.check),
     (CheckFamily.MEMORY, memory.check),
     (CheckFamily.POWER, power.check),
     (CheckFamily.THERMAL, thermal.check),

@@ -38,8 +38,22 @@ MEMORY_FRACTION_MAX = 0.98
 MATRIX_SIZE_MAX = 65536  # 3 bf16 matrices of it take 24 GiB: beyond is a typo, not a GPU
 DEFAULT_DURATION_S = 300.0
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# A duration: a bare number of seconds, or numbers with units, largest first, each unit
+# once (1h30m, 2m30s, 1.5h, 250ms), as systemd and Go write them. ASCII digits only: a
+# Unicode digit is refused, not read as a number its user did not see.
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_BARE = re.compile(_NUMBER)
+# One number and its unit, and the space after it. Digits and spaces never overlap, so a
+# long text is matched in one pass (no two ways to split it to try).
+_WITH_UNIT = re.compile(rf"({_NUMBER})\s*(ms|h|m|s)\s*")
+_UNIT_ORDER = ("h", "m", "s", "ms")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# "1h30m" needs a handful; a longer text is a paste, refused before it is matched. A
+# number too long for a float reads as infinity, which the callers' week refuses by name.
+DURATION_CHARS = 1024
+DURATION_FORMS = (
+    "a number of seconds (90), or numbers with h, m, s, ms, largest first (1h30m, 2m30s, 1.5h)"
+)
 _NEGATIVE = re.compile(r"^\s*-")
 
 WEEK_S = 7 * 24 * 3600.0  # the longest burn or deadline: longer is a typo (99999h), not a plan
@@ -58,28 +72,47 @@ MATRICES_KEPT = 3  # at the least A, B and one product stay on the device
 
 
 def parse_duration(text: str, flag: str = "--burn") -> float:
-    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``, ``250ms``.
+    """Seconds from ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2m30s``, ``250ms``.
 
     Args:
         text: the duration as given.
         flag: the option it was given to, named in the error.
 
     Raises:
-        BadInputError: the text is not a duration (negative ones included).
+        BadInputError: the text is not a duration (negative ones included), naming
+            ``flag`` and the forms accepted.
     """
-    match = _DURATION.match(text)
-    if not match:
-        zero = " or 0 to skip the burn" if flag == "--burn" else ""
+    seconds = _seconds(text) if len(text) <= DURATION_CHARS else None
+    if seconds is None:
+        zero = ", or 0 to skip the burn" if flag == "--burn" else ""
         sign = " (it must not be negative)" if _is_negative(text) else ""
         raise BadInputError(
-            f"{flag} {excerpt(text)} is not a duration{sign}: write e.g. 300s, 5m, 1.5h{zero}"
+            f"{flag} {excerpt(text)} is not a duration{sign}: give {DURATION_FORMS}{zero}"
         )
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    return seconds
+
+
+def _seconds(text: str) -> float | None:
+    """The seconds ``text`` stands for, or None where it is no duration."""
+    body = text.strip()
+    if _BARE.fullmatch(body):
+        return float(body)
+    total, position, last = 0.0, 0, -1
+    while position < len(body):
+        part = _WITH_UNIT.match(body, position)
+        if part is None:
+            return None
+        rank = _UNIT_ORDER.index(part.group(2))
+        if rank <= last:  # 30m1h, 5m5m: each unit once, the largest first
+            return None
+        total += float(part.group(1)) * _UNIT_S[part.group(2)]
+        position, last = part.end(), rank
+    return total if body else None
 
 
 def _is_negative(text: str) -> bool:
     """``-5s``: a duration with a minus sign (refused with its own words)."""
-    return _NEGATIVE.match(text) is not None and _DURATION.match(text.strip()[1:]) is not None
+    return _NEGATIVE.match(text) is not None and _seconds(text.strip()[1:]) is not None
 
 
 def parse_burn_duration(text: str, flag: str = "--burn") -> float:

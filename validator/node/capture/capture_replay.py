@@ -1,10 +1,10 @@
 r"""Support bundles: a directory of captured outputs, and the System that replays it.
 
-A bundle is a recording of a host. :data:`BUNDLE` says, file by file, which
-command's output or which file's text it holds; ``gpuready capture`` writes one
-by asking a :class:`~validator.node.system.System` those very questions
-(:func:`write_capture`), and :class:`CaptureSystem` answers them back from the
-files, so ``certify --capture`` reads it (validator.node.system_facts) as it reads a host.
+A bundle is a recording of a host. :data:`BUNDLE` says, file by file, which command's
+output or which file's text it holds; ``gpuready capture`` writes one by asking a
+:class:`~validator.node.system.System` those very questions (:func:`write_capture`), and
+:class:`CaptureSystem` answers them from the files, so ``certify --capture`` reads it
+(validator.node.system_facts) as it reads a host.
 
 Any of the files may be present; a file missing from the bundle is a fact
 "not measured" (:class:`~validator.node.system.NotRecordedError`), never "passed":
@@ -27,8 +27,7 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``pci-devices.txt``          ``/sys/bus/pci/devices/*/{vendor,class}``, a line a device
 ``lspci-n.txt``              ``lspci -n`` (stands in for ``pci-devices.txt``)
 ``nvidia-smi-nvlink-s.txt``  ``nvidia-smi nvlink -s``: each GPU's NVLinks, up with their speed
-``nvidia-smi-nvlink-e.txt``  ``nvidia-smi nvlink -e``: each link's CRC, replay and recovery
-                             error counts
+``nvidia-smi-nvlink-e.txt``  ``nvidia-smi nvlink -e``: each link's CRC, replay, recovery counts
 ``hostname.txt``             the host's name
 ``meta.json``                what ``gpuready capture`` records: host, time, uptime and
                              where nvcc and the cuDNN header were found
@@ -96,6 +95,7 @@ from validator.model import (
     Reason,
     SourceConflict,
     Unavailable,
+    unreadable_gpu,
 )
 from validator.node import host, system_facts
 from validator.node.capture.bundle_agreement import (
@@ -114,7 +114,7 @@ from validator.node.capture.bundle_consistency import (
     pci_view,
     query_view,
 )
-from validator.node.nvml import DriverReading, unreadable_gpu
+from validator.node.nvml import DriverReading
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text

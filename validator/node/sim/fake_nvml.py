@@ -23,23 +23,22 @@ The ``nvml`` section (see :mod:`validator.node.sim.scenario` for the whole file)
       "gpu_overrides": { "3": { <fields for GPU 3> } }
     }
 
-Per-GPU keys are the :class:`~validator.model.GpuFacts` field names (minus
-``index``, ``status``, ``status_detail``), plus ``lost`` (true: the handle
-cannot be had, NVML_ERROR_GPU_IS_LOST) and ``pci_device_id``. ``nvlinks`` is a
-count of active links, a list of booleans (one per link), or an object
-``{"links": <count or list>, "speed_gb_s": <GB/s for every active link, or a list
-with one per link>, "speed_source": "per_link" | "common"}`` (speeds as
-``nvidia-smi nvlink -s`` prints them, per direction; ``common``: the device answers
-only NVML's older common-speed field, as drivers before NVLINK_GET_SPEED did);
+Per-GPU keys are the :class:`~validator.model.GpuFacts` field names (minus ``index``,
+``status``, ``status_detail``; ``compute_processes``: validator.node.sim.fake_processes),
+plus ``lost`` (NVML_ERROR_GPU_IS_LOST) and ``pci_device_id``. ``nvlinks`` is a count
+of active links, a list of booleans (one per link), or an object ``{"links": <count or
+list>, "speed_gb_s": <GB/s for every active link, or a list with one per link>,
+"speed_source": "per_link" | "common"}`` (speeds as
+``nvidia-smi nvlink -s`` prints them, per direction; ``common``: the device answers only
+NVML's older common-speed field, as drivers before NVLINK_GET_SPEED did);
 ``nvlink_errors`` is either one object of counters for every link
 (``{"crc_flit": 0, "crc_data": 0, "replay": 0, "recovery": 0}``; a counter left out
 is not supported) or a list of the links that have errors
 (``[{"link": 5, "crc_flit": 4200}]``; links and counters left out count 0);
 ``pcie_replay_count`` is the PCIe replay counter; ``recovery_action`` one of
 :data:`validator.model.RECOVERY_ACTIONS` (NVML's recovery-action field);
-``clock_event_reasons`` is a list of names from
-:data:`validator.model.CLOCK_EVENT_REASONS`; ``fabric_state`` is
-not_supported / not_started / in_progress / completed and ``fabric_status`` is
+``clock_event_reasons`` is a list of names from :data:`validator.model.CLOCK_EVENT_REASONS`;
+``fabric_state`` is not_supported / not_started / in_progress / completed and ``fabric_status`` is
 "success" or an NVML error name. Any value may instead be the string
 ``"not_supported"`` or an object ``{"nvml_error": "<name>"}`` (names as in
 :data:`ERROR_CODES`): the NVML call behind that field then fails with that
@@ -55,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from validator.model import CLOCK_EVENT_REASONS, RECOVERY_ACTIONS, GpuFacts
+from validator.node.sim.fake_processes import FakeProcesses
 
 MIB = 1048576
 
@@ -372,7 +372,7 @@ class NvmlConstants:
     NVML_GPU_FABRIC_STATE_COMPLETED = 3
 
 
-class FakeNvml(NvmlConstants):
+class FakeNvml(NvmlConstants, FakeProcesses):
     """A pynvml look-alike answering from a scenario's ``nvml`` section.
 
     Args:

@@ -23,10 +23,9 @@ Format (JSON, one object; every key but ``name`` is optional)::
       "interconnect": { see validator.node.sim.simulated_bandwidth }
     }
 
-Merging: with ``extends``, objects merge key by key (recursively), any other
-value replaces the inherited one, and ``null`` removes the inherited key (a
-file, a command, a GPU field). ``nvml.gpu_overrides`` (by GPU index) is
-applied over ``nvml.gpu`` for that GPU after the merge.
+Merging: with ``extends``, objects merge key by key (recursively), any other value
+replaces the inherited one, and ``null`` removes the inherited key (a file, a command,
+a GPU field). ``nvml.gpu_overrides`` (by GPU index) applies over ``nvml.gpu`` after it.
 
 Synthesised host files: ``/etc/os-release`` from ``host.os_name``,
 ``/proc/sys/kernel/osrelease`` from ``host.kernel``, ``/proc/uptime`` from
@@ -40,10 +39,9 @@ hands files under those path prefixes and those programs to the real host
 (a simulated GPU on a test host whose CUDA toolkit and cuDNN were really
 provisioned); they win over ``files`` and ``commands``.
 
-Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the
-program's directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds
-``nvcc --version``), then keys holding a ``*`` as shell patterns over that
-line (``dpkg-query *``); absent commands exit 127.
+Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the program's
+directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds ``nvcc --version``), then
+keys holding a ``*`` as shell patterns over that line (``dpkg-query *``); absent ones exit 127.
 """
 
 from __future__ import annotations
@@ -96,6 +94,7 @@ from validator.node.sim.fake_nvml import (
     FakeNvml,
     default_bus_id,
 )
+from validator.node.sim.fake_processes import PROCESSES_FIELD
 from validator.node.sim.simulated_bandwidth import check_interconnect_section
 from validator.node.sim.simulated_burn import check_burn_section
 from validator.node.system import NOT_FOUND_SUFFIX, CommandResult, LiveSystem
@@ -588,6 +587,7 @@ def _special_gpu_fields() -> dict[str, Field]:
         "nvlink_errors": Field(
             "nvlink_errors", nullable=True, accept=_is_marker, convert=nvlink_errors_value
         ),
+        "compute_processes": dataclasses.replace(PROCESSES_FIELD, accept=_is_marker),
         "clock_event_reasons": dataclasses.replace(
             _reasons("clock_event_reasons"), nullable=True, accept=_is_marker
         ),
