@@ -8,6 +8,7 @@ DB = ("--db", "{tmp}/history.db")
 
 COMMANDS = (
     "certify", "drift", "capture", "history", "verify-cert", "provision", "scenarios", "config",
+    "init",
 )  # fmt: skip
 
 CASES: tuple[Case, ...] = (

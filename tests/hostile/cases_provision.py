@@ -8,7 +8,7 @@ address reserved for documentation (192.0.2.1, TEST-NET-1): nothing connects any
 from __future__ import annotations
 
 from tests.hostile.cases import Case, case
-from tests.hostile.data_files import combine, executable, mkdir, write
+from tests.hostile.data_files import combine, executable, mkdir, symlink, write
 
 NOOP_PLAYBOOK = "- hosts: all\n  gather_facts: false\n  tasks: []\n"
 HOSTS = (
@@ -274,4 +274,33 @@ CASES: tuple[Case, ...] = (
             ("empty-value", "ansible_become_password="),
         )
     ),
+    # `gpuready init DIR`: the example inventory and pins, never over a file or through a link.
+    case(
+        "init-writes-the-site",
+        "init",
+        "{tmp}/site",
+        exit=0,
+        exists=("site/hosts.ini", "site/group_vars/all.yml"),
+    ),
+    case("init-no-directory", "init", exit=2, err="DIR"),
+    case(
+        "init-keeps-an-edited-inventory",
+        "init",
+        "{tmp}/site",
+        setup=write("site/hosts.ini", "[gpu]\nmine\n"),
+        exit=2,
+        err=("already exist", "--force"),
+        absent="site/group_vars/all.yml",
+    ),
+    case(
+        "init-through-a-planted-link",
+        "init",
+        "{tmp}/site",
+        "--force",
+        setup=combine(mkdir("elsewhere"), symlink("site", "{tmp}/elsewhere")),
+        exit=2,
+        err="link",
+        absent="elsewhere/hosts.ini",
+    ),
+    case("init-empty-directory-name", "init", "", exit=2, err="DIR"),
 )

@@ -47,9 +47,10 @@ from validator.store import Store
 SIMULATED_BURN_DEFAULT = "10s"
 # Each host's line comes as it finishes; the fleet's comparison (fleet.* checks) only
 # once all are in, so the report's counts may add to a host's line.
+# Not "gpuready: ...": that prefix is for errors and notices, which scripts grep for.
 FLEET_NOTE = (
-    "gpuready: each host as it finishes, judged on its own; the report at the end adds "
-    "the fleet comparison (fleet.* checks)"
+    "each host as it finishes, judged on its own; the report at the end adds the fleet "
+    "comparison (fleet.* checks)"
 )
 
 
