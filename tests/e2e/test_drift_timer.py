@@ -455,7 +455,7 @@ def test_exec_start_writes_the_textfile_and_reports_drift(site: DriftSite) -> No
     assert never.rc == 3, never.output
     assert 3 not in succeeded
     assert never.statuses(host.name) == {
-        "ok": 0.0, "drift": 0.0, "unknown": 0.0, "never_certified": 1.0
+        "ok": 0.0, "drift": 0.0, "unknown": 0.0, "never_certified": 1.0, "not_certified": 0.0
     }  # fmt: skip
 
     # The node certified into the unit's database, as the playbook's header says.
@@ -471,7 +471,7 @@ def test_exec_start_writes_the_textfile_and_reports_drift(site: DriftSite) -> No
     assert clean.mode == 0o644  # node_exporter reads it as its own user
     assert clean.value("gpuready_certified", host=host.name) == 1.0
     assert clean.statuses(host.name) == {
-        "ok": 1.0, "drift": 0.0, "unknown": 0.0, "never_certified": 0.0
+        "ok": 1.0, "drift": 0.0, "unknown": 0.0, "never_certified": 0.0, "not_certified": 0.0
     }  # fmt: skip
     assert clean.findings(host.name) == dict.fromkeys(DRIFT_CHECKS, 0.0)
     checked = clean.value("gpuready_last_check_timestamp_seconds", host=host.name)
@@ -484,7 +484,7 @@ def test_exec_start_writes_the_textfile_and_reports_drift(site: DriftSite) -> No
     assert drifted.rc in succeeded
     assert drifted.value("gpuready_certified", host=host.name) == 0.0
     assert drifted.statuses(host.name) == {
-        "ok": 0.0, "drift": 1.0, "unknown": 0.0, "never_certified": 0.0
+        "ok": 0.0, "drift": 1.0, "unknown": 0.0, "never_certified": 0.0, "not_certified": 0.0
     }  # fmt: skip
     assert drifted.findings(host.name) == {
         **dict.fromkeys(DRIFT_CHECKS, 0.0), "drift.power_limit": 1.0

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.node.sysfs_tree import H100, make_proc, make_sysfs
 from tests.realnv.software import (
     DebianCuda,
     DebianNvidia,
@@ -79,6 +80,11 @@ class RealHost:
     driver: DebianNvidia
     site: Path | None  # PyPI's CUDA wheels, as pip installs them; None: not installed
     bin_dir: Path  # on PATH first: nvidia-smi as Debian installs it (/usr/bin/nvidia-smi)
+    # What certify's first step reads (validator.node.live.pci_bus): a sysfs with two H100s
+    # on the bus, and a /proc with or without the module's version file. Without GPUs on
+    # the bus (this machine's own) certify stops at one line before the libraries are used.
+    sysfs: Path
+    proc: Path
 
     def env(self) -> dict[str, str]:
         """The environment a command runs in: the driver's libraries found as ld.so would."""
@@ -92,8 +98,13 @@ class RealHost:
         return env
 
     def gpuready(self, *argv: str, timeout: float = 300.0) -> Ran:
-        """``gpuready ARGV`` as a process on this host."""
-        return self.run([sys.executable, "-m", "validator.cli.main", *argv], timeout=timeout)
+        """``gpuready ARGV`` as a process on this host, its PCI bus and /proc this host's."""
+        code = (
+            "import sys\nfrom validator.node.live import pci_bus\n"
+            f"pci_bus.SYSFS_ROOT = {str(self.sysfs)!r}\npci_bus.PROC_ROOT = {str(self.proc)!r}\n"
+            "from validator.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+        )
+        return self.run([sys.executable, "-c", code, *argv], timeout=timeout)
 
     def run(self, argv: Sequence[str], timeout: float = 300.0) -> Ran:
         """Any command, in this host's environment, from the repository's root."""
@@ -109,13 +120,17 @@ class RealHost:
         return Ran(done.returncode, done.stdout, done.stderr)
 
 
-def _host(driver: DebianNvidia, site: Path | None, tmp: Path) -> RealHost:
+def _host(
+    driver: DebianNvidia, site: Path | None, tmp: Path, *, module_loaded: bool = True
+) -> RealHost:
     bin_dir = tmp / "bin"
     bin_dir.mkdir(exist_ok=True)
     link = bin_dir / "nvidia-smi"
     if not link.exists():
         link.symlink_to(driver.nvidia_smi)
-    return RealHost(driver, site, bin_dir)
+    sysfs = make_sysfs(tmp / "host", {"0000:18:00.0": H100, "0000:2a:00.0": H100}, "nvidia")
+    proc = make_proc(tmp / "host", nvidia_loaded=module_loaded)
+    return RealHost(driver, site, bin_dir, sysfs, proc)
 
 
 @pytest.fixture
@@ -126,5 +141,15 @@ def real_host(debian_driver: DebianNvidia, pypi: PypiCuda, tmp_path: Path) -> Re
 
 @pytest.fixture
 def bare_driver_host(debian_driver: DebianNvidia, tmp_path: Path) -> RealHost:
-    """The driver's libraries and nvidia-smi only."""
+    """The driver's libraries and nvidia-smi only.
+
+    /proc shows the module (a node whose device files are gone, or whose module does
+    not match its libraries), so certify goes on to the real NVML, which cannot reach it.
+    """
     return _host(debian_driver, None, tmp_path)
+
+
+@pytest.fixture
+def unloaded_driver_host(debian_driver: DebianNvidia, tmp_path: Path) -> RealHost:
+    """The driver's libraries and nvidia-smi, GPUs on the bus, and no module loaded."""
+    return _host(debian_driver, None, tmp_path, module_loaded=False)

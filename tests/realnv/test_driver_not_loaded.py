@@ -80,3 +80,18 @@ def test_the_terminal_report_says_what_to_do(bare_driver_host: RealHost, tmp_pat
     stack = [ln for ln in lines if "versions." in ln or "inventory." in ln]
     rerun = [ln for ln in stack if "run it again" in ln]
     assert not rerun, rerun
+
+
+def test_with_gpus_on_the_bus_and_no_module_certify_says_so_in_one_line(
+    unloaded_driver_host: RealHost, tmp_path: Path
+) -> None:
+    """The first run after install, before the reboot: the cause and the fix, nothing else."""
+    db = tmp_path / "h.db"
+    ran = unloaded_driver_host.gpuready("certify", "--burn", "0", "--json", "--db", str(db))
+    assert ran.code == ExitCode.COULD_NOT_RUN, ran.err
+    assert ran.out == ""  # no report
+    (line,) = ran.err.splitlines()
+    assert line.startswith("gpuready: error: 2 NVIDIA GPUs on the PCI bus (0000:18:00.0, "), line
+    assert "no NVIDIA driver is loaded" in line
+    assert "modprobe nvidia" in line
+    assert not db.exists()  # nothing recorded

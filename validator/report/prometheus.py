@@ -8,7 +8,7 @@ and each GPU's figures) and ``gpuready drift --prom-file``, whose gauges are:
 * ``gpuready_drift_detected{host}``: 1 when the node moved from its certificate, 0 when it
   is as certified; no sample when that could not be told (unknown, never certified);
 * ``gpuready_drift_status{host,status}``: 1 for the node's state, 0 for the others
-  (ok, drift, unknown, never_certified);
+  (ok, drift, unknown, never_certified, not_certified);
 * ``gpuready_drift_findings{host,check}``: drift findings per check, every check
   listed, 0 when clean;
 * ``gpuready_drift_last_run_timestamp_seconds{host}``: when the node was checked;
@@ -97,7 +97,7 @@ def drift_registry(results: Sequence[NodeResult], *, now: datetime.datetime) -> 
     )
     status = gauge(
         "gpuready_drift_status",
-        "The node's drift state: ok, drift, unknown or never_certified.",
+        "The node's drift state: ok, drift, unknown, never_certified or not_certified.",
         ["host", "status"],
     )
     findings = gauge(
