@@ -173,3 +173,19 @@ def test_bad_usage(shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
                        str(shared / f"{HOST}.json"))  # fmt: skip
     assert code == 2
     assert "give --certificate FILE or --certificates DIR, not both" in err
+
+
+def test_a_node_that_calls_itself_by_its_full_name_finds_its_short_names_file(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inventories name nodes short (gpu07); a node's own hostname is often its FQDN."""
+    from validator.node.sim.scenario import SCENARIO_DIR
+
+    scenario = json.loads((SCENARIO_DIR / f"{HEALTHY}.json").read_text())
+    scenario["host"]["hostname"] = f"{HOST}.cluster.example"
+    full_name = tmp_path / "full-name.json"
+    full_name.write_text(json.dumps(scenario))
+    args = ["drift", "--simulate", str(full_name), "--db", local_db(tmp_path)]
+    code, out, err = run(capsys, *args, "--certificates", str(shared))
+    assert (code, err) == (0, ""), out
+    assert out.startswith(f"{HOST}.cluster.example  NO DRIFT  no drift since the certificate of ")

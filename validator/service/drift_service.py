@@ -239,7 +239,8 @@ def _from_files(
 ) -> Baseline:
     """``found`` when history had a certificate; else one from the files drift may read.
 
-    ``certificates_dir``'s ``<hostname>.json`` first (its name must be the host's), then,
+    ``certificates_dir``'s ``<hostname>.json`` first (its name must be the host's; this
+    machine also tries its short name, as inventories name nodes), then,
     for this machine, :data:`NODE_CERTIFICATE` (its seal alone: the role copies the
     node's certificate under its inventory name, rarely the name the machine gives
     itself). Revocation is still checked against history; the files are what certify
@@ -252,8 +253,13 @@ def _from_files(
 
     candidates: list[tuple[Path, str | None]] = []
     if request.certificates_dir is not None:
-        stem = host_file_stem(hostname)
-        candidates.append((Path(request.certificates_dir) / f"{stem}.json", hostname))
+        names = [hostname]
+        short = hostname.split(".", 1)[0]
+        if here and short and short != hostname:  # inventories name nodes short; FQDN here
+            names.append(short)
+        for name in names:
+            path = Path(request.certificates_dir) / f"{host_file_stem(name)}.json"
+            candidates.append((path, name))
     if here and request.node_certificate:
         candidates.append((Path(NODE_CERTIFICATE), None))
     for path, name in candidates:
