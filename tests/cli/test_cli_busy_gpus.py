@@ -264,3 +264,48 @@ def test_our_own_slurm_job_is_not_another(
     )
     assert code == ExitCode.OK
     assert node_of(out)["facts"]["slurm_jobs"] == []
+
+
+def busy_variant(tmp_path: Path, name: str, gpu_5: dict[str, Any]) -> str:
+    """The busy scenario's JSON, with GPU 5 also broken as ``gpu_5`` says."""
+    source = Path(__file__).parents[2] / "validator" / "node" / "scenarios" / f"{BUSY}.json"
+    data = json.loads(source.read_text())
+    data["name"] = name
+    data["nvml"]["gpu_overrides"]["5"] = gpu_5
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_5", "check"),
+    [
+        ("busy-and-remap-failed", {"remap_failure": True}, "errors.row_remap"),
+        ("busy-and-gpu-5-lost", {"lost": True}, None),
+    ],
+)
+def test_a_busy_node_with_a_failed_check_is_not_certified_and_still_says_busy(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    name: str,
+    gpu_5: dict[str, Any],
+    check: str | None,
+) -> None:
+    # The defect: busy won over every failure, so a node out of spare rows read UNKNOWN,
+    # "wait for its jobs", and no one was sent to drain it.
+    scenario = busy_variant(tmp_path, name, gpu_5)
+    code, out, _ = run(capsys, "certify", "--simulate", scenario, "--burn", "3s", "--json")
+    node = node_of(out)
+    assert code == ExitCode.NOT_CERTIFIED, node["summary"]
+    assert node["verdict"] == "NOT_CERTIFIED"
+    failed = [f for f in node["findings"] if f["severity"] == "FAIL"]
+    assert failed
+    assert all(f["gpu_index"] in (5, None) for f in failed), failed
+    if check is not None:
+        assert check in {f["check"] for f in failed}
+    busy = [f for f in node["findings"] if f["check"] == "state.busy"]
+    assert [(f["severity"], f["gpu_index"]) for f in busy] == [("UNKNOWN", 2)]
+    assert "GPU 2 is busy (pid 1002127 python)" in node["summary"]
+    assert "failed" in node["summary"]
+    # Nothing judged from the burn it did not run fails the node.
+    assert not [f for f in failed if f["check"].startswith(("burn.", "figures."))]

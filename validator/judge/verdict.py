@@ -90,9 +90,18 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
         return Verdict.UNKNOWN, nothing_to_certify(facts)
     busy = [f for f in findings if f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN]
     if busy:
-        # Others' work was on the GPUs, so nothing was tested: no verdict on the hardware.
+        # Others' work was on the GPUs, so nothing was burned or measured. What was read
+        # all the same (inventory, versions, the error counters, the kernel log, state)
+        # still fails the node: a lost GPU or spent spare rows do not wait for a job to
+        # end. A busy node's burn is never a FAIL (it did not run: UNKNOWN).
         texts = "; ".join(dict.fromkeys(f.observed for f in busy))
-        return Verdict.UNKNOWN, f"{texts}: not tested; {ACTION_WORDS[Action.WAIT_IDLE]}"
+        if not failed:
+            return Verdict.UNKNOWN, f"{texts}: not tested; {ACTION_WORDS[Action.WAIT_IDLE]}"
+        counts = count_checks(findings)
+        return Verdict.NOT_CERTIFIED, (
+            f"{_plural(counts.failed, 'check')} failed: {by_check(failed)}; "
+            f"{texts}: the rest not tested"
+        )
     if not findings:
         # Nothing was checked at all: that is never a certificate.
         return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"
