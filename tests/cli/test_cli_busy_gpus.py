@@ -309,3 +309,41 @@ def test_a_busy_node_with_a_failed_check_is_not_certified_and_still_says_busy(
     assert "failed" in node["summary"]
     # Nothing judged from the burn it did not run fails the node.
     assert not [f for f in failed if f["check"].startswith(("burn.", "figures."))]
+
+
+@pytest.mark.parametrize(
+    ("marker", "code", "verdict", "required", "words"),
+    [
+        (
+            {"nvml_error": "NVML_ERROR_UNKNOWN"},
+            ExitCode.NOT_CERTIFIED,
+            "NOT_CERTIFIED",
+            True,
+            "running processes could not be read",
+        ),
+        ("not_supported", ExitCode.OK, "CERTIFIED", False, "NVML does not support listing"),
+    ],
+)
+def test_a_process_list_that_could_not_be_read_is_never_a_silent_pass(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    marker: object,
+    code: int,
+    verdict: str,
+    required: bool,
+    words: str,
+) -> None:
+    # The defect: NVML's process query failed, the GPU was burned as if free, and the
+    # node was certified with nothing saying the run could not tell.
+    path = tmp_path / "procs-unreadable.json"
+    overrides = {"3": {"compute_processes": marker}}
+    path.write_text(json.dumps({"extends": HEALTHY, "nvml": {"gpu_overrides": overrides}}))
+    got, out, _ = run(capsys, "certify", "--simulate", str(path), "--burn", "3s", "--json")
+    node = node_of(out)
+    assert (got, node["verdict"]) == (code, verdict), node["summary"]
+    busy = [f for f in node["findings"] if f["check"] == "state.busy"]
+    assert [(f["severity"], f["gpu_index"], f["required"]) for f in busy] == [
+        ("UNKNOWN", 3, required)
+    ]
+    assert words in busy[0]["message"]
+    assert "could not tell whether GPU 3 was free" in busy[0]["message"]
