@@ -182,18 +182,27 @@ def _power_capped(tmp_path: Path, gpu: int) -> str:
     return str(path)
 
 
-def test_drift_against_a_subset_certificate_compares_those_gpus_and_says_so(
+def test_drift_against_a_subset_certificate_compares_those_gpus_and_never_reads_clean(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # The defect: after certify --gpus 3, drift --nhc said "ok: no drift" and exited 0,
+    # as if the whole node had been certified.
     code, _, _ = run(capsys, "certify", "--simulate", HEALTHY, "--burn", "3s", "--gpus", "3")
     assert code == ExitCode.OK
-    # GPU 5 was not certified: a cap there is not drift against this certificate...
+    # GPU 5 was not certified: a cap there is not drift against this certificate, but
+    # the node is not shown unchanged either...
     code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 5))
-    assert code == ExitCode.OK
-    assert "NO DRIFT" in out
-    assert "covers GPU 3 of 8 only" in out
+    assert code == ExitCode.COULD_NOT_RUN
+    assert "NO DRIFT" not in out
+    assert "certified only GPU 3 of 8: certify the whole node" in out
     assert "cannot vouch for GPUs 0, 1, 2, 4, 5, 6, 7" in out
-    # ...and one on GPU 3, which it certified, is.
+    # ...so a Slurm health check fails it, in one clear line.
+    code, out, _ = run(capsys, "drift", "--simulate", HEALTHY, "--nhc")
+    assert code == ExitCode.NOT_CERTIFIED
+    assert out.startswith("gpuready:")
+    assert "ok:" not in out
+    assert "certified only GPU 3 of 8: certify the whole node" in out
+    # ...and drift on GPU 3, which it certified, is drift.
     code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 3))
     assert code == ExitCode.NOT_CERTIFIED
     assert "power limit lowered from 700 W to 500 W" in out
