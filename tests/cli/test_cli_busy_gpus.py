@@ -182,18 +182,27 @@ def _power_capped(tmp_path: Path, gpu: int) -> str:
     return str(path)
 
 
-def test_drift_against_a_subset_certificate_compares_those_gpus_and_says_so(
+def test_drift_against_a_subset_certificate_compares_those_gpus_and_never_reads_clean(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # The defect: after certify --gpus 3, drift --nhc said "ok: no drift" and exited 0,
+    # as if the whole node had been certified.
     code, _, _ = run(capsys, "certify", "--simulate", HEALTHY, "--burn", "3s", "--gpus", "3")
     assert code == ExitCode.OK
-    # GPU 5 was not certified: a cap there is not drift against this certificate...
+    # GPU 5 was not certified: a cap there is not drift against this certificate, but
+    # the node is not shown unchanged either...
     code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 5))
-    assert code == ExitCode.OK
-    assert "NO DRIFT" in out
-    assert "covers GPU 3 of 8 only" in out
+    assert code == ExitCode.COULD_NOT_RUN
+    assert "NO DRIFT" not in out
+    assert "certified only GPU 3 of 8: certify the whole node" in out
     assert "cannot vouch for GPUs 0, 1, 2, 4, 5, 6, 7" in out
-    # ...and one on GPU 3, which it certified, is.
+    # ...so a Slurm health check fails it, in one clear line.
+    code, out, _ = run(capsys, "drift", "--simulate", HEALTHY, "--nhc")
+    assert code == ExitCode.NOT_CERTIFIED
+    assert out.startswith("gpuready:")
+    assert "ok:" not in out
+    assert "certified only GPU 3 of 8: certify the whole node" in out
+    # ...and drift on GPU 3, which it certified, is drift.
     code, out, _ = run(capsys, "drift", "--simulate", _power_capped(tmp_path, 3))
     assert code == ExitCode.NOT_CERTIFIED
     assert "power limit lowered from 700 W to 500 W" in out
@@ -264,3 +273,86 @@ def test_our_own_slurm_job_is_not_another(
     )
     assert code == ExitCode.OK
     assert node_of(out)["facts"]["slurm_jobs"] == []
+
+
+def busy_variant(tmp_path: Path, name: str, gpu_5: dict[str, Any]) -> str:
+    """The busy scenario's JSON, with GPU 5 also broken as ``gpu_5`` says."""
+    source = Path(__file__).parents[2] / "validator" / "node" / "scenarios" / f"{BUSY}.json"
+    data = json.loads(source.read_text())
+    data["name"] = name
+    data["nvml"]["gpu_overrides"]["5"] = gpu_5
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_5", "check"),
+    [
+        ("busy-and-remap-failed", {"remap_failure": True}, "errors.row_remap"),
+        ("busy-and-gpu-5-lost", {"lost": True}, None),
+    ],
+)
+def test_a_busy_node_with_a_failed_check_is_not_certified_and_still_says_busy(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    name: str,
+    gpu_5: dict[str, Any],
+    check: str | None,
+) -> None:
+    # The defect: busy won over every failure, so a node out of spare rows read UNKNOWN,
+    # "wait for its jobs", and no one was sent to drain it.
+    scenario = busy_variant(tmp_path, name, gpu_5)
+    code, out, _ = run(capsys, "certify", "--simulate", scenario, "--burn", "3s", "--json")
+    node = node_of(out)
+    assert code == ExitCode.NOT_CERTIFIED, node["summary"]
+    assert node["verdict"] == "NOT_CERTIFIED"
+    failed = [f for f in node["findings"] if f["severity"] == "FAIL"]
+    assert failed
+    assert all(f["gpu_index"] in (5, None) for f in failed), failed
+    if check is not None:
+        assert check in {f["check"] for f in failed}
+    busy = [f for f in node["findings"] if f["check"] == "state.busy"]
+    assert [(f["severity"], f["gpu_index"]) for f in busy] == [("UNKNOWN", 2)]
+    assert "GPU 2 is busy (pid 1002127 python)" in node["summary"]
+    assert "failed" in node["summary"]
+    # Nothing judged from the burn it did not run fails the node.
+    assert not [f for f in failed if f["check"].startswith(("burn.", "figures."))]
+
+
+@pytest.mark.parametrize(
+    ("marker", "code", "verdict", "required", "words"),
+    [
+        (
+            {"nvml_error": "NVML_ERROR_UNKNOWN"},
+            ExitCode.NOT_CERTIFIED,
+            "NOT_CERTIFIED",
+            True,
+            "running processes could not be read",
+        ),
+        ("not_supported", ExitCode.OK, "CERTIFIED", False, "NVML does not support listing"),
+    ],
+)
+def test_a_process_list_that_could_not_be_read_is_never_a_silent_pass(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    marker: object,
+    code: int,
+    verdict: str,
+    required: bool,
+    words: str,
+) -> None:
+    # The defect: NVML's process query failed, the GPU was burned as if free, and the
+    # node was certified with nothing saying the run could not tell.
+    path = tmp_path / "procs-unreadable.json"
+    overrides = {"3": {"compute_processes": marker}}
+    path.write_text(json.dumps({"extends": HEALTHY, "nvml": {"gpu_overrides": overrides}}))
+    got, out, _ = run(capsys, "certify", "--simulate", str(path), "--burn", "3s", "--json")
+    node = node_of(out)
+    assert (got, node["verdict"]) == (code, verdict), node["summary"]
+    busy = [f for f in node["findings"] if f["check"] == "state.busy"]
+    assert [(f["severity"], f["gpu_index"], f["required"]) for f in busy] == [
+        ("UNKNOWN", 3, required)
+    ]
+    assert words in busy[0]["message"]
+    assert "could not tell whether GPU 3 was free" in busy[0]["message"]

@@ -127,7 +127,8 @@ def test_prometheus_help_texts_are_kept() -> None:
     assert helps == {
         "gpuready_drift_detected": "1 when the node moved from its latest certificate, 0 when "
         "it is as certified; absent when that could not be told.",
-        "gpuready_drift_status": "The node's drift state: ok, drift, unknown or never_certified.",
+        "gpuready_drift_status": "The node's drift state: ok, drift, unknown, never_certified "
+        "or not_certified.",
         "gpuready_drift_findings": "Drift findings from the certificate, by check.",
         "gpuready_drift_last_run_timestamp_seconds": "When gpuready drift last checked the node.",
         "gpuready_certified": "Deprecated: use gpuready_drift_detected (inverted). 1 when the "

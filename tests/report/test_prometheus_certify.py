@@ -409,3 +409,37 @@ def test_drift_writes_the_series_the_readme_gives_it() -> None:
         family.name for family in text_string_to_metric_families(render_prometheus([], now=NOW))
     }
     assert written == DRIFT_SERIES
+
+
+@pytest.mark.parametrize(
+    ("gpus", "scope", "count"), [((), "node", 8), (("--gpus", "3,5"), "subset", 2)]
+)
+def test_the_certified_gpus_series_tells_a_subset_certificate_from_the_whole_node(
+    tmp_path: Path, gpus: tuple[str, ...], scope: str, count: int
+) -> None:
+    # The defect: after certify --gpus 3, gpuready_node_certified read 1 with nothing
+    # saying that only one GPU of eight was certified.
+    prom = tmp_path / "gpuready.prom"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path))
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = main(
+                ["certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "2s", *gpus,
+                 "--db", str(tmp_path / "h.db"), "--prom-file", str(prom)]
+            )  # fmt: skip
+    assert code == 0
+    found = samples(prom.read_text())
+    assert [s.value for s in found["gpuready_node_certified"]] == [1]
+    assert [s.value for s in found["gpuready_node_gpus"]] == [8]
+    assert [(s.labels, s.value) for s in found["gpuready_node_certified_gpus"]] == [
+        ({"host": HOST, "scope": scope}, count)
+    ]
+
+
+def test_a_node_not_certified_has_no_certified_gpus(
+    remap_run: tuple[int, dict[str, Any], str, float],
+) -> None:
+    found = samples(remap_run[2])
+    assert [(s.labels, s.value) for s in found["gpuready_node_certified_gpus"]] == [
+        ({"host": HOST, "scope": "node"}, 0)
+    ]

@@ -22,7 +22,8 @@ Decisions made here, for every family:
 * A figure beyond what the certified model can do is not measured now
   (:func:`validator.judge.figure_ceilings.screen`): never "unchanged".
 * A certificate of some GPUs (``certify --gpus``) is compared on those alone, and a
-  WARN names the GPUs it cannot vouch for (:func:`certified_scope`).
+  required UNKNOWN names the GPUs it cannot vouch for (:func:`certified_scope`): the
+  node is never shown unchanged by it (a Slurm health check fails it).
 * Only the GPUs that are the same boards as certified are compared one to one
   (:func:`validator.drift.inventory_drift.gpu_set`); a GPU added, removed or swapped is
   its own finding.
@@ -46,7 +47,7 @@ from validator.drift import (
 from validator.drift.drift_helpers import Comparison, DriftInputs, Pair
 from validator.error_tree import PolicyError
 from validator.judge.catalog import Sku, load_catalog
-from validator.judge.checks.finding_helpers import UNKNOWN, WARN, driver_silent, node_finding
+from validator.judge.checks.finding_helpers import UNKNOWN, driver_silent, node_finding
 from validator.judge.figure_ceilings import screen
 from validator.judge.policy import Policy
 from validator.judge.verdict import sort_findings
@@ -71,6 +72,9 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
 )
+
+
+SCOPE_ACTION = "certify the whole node"
 
 
 def gpus_unreadable(facts: NodeFacts) -> bool:
@@ -123,11 +127,13 @@ def compare(cert: Certificate, facts: NodeFacts, policy: Policy) -> tuple[Findin
 
 
 def certified_scope(cert: Certificate, pairs: list[Pair]) -> tuple[list[Pair], list[Finding]]:
-    """The GPUs a certificate vouches for, and a WARN naming the others (--gpus).
+    """The GPUs a certificate vouches for, and a required UNKNOWN naming the others (--gpus).
 
     A certificate of some GPUs lists every GPU (the node's identity: which boards are
     there is still compared), but only those certified were tested: the others' state
-    and figures are no baseline, and drift says it cannot vouch for them.
+    and figures are no baseline. Drift on the certified GPUs is still drift; without
+    it the node is not "no drift" (NHC would then pass a node never certified whole),
+    but UNKNOWN: certify the whole node.
     """
     chosen = cert.certified_gpus
     if chosen is None:
@@ -135,16 +141,16 @@ def certified_scope(cert: Certificate, pairs: list[Pair]) -> tuple[list[Pair], l
     others = [gpu.index for gpu in cert.gpus if gpu.index not in chosen]
     scope = scope_text(chosen, len(cert.gpus))
     named = ", ".join(str(index) for index in others)
-    warning = node_finding(
+    finding = node_finding(
         DriftCheck.SCOPE,
-        WARN,
+        UNKNOWN,
         f"The certificate covers {scope} only (certify --gpus): drift compares those and "
-        f"cannot vouch for GPU{'s' if len(others) != 1 else ''} {named}",
+        f"cannot vouch for GPU{'s' if len(others) != 1 else ''} {named}; "
+        f"{SCOPE_ACTION}",
         observed=scope,
         expected=f"all {len(cert.gpus)} GPUs certified",
-        required=False,
     )
-    return [pair for pair in pairs if pair[0].index in chosen], [warning]
+    return [pair for pair in pairs if pair[0].index in chosen], [finding]
 
 
 __all__ = ["FAMILY_COMPARISONS", "certified_scope", "compare", "gpus_unreadable"]

@@ -228,8 +228,18 @@ def decide_drift(
             f"nothing measurable: {facts.nvml_detail or facts.nvml_status.value}",
         )
     if blocking:
-        return Verdict.UNKNOWN, f"could not be checked: {drift_by_check(blocking)}"
+        return Verdict.UNKNOWN, _could_not(blocking)
     return Verdict.CERTIFIED, f"no drift {since}"
+
+
+def _could_not(blocking: Sequence[Finding]) -> str:
+    """``could not be checked: ...``; a certificate of some GPUs (--gpus) named first."""
+    scope = [f for f in blocking if f.check == DriftCheck.SCOPE]
+    rest = [f for f in blocking if f.check != DriftCheck.SCOPE]
+    parts = [f"certified only {f.observed}: certify the whole node" for f in scope[:1]]
+    if rest:
+        parts.append(f"could not be checked: {drift_by_check(rest)}")
+    return "; ".join(parts)
 
 
 def drift_node(

@@ -15,6 +15,7 @@ from validator.judge.checks import FAMILIES
 from validator.judge.checks import figures as figure_checks
 from validator.judge.checks.advice import advise
 from validator.judge.checks.busy import CHECK as BUSY_CHECK
+from validator.judge.checks.busy import is_busy
 from validator.judge.checks.finding_helpers import (
     by_check,
     nothing_to_certify,
@@ -88,11 +89,20 @@ def decide(facts: NodeFacts, findings: tuple[Finding, ...]) -> tuple[Verdict, st
         # No GPU in sight and no driver to ask: a verdict on the tools around
         # them (a missing cuDNN, say) would only hide the one thing to say.
         return Verdict.UNKNOWN, nothing_to_certify(facts)
-    busy = [f for f in findings if f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN]
+    busy = [f for f in findings if is_busy(f)]
     if busy:
-        # Others' work was on the GPUs, so nothing was tested: no verdict on the hardware.
+        # Others' work was on the GPUs, so nothing was burned or measured. What was read
+        # all the same (inventory, versions, the error counters, the kernel log, state)
+        # still fails the node: a lost GPU or spent spare rows do not wait for a job to
+        # end. A busy node's burn is never a FAIL (it did not run: UNKNOWN).
         texts = "; ".join(dict.fromkeys(f.observed for f in busy))
-        return Verdict.UNKNOWN, f"{texts}: not tested; {ACTION_WORDS[Action.WAIT_IDLE]}"
+        if not failed:
+            return Verdict.UNKNOWN, f"{texts}: not tested; {ACTION_WORDS[Action.WAIT_IDLE]}"
+        counts = count_checks(findings)
+        return Verdict.NOT_CERTIFIED, (
+            f"{_plural(counts.failed, 'check')} failed: {by_check(failed)}; "
+            f"{texts}: the rest not tested"
+        )
     if not findings:
         # Nothing was checked at all: that is never a certificate.
         return Verdict.UNKNOWN, "no check produced a finding: nothing could be judged"
@@ -166,7 +176,7 @@ def judge_node(facts: NodeFacts, policy: Policy, catalog: Catalog | None = None)
     # it again" only where a rerun can help (checks.advice): where the driver did not
     # answer, what could not run waits for the driver's fix; a capture's gap, its file. On
     # busy GPUs, what could not run waits for them.
-    busy = any(f.check == BUSY_CHECK and f.severity is Severity.UNKNOWN for f in findings)
+    busy = any(is_busy(f) for f in findings)
     assigned = assign_actions(findings)
     ordered = sort_findings([_after_busy(f) for f in assigned] if busy else advise(assigned, facts))
     verdict, summary = decide(facts, ordered)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from validator.model.gpu_facts import GpuFacts, GpuProcess
+from validator.model.gpu_facts import GpuFacts, GpuProcess, GpuStatus
+from validator.model.measured import Reason, Unavailable
 from validator.model.node_facts import NodeFacts
 from validator.safe_text import one_line
 
@@ -64,7 +65,8 @@ def busy_reasons(facts: NodeFacts) -> Tuple[Busy, ...]:
     """Why the chosen GPUs were not free to burn: one per busy GPU, one for Slurm's jobs.
 
     A process list or a Slurm listing that could not be read is no reason: the
-    GPUs are then burned as before (NVML's utilisation gate still guards the copies).
+    GPUs are then burned as before (NVML's utilisation gate still guards the copies),
+    and :func:`unreadable` names them for the judge.
     """
     reasons = [
         Busy(gpu.index, f"GPU {gpu.index} is busy ({_processes_words(gpu.compute_processes)})")
@@ -78,6 +80,30 @@ def busy_reasons(facts: NodeFacts) -> Tuple[Busy, ...]:
         plural = "s" if len(jobs) > 1 else ""
         reasons.append(Busy(None, f"Slurm job{plural} {named}{more} running on this node"))
     return tuple(reasons)
+
+
+def unreadable(facts: NodeFacts) -> Tuple[Tuple[Optional[int], Unavailable], ...]:
+    """Where the run could not tell whether others' work was on the chosen GPUs, and why.
+
+    One per chosen GPU that answered but whose process list NVML did not give, and one
+    (``None``) for a Slurm listing that failed. Left out: no Slurm at all (a fact, not a
+    gap), a listing nobody asked for (a capture, a reading through nvidia-smi), and a GPU
+    that did not answer at all (its own checks fail it).
+    """
+    gaps: list[Tuple[Optional[int], Unavailable]] = [
+        (gpu.index, gpu.compute_processes)
+        for gpu in chosen_gpus(facts)
+        if gpu.status is GpuStatus.OK
+        and isinstance(gpu.compute_processes, Unavailable)
+        and gpu.compute_processes.reason is not Reason.NOT_MEASURED
+    ]
+    jobs = facts.slurm_jobs
+    if isinstance(jobs, Unavailable) and jobs.reason not in _NO_SLURM:
+        gaps.append((None, jobs))
+    return tuple(gaps)
+
+
+_NO_SLURM = (Reason.NOT_SUPPORTED, Reason.NOT_MEASURED)
 
 
 def busy_summary(reasons: Tuple[Busy, ...]) -> str:

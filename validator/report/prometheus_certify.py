@@ -88,6 +88,12 @@ SERIES: tuple[Series, ...] = (
     ),
     _gauge("gpuready_node_gpus", "GPUs the driver (NVML) found on the node."),
     _gauge(
+        "gpuready_node_certified_gpus",
+        "GPUs the run certified (0 when the node was not certified); scope is node for a "
+        "whole-node run, subset for certify --gpus.",
+        "scope",
+    ),
+    _gauge(
         "gpuready_node_all_reduce_bus_bandwidth_bytes_per_second",
         "NCCL all-reduce bus bandwidth at the largest message size measured.",
     ),
@@ -194,6 +200,12 @@ class CertifyCollector(Collector):
         facts = node.facts
         certified = node.verdict is Verdict.CERTIFIED
         yield Sample("gpuready_node_certified", (), 1 if certified else 0)
+        # certify --gpus: a 1 above is for those GPUs alone; this says how many, and that
+        # they are a subset (alert on gpuready_node_certified_gpus < gpuready_node_gpus).
+        chosen = facts.chosen_gpus
+        scope = "node" if chosen is None else "subset"
+        count = len(facts.gpus) if chosen is None else len(chosen)
+        yield Sample("gpuready_node_certified_gpus", (scope,), count if certified else 0)
         for verdict in Verdict:
             mine = 1 if verdict is node.verdict else 0
             yield Sample("gpuready_node_verdict", (verdict.value.lower(),), mine)

@@ -142,7 +142,8 @@ def overall_summary(report: Report) -> str:
 # name the formats read here.
 ACTION_WORDS: dict[Action, str] = MODEL_ACTION_WORDS
 
-# The most serious first: the hardware, a fault cleared on site, the setup, a measure, a rerun.
+# The most serious first: the hardware, a fault cleared on site, the setup, others' work
+# to wait out, a measure, a rerun.
 ACTION_ORDER: tuple[Action, ...] = (
     Action.DRAIN_RMA,
     Action.RESEAT_CABLE_RISER,
@@ -150,6 +151,7 @@ ACTION_ORDER: tuple[Action, ...] = (
     Action.RESET_GPU,
     Action.REBOOT,
     Action.FIX_SOFTWARE,
+    Action.WAIT_IDLE,
     Action.MEASURE,
     Action.RERUN,
 )
