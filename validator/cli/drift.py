@@ -206,17 +206,9 @@ def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
     if not inventories and not slurm and transport in ("ssh", "ansible"):
         raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
     if options["prom_file"] is not None:
-        _check_prom_file(options["prom_file"])
+        from validator.report.prometheus import check_textfile
 
-
-def _check_prom_file(path: str) -> None:
-    """Refuse a textfile path that cannot be written before anything is measured."""
-    from validator.error_tree import BadInputError
-    from validator.report.prometheus import textfile_problem
-
-    problem = textfile_problem(path)
-    if problem is not None:
-        raise BadInputError(f"--prom-file {problem}")
+        check_textfile(options["prom_file"])
 
 
 def _read_certificate(path: str, key: SealKey | None) -> Certificate:
