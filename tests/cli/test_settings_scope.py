@@ -170,8 +170,8 @@ def test_history_show_and_certificate_read_the_db_setting(
     # The variable stands over the file, here as for every command.
     monkeypatch.setenv("GPUREADY_DB", str(places["root"] / "other.db"))
     code, _, err = run(capsys, "history", "show", "1")
-    assert code != 0
-    assert (places["root"] / "other.db").exists() or "other.db" in err or "no run 1" in err
+    assert code == ExitCode.BAD_INPUT
+    assert f"no history yet at {places['root'] / 'other.db'}" in err
 
 
 # ----------------------------------------------------------------------------- the log
