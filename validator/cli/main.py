@@ -318,16 +318,20 @@ def main(argv: list[str] | None = None) -> int:
                 run_log.stop_all()
 
 
-def _log(level: str, line: str) -> None:
-    """``line`` in the run's log, where --log-file or --verbose started one."""
-    if "validator.cli.run_log" in sys.modules:  # never imported (nor logging) otherwise
-        getattr(sys.modules["validator.cli.run_log"].log, level)(line)
+def _log(level: str, line: str, *, said: bool = False) -> None:
+    """``line`` in the run's log, where --log-file or --verbose started one.
+
+    ``said``: the line is already on stderr, so -v's stderr log leaves it out.
+    """
+    run_log = sys.modules.get("validator.cli.run_log")  # never imported (nor logging) otherwise
+    if run_log is not None:
+        getattr(run_log.log, level)(line, extra={run_log.SAID: True} if said else None)
 
 
 def _say(line: str) -> None:
-    """One line on stderr, and in the log when there is one."""
+    """One line on stderr, and in the log when there is one (on stderr once, with -v too)."""
     click.echo(line, err=True)
-    _log("error" if line.startswith("gpuready: error") else "info", line)
+    _log("error" if line.startswith("gpuready: error") else "info", line, said=True)
 
 
 def _print_traceback() -> None:
