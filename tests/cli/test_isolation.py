@@ -24,7 +24,7 @@ INNER = "ISOLATION_INNER"  # set only for the inner run: the check the outer one
 
 @pytest.mark.skipif(not os.environ.get(INNER), reason="run by the test below, in its own pytest")
 def test_no_setting_of_the_machine_reaches_a_test(capsys: pytest.CaptureFixture[str]) -> None:
-    assert settings.SYSTEM_CONFIG != Path("/etc/gpuready/config.yaml")
+    assert Path("/etc/gpuready/config.yaml") != settings.SYSTEM_CONFIG
     for name in ("GPUREADY_TRANSPORT", "GPUREADY_DB", "GPUREADY_LOG_FILE"):
         assert name not in os.environ
     assert main(["config", "--json"]) == 0

@@ -83,7 +83,9 @@ def test_a_typed_transport_still_needs_an_inventory(
     capsys: pytest.CaptureFixture[str], places: dict[str, Path]
 ) -> None:
     db = places["root"] / "drift.db"
-    code, _, err = run(capsys, "drift", "--simulate", HEALTHY, "--transport", "ssh", "--db", str(db))
+    code, _, err = run(
+        capsys, "drift", "--simulate", HEALTHY, "--transport", "ssh", "--db", str(db)
+    )
     assert code == ExitCode.BAD_INPUT
     assert "--transport ssh needs an inventory (-i)" in err
 
