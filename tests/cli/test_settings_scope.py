@@ -207,3 +207,37 @@ def test_with_verbose_an_error_is_printed_once(
     assert any(line.startswith("gpuready: error: unknown scenario") for line in err.splitlines())
     # The log file still has it, once.
     assert sum(" ERROR " in line for line in log.read_text().splitlines()) == 1
+
+
+def test_a_typed_public_key_overrides_the_sign_key_setting(
+    capsys: pytest.CaptureFixture[str], places: dict[str, Path]
+) -> None:
+    """The drift timer's typed --public-key stands over a sign_key setting, not beside it."""
+    import shutil
+
+    keys = Path(__file__).resolve().parents[1] / "fixtures" / "keys"
+    root = places["root"]
+    key = root / "signer"
+    shutil.copyfile(keys / "signer", key)
+    key.chmod(0o600)
+    reports = root / "reports"
+    code, _, err = run(
+        capsys, "certify", "--simulate", HEALTHY, "--burn", "2s", "--report-dir", str(reports),
+        "--sign-key", str(key), "--db", str(root / "certify.db"),
+    )  # fmt: skip
+    assert code == ExitCode.OK, err
+    places["user"].write_text(f"sign_key: {key}\n")
+    cert = reports / "certificates" / f"{HOST}.json"
+    code, out, err = run(
+        capsys, "drift", "--simulate", HEALTHY, "--certificate", str(cert),
+        "--public-key", str(keys / "signer.pub"), "--db", str(root / "drift.db"),
+    )  # fmt: skip
+    assert "not both" not in err
+    assert code == ExitCode.OK, err
+    assert out.startswith(f"{HOST}  NO DRIFT")
+    code, _, err = run(
+        capsys, "drift", "--simulate", HEALTHY, "--certificate", str(cert), "--sign-key",
+        str(key), "--public-key", str(keys / "signer.pub"), "--db", str(root / "drift.db"),
+    )  # fmt: skip
+    assert code == ExitCode.BAD_INPUT
+    assert "give --sign-key or --public-key, not both" in err
