@@ -26,13 +26,48 @@ def captures_dir() -> Path:
     return root
 
 
+# The GPUREADY_* variables the test harness itself reads (.ci/test, host and capture
+# fixtures): every other one is gpuready's own, and a test never sees the caller's.
+HARNESS_VARIABLES = frozenset(
+    {
+        "GPUREADY_CAPTURES",
+        "GPUREADY_PROVISION_VIA",
+        "GPUREADY_REALNV_CACHE",
+        "GPUREADY_REALNV_MIRROR",
+        "GPUREADY_REQUIRE_HOSTS",
+        "GPUREADY_REQUIRE_REAL_NVIDIA",
+        "GPUREADY_SCREENSHOT_DIR",
+        "GPUREADY_SERIAL_TESTS",
+        "GPUREADY_SKIP_HOSTS",
+        "GPUREADY_STUBREPO_CACHE",
+        "GPUREADY_STUBRPM_CACHE",
+        "GPUREADY_TESTHOSTS_CACHE",
+        "GPUREADY_TESTHOSTS_MIRROR",
+        "GPUREADY_TESTHOSTS_STATE",
+        "GPUREADY_TEST_ROLES_DIR",
+    }
+)
+
+
 @pytest.fixture(autouse=True)
 def private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Every test gets its own state directory: no test writes the user's history database."""
+    """Every test gets its own state directory: no test writes the user's history database.
+
+    Nor reads the machine's settings: /etc/gpuready/config.yaml and the user's config
+    become private (absent) files, and gpuready's GPUREADY_* variables are unset.
+    """
+    from validator.cli import settings
+
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    config = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config / "home"))
+    monkeypatch.setattr(settings, "SYSTEM_CONFIG", config / "etc" / "gpuready" / "config.yaml")
+    for name in list(os.environ):
+        if name.startswith("GPUREADY_") and name not in HARNESS_VARIABLES:
+            monkeypatch.delenv(name)
     return state
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from validator.certificate import Certificate
 from validator.cli.certify import tell
@@ -137,6 +138,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     slurm = slurm_settings(options, manage_drains=options["slurm_drain"])
     if slurm is not None and not slurm.wait:
         raise click.UsageError("drift --slurm compares as results arrive: leave out --no-wait")
+    _drop_unused_settings(ctx, options, slurm=slurm is not None)
     _check_usage(options, slurm=slurm is not None)
     duration = parse_duration(options["burn_duration"])
     path, key_path = options["certificate_path"], options["key_path"]
@@ -162,6 +164,25 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> DriftRequest:
     )
 
 
+def _drop_unused_settings(ctx: click.Context, options: dict[str, Any], *, slurm: bool) -> None:
+    """Settings (config files, GPUREADY_*) this run cannot use are left out, not refused.
+
+    ``transport: ssh`` is for fleets, a ``certificates`` folder or a ``sign_key`` gives
+    way to a typed --certificate or --public-key: the combination rules are about what
+    was typed, and a node's drift (NHC's) must not fail on a fleet's settings.
+    """
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+    if not typed("transport") and not options["inventories"] and not slurm:
+        options["transport"] = None
+    if not typed("certificates_dir") and options["certificate_path"] is not None:
+        options["certificates_dir"] = None
+    if not typed("key_path") and options["public_key_path"] is not None:
+        options["key_path"] = None
+
+
 def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
     """Refuse option combinations that cannot mean anything, naming the fix."""
     inventories, transport = options["inventories"], options["transport"]
@@ -185,17 +206,9 @@ def _check_usage(options: dict[str, Any], *, slurm: bool = False) -> None:
     if not inventories and not slurm and transport in ("ssh", "ansible"):
         raise click.UsageError(f"--transport {transport} needs an inventory (-i)")
     if options["prom_file"] is not None:
-        _check_prom_file(options["prom_file"])
+        from validator.report.prometheus import check_textfile
 
-
-def _check_prom_file(path: str) -> None:
-    """Refuse a textfile path that cannot be written before anything is measured."""
-    from validator.error_tree import BadInputError
-    from validator.report.prometheus import textfile_problem
-
-    problem = textfile_problem(path)
-    if problem is not None:
-        raise BadInputError(f"--prom-file {problem}")
+        check_textfile(options["prom_file"])
 
 
 def _read_certificate(path: str, key: SealKey | None) -> Certificate:

@@ -248,8 +248,11 @@ class HistoryCommand(click.Command):
 
         module = importlib.import_module(f"validator.cli.{self.SUBCOMMANDS[name]}")
         command: click.Command = getattr(module, name)
-        # Under the root, named "history show": its usage line reads as typed.
-        with command.make_context(f"{ctx.info_name} {name}", rest, parent=ctx.parent) as sub:
+        # Under the root, named "history show": its usage line reads as typed. The
+        # settings history has (db) reach it as they reach the listing.
+        with command.make_context(
+            f"{ctx.info_name} {name}", rest, parent=ctx.parent, default_map=ctx.default_map
+        ) as sub:
             return command.invoke(sub)
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
@@ -202,10 +203,11 @@ def cli(ctx: click.Context, debug: bool, log_file: str | None, verbose: bool) ->
     from validator.cli import settings
 
     ctx.obj = {**(ctx.obj or {}), "debug": debug}
+    path = _command_path(ctx)
     if log_file is not None or verbose:
-        _start_log(ctx, log_file, verbose)
+        _start_log(ctx, path, log_file, verbose)
     found = settings.effective()
-    ctx.default_map = settings.default_map(found, _command_path(ctx))
+    ctx.default_map = settings.default_map(found, path)
     if log_file is not None or verbose:
         from validator.cli.run_log import log
 
@@ -243,7 +245,9 @@ def _command_path(ctx: click.Context) -> tuple[str, ...]:
     return tuple(path)
 
 
-def _start_log(ctx: click.Context, log_file: str | None, verbose: bool) -> None:
+def _start_log(
+    ctx: click.Context, path: tuple[str, ...], log_file: str | None, verbose: bool
+) -> None:
     """The run's log lines begin: what was asked, by whom (the handlers end in main)."""
     from validator.cli import run_log
 
@@ -252,9 +256,32 @@ def _start_log(ctx: click.Context, log_file: str | None, verbose: bool) -> None:
     run_log.log.info(
         "gpuready %s started: %s (uid %d)",
         __version__,
-        " ".join(argv or sys.argv[1:]),
+        " ".join(asked(argv if isinstance(argv, list) else sys.argv[1:], path)),
         os.geteuid(),
     )
+
+
+_OPTION_NAME = re.compile(r"--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z]")
+
+
+def asked(words: list[str], path: tuple[str, ...]) -> list[str]:
+    """The command line's command and option names, in order, never a value.
+
+    A value may be a secret (``-e ansible_become_pass=...``, refused only after this
+    line is written), so the log keeps ``--extra-vars`` of ``--extra-vars=x`` and ``-e``
+    of ``-eNAME=x``; arguments and values are left out, and everything after ``--``.
+    """
+    names: list[str] = []
+    commands = list(path)
+    for word in words:
+        if word == "--":
+            break
+        found = _OPTION_NAME.match(word)
+        if found is not None:
+            names.append(found.group())
+        elif commands and word == commands[0]:
+            names.append(commands.pop(0))
+    return names
 
 
 def _click_problem(exc: click.ClickException) -> str:
@@ -291,16 +318,20 @@ def main(argv: list[str] | None = None) -> int:
                 run_log.stop_all()
 
 
-def _log(level: str, line: str) -> None:
-    """``line`` in the run's log, where --log-file or --verbose started one."""
-    if "validator.cli.run_log" in sys.modules:  # never imported (nor logging) otherwise
-        getattr(sys.modules["validator.cli.run_log"].log, level)(line)
+def _log(level: str, line: str, *, said: bool = False) -> None:
+    """``line`` in the run's log, where --log-file or --verbose started one.
+
+    ``said``: the line is already on stderr, so -v's stderr log leaves it out.
+    """
+    run_log = sys.modules.get("validator.cli.run_log")  # never imported (nor logging) otherwise
+    if run_log is not None:
+        getattr(run_log.log, level)(line, extra={run_log.SAID: True} if said else None)
 
 
 def _say(line: str) -> None:
-    """One line on stderr, and in the log when there is one."""
+    """One line on stderr, and in the log when there is one (on stderr once, with -v too)."""
     click.echo(line, err=True)
-    _log("error" if line.startswith("gpuready: error") else "info", line)
+    _log("error" if line.startswith("gpuready: error") else "info", line, said=True)
 
 
 def _print_traceback() -> None:

@@ -400,9 +400,13 @@ def _show_changes(result: ProvisionResult, console: Console) -> RunChanges:
 
 
 def _refuse_certify_options(ctx: click.Context) -> None:
-    """certify's options without --certify: one line naming the first one given."""
+    """certify's options without --certify: one line naming the first one typed.
+
+    Only what was typed: a policy, report dir or sign key from the settings (config
+    files, GPUREADY_*) is certify's, and simply not used by a provision without it.
+    """
     for name in _CERTIFY_ONLY:
-        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
             param = next(p for p in ctx.command.params if p.name == name)
             off = param.secondary_opts and ctx.params.get(name) is False  # --no-interconnect
             flag = param.secondary_opts[0] if off else param.opts[0]

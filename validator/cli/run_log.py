@@ -25,6 +25,13 @@ log = logging.getLogger(LOGGER)
 # handler, which would print an error a second time on stderr.
 log.addHandler(logging.NullHandler())
 _ACTIVE: list[logging.Handler] = []  # what start added, for stop_all at the run's end
+# A record's attribute: its line is already printed on stderr (an error), so -v's
+# stderr handler does not print it a second time; the file still gets it.
+SAID = "gpuready_said"
+
+
+def _not_said(record: logging.LogRecord) -> bool:
+    return not getattr(record, SAID, False)
 
 
 class OneLineFormatter(logging.Formatter):
@@ -76,7 +83,9 @@ def start(log_file: str | None, verbose: bool) -> list[logging.Handler]:
     if log_file is not None:
         handlers.append(logging.StreamHandler(open_log(log_file)))
     if verbose:
-        handlers.append(logging.StreamHandler(sys.stderr))
+        to_stderr = logging.StreamHandler(sys.stderr)
+        to_stderr.addFilter(_not_said)
+        handlers.append(to_stderr)
     for handler in handlers:
         handler.setFormatter(OneLineFormatter())
         handler.setLevel(level)
