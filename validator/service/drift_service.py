@@ -257,9 +257,9 @@ def _from_files(
         short = hostname.split(".", 1)[0]
         if here and short and short != hostname:  # inventories name nodes short; FQDN here
             names.append(short)
-        for name in names:
-            path = Path(request.certificates_dir) / f"{host_file_stem(name)}.json"
-            candidates.append((path, name))
+        for each in names:
+            path = Path(request.certificates_dir) / f"{host_file_stem(each)}.json"
+            candidates.append((path, each))
     if here and request.node_certificate:
         candidates.append((Path(NODE_CERTIFICATE), None))
     for path, name in candidates:
