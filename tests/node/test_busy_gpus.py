@@ -170,3 +170,40 @@ def test_selectors_resolve_by_index_bus_id_and_uuid() -> None:
     assert "\n" not in line
     assert "7 00000000:DB:00.0" in line
     assert str(gpus[7].uuid) in line
+
+
+# squeue as Slurm prints it with --noheader --format=%i: a plain job, an array task, a
+# heterogeneous job's component, and ours.
+SQUEUE = "5130\n5131_7\n5132+0\n7001\n"
+SQUEUE_ARGV = (
+    "squeue --noheader --nodelist node-a --states=RUNNING,CONFIGURING,COMPLETING,SUSPENDED "
+    "--format=%i"
+)
+NO_PROCESSES = "PID      JOBID    STEPID   LOCALID GLOBALID\n"
+
+
+def test_an_allocation_with_no_process_yet_is_busy_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job still in its prolog, or an salloc that has started nothing, has no pid here.
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    host = _Host(
+        {},
+        {
+            "scontrol listpids": CommandResult(0, NO_PROCESSES, ""),
+            SQUEUE_ARGV: CommandResult(0, SQUEUE, ""),
+        },
+    )
+    assert slurm_jobs(host, own="7001") == ("5130", "5131_7", "5132+0")
+    assert (tuple(SQUEUE_ARGV.split()), 10.0) in host.ran
+
+
+def test_slurmd_names_the_node_and_a_failing_squeue_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
+    argv = SQUEUE_ARGV.replace("node-a", "gpu07")
+    both = {"scontrol listpids": CommandResult(0, LISTPIDS, ""), argv: CommandResult(0, "", "")}
+    assert slurm_jobs(_Host({}, both), own="") == ("5123", "7001")
+    down = {**both, argv: CommandResult(1, "", "slurm_load_jobs error: Unable to contact")}
+    failed = slurm_jobs(_Host({}, down), own="")
+    assert isinstance(failed, Unavailable)
+    assert failed.reason is not Reason.NOT_SUPPORTED

@@ -3,8 +3,9 @@
 NVML lists each GPU's compute processes (validator.node.nvml); their names are the
 host's (``/proc/PID/comm``, read through the System, bounded and kept as untrusted
 text). Slurm, where it is installed, lists the jobs with processes on this node
-(``scontrol listpids``: asked of the local slurmd only, never the controller, under a
-timeout); the run's own job (``SLURM_JOB_ID``) is not another's. A chosen GPU with
+(``scontrol listpids``, asked of the local slurmd) and the jobs allocated it (``squeue``,
+one question to the controller per certify, never per drift), each under a timeout; the
+run's own job (``SLURM_JOB_ID``) is not another's. A chosen GPU with
 processes, or a job on the node, is busy: the collector then burns and measures
 nothing (validator.node.collect) unless ``--allow-busy`` was given.
 """
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 SCONTROL = "scontrol"
 LISTPIDS = (SCONTROL, "listpids")
+SQUEUE = "squeue"
+# A job holds the node's GPUs in these states (PENDING holds nothing yet).
+ALLOCATED_STATES = "RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
 SLURM_TIMEOUT_S = 10.0
 COMM_CHARS = 64  # the kernel keeps 15 (TASK_COMM_LEN); more is not /proc's
 LISTPIDS_LINES = 20000  # processes of every job on a node: a fork bomb is not a listing
@@ -72,7 +76,7 @@ def process_name(system: System, pid: int) -> Measured[str]:
 
 
 def slurm_jobs(system: System, own: str | None = None) -> Measured[tuple[str, ...]]:
-    """The Slurm jobs other than ``own`` (default: ``SLURM_JOB_ID``) with processes here.
+    """The Slurm jobs other than ``own`` (default ``SLURM_JOB_ID``) here, run or allocated.
 
     Not supported where ``scontrol`` is absent (no Slurm); an error where it fails.
     """
@@ -84,8 +88,34 @@ def slurm_jobs(system: System, own: str | None = None) -> Measured[tuple[str, ..
         return Unavailable(Reason.NOT_MEASURED, str(exc))
     if not result.ok:
         return command_failure(result, "scontrol listpids")
+    jobs = parse_listpids(result.stdout)
+    allocated = _allocated_jobs(system)
+    if isinstance(allocated, Unavailable):
+        return allocated
     own_job = os.environ.get("SLURM_JOB_ID", "") if own is None else own
-    return tuple(job for job in parse_listpids(result.stdout) if job != own_job)
+    return tuple(job for job in dict.fromkeys((*jobs, *allocated)) if job != own_job)
+
+
+def _allocated_jobs(system: System) -> Measured[tuple[str, ...]]:
+    """The jobs Slurm has allocated this node, processes or not (``squeue`` asks slurmctld).
+
+    listpids sees only jobs with processes here: one still in its prolog, or an salloc
+    that has started nothing, has none. The node's Slurm name is slurmd's
+    (``SLURMD_NODENAME``), else the short hostname. No squeue, or one not recorded (a
+    scenario), adds nothing; one that fails is an error, not a free node.
+    """
+    if system.which(SQUEUE) is None:
+        return ()
+    node = os.environ.get("SLURMD_NODENAME") or system.hostname().split(".", 1)[0]
+    argv = (SQUEUE, "--noheader", "--nodelist", node, f"--states={ALLOCATED_STATES}", "--format=%i")
+    try:
+        result = system.run(argv, timeout_s=SLURM_TIMEOUT_S)
+    except NotRecordedError:
+        return ()
+    if not result.ok:
+        return command_failure(result, "squeue")
+    lines = result.stdout.splitlines()[:LISTPIDS_LINES]
+    return tuple(dict.fromkeys(line.strip() for line in lines if _JOB_ID.fullmatch(line.strip())))
 
 
 def parse_listpids(text: str) -> tuple[str, ...]:
