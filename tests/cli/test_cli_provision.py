@@ -217,12 +217,15 @@ def test_certify_burns_5_minutes_and_takes_certifys_options(
     from validator.service import certify_service
 
     asked: list[certify_service.CertifyRequest] = []
+    shown: list[float] = []
     real = certify_service.run_certify
 
     def certify_without_the_burn(
         request: certify_service.CertifyRequest, store: Store, **kwargs: object
     ) -> certify_service.CertifyOutcome:
         asked.append(request)  # the request as provision made it; then a quick real run
+        display = kwargs["fleet_display"]
+        shown.append(display.burn_s)  # type: ignore[attr-defined]  # the live view's time left
         return real(dataclasses.replace(request, burn=None), store, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(certify_service, "run_certify", certify_without_the_burn)
@@ -237,6 +240,7 @@ def test_certify_burns_5_minutes_and_takes_certifys_options(
     request = asked[0]
     assert request.burn is not None
     assert request.burn.duration_s == 300.0  # certify's default, 5 minutes
+    assert shown == [300.0]  # the live view counts each host's burn down, as certify's does
     assert (request.policy_path, request.report_dir) == (str(policy), str(reports))
     assert (request.sign_key, request.dcgm_level) == (str(key), 0)
     assert request.reach.limit == "node-a"

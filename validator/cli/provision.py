@@ -234,7 +234,8 @@ def _certify(
     request = _certify_request(inventories, hosts, burn, options, argv)
     with Store.open(options["db_path"], defer_create=True) as store:
         tell(store.take_notices())  # pending runs imported: said before the run starts
-        with FleetProgress() as progress:
+        burn_s = request.burn.duration_s if request.burn is not None else 0.0
+        with FleetProgress(burn_s=burn_s) as progress:  # each host's burn time left
             certified = run_certify(request, store, fleet_display=progress)
     if certified.written:
         click.echo("reports: " + ", ".join(str(p) for p in certified.written.values()), err=True)
