@@ -55,6 +55,7 @@ MAY_IMPORT = frozenset(
         "validator.cli.main",
         "validator.cli.options",
         "validator.cli.help_sections",
+        "validator.cli.log_tap",
         "validator.cli.settings",
         "validator.cli.progress",
         "validator.cli.slurm_options",

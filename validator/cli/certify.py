@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -10,6 +9,7 @@ import click
 from click.core import ParameterSource
 
 from validator.cli.help_sections import SectionedCommand
+from validator.cli.log_tap import log_line
 from validator.cli.options import (
     TEXT,
     BoundedInt,
@@ -178,7 +178,7 @@ def tell(notices: Iterable[str]) -> None:
     """The store's notices (a run spooled, pending runs imported), one stderr line each."""
     for notice in notices:
         click.echo(f"gpuready: {one_line(notice)}", err=True)
-        logging.getLogger("gpuready").info(notice)  # kept by --log-file, when given
+        log_line("info", notice)  # kept by --log-file, when given
 
 
 def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyRequest, str | None]:
@@ -295,10 +295,8 @@ def render_outcome(
     nothing); a fleet's summary names each host's full result file when the report
     directory holds one (see validator.report.writer).
     """
-    log = logging.getLogger("gpuready")
-    if log.isEnabledFor(logging.INFO):  # --log-file or --verbose: each node's verdict, one line
-        for node in outcome.report.nodes:
-            log.info("%s %s: %s", node.hostname, node.verdict.value, node.summary)
+    for node in outcome.report.nodes:  # --log-file or --verbose: each node's verdict, one line
+        log_line("info", f"{node.hostname} {node.verdict.value}: {node.summary}")
     if outcome.written and not as_json and not quiet:
         click.echo("reports: " + ", ".join(str(p) for p in outcome.written.values()), err=True)
     if as_json:

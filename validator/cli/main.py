@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from validator import __version__
+from validator.cli.log_tap import log_line
 from validator.error_tree import ExitCode, GpureadyError
 from validator.safe_text import one_line
 
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             if late is not None:
                 _say(f"gpuready: {late}")
             code = signals.exit_code(code)
-            _log("info", f"exit {code}")
+            log_line("info", f"exit {code}")
             return code
         finally:
             run_log = sys.modules.get("validator.cli.run_log")
@@ -318,20 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_log.stop_all()
 
 
-def _log(level: str, line: str, *, said: bool = False) -> None:
-    """``line`` in the run's log, where --log-file or --verbose started one.
-
-    ``said``: the line is already on stderr, so -v's stderr log leaves it out.
-    """
-    run_log = sys.modules.get("validator.cli.run_log")  # never imported (nor logging) otherwise
-    if run_log is not None:
-        getattr(run_log.log, level)(line, extra={run_log.SAID: True} if said else None)
-
-
 def _say(line: str) -> None:
     """One line on stderr, and in the log when there is one (on stderr once, with -v too)."""
     click.echo(line, err=True)
-    _log("error" if line.startswith("gpuready: error") else "info", line, said=True)
+    log_line("error" if line.startswith("gpuready: error") else "info", line, said=True)
 
 
 def _print_traceback() -> None:
