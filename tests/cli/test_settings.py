@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from validator.cli import settings
 from validator.cli.main import cli, main
 from validator.error_tree import ExitCode
 
@@ -19,20 +18,6 @@ HEALTHY = "healthy-8x-h100-sxm"
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """A private /etc file and user config home; no GPUREADY_* setting from the caller."""
-    system = tmp_path / "etc" / "gpuready" / "config.yaml"
-    user = tmp_path / "home-config" / "gpuready" / "config.yaml"
-    system.parent.mkdir(parents=True)
-    user.parent.mkdir(parents=True)
-    monkeypatch.setattr(settings, "SYSTEM_CONFIG", system)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home-config"))
-    for setting in settings.SETTINGS:
-        monkeypatch.delenv(setting.env, raising=False)
-    monkeypatch.delenv("GPUREADY_SLURM_SPOOL", raising=False)
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    return {"system": system, "user": user, "root": tmp_path}
 
 
 def shown(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[str, object]]:

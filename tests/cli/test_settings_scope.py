@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from validator.cli import settings
 from validator.cli.main import main
 from validator.error_tree import ExitCode
 
@@ -20,19 +19,6 @@ HEALTHY = "healthy-8x-h100-sxm"
 HOST = "h100-node-01"
 
 
-@pytest.fixture
-def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """A private /etc file and user config home; no GPUREADY_* setting from the caller."""
-    system = tmp_path / "etc" / "gpuready" / "config.yaml"
-    user = tmp_path / "home-config" / "gpuready" / "config.yaml"
-    system.parent.mkdir(parents=True)
-    user.parent.mkdir(parents=True)
-    monkeypatch.setattr(settings, "SYSTEM_CONFIG", system)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home-config"))
-    for setting in settings.SETTINGS:
-        monkeypatch.delenv(setting.env, raising=False)
-    monkeypatch.delenv("GPUREADY_LOG_FILE", raising=False)
-    return {"system": system, "user": user, "root": tmp_path}
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
