@@ -26,7 +26,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/node/sim/scenario.py": (1097, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1030, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
-    "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
+    "validator/remote/ssh.py": (1010, f"connection, agent shipping and output: {_SPLIT}"),
     "validator/report/svg.py": (985, f"line and bar charts with their axes: {_SPLIT}"),
     "validator/node/capture/capture_replay.py": (
         990,
@@ -86,7 +86,10 @@ FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/store/housekeeping.py:prune": (71, "plan, hold the latest, delete in batches"),
     "validator/slurm/job_fanout.py:follow": (71, "poll, read and judge as results come"),
     "validator/judge/checks/state.py:_fabric": (71, "each fabric state's finding"),
-    "validator/remote/ssh.py:run_agent": (69, "ship, run, bound and read the agent"),
+    "validator/remote/ssh.py:run_agent": (
+        70,
+        "ship, run, bound and read the agent and its progress lines",
+    ),
     "validator/node/burnin/cublas.py:setup": (69, "allocate, multiply and check the first product"),
     "validator/node/sim/simulated_burn.py:simulated_burn": (67, "the simulated boards' burn"),
     "validator/judge/checks/burn.py:_status": (67, "each way a burn can end"),

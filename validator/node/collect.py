@@ -200,9 +200,14 @@ Collected = Union[NodeFacts, BaseException]
 
 
 def collect_in_background(
-    source: FactSource, request: CollectRequest, until: float
+    source: FactSource,
+    request: CollectRequest,
+    until: float,
+    progress: ProgressSink | None = None,
 ) -> queue.Queue[Collected]:
     """Start :func:`collect` on a daemon thread; its facts (or error) arrive on the queue.
+
+    ``progress`` is told about the burn (on that thread) as :func:`collect` tells it.
 
     A daemon, so that a collector stuck past the deadline (a wedged GPU's driver call)
     never keeps its process alive; the caller stops waiting at the deadline.
@@ -211,7 +216,7 @@ def collect_in_background(
 
     def run() -> None:
         try:
-            arrived.put(collect(source, request, until))
+            arrived.put(collect(source, request, until, progress))
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
             arrived.put(exc)
 
