@@ -168,9 +168,9 @@ def test_several_slow_nodes_a_link_and_a_dead_node_at_once() -> None:
 
 def test_no_pair_is_measured_twice() -> None:
     nodes = names(30)
-    rng = random.Random(7)
+    rng = random.Random(7)  # noqa: S311 - repeatable fabrics, not secrets
     for _ in range(20):
-        fabric = Fabric(slow={node: SLOW for node in rng.sample(nodes, 4)}, dead={rng.choice(nodes)})
+        fabric = Fabric(slow=dict.fromkeys(rng.sample(nodes, 4), SLOW), dead={rng.choice(nodes)})
         outcome = search(nodes, fabric, FLOOR)
         pairs = [frozenset(result.nodes) for result in outcome.results if len(result.nodes) == 2]
         assert len(pairs) == len(set(pairs))
@@ -276,7 +276,9 @@ def test_a_known_good_node_that_dies_loses_its_standing() -> None:
         nonlocal calls
         calls += 1
         if calls == 2:  # every known-good peer of the second round dies at once
-            fabric.dead.update(node for test in tests for node in test if node not in {"n000", "n001"})
+            fabric.dead.update(
+                node for test in tests for node in test if node not in {"n000", "n001"}
+            )
         return fabric(tests)
 
     outcome = search(nodes, measure, FLOOR)
@@ -295,7 +297,7 @@ def test_the_rounds_stop_at_the_bound_asked() -> None:
 
 @pytest.mark.parametrize("group_size", [2, 8, 64])
 def test_random_fabrics_find_every_fault_and_blame_no_healthy_node(group_size: int) -> None:
-    rng = random.Random(20261206 + group_size)
+    rng = random.Random(20261206 + group_size)  # noqa: S311 - repeatable fabrics, not secrets
     for _ in range(60):
         count = rng.randint(6, 120)
         nodes = names(count)
@@ -325,3 +327,14 @@ def test_random_fabrics_find_every_fault_and_blame_no_healthy_node(group_size: i
         assert set(outcome.good) == set(healthy)
         assert len(outcome.rounds) <= rounds_bound(count, group_size), outcome.rounds
         peers_checked(outcome, nodes)
+
+
+def test_the_pair_matrix_holds_each_pair_measured_once_with_its_figure() -> None:
+    fabric = Fabric(slow={"n001": SLOW}, dead={"n004"})
+    outcome = search(names(6), fabric, FLOOR)
+    matrix = outcome.pair_matrix()
+    assert matrix[("n000", "n001")] == SLOW
+    assert matrix[("n002", "n003")] == HEALTHY
+    assert matrix[("n004", "n005")] is None
+    pairs = {tuple(sorted(r.nodes)) for r in outcome.results if len(r.nodes) == 2}
+    assert set(matrix) == pairs
