@@ -33,6 +33,7 @@ Every figure is modelled; change the assumptions with the options.
 
     python bench/cross_node_scale.py                     # 1,000 and 10,000 nodes
     python bench/cross_node_scale.py --nodes 1000 --stages rdma nccl-8 --seed 3
+    python bench/cross_node_scale.py --nodes 1000 --max-held 250   # in waves of 250 nodes
 """
 
 from __future__ import annotations
@@ -129,11 +130,15 @@ def draw_fabric(
         fabric.dead.add(rng.choice([node for node in nodes if node not in fabric.slow]))
     if kind in ("slow-link", "mixed"):
         faulty = set(fabric.slow) | fabric.dead
-        groups = [g for g in _first_tests(nodes, group_size) if not faulty & set(g)]
-        group = rng.choice(groups)
+        groups = _first_tests(nodes, group_size)
+        clean = [group for group in groups if not faulty & set(group)]
+        group = rng.choice(clean or groups)  # a slow node beside it may hide it: see check
         half = (len(group) + 1) // 2  # its two ends in different halves: the hard case
-        ends = (rng.choice(group[:half]), rng.choice(group[half:]))
-        fabric.links[frozenset(ends)] = rng.uniform(*SLOW_RANGE)
+        left = [node for node in group[:half] if node not in faulty]
+        right = [node for node in group[half:] if node not in faulty]
+        if left and right:
+            ends = (rng.choice(left), rng.choice(right))
+            fabric.links[frozenset(ends)] = rng.uniform(*SLOW_RANGE)
     return fabric
 
 
@@ -173,7 +178,14 @@ def group_size_of(stage: str) -> int:
 
 
 def simulate(
-    count: int, stage: str, kind: str, *, seed: int, slow_count: int, timing: Timing
+    count: int,
+    stage: str,
+    kind: str,
+    *,
+    seed: int,
+    slow_count: int,
+    timing: Timing,
+    max_held: int | None = None,
 ) -> dict[str, object]:
     """One search over one drawn fabric: rounds, time per round, nodes held, and its errors."""
     rng = random.Random(f"{seed}/{count}/{stage}/{kind}")
@@ -181,13 +193,14 @@ def simulate(
     group_size = group_size_of(stage)
     fabric = draw_fabric(kind, nodes, group_size, rng, slow_count)
     started = time.perf_counter()
-    outcome = search(nodes, fabric, FLOOR, group_size=group_size)
+    outcome = search(nodes, fabric, FLOOR, group_size=group_size, max_held=max_held)
     planner_s = time.perf_counter() - started
     round_s = [max(timing.test_s(len(t), stage) for t in one.tests) for one in outcome.rounds]
     return {
         "nodes": count,
         "stage": stage,
         "fabric": kind,
+        "max_held": max_held,
         "rounds": len(outcome.rounds),
         "log2_bound": math.ceil(math.log2(min(count, group_size))) + 4,
         "round_s": [round(value, 1) for value in round_s],
@@ -232,10 +245,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fabrics", nargs="+", default=list(FABRICS), choices=FABRICS)
     parser.add_argument("--slow", type=int, default=5, help="slow nodes in slow-k and mixed")
     parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument(
+        "--max-held", type=int, help="the most nodes out of service at once (first groups in waves)"
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
+    for stage in args.stages:
+        if args.max_held is not None and group_size_of(stage) > args.max_held:
+            raise SystemExit(f"{stage}: a group does not fit under --max-held {args.max_held}")
     rows = [
-        simulate(count, stage, kind, seed=args.seed, slow_count=args.slow, timing=Timing())
+        simulate(
+            count,
+            stage,
+            kind,
+            seed=args.seed,
+            slow_count=args.slow,
+            timing=Timing(),
+            max_held=args.max_held,
+        )
         for count in args.nodes
         for stage in args.stages
         for kind in args.fabrics

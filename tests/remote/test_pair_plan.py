@@ -338,3 +338,25 @@ def test_the_pair_matrix_holds_each_pair_measured_once_with_its_figure() -> None
     assert matrix[("n004", "n005")] is None
     pairs = {tuple(sorted(r.nodes)) for r in outcome.results if len(r.nodes) == 2}
     assert set(matrix) == pairs
+
+
+@pytest.mark.parametrize(("group_size", "cap"), [(2, 10), (8, 16), (8, 8)])
+def test_a_cap_on_nodes_held_runs_the_fleet_in_waves(group_size: int, cap: int) -> None:
+    nodes = names(41)
+    fabric = Fabric(
+        slow={"n003": SLOW, "n030": SLOW}, links={frozenset({"n016", "n020"}): SLOW}, dead={"n025"}
+    )
+    outcome = search(nodes, fabric, FLOOR, group_size=group_size, max_held=cap)
+    assert all(one.out_of_service <= cap for one in outcome.rounds)
+    assert set(outcome.slow_nodes) == {"n003", "n030"}
+    assert outcome.unreachable == ("n025",)
+    assert set(outcome.good) == set(nodes) - {"n003", "n030", "n025"}
+    firsts = [one.number for one in outcome.rounds if FIRST in one.purposes]
+    assert len(firsts) >= len(nodes) // cap  # waves, not the fleet at once
+    uncapped = search(nodes, Fabric(), FLOOR, group_size=group_size)
+    assert uncapped.max_out_of_service == 40
+
+
+def test_a_cap_below_the_group_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="raise the cap or lower the group size"):
+        search(names(8), Fabric(), FLOOR, group_size=8, max_held=4)

@@ -304,6 +304,7 @@ class _Search:
             self.state.last_pass[node] = 0
         self.halving: list[_Halve] = []
         self.crossing: list[_Cross] = []
+        self.waiting: list[Test] = []  # first groups not yet run (a cap on nodes held)
 
     def usable(self, node: str) -> bool:
         """Whether a node may still be tested (not named slow or unreachable)."""
@@ -377,15 +378,28 @@ class _Search:
                 return peer
         return None
 
-    def plan(self, first: Sequence[Test] = ()) -> tuple[list[Test], list[str]]:
-        """The next round: the first groups or the work in hand, then suspects with peers."""
-        if first:
-            tests, purposes = list(first), [FIRST] * len(first)
-            busy = {node for test in first for node in test}
-        else:
-            tests, purposes, busy = self.plan_work()
-        peers = self.plan_peers(busy)
-        return tests + peers, purposes + [PEER] * len(peers)
+    def plan(self, max_held: int | None) -> tuple[list[Test], list[str]]:
+        """The next round: the work in hand, suspects with peers, then first groups waiting.
+
+        Peers and first groups join while the round holds at most ``max_held`` nodes (None:
+        no cap). The work in hand never needs more: its nodes ran together last round.
+        """
+        tests, purposes, busy = self.plan_work()  # within what the last round held
+        held = sum(len(test) for test in tests)
+        for pair in self.plan_peers(busy):
+            if max_held is not None and held + 2 > max_held:
+                break
+            tests.append(pair)
+            purposes.append(PEER)
+            held += 2
+        while self.waiting and (
+            max_held is None or held + len(self.waiting[0]) <= max_held or not tests
+        ):
+            group = self.waiting.pop(0)
+            tests.append(group)
+            purposes.append(FIRST)
+            held += len(group)
+        return tests, purposes
 
     def consume(self, results: Sequence[Result]) -> None:
         """Turns a round's failed groups into halving, and passed halves into crossing."""
@@ -482,6 +496,7 @@ def search(
     blocks: Mapping[str, str] | None = None,
     reference: Sequence[str] = (),
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    max_held: int | None = None,
 ) -> Outcome:
     """Measures the nodes round by round until each is good, or named, or undecided.
 
@@ -494,18 +509,27 @@ def search(
         blocks: each node's topology block (leaf switch, rail, Slurm block), if known.
         reference: nodes known good already, used as peers and never measured as suspects.
         max_rounds: a bound, so a fabric that keeps changing cannot hold the stage forever.
+        max_held: the most nodes a round may hold out of service (None: no cap); the first
+            groups then run in waves, the later ones meeting earlier ones' good nodes.
 
     Returns:
         Every round, every result, and what they prove.
 
     Raises:
-        ValueError: a group size that is not a power of two, or a node named twice.
+        ValueError: a group size that is not a power of two, a node named twice, or a cap
+            on nodes held below the group size.
     """
+    if max_held is not None and max_held < group_size:
+        raise ValueError(
+            f"a cap of {max_held} nodes held cannot run a group of {group_size}: "
+            "raise the cap or lower the group size"
+        )
     engine = _Search(nodes, floor, blocks, reference)
     groups, lone = plan_groups(engine.nodes, group_size, engine.blocks)
     for node in lone:
         engine.state.unmeasured[node] = None
-    tests, purposes = engine.plan(groups)
+    engine.waiting = list(groups)
+    tests, purposes = engine.plan(max_held)
     rounds: list[Round] = []
     while tests and len(rounds) < max_rounds:
         number = len(rounds) + 1
@@ -517,7 +541,7 @@ def search(
         ]
         engine.state.name_suspects()
         engine.consume(results)
-        tests, purposes = engine.plan()
+        tests, purposes = engine.plan(max_held)
     return engine.outcome(rounds, out_of_rounds=bool(tests))
 
 
