@@ -360,3 +360,21 @@ def test_a_cap_on_nodes_held_runs_the_fleet_in_waves(group_size: int, cap: int) 
 def test_a_cap_below_the_group_size_is_refused() -> None:
     with pytest.raises(ValueError, match="raise the cap or lower the group size"):
         search(names(8), Fabric(), FLOOR, group_size=8, max_held=4)
+
+
+def test_a_fabric_where_nothing_passes_stops_early_and_names_no_one() -> None:
+    nodes = names(20)
+    fabric = Fabric(slow=dict.fromkeys(nodes, SLOW))
+    outcome = search(nodes, fabric, FLOOR)
+    assert len(outcome.rounds) <= 3
+    assert (outcome.good, outcome.slow_nodes, outcome.unreachable) == ((), (), ())
+    assert {nodes for nodes, _ in outcome.unresolved} == {(node,) for node in nodes}
+
+
+def test_one_node_alone_or_none_at_all() -> None:
+    assert search([], Fabric(), FLOOR).rounds == ()
+    alone = search(["n000"], Fabric(), FLOOR)
+    assert alone.rounds == ()
+    assert alone.unresolved == ((("n000",), "never measured: no known-good peer was free"),)
+    with_reference = search(["n000"], Fabric(), FLOOR, reference=["ref"])
+    assert with_reference.good == ("n000",)
