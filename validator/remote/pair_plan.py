@@ -23,9 +23,12 @@ How a fleet is searched (:func:`search`):
   peers is named: unreachable when it never gave a result, else slow. A pair that failed
   while both of its nodes met the floor elsewhere is named as a slow link, not as either
   node.
-- A node that gives no result is never counted good; a known-good node whose later test
-  gave no result beside a node that did answer elsewhere loses its standing until it meets
-  the floor again (it may have died after it passed).
+- A node that gives no result is never counted good; a known-good node beside which a later
+  test gave no result is in question (it may have died after it passed) until it meets the
+  floor again or its partner is named unreachable.
+- Where no known-good peer is free, suspects meet one another, a few times at most; what
+  stays undecided is reported as such, with why, never as good.
+- ``max_held`` caps the nodes a round holds: the first groups then run in waves.
 
 The measuring is a callback: ``measure(tests) -> {test: figure or None}`` for one round (a
 figure is GB/s or Gb/s, whichever unit the floor is in; a test left out, or None, means
@@ -191,15 +194,15 @@ class _Cross:
     candidates: list[tuple[Test, Test]] = field(default_factory=list)
     found: bool = False
 
-    def planned(self) -> list[tuple[Test, tuple[Test, Test], tuple[Test, Test]]]:
-        """Each candidate's crossed test, with its halves ((X1, X2), (Y1, Y2))."""
+    def planned(self) -> list[Test]:
+        """Each candidate's crossed tests: X1 with Y1, and X2 with Y2 where both exist."""
         out = []
         for left, right in self.candidates:
             lx, rx = _halves(left)
             ly, ry = _halves(right)
-            out.append((lx + ly, (lx, rx), (ly, ry)))
+            out.append(lx + ly)
             if rx and ry:
-                out.append((rx + ry, (rx, lx), (ry, ly)))
+                out.append(rx + ry)
         return out
 
 
@@ -321,7 +324,7 @@ class _Search:
                 tests.append(test)
                 purposes.append(HALF)
         for cross in self.crossing:
-            for test, _, _ in cross.planned():
+            for test in cross.planned():
                 if all(map(self.usable, test)):
                     tests.append(test)
                     purposes.append(CROSS)
