@@ -365,7 +365,7 @@ class _Reader:
         assert columns is not None  # noqa: S101 - the caller checked
         if self.alltoall and len(tokens) == columns.needed - 1:
             # Before 2.13 alltoall_perf printed nothing in the redop column.
-            tokens = tokens[: columns.redop] + [""] + tokens[columns.redop :]
+            tokens = [*tokens[: columns.redop], "", *tokens[columns.redop :]]
         if len(tokens) < columns.needed:
             self.cut_row = (
                 f"nccl-tests output line {number}: a result row with {len(tokens)} fields "

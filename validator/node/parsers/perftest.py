@@ -35,7 +35,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
 
 from validator.limits import TOOL_OUTPUT_BYTES
 from validator.node.parsers.base import ParseError
@@ -69,11 +68,24 @@ _CPU_WARNING = "Conflicting CPU frequency values detected"
 # Gb/s per unit the bandwidth columns print: perftest's MB is 2^20 bytes (newer builds
 # say MiB), a bit is 1/8 byte, a Gb 10^9 bits.
 _UNIT_TO_GBIT = {"gb/sec": 1.0, "mb/sec": 8 * 2**20 / 1e9, "mib/sec": 8 * 2**20 / 1e9}
-_BW_NAMES = {"#bytes": "size", "#iterations": "iterations", "bw_peak": "peak",
-             "bw_average": "average", "msgrate[mpps]": "msg_rate"}
-_LAT_NAMES = {"#bytes": "size", "#iterations": "iterations", "t_min[usec]": "min",
-              "t_max[usec]": "max", "t_typical[usec]": "typical", "t_avg[usec]": "average",
-              "t_stdev[usec]": "stdev", "p99[usec]": "p99", "p999[usec]": "p999"}
+_BW_NAMES = {
+    "#bytes": "size",
+    "#iterations": "iterations",
+    "bw_peak": "peak",
+    "bw_average": "average",
+    "msgrate[mpps]": "msg_rate",
+}
+_LAT_NAMES = {
+    "#bytes": "size",
+    "#iterations": "iterations",
+    "t_min[usec]": "min",
+    "t_max[usec]": "max",
+    "t_typical[usec]": "typical",
+    "t_avg[usec]": "average",
+    "t_stdev[usec]": "stdev",
+    "p99[usec]": "p99",
+    "p999[usec]": "p999",
+}
 
 
 @dataclass(frozen=True)
@@ -82,9 +94,9 @@ class BwRow:
 
     size_bytes: int
     iterations: int
-    peak_gbit_s: Optional[float]  # None where perftest did not measure the peak
+    peak_gbit_s: float | None  # None where perftest did not measure the peak
     average_gbit_s: float
-    msg_rate_mpps: Optional[float] = None
+    msg_rate_mpps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,12 +106,12 @@ class LatRow:
     size_bytes: int
     iterations: int
     typical_us: float
-    min_us: Optional[float] = None
-    max_us: Optional[float] = None
-    average_us: Optional[float] = None
-    stdev_us: Optional[float] = None
-    p99_us: Optional[float] = None
-    p999_us: Optional[float] = None
+    min_us: float | None = None
+    max_us: float | None = None
+    average_us: float | None = None
+    stdev_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,19 +122,19 @@ class PerftestParsed:
     failure line: anything less is a run cut short, never a figure.
     """
 
-    test: Optional[str]  # WRITE_BW or WRITE_LAT; None when it failed before its title
+    test: str | None  # WRITE_BW or WRITE_LAT; None when it failed before its title
     bidirectional: bool = False
     server: bool = False  # it waited for a client (the server side)
-    device: Optional[str] = None  # the HCA, "mlx5_0"
-    link_type: Optional[str] = None  # "IB" or "Ethernet" (RoCE)
-    qps: Optional[int] = None
-    cuda_device: Optional[int] = None  # --use_cuda's GPU; None: host memory
-    gpu_name: Optional[str] = None
-    unit: Optional[str] = None  # the bandwidth unit printed: "Gb/sec", "MB/sec", "MiB/sec"
-    bw_rows: Tuple[BwRow, ...] = ()
-    lat_rows: Tuple[LatRow, ...] = ()
-    failure: Optional[str] = None  # perftest's own words for why the run failed
-    warnings: Tuple[str, ...] = ()  # e.g. the conflicting CPU frequency lines
+    device: str | None = None  # the HCA, "mlx5_0"
+    link_type: str | None = None  # "IB" or "Ethernet" (RoCE)
+    qps: int | None = None
+    cuda_device: int | None = None  # --use_cuda's GPU; None: host memory
+    gpu_name: str | None = None
+    unit: str | None = None  # the bandwidth unit printed: "Gb/sec", "MB/sec", "MiB/sec"
+    bw_rows: tuple[BwRow, ...] = ()
+    lat_rows: tuple[LatRow, ...] = ()
+    failure: str | None = None  # perftest's own words for why the run failed
+    warnings: tuple[str, ...] = ()  # e.g. the conflicting CPU frequency lines
     complete: bool = False
 
     @property
@@ -134,21 +146,21 @@ class PerftestParsed:
 
 @dataclass
 class _Reader:
-    test: Optional[str] = None
+    test: str | None = None
     bidirectional: bool = False
     server: bool = False
     settings: dict[str, str] = field(default_factory=dict)
-    cuda_device: Optional[int] = None
-    gpu_name: Optional[str] = None
+    cuda_device: int | None = None
+    gpu_name: str | None = None
     peak_measured: bool = True
-    columns: Optional[dict[str, int]] = None
-    unit: Optional[str] = None
+    columns: dict[str, int] | None = None
+    unit: str | None = None
     bw_rows: list[BwRow] = field(default_factory=list)
     lat_rows: list[LatRow] = field(default_factory=list)
-    failure: Optional[str] = None
+    failure: str | None = None
     warnings: list[str] = field(default_factory=list)
     closed: bool = False
-    cut: Optional[str] = None  # a row that did not fit: bad unless the output ends there
+    cut: str | None = None  # a row that did not fit: bad unless the output ends there
 
     def feed(self, number: int, raw: str) -> None:
         line = raw.strip()
@@ -168,31 +180,31 @@ class _Reader:
         """Read a line that is not the table's or the settings'; True when it was one."""
         if any(words in line for words in _FAILURES):
             self.failure = self.failure or line[:200]
-            return True
-        if _CPU_WARNING in line:
+        elif _CPU_WARNING in line:
             self.warnings.append(line[:200])
-            return True
-        if _PEAK_NOT_MEASURED in line:
+        elif _PEAK_NOT_MEASURED in line:
             self.peak_measured = False
-            return True
-        if "Waiting for client to connect" in line:
+        elif "Waiting for client to connect" in line:
             self.server = True
-            return True
-        picked, name = _PICKED.match(line), _GPU_NAME.match(line)
-        if picked or name:
-            self.cuda_device = int(picked["gpu"]) if picked else self.cuda_device
-            self.gpu_name = name["name"].strip() if name else self.gpu_name
-            return True
-        title = _TITLE.match(line)
-        if title:
-            self._title(number, title)
-            return True
-        if line.startswith("#bytes"):
+        elif _PICKED.match(line) or _GPU_NAME.match(line):
+            self._gpu(line)
+        elif _TITLE.match(line):
+            self._title(number, _TITLE.match(line))
+        elif line.startswith("#bytes"):
             self._header(number, line)
-            return True
-        return False
+        else:
+            return False
+        return True
 
-    def _title(self, number: int, title: re.Match[str]) -> None:
+    def _gpu(self, line: str) -> None:
+        picked, name = _PICKED.match(line), _GPU_NAME.match(line)
+        if picked:
+            self.cuda_device = int(picked["gpu"])
+        if name:
+            self.gpu_name = name["name"].strip()
+
+    def _title(self, number: int, title: re.Match[str] | None) -> None:
+        assert title is not None  # noqa: S101 - the caller matched it
         if title["op"] != "RDMA_Write":
             raise ParseError(
                 f"perftest output line {number}: {title.group(0).strip()[:40]!r} is not "
@@ -218,8 +230,11 @@ class _Reader:
                     raise ParseError(f"perftest output line {number}: unknown unit {unit[:16]!r}")
             if key in known:
                 columns[known[key]] = index
-        needed = {"size", "iterations", "average"} if self.test == WRITE_BW else {
-            "size", "iterations", "typical"}
+        needed = (
+            {"size", "iterations", "average"}
+            if self.test == WRITE_BW
+            else {"size", "iterations", "typical"}
+        )
         if not needed <= set(columns):
             raise ParseError(
                 f"perftest output line {number}: the table header lacks "
@@ -237,8 +252,10 @@ class _Reader:
         columns = self.columns
         assert columns is not None  # noqa: S101 - the caller checked
         if len(tokens) < 1 + max(columns.values()):
-            self.cut = (f"perftest output line {number}: a result row with {len(tokens)} "
-                        "fields, fewer than its header names")
+            self.cut = (
+                f"perftest output line {number}: a result row with {len(tokens)} "
+                "fields, fewer than its header names"
+            )
             return
         if self.test == WRITE_BW:
             self.bw_rows.append(self._bw_row(tokens, columns, number))
@@ -261,7 +278,7 @@ class _Reader:
 
     @staticmethod
     def _lat_row(tokens: list[str], columns: dict[str, int], number: int) -> LatRow:
-        def optional(name: str) -> Optional[float]:
+        def optional(name: str) -> float | None:
             index = columns.get(name)
             return _number(tokens[index], number) if index is not None else None
 
@@ -297,7 +314,8 @@ class _Reader:
             cuda_device=self.cuda_device,
             gpu_name=self.gpu_name,
             unit={"gb/sec": "Gb/sec", "mb/sec": "MB/sec", "mib/sec": "MiB/sec"}.get(
-                self.unit or ""),
+                self.unit or ""
+            ),
             bw_rows=tuple(self.bw_rows),
             lat_rows=tuple(self.lat_rows),
             failure=self.failure,
@@ -322,8 +340,7 @@ def _number(token: str, number: int) -> float:
 
 
 def parse_perftest(text: str) -> PerftestParsed:
-    """Parse one ``ib_write_bw`` or ``ib_write_lat`` output (the module docstring lists
-    the layouts).
+    """Parse one ``ib_write_bw`` or ``ib_write_lat`` output (layouts: the module docstring).
 
     Raises:
         ParseError: text too large, no perftest title or failure line (not perftest
