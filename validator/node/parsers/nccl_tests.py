@@ -24,7 +24,9 @@ every rank; a build without MPI launched the same way runs each process alone an
 prints one header each, every one naming a rank 0: that is refused (not one run).
 
 Columns are found by the header's names, so every layout reads the same way. Fail
-closed: text with neither a rank list nor a result table is not nccl-tests output; a
+closed: text with neither a rank list nor a result table nor nccl-tests' own failure
+line (``Test NCCL failure common.cu:961 '...'``: the run failed, never a figure) is not
+nccl-tests output; a
 row that does not fit the header is bad input, except a last line cut mid-row where the
 output ends before its footer (the run is then :attr:`NcclParsed.complete` False).
 """
@@ -58,6 +60,10 @@ _VALIDATION = re.compile(r"\bvalidation:\s*(?P<value>[0-9]+)")
 _OUT_OF_BOUNDS = re.compile(
     r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<word>OK|FAILED)?"
 )
+# nccl-tests' own failure lines (src/common.h): "host: Test NCCL failure common.cu:961
+# 'internal error ...'", " .. host pid 914454: Test failure common.cu:844", "Test CUDA
+# failure ...". NCCL's "NCCL WARN" lines alone say nothing of the run's end.
+_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\s+\S+:[0-9]+")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
 # The reductions all_reduce_perf runs (-o); all_gather and the others print "none".
 _REDUCTIONS = ("sum", "prod", "max", "min", "avg", "mulsum")
@@ -147,6 +153,7 @@ class NcclParsed:
     out_of_bounds: int | None = None  # the footer's count; None without a footer
     average_busbw_gb_s: float | None = None
     complete: bool = False  # the footer was read: the output is not cut short
+    failure: str | None = None  # nccl-tests' own failure line, where the run failed
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -293,6 +300,7 @@ class _Reader:
     average: float | None = None
     cut_row: str | None = None  # a row that did not fit: bad unless the output ends
     settings_seen: bool = False
+    failure: str | None = None
 
     def feed(self, number: int, raw: str) -> None:
         line = raw.strip()
@@ -300,6 +308,8 @@ class _Reader:
             return
         if self.cut_row is not None:
             raise ParseError(self.cut_row)
+        if self.failure is None and _FAILURE.search(line):
+            self.failure = line[:200]
         version = _NCCL_VERSION.search(line)
         if version and self.nccl_version is None:
             self.nccl_version = version["version"]
@@ -387,10 +397,10 @@ class _Reader:
         self.rows.append(row)
 
     def finish(self) -> NcclParsed:
-        complete = self.out_of_bounds is not None
+        complete = self.out_of_bounds is not None and self.failure is None
         if self.cut_row is not None and complete:
             raise ParseError(self.cut_row)
-        if not self.ranks and not self.rows and not self.settings_seen:
+        if not self.ranks and not self.rows and not self.settings_seen and not self.failure:
             raise ParseError(
                 "the output holds no nccl-tests rank list ('# Using devices') and no result "
                 "table (not nccl-tests output)"
@@ -407,6 +417,7 @@ class _Reader:
             out_of_bounds=self.out_of_bounds,
             average_busbw_gb_s=self.average,
             complete=complete,
+            failure=self.failure,
         )
 
 
