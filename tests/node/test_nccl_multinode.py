@@ -13,9 +13,6 @@ from validator.node.parsers.nccl_tests import parse_all_reduce, parse_alltoall
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl-tests-multinode"
 SHARED = Path("/work/shared/captures/nccl-tests")
 OCI = SHARED / (
-    "WEAKPROV-codeidx-39419071200-oci-2node-16xh200-"
-    "nccl2.27.5-all_reduce_perf-1G-16G-pass.txt"
-)
     "WEAKPROV-codeidx-39419071200-oci-2node-16xh200-nccl2.27.5-all_reduce_perf-1G-16G-pass.txt"
 )
 H100_2NODE = "issue-nccltests309-2node-16xh100-ndr-nccl2.26.2-all_reduce_perf_mpi-mpirun.txt"
