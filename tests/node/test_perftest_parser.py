@@ -185,3 +185,15 @@ def test_pair_result_of_a_sweep_takes_the_largest_size() -> None:
 def test_oversized_input_is_refused() -> None:
     with pytest.raises(ParseError, match="over the"):
         parse_perftest("x" * (4 * 1024 * 1024 + 1))
+
+
+def test_real_mebibyte_output_without_report_gbits() -> None:
+    parsed = parse_perftest(
+        _read("codeidx-67471084612-rtx4080-ib_write_bw-use_cuda-server-mib.txt")
+    )
+    assert parsed.unit == "MiB/sec"
+    assert parsed.server
+    assert parsed.gpu_name == "NVIDIA GeForce RTX 4080"
+    (row,) = parsed.bw_rows
+    assert row.average_gbit_s == pytest.approx(125.40, abs=0.01)  # 14948.67 MiB/s
+    assert row.peak_gbit_s == pytest.approx(14954.91 * 8 * 2**20 / 1e9)
