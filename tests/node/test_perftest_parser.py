@@ -197,3 +197,9 @@ def test_real_mebibyte_output_without_report_gbits() -> None:
     (row,) = parsed.bw_rows
     assert row.average_gbit_s == pytest.approx(125.40, abs=0.01)  # 14948.67 MiB/s
     assert row.peak_gbit_s == pytest.approx(14954.91 * 8 * 2**20 / 1e9)
+
+
+def test_two_runs_in_one_output_are_refused() -> None:
+    text = _read(NDR)
+    with pytest.raises(ParseError, match="second test title"):
+        parse_perftest(text + text)

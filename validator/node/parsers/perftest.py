@@ -210,6 +210,11 @@ class _Reader:
                 f"perftest output line {number}: {title.group(0).strip()[:40]!r} is not "
                 "ib_write_bw's or ib_write_lat's (another perftest program)"
             )
+        if self.test is not None:
+            raise ParseError(
+                f"perftest output line {number}: a second test title (several runs in one "
+                "output; give one run's output)"
+            )
         self.test = WRITE_BW if title["kind"] == "BW" else WRITE_LAT
         self.bidirectional = "Bidirectional" in title["extra"].split()
 
