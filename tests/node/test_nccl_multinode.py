@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from validator.model import NcclGroupResult, from_dict, to_dict
 from validator.node.cross_node_results import nccl_group_result
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.nccl_tests import parse_all_reduce, parse_alltoall
@@ -144,3 +146,12 @@ def test_several_runs_in_one_output_are_refused() -> None:
 def test_group_result_rejects_unknown_collective_and_variant() -> None:
     with pytest.raises(ValueError, match="variant"):
         nccl_group_result(_read(H100_2NODE), "all_reduce", "nvlink_only")
+
+
+def test_group_results_go_through_json_and_back() -> None:
+    for result in (
+        nccl_group_result(_read(H100_2NODE), "all_reduce", "ib_only", "srun all_reduce_perf"),
+        nccl_group_result(_read(FAILURE), "alltoall", "default"),
+    ):
+        encoded = json.loads(json.dumps(to_dict(result)))
+        assert from_dict(NcclGroupResult, encoded) == result

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from validator.model import RdmaEnd
+from validator.model import RdmaEnd, RdmaPairResult, from_dict, to_dict
 from validator.node.cross_node_results import rdma_pair_result
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.perftest import WRITE_BW, WRITE_LAT, parse_perftest
@@ -203,3 +204,11 @@ def test_two_runs_in_one_output_are_refused() -> None:
     text = _read(NDR)
     with pytest.raises(ParseError, match="second test title"):
         parse_perftest(text + text)
+
+
+def test_pair_results_go_through_json_and_back() -> None:
+    ends = RdmaEnd("node-a", "mlx5_0", 0), RdmaEnd("node-b", "mlx5_1", 3)
+    for name in (A100_CLIENT, BIDIR, LAT, REFUSED):
+        result = rdma_pair_result(_read(name), *ends, command="ib_write_bw --use_cuda=3 node-a")
+        encoded = json.loads(json.dumps(to_dict(result)))
+        assert from_dict(RdmaPairResult, encoded) == result
