@@ -212,3 +212,10 @@ def test_pair_results_go_through_json_and_back() -> None:
         result = rdma_pair_result(_read(name), *ends, command="ib_write_bw --use_cuda=3 node-a")
         encoded = json.loads(json.dumps(to_dict(result)))
         assert from_dict(RdmaPairResult, encoded) == result
+
+
+def test_a_zero_peak_without_the_warning_is_not_a_reading() -> None:
+    text = _read(BIDIR).replace("WARNING: BW peak won't be measured in this run.\n", "")
+    (row,) = parse_perftest(text).bw_rows
+    assert row.peak_gbit_s is None
+    assert row.average_gbit_s == 98.02

@@ -19,9 +19,10 @@ What perftest prints (linux-rdma/perftest ``src/perftest_parameters.c`` and
 
 ``Conflicting CPU frequency values detected`` may land between the header and a row;
 ``WARNING: BW peak won't be measured in this run.`` (``-b``, ``-D``) means the peak
-column holds 0.00, not a reading. A failed run prints why (``Couldn't connect to
-host:port``, ``Unable to init the socket connection``, ``Completion with error``) and
-no table, or a table cut short.
+column holds 0.00, not a reading (some builds print the 0.00 without the warning: a
+zero peak beside a non-zero average is read the same way). A failed run prints why
+(``Couldn't connect to host:port``, ``Unable to init the socket connection``,
+``Completion with error``) and no table, or a table cut short.
 
 Fail closed: text without a perftest title or failure line is a :class:`ParseError`, as
 is another perftest program's output (``ib_send_lat``, ``ib_read_bw``); a table that the
@@ -269,15 +270,19 @@ class _Reader:
 
     def _bw_row(self, tokens: list[str], columns: dict[str, int], number: int) -> BwRow:
         factor = _UNIT_TO_GBIT[self.unit or "gb/sec"]
+        average = _number(tokens[columns["average"]], number) * factor
         peak = None
         if "peak" in columns and self.peak_measured:
             peak = _number(tokens[columns["peak"]], number) * factor
+            # Duration runs (-D) print 0.00 without the warning on some builds: a peak
+            # below a real average is no reading.
+            peak = None if peak == 0 and average > 0 else peak
         rate = columns.get("msg_rate")
         return BwRow(
             size_bytes=_count(tokens[columns["size"]], number),
             iterations=_count(tokens[columns["iterations"]], number),
             peak_gbit_s=peak,
-            average_gbit_s=_number(tokens[columns["average"]], number) * factor,
+            average_gbit_s=average,
             msg_rate_mpps=_number(tokens[rate], number) if rate is not None else None,
         )
 
