@@ -21,6 +21,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
+- ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
 - ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
@@ -58,6 +59,15 @@ from validator.model.busy_facts import (
     chosen_gpus,
     process_words,
     scope_text,
+)
+from validator.model.cross_node_facts import (
+    COLLECTIVES,
+    IB_ONLY_ENVIRONMENT,
+    NCCL_VARIANTS,
+    RDMA_TESTS,
+    NcclGroupResult,
+    RdmaEnd,
+    RdmaPairResult,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -127,14 +137,18 @@ __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
     "CLOCK_EVENT_REASONS",
+    "COLLECTIVES",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
+    "IB_ONLY_ENVIRONMENT",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
+    "NCCL_VARIANTS",
     "NOT_MEASURED",
     "NOT_SUPPORTED",
     "PROVENANCES",
+    "RDMA_TESTS",
     "RECOVERY_ACTIONS",
     "SCHEMA_VERSION",
     "TRANSPORTS",
@@ -166,12 +180,15 @@ __all__ = [
     "KernelFault",
     "KernelLogFacts",
     "Measured",
+    "NcclGroupResult",
     "NodeFacts",
     "NodeResult",
     "NvLinkErrorCounts",
     "NvLinkState",
     "NvmlStatus",
     "PeerBandwidth",
+    "RdmaEnd",
+    "RdmaPairResult",
     "Reason",
     "Report",
     "SchemaError",
