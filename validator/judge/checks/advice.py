@@ -96,7 +96,10 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
         "nvidia-smi topo -m > nvidia-smi-topo.txt",
     ),
     "gpudirect.acs": ("lspci-vvv.txt", "lspci -vvv > lspci-vvv.txt"),
-    "gpudirect.iommu": ("iommu-sysfs.txt", "gpuready capture (it records the IOMMU groups)"),
+    "gpudirect.iommu": (
+        "iommu-sysfs.txt",
+        "awk -v OFS='\\t' '{print FILENAME, $0}' /sys/kernel/iommu_groups/*/type > iommu-sysfs.txt",
+    ),
     "interconnect.all_reduce": (
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",

@@ -46,8 +46,9 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``proc-modules.txt``         ``/proc/modules`` (nvidia_peermem, ib_core)
 ``proc-cmdline.txt``         ``/proc/cmdline`` (the iommu arguments)
 ``systemd-detect-virt.txt``  ``systemd-detect-virt --vm``: bare metal or a VM
-``iommu-sysfs.txt``          ``/sys/kernel/iommu_groups/*/type`` and
-                             ``/sys/class/iommu/*``, a ``path<TAB>value`` line each
+``iommu-sysfs.txt``          ``path<TAB>value`` lines (as ``awk`` prints them)
+                             of ``/sys/kernel/iommu_groups/*/type`` and
+                             ``/sys/class/iommu/*``
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
