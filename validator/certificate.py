@@ -54,14 +54,14 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
-from validator.certified_gpudirect import (
+from validator.codec import unpack
+from validator.error_tree import BadInputError
+from validator.fields import Document, Field
+from validator.judge.gpudirect_certified import (
     CERTIFIED_GPUDIRECT_FIELDS,
     CertifiedGpudirect,
     certified_gpudirect,
 )
-from validator.codec import unpack
-from validator.error_tree import BadInputError
-from validator.fields import Document, Field
 from validator.model import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,

@@ -1,7 +1,7 @@
 """Drift of GPUDirect RDMA readiness, paired with :mod:`validator.judge.checks.gpudirect`.
 
 Compared with the certificate's optional ``gpudirect`` summary
-(:class:`validator.certified_gpudirect.CertifiedGpudirect`):
+(:class:`validator.judge.gpudirect_certified.CertifiedGpudirect`):
 
 * the path NICs take to GPU memory: nvidia_peermem (or dma-buf) at certification and
   neither now is drift (the module was unloaded, or a driver update left it out);
@@ -15,10 +15,10 @@ family now (an older agent), gives no finding at all.
 
 from __future__ import annotations
 
-from validator.certified_gpudirect import CertifiedGpudirect, certified_gpudirect
 from validator.drift.drift_helpers import DriftInputs
 from validator.judge.checks.finding_helpers import FAIL, PASS, UNKNOWN, node_finding, with_action
 from validator.judge.checks.gpudirect import AFFINITY_SOURCE, NCCL_ACS_SOURCE, PEERMEM_SOURCE
+from validator.judge.gpudirect_certified import CertifiedGpudirect, certified_gpudirect
 from validator.model import Action, CheckFamily, DriftCheck, Finding
 
 FAMILY = CheckFamily.GPUDIRECT
