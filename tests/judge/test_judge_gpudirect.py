@@ -204,3 +204,17 @@ def test_findings_render_in_the_json_report() -> None:
     acs = [f for f in data["findings"] if f["check"] == "gpudirect.acs"]
     assert acs[0]["severity"] == "FAIL"
     assert acs[0]["action"] == "fix_bios_setting"
+
+
+def test_a_site_without_gpudirect_is_reported_and_never_blocked() -> None:
+    gone = Unavailable(Reason.NOT_MEASURED, "lspci-vvv.txt not in the capture")
+    facts = node(acs_ports=gone, peermem_loaded=False)
+    assert judge(facts).verdict is not Verdict.CERTIFIED
+    result = judge(facts, gpudirect_policy(required=False))
+    findings = [f for f in result.findings if f.check.startswith("gpudirect.")]
+    assert {f.check for f in findings if f.severity is not PASS} == {
+        "gpudirect.acs",
+        "gpudirect.peermem",
+    }
+    assert not any(f.required for f in findings)
+    assert result.verdict is Verdict.CERTIFIED

@@ -22,9 +22,14 @@ hypervisor seen below the host).
 ``gpudirect.iommu``: the IOMMU's mode is reported; where it translates DMA on bare metal
 (not passthrough), the same guide warns it can route peer traffic through the root
 complex: a WARN that does not block (``iommu=pt`` keeps it on for the host, off the path).
+
+The policy's ``gpudirect.required: false`` (a node with no RDMA fabric to certify) keeps
+every finding in the reports but lets none of them block certification.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import (
@@ -82,12 +87,15 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
     direct = facts.gpudirect
     if direct is None or not facts.gpus:
         return []
-    return [
+    findings = [
         _peermem(direct, facts.kernel, policy),
         *_affinity(direct, facts.gpus, policy),
         _acs(direct, policy),
         _iommu(direct),
     ]
+    if not policy.gpudirect.required:  # the site says: no GPUDirect RDMA on this node
+        return [dataclasses.replace(finding, required=False) for finding in findings]
+    return findings
 
 
 def _unknown(check_id: str, what: str, value: Unavailable, required: bool = True) -> Finding:
