@@ -24,7 +24,7 @@ hypervisor seen below the host).
 complex: a WARN that does not block (``iommu=pt`` keeps it on for the host, off the path).
 
 The policy's ``gpudirect.required: false`` (a node with no RDMA fabric to certify) keeps
-every finding in the reports but lets none of them block certification.
+every finding in the reports (a fault as a WARN) but lets none of them block certification.
 """
 
 from __future__ import annotations
@@ -94,8 +94,14 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
         _iommu(direct),
     ]
     if not policy.gpudirect.required:  # the site says: no GPUDirect RDMA on this node
-        return [dataclasses.replace(finding, required=False) for finding in findings]
+        return [_optional(finding) for finding in findings]
     return findings
+
+
+def _optional(finding: Finding) -> Finding:
+    """A finding that never blocks: not required, and a fault a warning."""
+    severity = WARN if finding.severity is FAIL else finding.severity
+    return dataclasses.replace(finding, severity=severity, required=False)
 
 
 def _unknown(check_id: str, what: str, value: Unavailable, required: bool = True) -> Finding:
