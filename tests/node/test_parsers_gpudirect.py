@@ -137,3 +137,18 @@ def test_this_machines_lspci_vvv_parses() -> None:
     ports = parse_acs_ports(out.stdout)
     assert all(port.below for port in ports)
     assert ports == () or "NVIDIA" in out.stdout or "Mellanox" in out.stdout
+
+
+def test_the_live_probe_on_this_machine() -> None:
+    # Live, through the one System seam: real lspci (pciutils), no nvidia-smi, no HCA here.
+    from validator.model import Unavailable
+    from validator.node.gpudirect_probe import gpudirect_facts
+    from validator.node.system import LiveSystem
+
+    direct = gpudirect_facts(LiveSystem())
+    if shutil.which("lspci") is not None:
+        assert not isinstance(direct.acs_ports, Unavailable), direct.acs_ports
+    if shutil.which("nvidia-smi") is None:
+        assert isinstance(direct.topology, Unavailable)
+        assert "not found" in direct.topology.detail
+    assert not isinstance(direct.iommu, Unavailable) or direct.iommu.detail
