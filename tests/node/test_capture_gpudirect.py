@@ -85,3 +85,11 @@ def test_a_bundle_without_the_files_is_unknown_and_names_them(bundle: Path) -> N
         assert name in finding.message
     assert findings["gpudirect.iommu"].severity is Severity.UNKNOWN
     assert not findings["gpudirect.iommu"].required
+
+
+def test_the_facts_survive_the_agents_json(bundle: Path) -> None:
+    # An agent on a host sends its facts as JSON: the family decodes to the same facts.
+    from validator.model import NodeFacts, from_dict, to_dict
+
+    facts = collect_capture(bundle)
+    assert from_dict(NodeFacts, to_dict(facts)) == facts
