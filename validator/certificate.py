@@ -57,6 +57,11 @@ from validator import __version__, fields
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
+from validator.judge.gpudirect_certified import (
+    CERTIFIED_GPUDIRECT_FIELDS,
+    CertifiedGpudirect,
+    certified_gpudirect,
+)
 from validator.model import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,
@@ -237,6 +242,7 @@ class Certificate:
     all_reduce: CertifiedAllReduce | None = None
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
+    gpudirect: CertifiedGpudirect | None = None  # None: not collected (left out when None)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -290,7 +296,8 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
-_WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
+# Written only when set: --gpus (older readers refuse it), the GPUDirect summary.
+_WHOLE_NODE = frozenset({"certified_gpus", "gpudirect"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -586,6 +593,7 @@ def issue_certificate(
         all_reduce=_all_reduce_figure(result),
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
+        gpudirect=certified_gpudirect(facts),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -876,6 +884,14 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
     _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
+    _added(
+        Field(
+            "gpudirect",
+            dict,
+            document=CERTIFIED_GPUDIRECT_FIELDS,
+            convert=_one(CertifiedGpudirect),
+        )
+    ),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

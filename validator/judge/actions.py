@@ -236,6 +236,14 @@ RULES: dict[str, Rule] = {
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
     "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
+    # ---- gpudirect: GPUDirect RDMA readiness (each check sets its own action; these
+    # are the fallbacks): peermem not loaded is the stack; ACS on is a BIOS setting; a
+    # NIC across the socket is a card in the wrong slot; the IOMMU a kernel argument.
+    "gpudirect.peermem": Rule(SOFTWARE),
+    "gpudirect.acs": Rule(Action.FIX_BIOS),
+    "gpudirect.nic_affinity": Rule(RESEAT),
+    "gpudirect.iommu": Rule(SOFTWARE),
+    "drift.gpudirect": Rule(Action.FIX_BIOS),
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

@@ -50,6 +50,7 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.gpudirect_policy import GPUDIRECT_FIELDS, GpudirectPolicy
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -122,6 +123,8 @@ class Policy:
     # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
     interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # GPUDirect RDMA readiness (validator/judge/gpudirect_policy.py).
+    gpudirect: GpudirectPolicy = field(default_factory=GpudirectPolicy)
 
 
 # ------------------------------------------------------------------ declarations
@@ -284,6 +287,7 @@ POLICY_FIELDS = Document(
         ),
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+        Field("gpudirect", dict, nullable=True, document=GPUDIRECT_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -307,7 +311,9 @@ def _policy(data: object, source: fields.Source) -> Policy:
     values = POLICY_FIELDS.check(data, source)
     raw_thresholds = values.pop("thresholds", None)
     thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
-    policy = Policy(**values, thresholds=thresholds)
+    raw_gpudirect = values.pop("gpudirect", None)
+    gpudirect = GpudirectPolicy() if raw_gpudirect is None else GpudirectPolicy(**raw_gpudirect)
+    policy = Policy(**values, thresholds=thresholds, gpudirect=gpudirect)
     if (
         policy.driver_version
         and policy.driver_branch

@@ -39,6 +39,8 @@ class DriftCheck(str, enum.Enum):
     DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     INTERCONNECT = "drift.interconnect"  # a copy, peer or all-reduce bandwidth fell
     BURN = "drift.burn"
+    # GPUDirect RDMA readiness: peermem gone, ACS turned on, a GPU's nearest NIC changed.
+    GPUDIRECT = "drift.gpudirect"
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 

@@ -143,7 +143,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = source.first_facts(request)
+    facts = _with_families(source, source.first_facts(request))
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -157,6 +157,17 @@ def collect(
         facts = dataclasses.replace(facts, burn=burn)
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with the families read beside the GPUs' (GPUDirect RDMA readiness).
+
+    Every source sets them (live, capture, simulated): what one cannot read is
+    NOT_MEASURED inside, never the family left out.
+    """
+    from validator.node.gpudirect_probe import gpudirect_facts
+
+    return dataclasses.replace(facts, gpudirect=gpudirect_facts(source.system()))
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:
