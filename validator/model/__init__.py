@@ -22,6 +22,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
+- ``cross_node_stage``: the stage across nodes as it ran (:class:`CrossNodeStage`).
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
 - ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
@@ -68,6 +69,14 @@ from validator.model.cross_node_facts import (
     NcclGroupResult,
     RdmaEnd,
     RdmaPairResult,
+)
+from validator.model.cross_node_stage import (
+    KIND_UNITS,
+    STAGE_KINDS,
+    CrossNodeStage,
+    CrossNodeTest,
+    KindOutcome,
+    Named,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -143,6 +152,7 @@ __all__ = [
     "HARDWARE_ACTIONS",
     "IB_ONLY_ENVIRONMENT",
     "IMPLAUSIBLE",
+    "KIND_UNITS",
     "KERNEL_FAULT_KINDS",
     "NCCL_VARIANTS",
     "NOT_MEASURED",
@@ -151,6 +161,7 @@ __all__ = [
     "RDMA_TESTS",
     "RECOVERY_ACTIONS",
     "SCHEMA_VERSION",
+    "STAGE_KINDS",
     "TRANSPORTS",
     "UNKNOWN_PROVENANCE",
     "Action",
@@ -161,6 +172,8 @@ __all__ = [
     "BurnStatus",
     "Busy",
     "CheckFamily",
+    "CrossNodeStage",
+    "CrossNodeTest",
     "DcgmDiag",
     "DcgmOutcome",
     "DcgmTestResult",
@@ -179,7 +192,9 @@ __all__ = [
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
+    "KindOutcome",
     "Measured",
+    "Named",
     "NcclGroupResult",
     "NodeFacts",
     "NodeResult",
