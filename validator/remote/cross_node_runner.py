@@ -286,7 +286,9 @@ class StepRunner:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(self.workers, len(items)))
         futures = {pool.submit(run, item): item for item in items}
         try:
-            concurrent.futures.wait(futures)
+            # Short waits: a Ctrl-C is taken between them, not after the round.
+            while concurrent.futures.wait(futures, timeout=0.2).not_done:
+                pass
         except BaseException:
             self._cancel.set()  # each test kills its steps and returns
             concurrent.futures.wait(futures)
