@@ -248,6 +248,49 @@ def _group_size(asked: int, nodes: int) -> int:
     return max(2, min(asked, 1 << max(1, nodes.bit_length() - 1)))
 
 
+def _stage(
+    certified: Sequence[str],
+    runner: CrossNodeRunner,
+    kinds: Sequence[str],
+    row: Fabric,
+    plan: CrossNodePlan,
+    options: StageOptions,
+    deadline: float,
+    stop: Callable[[], bool],
+) -> CrossNodeStage:
+    """Each kind's search in turn; after an interruption the kinds left are not run."""
+    known = {host.name for host in plan.hosts}
+    nodes = [name for name in certified if name in known]
+    unplanned = tuple(
+        Named((name,), "no plan for it: its HCAs are not known")
+        for name in certified
+        if name not in known
+    )
+    tests: list[CrossNodeTest] = []
+    outcomes: list[KindOutcome] = []
+    interrupted = False
+    for kind in kinds:
+        state = _Kind(kind, row, options.ratio)
+        skipped = runner.nccl_unavailable() if kind == "nccl" else None
+        if interrupted or skipped or len(nodes) < 2:
+            why = _INTERRUPTED if interrupted else skipped or "fewer than two nodes to pair"
+            outcomes.append(KindOutcome(kind, 0.0, "", skipped=why, unresolved=unplanned))
+            continue
+        outcome, stopped = _search_kind(state, nodes, runner, plan, options, deadline, stop)
+        interrupted = interrupted or stopped == _INTERRUPTED
+        found = _kind_outcome(state, outcome, stopped)
+        outcomes.append(dataclasses.replace(found, unresolved=found.unresolved + unplanned))
+        tests += _tests(state, outcome)
+    return CrossNodeStage(
+        kinds=tuple(kinds),
+        fabric=row.id,
+        nodes=tuple(certified),
+        tests=tuple(tests),
+        outcomes=tuple(outcomes),
+        interrupted=interrupted,
+    )
+
+
 def run_cross_node_stage(
     results: Sequence[NodeResult],
     runner: CrossNodeRunner,
@@ -287,36 +330,7 @@ def run_cross_node_stage(
     options = options or StageOptions()
     row = fabric if isinstance(fabric, Fabric) else load_fabric_catalog().fabric(fabric)
     certified = [r.hostname for r in results if r.verdict is Verdict.CERTIFIED]
-    known = {host.name for host in plan.hosts}
-    nodes = [name for name in certified if name in known]
-    unplanned = tuple(
-        Named((name,), "no plan for it: its HCAs are not known")
-        for name in certified
-        if name not in known
-    )
-    tests: list[CrossNodeTest] = []
-    outcomes: list[KindOutcome] = []
-    interrupted = False
-    for kind in kinds:
-        state = _Kind(kind, row, options.ratio)
-        skipped = runner.nccl_unavailable() if kind == "nccl" else None
-        if interrupted or skipped or len(nodes) < 2:
-            why = _INTERRUPTED if interrupted else skipped or "fewer than two nodes to pair"
-            outcomes.append(KindOutcome(kind, 0.0, "", skipped=why, unresolved=unplanned))
-            continue
-        outcome, stopped = _search_kind(state, nodes, runner, plan, options, deadline, stop)
-        interrupted = interrupted or stopped == _INTERRUPTED
-        found = _kind_outcome(state, outcome, stopped)
-        outcomes.append(dataclasses.replace(found, unresolved=found.unresolved + unplanned))
-        tests += _tests(state, outcome)
-    stage = CrossNodeStage(
-        kinds=tuple(kinds),
-        fabric=row.id,
-        nodes=tuple(certified),
-        tests=tuple(tests),
-        outcomes=tuple(outcomes),
-        interrupted=interrupted,
-    )
+    stage = _stage(certified, runner, kinds, row, plan, options, deadline, stop)
     catalog = catalog if catalog is not None else load_catalog()
     labels = {sku.id: sku.label for sku in catalog.all()}
     return rejudged(results, judge_stage(stage, row), labels), stage
