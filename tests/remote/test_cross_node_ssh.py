@@ -9,9 +9,11 @@ runner's kill by process id.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -219,3 +221,21 @@ def test_an_unreachable_host_is_a_result_that_says_so(fleet_of: object, tmp_path
 def _certified(name: str) -> NodeResult:
     facts = NodeFacts(name, source="simulate", nvml_status=NvmlStatus.OK)
     return NodeResult(name, Verdict.CERTIFIED, facts, (), sku=None, summary="alone")
+
+
+def test_ctrl_c_ends_every_remote_step_by_its_pid(fleet_of: object) -> None:
+    table = {"default": "hang"}
+    fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
+    plan = dataclasses.replace(fleet.plan, listen_wait_s=60.0)
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.rdma_round([("gpu01", "gpu02"), ("gpu03", "gpu04")], plan, started + 120)
+    finally:
+        launcher.close()
+    assert time.monotonic() - started < 30
+    for server in ("gpu01", "gpu03"):
+        assert any("gpuready-kill" in command for command in fleet.boxes[server].commands)
+    fleet.nothing_left()

@@ -227,7 +227,7 @@ def test_a_stop_ends_the_stage_after_the_running_round(tmp_path: Path) -> None:
         (undecided,) = fabric(judged[name], RDMA_BANDWIDTH)
         assert undecided.severity is Severity.UNKNOWN
         assert undecided.action is Action.RERUN
-        assert judged[name].verdict is Verdict.NOT_CERTIFIED
+        assert judged[name].verdict is Verdict.UNKNOWN
     nccl = stage.outcome("nccl")
     assert nccl is not None
     assert "interrupted" in nccl.skipped
@@ -245,7 +245,7 @@ def test_ctrl_c_during_a_round_kills_its_steps_and_keeps_the_rounds_before(tmp_p
     assert time.monotonic() - started < 20  # not the 30 s the servers were given
     assert stage.interrupted
     assert not stage.tests  # the cut round is not kept
-    assert {r.verdict for r in judged.values()} == {Verdict.NOT_CERTIFIED}
+    assert {r.verdict for r in judged.values()} == {Verdict.UNKNOWN}
     nothing_left(local)
 
 
@@ -262,7 +262,7 @@ def test_nccl_without_a_launcher_is_unknown_never_a_pass(tmp_path: Path) -> None
         (finding,) = fabric(result, NCCL_BANDWIDTH)
         assert finding.severity is Severity.UNKNOWN
         assert "needs Slurm or mpirun" in finding.message
-        assert result.verdict is Verdict.NOT_CERTIFIED
+        assert result.verdict is Verdict.UNKNOWN
     assert not [t for t in stage.tests if t.kind == "nccl"]
 
 

@@ -30,7 +30,9 @@ What each node gets, per kind (checks ``fabric.*``), as an operator would act:
   confirms the ceiling.
 
 A node that fails any of these is NOT_CERTIFIED, one left undecided UNKNOWN
-(:func:`rejudged`, through the verdict's own :func:`validator.judge.verdict.decide`).
+(:func:`rejudged`, through the verdict's own :func:`validator.judge.verdict.decide`,
+whose "required check could not be judged" is UNKNOWN here where nothing failed: the
+node entered certified alone, so only the fabric is undecided).
 """
 
 from __future__ import annotations
@@ -361,6 +363,12 @@ def rejudged(
         kept = [f for f in node.findings if CheckFamily.of(f.check) is not CheckFamily.FABRIC]
         ordered = sort_findings(list(assign_actions([*kept, *fabric_findings[node.hostname]])))
         verdict, summary = decide(node.facts, ordered)
+        if verdict is Verdict.NOT_CERTIFIED and not any(
+            f.severity is Severity.FAIL for f in ordered
+        ):
+            # Only undecided across the fabric (a node enters certified alone): not judged,
+            # as a run cut at its deadline is (validator.remote.deadline), never failed.
+            verdict = Verdict.UNKNOWN
         label = (labels or {}).get(node.sku or "")
         if label and verdict is not Verdict.UNKNOWN:
             summary = f"{len(node.facts.gpus)}x {label}: {summary}"
