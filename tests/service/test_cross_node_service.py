@@ -278,3 +278,34 @@ def test_a_slow_nccl_group_is_bisected_to_its_node(tmp_path: Path) -> None:
     assert stage.tests[0].hosts == tuple(hosts)  # one group of eight first
     assert judged["gpu05"].verdict is Verdict.NOT_CERTIFIED
     assert sum(r.verdict is Verdict.CERTIFIED for r in judged.values()) == 7
+
+
+def test_a_round_cut_by_the_deadline_is_not_taken_for_missing_results(tmp_path: Path) -> None:
+    hosts = names(6)
+    # Round 1: gpu01-gpu02 slow, the rest good. Round 2: each suspect meets a good peer,
+    # and those pairs hang until the deadline cuts them.
+    table = fabric_map(
+        tmp_path, {"gpu01,gpu02": "slow-link", "gpu01,gpu03": "hang", "gpu02,gpu04": "hang"}
+    )
+    local = launcher(table)
+    judged, stage = run_cross_node_stage(
+        [node(name) for name in hosts],
+        StepRunner(local),
+        ("rdma",),
+        "ndr-400-ib",
+        plan(hosts, listen_wait_s=60.0),
+        deadline=time.monotonic() + 4.0,
+    )
+    rdma = stage.outcome("rdma")
+    assert rdma is not None
+    assert rdma.rounds == 1  # the cut round is not kept
+    # Its peers' missing results were the deadline's: they stay known-good.
+    assert set(rdma.good) == {"gpu03", "gpu04", "gpu05", "gpu06"}
+    assert not rdma.unreachable
+    assert not stage.interrupted
+    by_name = {result.hostname: result for result in judged}
+    for name in ("gpu01", "gpu02"):
+        (undecided,) = fabric(by_name[name], RDMA_BANDWIDTH)
+        assert "deadline passed" in undecided.message
+        assert undecided.action is Action.RERUN
+    nothing_left(local)
