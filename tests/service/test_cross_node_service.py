@@ -309,3 +309,20 @@ def test_a_round_cut_by_the_deadline_is_not_taken_for_missing_results(tmp_path: 
         assert "deadline passed" in undecided.message
         assert undecided.action is Action.RERUN
     nothing_left(local)
+
+
+def test_fabric_findings_render_in_the_json_report(tmp_path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+    from validator.model import Report
+    from validator.report.json_report import load_report_json, load_schema, render_json
+
+    hosts = names(4)
+    judged, _, _ = run(hosts, fabric_map(tmp_path, {"gpu01,gpu02": "slow-link"}))
+    report = Report("2026-12-06T21:00:00Z", "test", tuple(judged.values()))
+    text = render_json(report)
+    Draft202012Validator(load_schema()).validate(json.loads(text))
+    back = load_report_json(text)
+    checks = {f.check for node in back.nodes for f in node.findings}
+    assert {RDMA_BANDWIDTH, "fabric.rdma_latency"} <= checks
+    assert back.nodes == report.nodes
