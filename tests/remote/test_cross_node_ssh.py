@@ -239,3 +239,54 @@ def test_ctrl_c_ends_every_remote_step_by_its_pid(fleet_of: object) -> None:
     for server in ("gpu01", "gpu03"):
         assert any("gpuready-kill" in command for command in fleet.boxes[server].commands)
     fleet.nothing_left()
+
+
+# An mpirun for the test hosts: takes Open MPI's -np, -H host:slots and -x VAR=value as
+# the launcher writes them, and runs rank 0 here with the group the stand-ins read.
+_MPIRUN = """#!/bin/sh
+group=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -np) shift 2 ;;
+    -H) group=$(printf '%s' "$2" | sed 's/:[0-9]*//g'); shift 2 ;;
+    -x) export "$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+GPUREADY_STANDIN_GROUP="$group" exec "$@"
+"""
+
+
+def test_nccl_groups_go_through_mpirun_with_the_ib_only_variant(
+    fleet_of: object, tmp_path: Path
+) -> None:
+    mpirun = tmp_path / "mpirun"
+    mpirun.write_text(_MPIRUN)
+    mpirun.chmod(0o755)
+    table = {"default": "healthy", "pairs": {"gpu03,gpu04": "slow-link"}}
+    fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts, mpirun=str(mpirun))
+    assert runner.nccl_unavailable() is None
+    try:
+        found = runner.nccl_round(
+            [("gpu01", "gpu02"), ("gpu03", "gpu04")], fleet.plan, time.monotonic() + 60
+        )
+    finally:
+        launcher.close()
+    healthy = {(r.collective, r.variant): r for r in found[("gpu01", "gpu02")]}
+    assert set(healthy) == {
+        ("all_reduce", "default"), ("all_reduce", "ib_only"),
+        ("alltoall", "default"), ("alltoall", "ib_only"),
+    }  # fmt: skip
+    assert healthy[("all_reduce", "ib_only")].largest_busbw_gb_s == 469.21
+    assert healthy[("alltoall", "default")].largest_busbw_gb_s == 35.90
+    slow = {(r.collective, r.variant): r for r in found[("gpu03", "gpu04")]}
+    assert slow[("all_reduce", "ib_only")].largest_busbw_gb_s == 4.32
+    commands = fleet.boxes["gpu01"].commands
+    assert any(
+        "-np 16 -H gpu01:8,gpu02:8 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 all_reduce_perf"
+        in command
+        for command in commands
+    )
+    assert not fleet.boxes["gpu02"].commands  # the group starts on its first host
+    fleet.nothing_left()
