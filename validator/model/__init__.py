@@ -22,6 +22,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
+- ``cross_node_stage``: the stage across nodes as it ran (:class:`CrossNodeStage`).
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
 - ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
@@ -68,6 +69,14 @@ from validator.model.cross_node_facts import (
     NcclGroupResult,
     RdmaEnd,
     RdmaPairResult,
+)
+from validator.model.cross_node_stage import (
+    KIND_UNITS,
+    STAGE_KINDS,
+    CrossNodeStage,
+    CrossNodeTest,
+    KindOutcome,
+    Named,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -154,6 +163,7 @@ __all__ = [
     "IB_ONLY_ENVIRONMENT",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
+    "KIND_UNITS",
     "NCCL_VARIANTS",
     "NOT_MEASURED",
     "NOT_SUPPORTED",
@@ -161,6 +171,7 @@ __all__ = [
     "RDMA_TESTS",
     "RECOVERY_ACTIONS",
     "SCHEMA_VERSION",
+    "STAGE_KINDS",
     "TOPO_LINKS",
     "TRANSPORTS",
     "UNKNOWN_PROVENANCE",
@@ -173,6 +184,8 @@ __all__ = [
     "BurnStatus",
     "Busy",
     "CheckFamily",
+    "CrossNodeStage",
+    "CrossNodeTest",
     "DcgmDiag",
     "DcgmOutcome",
     "DcgmTestResult",
@@ -194,7 +207,9 @@ __all__ = [
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
+    "KindOutcome",
     "Measured",
+    "Named",
     "NcclGroupResult",
     "NodeFacts",
     "NodeResult",

@@ -61,6 +61,7 @@ class CheckFamily(str, enum.Enum):
     GPUDIRECT = "gpudirect"
     FLEET = "fleet"
     DRIFT = "drift"
+    FABRIC = "fabric"  # the stage across nodes (validator.judge.cross_node_judge)
 
     def __str__(self) -> str:
         return self.value

@@ -600,7 +600,7 @@ class SshTransport:
         progress.phase(host.name, Phase.CONNECT)
         try:
             bundle = build_agent()
-            clients = self._connect(host, deadline)
+            clients = self.connect(host, deadline)
             phase = Phase.UPLOAD
             cache, present = self._probe(clients[-1], host, bundle, deadline)
             path = f"{cache}/{bundle.filename}"
@@ -734,7 +734,7 @@ class SshTransport:
             key_alias=str(alias) if alias else None,
         )
 
-    def _connect(self, host: HostSpec, deadline: float) -> list[SSHClient]:
+    def connect(self, host: HostSpec, deadline: float) -> list[SSHClient]:
         """Log in to every hop and the target; the target's client comes last.
 
         Raises:

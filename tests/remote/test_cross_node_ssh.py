@@ -1,0 +1,292 @@
+"""The stage's steps over SSH, against the in-process paramiko servers of test_remote_ssh.
+
+Each server stands for one host: it runs what it is asked with /bin/sh on this machine,
+the stand-ins (tests/fixtures/standins) first on its PATH and its own host name in
+GPUREADY_STANDIN_HOST. As sshd does for a command without a terminal, a closed channel
+does not end the command here: a step that is still running is ended only by the
+runner's kill by process id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+from paramiko import ECDSAKey
+
+from tests.remote.test_remote_ssh import SshBox, _pump
+from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
+from validator.remote.cross_node_runner import plan_from_mapping
+from validator.remote.cross_node_ssh import ssh_runner, step_command
+from validator.remote.ssh import SshTransport
+from validator.service.cross_node_service import run_cross_node_stage
+
+STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
+
+
+class StandinBox(SshBox):
+    """One host: the stand-ins on PATH, its name, the fabric's map; commands outlive channels."""
+
+    def __init__(self, home: Path, key: ECDSAKey, name: str, table: Path) -> None:
+        self.name = name
+        self.table = table
+        self.processes: list[subprocess.Popen[bytes]] = []
+        super().__init__(home, key)
+
+    def execute(self, channel: paramiko.Channel, command: str) -> None:
+        path = (
+            f"{STANDINS}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        )
+        env = {
+            "HOME": str(self.home), "PATH": path, "LANG": "C.UTF-8",
+            "GPUREADY_STANDIN_HOST": self.name, "GPUREADY_STANDIN_MAP": str(self.table),
+        }  # fmt: skip
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=self.home,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        assert process.stderr is not None
+        pumps = [
+            threading.Thread(
+                target=_pump,
+                args=(functools.partial(os.read, process.stdout.fileno()), channel.sendall),
+            ),
+            threading.Thread(
+                target=_pump,
+                args=(functools.partial(os.read, process.stderr.fileno()), channel.sendall_stderr),
+            ),
+        ]
+        for pump in pumps:
+            pump.start()
+        process.wait()
+        for pump in pumps:
+            pump.join(5)
+        if not channel.closed:
+            channel.send_exit_status(process.returncode)
+            channel.shutdown_write()
+            channel.close()
+
+
+class Fleet:
+    def __init__(self, tmp_path: Path, names: list[str], table: dict[str, object]) -> None:
+        key = ECDSAKey.generate()
+        key_path = tmp_path / "id_ecdsa"
+        key.write_private_key_file(str(key_path))
+        map_path = tmp_path / "fabric.json"
+        map_path.write_text(json.dumps(table))
+        self.boxes = {name: StandinBox(tmp_path / name, key, name, map_path) for name in names}
+        known = tmp_path / "known_hosts"
+        known.write_text("".join(box.known_hosts_line() + "\n" for box in self.boxes.values()))
+        self.transport = SshTransport(
+            ssh_config=tmp_path / "no-ssh-config",
+            known_hosts=known,
+            system_known_hosts=None,
+            connect_timeout_s=5.0,
+        )
+        self.hosts = {
+            name: HostSpec(name, "127.0.0.1", port=box.port, user="root", key_file=str(key_path))
+            for name, box in self.boxes.items()
+        }
+        # Peers reach a host by its name: the stand-in reads the server's name from the client.
+        self.plan = plan_from_mapping(
+            {name: {"hcas": ["mlx5_0"]} for name in names},
+            duration_s=1, listen_wait_s=2.0, step_margin_s=3.0,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        for box in self.boxes.values():
+            box.stop()
+
+    def nothing_left(self) -> None:
+        for box in self.boxes.values():
+            for process in box.processes:
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pytest.fail(f"{box.name}: a step still runs: {box.commands}")
+                with pytest.raises(ProcessLookupError):
+                    os.killpg(process.pid, 0)
+
+
+@pytest.fixture
+def fleet_of(tmp_path: Path) -> Iterator[object]:
+    made: list[Fleet] = []
+
+    def make(names: list[str], table: dict[str, object]) -> Fleet:
+        made.append(Fleet(tmp_path, names, table))
+        return made[-1]
+
+    yield make
+    for fleet in made:
+        fleet.stop()
+
+
+def test_a_healthy_pair_is_measured_with_quoted_commands(fleet_of: object) -> None:
+    fleet: Fleet = fleet_of(["gpu01", "gpu02"], {"default": "healthy"})  # type: ignore[operator]
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    try:
+        found = runner.rdma_round([("gpu01", "gpu02")], fleet.plan, time.monotonic() + 60)
+    finally:
+        launcher.close()
+    bw, lat = found[("gpu01", "gpu02")]
+    assert bw.completed, bw.detail
+    assert bw.bw_average_gbit_s == 392.34
+    assert (bw.server.host, bw.client.host, bw.client.gpu) == ("gpu01", "gpu02", 0)
+    assert lat.completed
+    assert lat.lat_typical_us == 1.47
+    client = step_command(
+        ["ib_write_bw", "-d", "mlx5_0", "-p", "18515", "--report_gbits", "-D", "1",
+         "--use_cuda=0", "gpu01"], {},
+    )  # fmt: skip
+    assert client in fleet.boxes["gpu02"].commands
+    assert any(c.startswith("env sh -c 'echo \"$$\"; exec \"$@\"' gpuready-step ib_write_bw")
+               for c in fleet.boxes["gpu01"].commands)  # fmt: skip
+    fleet.nothing_left()
+
+
+def test_a_dead_node_is_named_over_ssh(fleet_of: object) -> None:
+    names = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    table = {"default": "healthy", "hosts": {"gpu04": "dead-node"}}
+    fleet: Fleet = fleet_of(names, table)  # type: ignore[operator]
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    results = [_certified(name) for name in names]
+    try:
+        judged, stage = run_cross_node_stage(
+            results, runner, ("rdma", "nccl"), "ndr-400-ib", fleet.plan,
+            deadline=time.monotonic() + 120,
+        )  # fmt: skip
+    finally:
+        launcher.close()
+    rdma, nccl = stage.outcome("rdma"), stage.outcome("nccl")
+    assert rdma is not None
+    assert [named.hosts for named in rdma.unreachable] == [("gpu04",)]
+    assert rdma.good == ("gpu01", "gpu02", "gpu03")
+    assert nccl is not None
+    assert nccl.skipped.startswith("NCCL across nodes needs Slurm or mpirun")
+    verdicts = {result.hostname: result.verdict for result in judged}
+    assert verdicts["gpu04"] is Verdict.NOT_CERTIFIED
+    fleet.nothing_left()
+
+
+def test_a_hanging_server_is_killed_by_its_pid_at_its_timeout(fleet_of: object) -> None:
+    table = {"default": "healthy", "hosts": {"gpu02": "hang"}}
+    fleet: Fleet = fleet_of(["gpu01", "gpu02"], table)  # type: ignore[operator]
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    started = time.monotonic()
+    try:
+        found = runner.rdma_round([("gpu02", "gpu01")], fleet.plan, time.monotonic() + 60)
+    finally:
+        launcher.close()
+    assert time.monotonic() - started < 30
+    for record in found[("gpu02", "gpu01")]:
+        assert not record.completed
+        assert "did not listen on port 18515 in time" in record.detail
+    assert any("gpuready-kill" in command for command in fleet.boxes["gpu02"].commands)
+    fleet.nothing_left()
+
+
+def test_an_unreachable_host_is_a_result_that_says_so(fleet_of: object, tmp_path: Path) -> None:
+    fleet: Fleet = fleet_of(["gpu01", "gpu02"], {"default": "healthy"})  # type: ignore[operator]
+    fleet.boxes["gpu02"].stop()
+    hosts = dict(fleet.hosts)
+    runner, launcher = ssh_runner(fleet.transport, hosts)
+    try:
+        found = runner.rdma_round([("gpu01", "gpu02")], fleet.plan, time.monotonic() + 30)
+    finally:
+        launcher.close()
+    for record in found[("gpu01", "gpu02")]:
+        assert not record.completed
+        assert "\n" not in record.detail
+        assert record.detail
+    fleet.nothing_left()
+
+
+def _certified(name: str) -> NodeResult:
+    facts = NodeFacts(name, source="simulate", nvml_status=NvmlStatus.OK)
+    return NodeResult(name, Verdict.CERTIFIED, facts, (), sku=None, summary="alone")
+
+
+def test_ctrl_c_ends_every_remote_step_by_its_pid(fleet_of: object) -> None:
+    table = {"default": "hang"}
+    fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
+    plan = dataclasses.replace(fleet.plan, listen_wait_s=60.0)
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.rdma_round([("gpu01", "gpu02"), ("gpu03", "gpu04")], plan, started + 120)
+    finally:
+        launcher.close()
+    assert time.monotonic() - started < 30
+    for server in ("gpu01", "gpu03"):
+        assert any("gpuready-kill" in command for command in fleet.boxes[server].commands)
+    fleet.nothing_left()
+
+
+# An mpirun for the test hosts: takes Open MPI's -np, -H host:slots and -x VAR=value as
+# the launcher writes them, and runs rank 0 here with the group the stand-ins read.
+_MPIRUN = """#!/bin/sh
+group=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -np) shift 2 ;;
+    -H) group=$(printf '%s' "$2" | sed 's/:[0-9]*//g'); shift 2 ;;
+    -x) export "$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+GPUREADY_STANDIN_GROUP="$group" exec "$@"
+"""
+
+
+def test_nccl_groups_go_through_mpirun_with_the_ib_only_variant(
+    fleet_of: object, tmp_path: Path
+) -> None:
+    mpirun = tmp_path / "mpirun"
+    mpirun.write_text(_MPIRUN)
+    mpirun.chmod(0o755)
+    table = {"default": "healthy", "pairs": {"gpu03,gpu04": "slow-link"}}
+    fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
+    runner, launcher = ssh_runner(fleet.transport, fleet.hosts, mpirun=str(mpirun))
+    assert runner.nccl_unavailable() is None
+    try:
+        found = runner.nccl_round(
+            [("gpu01", "gpu02"), ("gpu03", "gpu04")], fleet.plan, time.monotonic() + 60
+        )
+    finally:
+        launcher.close()
+    healthy = {(r.collective, r.variant): r for r in found[("gpu01", "gpu02")]}
+    assert set(healthy) == {
+        ("all_reduce", "default"), ("all_reduce", "ib_only"),
+        ("alltoall", "default"), ("alltoall", "ib_only"),
+    }  # fmt: skip
+    assert healthy[("all_reduce", "ib_only")].largest_busbw_gb_s == 469.21
+    assert healthy[("alltoall", "default")].largest_busbw_gb_s == 35.90
+    slow = {(r.collective, r.variant): r for r in found[("gpu03", "gpu04")]}
+    assert slow[("all_reduce", "ib_only")].largest_busbw_gb_s == 4.32
+    commands = fleet.boxes["gpu01"].commands
+    assert any(
+        "-np 16 -H gpu01:8,gpu02:8 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 all_reduce_perf"
+        in command
+        for command in commands
+    )
+    assert not fleet.boxes["gpu02"].commands  # the group starts on its first host
+    fleet.nothing_left()

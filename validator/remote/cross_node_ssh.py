@@ -1,0 +1,254 @@
+"""The stage's steps over SSH: perftest's two sides on two hosts, NCCL through mpirun.
+
+Each host is reached once for the stage through :class:`validator.remote.ssh.SshTransport`
+(its known_hosts policy, keys and ProxyJump), and every step is a channel on that
+connection. A step's command line is built from quoted parts and starts as
+``sh -c 'echo "$$"; exec "$@"' gpuready-step <argv>``: its first line of output is its
+process id, which the program keeps (``exec``), so the step can be ended by that id on
+the host (SIGTERM, then SIGKILL), never by a name pattern. sshd does not end a command
+without a terminal when its channel closes, so every step is ended that way before its
+channel is closed: on a timeout, on Ctrl-C, and after it finished.
+
+What comes back is held to :data:`validator.limits.TOOL_OUTPUT_BYTES` a stream before it
+is read; the parsers and :func:`validator.safe_text.one_line` see it after that.
+
+NCCL groups: nccl-tests span nodes only through MPI (or Slurm's srun). Over SSH a group
+runs where ``mpirun`` is given (Open MPI's ``-H host:slots -x VAR``), launched on the
+group's first host; without it every group is left UNKNOWN with
+:data:`~validator.remote.cross_node_runner.NCCL_NEEDS_LAUNCHER`, never passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from paramiko import Channel, SSHClient, SSHException
+
+from validator.limits import TOOL_OUTPUT_BYTES
+from validator.model import HostSpec
+from validator.remote.cross_node_runner import (
+    NCCL_NEEDS_LAUNCHER,
+    HostPlan,
+    LaunchError,
+    StepRunner,
+)
+from validator.remote.ssh import SshTransport
+from validator.remote.transport import quoted
+from validator.safe_text import one_line
+
+# Prints the shell's process id, then becomes the program: the id is the program's.
+_WITH_PID = 'echo "$$"; exec "$@"'
+# Ends one process by id: SIGTERM, then SIGKILL if it is still there after 2 s.
+_KILL = (
+    'kill -TERM "$1" 2>/dev/null || exit 0; n=0; '
+    'while kill -0 "$1" 2>/dev/null; do n=$((n+1)); '
+    'if [ "$n" -gt 20 ]; then kill -KILL "$1" 2>/dev/null; exit 0; fi; sleep 0.1; done'
+)
+_PID_WAIT_S = 5.0
+_KILL_WAIT_S = 10.0
+_OPEN_TIMEOUT_S = 15.0
+
+
+def step_command(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """The remote command line of one step: quoted parts, its id printed first."""
+    assignments = [f"{name}={value}" for name, value in env.items()]
+    return quoted(["env", *assignments, "sh", "-c", _WITH_PID, "gpuready-step", *argv])
+
+
+class SshStep:
+    """One program running on a host over one SSH channel, known by its process id."""
+
+    def __init__(
+        self, client: SSHClient, where: str, command: str, *, with_pid: bool = True
+    ) -> None:
+        self._client = client
+        self.where = where
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise LaunchError(f"the connection to {where} is closed")
+        try:
+            self._channel: Channel = transport.open_session(timeout=_OPEN_TIMEOUT_S)
+            self._channel.exec_command(command)
+        except (SSHException, OSError, EOFError) as exc:
+            raise LaunchError(f"cannot start a step on {where}: {one_line(exc)}") from None
+        self._out = bytearray()
+        self._err = bytearray()
+        self._pid: int | None = None
+        self._pid_known = threading.Event()
+        if not with_pid:  # a command of our own (the ender): nothing to end by id
+            self._pid_known.set()
+        self._done = threading.Event()
+        self._status: int | None = None
+        self._killed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int | None:
+        """The program's process id on its host (None until it printed it)."""
+        return self._pid
+
+    def _keep(self, into: bytearray, data: bytes) -> None:
+        room = TOOL_OUTPUT_BYTES - len(into)
+        if room > 0:
+            into += data[:room]
+
+    def _stdout(self, data: bytes) -> None:
+        if not self._pid_known.is_set():
+            self._keep(self._out, data)
+            head, newline, rest = bytes(self._out).partition(b"\n")
+            if not newline:
+                return
+            self._out[:] = rest
+            self._pid = int(head) if head.strip().isdigit() else -1
+            self._pid_known.set()
+            return
+        self._keep(self._out, data)
+
+    def _read(self) -> None:
+        channel = self._channel
+        try:
+            while True:
+                if channel.recv_ready():
+                    self._stdout(channel.recv(1 << 16))
+                    continue
+                if channel.recv_stderr_ready():
+                    self._keep(self._err, channel.recv_stderr(1 << 16))
+                    continue
+                # Data comes before the exit status on a channel: both streams are drained.
+                if channel.exit_status_ready():
+                    self._status = channel.recv_exit_status()
+                    break
+                if channel.closed:
+                    self._status = -1
+                    break
+                select.select([channel], [], [], 0.2)
+        except (SSHException, OSError, EOFError, ValueError):
+            self._status = -1
+        finally:
+            self._pid_known.set()
+            self._done.set()
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Its exit status (-1: the connection went); None while it runs."""
+        if self._done.wait(max(timeout_s, 0.0)):
+            return self._status
+        return None
+
+    def output(self) -> tuple[str, str]:
+        """Its stdout (less the id line) and stderr so far, bounded, decoded."""
+        return self._out.decode("utf-8", "replace"), self._err.decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        """End it on its host by its process id (if it still runs), then close the channel."""
+        if self._killed:
+            return
+        self._killed = True
+        if not self._done.is_set():
+            self._pid_known.wait(_PID_WAIT_S)
+            if self._pid is not None and self._pid > 0 and not self._done.is_set():
+                self._end_remote(self._pid)
+            self._done.wait(_KILL_WAIT_S)
+        with contextlib.suppress(SSHException, OSError, EOFError):
+            self._channel.close()
+        self._reader.join(_KILL_WAIT_S)
+
+    def _end_remote(self, pid: int) -> None:
+        command = quoted(["sh", "-c", _KILL, "gpuready-kill", str(pid)])
+        try:
+            ender = SshStep(self._client, self.where, command, with_pid=False)
+        except LaunchError:
+            return
+        ender.wait(_KILL_WAIT_S)
+        ender.kill()
+
+
+class SshLauncher:
+    """Starts steps on hosts over SSH, one connection a host for the stage.
+
+    Args:
+        transport: connects as certify does (known_hosts, keys, ProxyJump).
+        hosts: each host's inventory entry, by name.
+        mpirun: the mpirun to launch NCCL groups with (Open MPI); None: no groups.
+    """
+
+    def __init__(
+        self, transport: SshTransport, hosts: Mapping[str, HostSpec], mpirun: str | None = None
+    ) -> None:
+        self.transport = transport
+        self.hosts = dict(hosts)
+        self.mpirun = mpirun
+        self._clients: dict[str, list[SSHClient]] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, name: str) -> SSHClient:
+        with self._lock:
+            if name not in self._clients:
+                spec = self.hosts.get(name)
+                if spec is None:
+                    raise LaunchError(f"{one_line(name)} is not in the inventory")
+                deadline = time.monotonic() + 4 * self.transport.connect_timeout_s
+                try:
+                    self._clients[name] = self.transport.connect(spec, deadline)
+                except Exception as exc:  # noqa: BLE001 - every failure is one line
+                    raise LaunchError(one_line(getattr(exc, "message", exc))) from None
+            return self._clients[name][-1]
+
+    def start(self, host: HostPlan, argv: Sequence[str], env: Mapping[str, str]) -> SshStep:
+        """Start ``argv`` on ``host``."""
+        return SshStep(self._client(host.name), one_line(host.name), step_command(argv, env))
+
+    def start_group(
+        self, hosts: Sequence[HostPlan], argv: Sequence[str], env: Mapping[str, str], ranks: int
+    ) -> SshStep:
+        """mpirun on the group's first host, ``ranks`` ranks on each host."""
+        if self.mpirun is None:
+            raise LaunchError(NCCL_NEEDS_LAUNCHER)
+        spread = ",".join(f"{host.address}:{ranks}" for host in hosts)
+        exported = [part for name, value in env.items() for part in ("-x", f"{name}={value}")]
+        command = [self.mpirun, "-np", str(ranks * len(hosts)), "-H", spread, *exported, *argv]
+        return self.start(hosts[0], command, {})
+
+    def group_unavailable(self) -> str | None:
+        """Why groups cannot run over this SSH fleet (None where mpirun is given)."""
+        if self.mpirun is not None:
+            return None
+        return f"{NCCL_NEEDS_LAUNCHER}: give mpirun, or certify through Slurm"
+
+    def listening(self, host: HostPlan, port: int) -> bool | None:
+        """Whether ``ss`` on the host shows a listener on ``port``; None where it cannot say."""
+        try:
+            step = self.start(host, ["ss", "-Hltn", f"sport = :{port}"], {})
+        except LaunchError:
+            return None
+        try:
+            status = step.wait(5.0)
+            out, _ = step.output()
+        finally:
+            step.kill()
+        if status != 0:
+            return None
+        return bool(out.strip())
+
+    def close(self) -> None:
+        """Close every connection (the steps were ended by the runner)."""
+        with self._lock:
+            for clients in self._clients.values():
+                for client in reversed(clients):
+                    client.close()
+            self._clients.clear()
+
+
+def ssh_runner(
+    transport: SshTransport, hosts: Mapping[str, HostSpec], mpirun: str | None = None
+) -> tuple[StepRunner, SshLauncher]:
+    """A runner over SSH, and its launcher (close it when the stage is over)."""
+    launcher = SshLauncher(transport, hosts, mpirun)
+    return StepRunner(launcher), launcher
+
+
+__all__ = ["SshLauncher", "SshStep", "ssh_runner", "step_command"]
