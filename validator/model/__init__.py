@@ -20,6 +20,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``burn_facts``: the burn-in (:class:`BurnResult`), its telemetry and error counters.
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
+- ``host_facts``: the host around the GPUs (:class:`HostFacts`): CPUs, memory, NVMe, services.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
@@ -92,6 +93,15 @@ from validator.model.gpu_facts import (
     decode_clock_event_reasons,
     unreadable_gpu,
 )
+from validator.model.host_facts import (
+    HostFacts,
+    KernelSetting,
+    MountSpace,
+    NvmeDrive,
+    ServiceState,
+    SmartHealth,
+    StackVersion,
+)
 from validator.model.host_spec import TRANSPORTS, HostSpec, TransportName
 from validator.model.kept_per_object import KeptPerObject
 from validator.model.kernel_log_facts import (
@@ -160,24 +170,31 @@ __all__ = [
     "GpuFacts",
     "GpuProcess",
     "GpuStatus",
+    "HostFacts",
     "HostSpec",
     "Interconnect",
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
+    "KernelSetting",
     "Measured",
+    "MountSpace",
     "NodeFacts",
     "NodeResult",
     "NvLinkErrorCounts",
     "NvLinkState",
+    "NvmeDrive",
     "NvmlStatus",
     "PeerBandwidth",
     "Reason",
     "Report",
     "SchemaError",
+    "ServiceState",
     "Severity",
     "SkuFleetStats",
+    "SmartHealth",
     "SourceConflict",
+    "StackVersion",
     "TelemetrySample",
     "ToolFacts",
     "TransportName",

@@ -39,6 +39,7 @@ class DriftCheck(str, enum.Enum):
     DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     INTERCONNECT = "drift.interconnect"  # a copy, peer or all-reduce bandwidth fell
     BURN = "drift.burn"
+    HOST = "drift.host"  # the host's CPUs, memory, a drive's health, a service, a version
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 

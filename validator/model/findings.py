@@ -58,6 +58,7 @@ class CheckFamily(str, enum.Enum):
     BURN = "burn"
     DCGM = "dcgm"
     INTERCONNECT = "interconnect"
+    HOST = "host"  # the host around the GPUs: CPUs, memory, NVMe, mounts, services
     FLEET = "fleet"
     DRIFT = "drift"
 

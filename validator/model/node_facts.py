@@ -14,6 +14,7 @@ from validator.model.bandwidth_facts import Interconnect
 from validator.model.burn_facts import BurnResult
 from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
+from validator.model.host_facts import HostFacts
 from validator.model.kernel_log_facts import KernelLogFacts
 from validator.model.measured import NOT_MEASURED, SCHEMA_VERSION, Measured
 
@@ -95,6 +96,9 @@ class NodeFacts:
     # --gpus: the indexes of the GPUs certified, the others read for the node's identity
     # only; None: every GPU.
     chosen_gpus: Optional[Tuple[int, ...]] = None
+    # The host around the GPUs (validator.node.host_probe); None: not collected (an older
+    # agent's facts, hand-built ones): no host finding then.
+    host: Optional[HostFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

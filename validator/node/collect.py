@@ -144,6 +144,7 @@ def collect(
     """
     check_mode(request.interconnect)
     facts = source.first_facts(request)
+    facts = _host(source, facts)
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -157,6 +158,13 @@ def collect(
         facts = dataclasses.replace(facts, burn=burn)
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _host(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with the host around the GPUs, read from the source's System (every source)."""
+    from validator.node.host_probe import probe_host
+
+    return dataclasses.replace(facts, host=probe_host(source.system()))
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:
