@@ -50,6 +50,7 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.host_policy import HOST_FIELDS, HostPolicy, host_policy
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -122,6 +123,7 @@ class Policy:
     # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
     interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    host: HostPolicy = field(default_factory=HostPolicy)  # validator.judge.host_policy
 
 
 # ------------------------------------------------------------------ declarations
@@ -284,6 +286,7 @@ POLICY_FIELDS = Document(
         ),
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+        Field("host", dict, nullable=True, document=HOST_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -307,7 +310,8 @@ def _policy(data: object, source: fields.Source) -> Policy:
     values = POLICY_FIELDS.check(data, source)
     raw_thresholds = values.pop("thresholds", None)
     thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
-    policy = Policy(**values, thresholds=thresholds)
+    host = host_policy(values.pop("host", None))
+    policy = Policy(**values, thresholds=thresholds, host=host)
     if (
         policy.driver_version
         and policy.driver_branch

@@ -177,10 +177,11 @@ def stack_versions(system: System) -> Measured[tuple[StackVersion, ...]]:
     manager at all is "not measured".
     """
     listing = _output(system, DPKG_STACK, "dpkg-query", any_rc=True)
-    if isinstance(listing, Unavailable) and listing.reason is not Reason.NOT_MEASURED:
-        listing = _output(system, RPM_STACK, "rpm", any_rc=True)
-    if isinstance(listing, Unavailable):
-        return listing
+    if isinstance(listing, Unavailable):  # no dpkg (or none recorded): an rpm host's
+        rpm = _output(system, RPM_STACK, "rpm", any_rc=True)
+        if isinstance(rpm, Unavailable):
+            return listing
+        listing = rpm
     installed = parse_package_versions(listing)
     found = []
     for component, names in PACKAGES.items():

@@ -8,6 +8,7 @@ from validator.judge.checks import (
     consistency,
     dcgm,
     errors,
+    host_health,
     interconnect,
     inventory,
     memory,
@@ -42,6 +43,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.BURN, burn.check),
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
+    (CheckFamily.HOST, host_health.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

@@ -41,6 +41,18 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``nvbandwidth.txt``          ``nvbandwidth`` as printed (any version's layout)
 ``all_reduce_perf.txt``      nccl-tests' ``all_reduce_perf`` as printed: NCCL
                              all-reduce bus bandwidth across the node's GPUs
+``cpuinfo.txt``              ``/proc/cpuinfo`` (the host family: CPUs)
+``meminfo.txt``              ``/proc/meminfo`` (memory and swap)
+``cmdline.txt``              ``/proc/cmdline`` (kernel parameters)
+``df.txt``                   ``df -P -k`` (mounts and their room)
+``sysctl.txt``               ``sysctl -e NAME...`` (the settings host_probe names)
+``systemctl.txt``            ``systemctl show -p Id -p LoadState -p ActiveState``
+                             of the persistence daemon, fabric manager and DCGM
+``stack-packages.txt``       ``dpkg-query -W -f ...`` of NCCL, DCGM, the container
+                             toolkit and rdma-core (``stack-rpm.txt``: ``rpm -q``)
+``ofed_info.txt``            ``ofed_info -s`` (MOFED, where installed)
+``nvme-sysfs.txt``           ``/sys/class/nvme/*/{model,serial}``, a line a file
+``smartctl-nvmeN.json``      ``smartctl -H -A -j /dev/nvmeN``, a file a drive
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -97,7 +109,7 @@ from validator.model import (
     Unavailable,
     unreadable_gpu,
 )
-from validator.node import host, system_facts
+from validator.node import host, host_probe, system_facts
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -107,6 +119,7 @@ from validator.node.capture.bundle_agreement import (
     nvbandwidth_conflicts,
     nvlink_conflicts,
 )
+from validator.node.capture import host_capture
 from validator.node.capture.bundle_consistency import (
     BundleView,
     banner_view,
@@ -193,6 +206,8 @@ class BundleFile:
         keep_error_text: a failed command's output is still the fact
             (nvidia-smi's "No devices were found").
         check: the parser the text must pass; a text that fails it is bad input.
+        record: how ``gpuready capture`` records it, where not by its command or path.
+        tree: the root of the sysfs tree it records as ``path<TAB>value`` lines.
     """
 
     name: str
@@ -200,6 +215,8 @@ class BundleFile:
     paths: tuple[str, ...] = ()
     keep_error_text: bool = False
     check: Callable[[str], object] | None = None
+    record: Callable[[System], host_capture.Recorded] | None = None
+    tree: str = ""
 
 
 # The one table: what each bundle file records. The first seven name the files
@@ -230,6 +247,24 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(NVBANDWIDTH_JSON, check=parse_nvbandwidth_json),
     BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
     BundleFile(ALL_REDUCE, check=parse_all_reduce),
+    # The host around the GPUs (validator.node.host_probe).
+    BundleFile("cpuinfo.txt", paths=(host_probe.CPUINFO,)),
+    BundleFile("meminfo.txt", paths=(host_probe.MEMINFO,)),
+    BundleFile("cmdline.txt", paths=(host_probe.CMDLINE,)),
+    BundleFile("df.txt", argv=host_probe.DF, keep_error_text=True),
+    BundleFile("sysctl.txt", argv=host_probe.SYSCTL, keep_error_text=True),
+    BundleFile("systemctl.txt", argv=host_probe.SYSTEMCTL),
+    BundleFile("stack-packages.txt", argv=host_probe.DPKG_STACK, keep_error_text=True),
+    BundleFile("stack-rpm.txt", argv=host_probe.RPM_STACK, keep_error_text=True),
+    BundleFile("ofed_info.txt", argv=host_probe.OFED_INFO),
+    BundleFile(host_capture.NVME_TREE, tree=host_probe.NVME_ROOT,
+               record=host_capture.record_nvme_tree),
+    *(
+        BundleFile(host_capture.smartctl_file(index),
+                   argv=host_probe.smartctl_argv(f"nvme{index}"),
+                   record=host_capture.smartctl_recorder(index))
+        for index in range(host_capture.MAX_DRIVES)
+    ),
 )  # fmt: skip
 # The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
@@ -422,6 +457,8 @@ class CaptureSystem:
         files: dict[str, str] = {}
         for entry in BUNDLE:
             text = self._texts.get(entry.name)
+            if text is not None and entry.tree:
+                files.update(host_capture.tree_files(text, entry.tree))
             if text is None or not entry.paths or entry.name == PCI_DEVICES:
                 continue
             path = self.location(entry.name) if len(entry.paths) > 1 else entry.paths[0]
@@ -618,6 +655,11 @@ class CaptureSystem:
                 raise _not_in_capture(entry.name)
         if path.startswith(_PCI_ROOT + "/") and not self._has_pci():
             raise _not_in_capture(LSPCI)
+        for entry in BUNDLE:
+            if entry.tree and path.startswith(entry.tree + "/"):
+                if entry.name not in self._texts:
+                    raise _not_in_capture(entry.name)
+                return None  # the recorded tree has no such file
         raise NotRecordedError(f"{path} not in the capture")
 
     def glob(self, pattern: str) -> list[str]:
@@ -645,6 +687,11 @@ class CaptureSystem:
                 if _segments_match(path, pattern)
             }
         )
+        tree = next((e for e in BUNDLE if e.tree and pattern.startswith(e.tree + "/")), None)
+        if tree is not None:
+            if tree.name not in self._texts:
+                raise _not_in_capture(tree.name)
+            return found  # a tree recorded empty lists nothing
         if pattern.startswith(_PCI_ROOT + "/"):
             # A PCI listing recorded empty lists no devices; one not recorded is not measured.
             if not found and not self._has_pci():
@@ -837,6 +884,8 @@ def _record(system: System, entry: BundleFile) -> _Recorded:
     """Ask ``system`` what ``entry`` records, as the collector would ask it."""
     special = {NVCC: _record_nvcc, CUDNN_HEADER: _record_header, PCI_DEVICES: _record_pci}
     try:
+        if entry.record is not None:
+            return entry.record(system)
         if entry.name in special:
             return special[entry.name](system)
         return _record_command(system, entry) if entry.argv else _record_file(system, entry)
