@@ -36,6 +36,7 @@ from validator.drift import (
     burn_drift,
     dcgm_drift,
     errors_drift,
+    host_drift,
     interconnect_drift,
     inventory_drift,
     nvlink_drift,
@@ -71,6 +72,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.BURN, burn_drift.compare_burn),
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
+    (CheckFamily.HOST, host_drift.compare_host),
 )
 
 
