@@ -8,7 +8,7 @@ certificate's seal covers the same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from validator.fields import Document, Field
 from validator.model import NodeFacts, Unavailable
@@ -20,20 +20,20 @@ class CertifiedDrive:
 
     name: str
     serial: str
-    healthy: Optional[bool]  # None: its health was not read
-    media_errors: Optional[int]
+    healthy: bool | None  # None: its health was not read
+    media_errors: int | None
 
 
 @dataclass(frozen=True)
 class CertifiedHost:
     """The host at certification; a part None where it was not read."""
 
-    cpu_model: Optional[str]
-    cpu_cores: Optional[int]
-    memory_kib: Optional[int]
-    drives: Optional[Tuple[CertifiedDrive, ...]]
-    services: Tuple[Tuple[str, str], ...]  # (unit, active state)
-    versions: Tuple[Tuple[str, str], ...]  # (component, version; "" not installed)
+    cpu_model: str | None
+    cpu_cores: int | None
+    memory_kib: int | None
+    drives: tuple[CertifiedDrive, ...] | None
+    services: tuple[tuple[str, str], ...]  # (unit, active state)
+    versions: tuple[tuple[str, str], ...]  # (component, version; "" not installed)
 
 
 def _known(value: Any) -> Any:  # noqa: ANN401 - any measured value
@@ -68,18 +68,18 @@ def certified_host(facts: NodeFacts) -> CertifiedHost | None:
     )
 
 
-def _healthy(smart: Any) -> Optional[bool]:  # noqa: ANN401 - a SmartHealth
+def _healthy(smart: Any) -> bool | None:  # noqa: ANN401 - a SmartHealth
     """A drive's SMART health as one flag: its verdict, no warning, no media error."""
     if smart.passed is None and smart.critical_warning is None:
         return None
     return bool(smart.passed is not False and not smart.critical_warning and not smart.media_errors)
 
 
-def _pairs(items: list[Any]) -> Tuple[Tuple[str, str], ...]:
+def _pairs(items: list[Any]) -> tuple[tuple[str, str], ...]:
     return tuple((str(item[0]), str(item[1])) for item in items)
 
 
-def _drives(items: list[dict[str, Any]]) -> Tuple[CertifiedDrive, ...]:
+def _drives(items: list[dict[str, Any]]) -> tuple[CertifiedDrive, ...]:
     return tuple(CertifiedDrive(**item) for item in items)
 
 
@@ -99,8 +99,15 @@ CERTIFIED_HOST_FIELDS = Document(
         Field("cpu_model", str, nullable=True, required=True),
         Field("cpu_cores", int, minimum=0, nullable=True, required=True),
         Field("memory_kib", int, minimum=0, nullable=True, required=True),
-        Field("drives", list, nullable=True, required=True, max_items=1024,
-              item=Field("drive", dict, document=_DRIVE), convert=_drives),  # fmt: skip
+        Field(
+            "drives",
+            list,
+            nullable=True,
+            required=True,
+            max_items=1024,
+            item=Field("drive", dict, document=_DRIVE),
+            convert=_drives,
+        ),
         Field("services", list, required=True, max_items=64, item=_PAIR, convert=_pairs),
         Field("versions", list, required=True, max_items=64, item=_PAIR, convert=_pairs),
     ),

@@ -63,7 +63,9 @@ def test_a_stopped_service_and_a_changed_version_are_drift() -> None:
         ServiceState("nvidia-dcgm", "loaded", "active"),
     )
     versions = tuple(
-        StackVersion(v.component, v.package, "2.21.5-1+cuda12.2" if v.component == "nccl" else v.version)
+        StackVersion(
+            v.component, v.package, "2.21.5-1+cuda12.2" if v.component == "nccl" else v.version
+        )
         for v in facts.host.versions  # type: ignore[union-attr]
     )
     found = host_findings(with_host(facts, services=services, versions=versions))

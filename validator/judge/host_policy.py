@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from validator import fields
 from validator.fields import Document, Field
@@ -40,17 +40,17 @@ class MountRule:
 class HostPolicy:
     """The ``host:`` section (see the module doc)."""
 
-    cpu_cores: Optional[int] = None  # physical cores at least, all sockets
-    cpu_model: Optional[str] = None  # a regular expression the CPU model must match
-    memory_gib: Optional[float] = None  # MemTotal at least, GiB
-    swap_allowed: Optional[bool] = None
-    nvme_count: Optional[int] = None  # NVMe controllers at least
+    cpu_cores: int | None = None  # physical cores at least, all sockets
+    cpu_model: str | None = None  # a regular expression the CPU model must match
+    memory_gib: float | None = None  # MemTotal at least, GiB
+    swap_allowed: bool | None = None
+    nvme_count: int | None = None  # NVMe controllers at least
     nvme_wear_warn_percent: int = 90
-    mounts: Tuple[MountRule, ...] = ()
-    kernel_params: Tuple[Tuple[str, str], ...] = ()  # /proc/cmdline; "" : the flag alone
-    sysctl: Tuple[Tuple[str, str], ...] = ()
-    services: Optional[Tuple[str, ...]] = None
-    pins: Tuple[Tuple[str, str], ...] = ()
+    mounts: tuple[MountRule, ...] = ()
+    kernel_params: tuple[tuple[str, str], ...] = ()  # /proc/cmdline; "" : the flag alone
+    sysctl: tuple[tuple[str, str], ...] = ()
+    services: tuple[str, ...] | None = None
+    pins: tuple[tuple[str, str], ...] = ()
 
 
 # The names the node agent reads (validator.node.host_probe); kept here as words so the
@@ -78,12 +78,14 @@ def _pattern(value: str) -> str:
     return value
 
 
-def _pairs(value: dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
-    return tuple(sorted((str(key), "" if item is None else str(item)) for key, item in value.items()))
+def _pairs(value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        sorted((str(key), "" if item is None else str(item)) for key, item in value.items())
+    )
 
 
-def _known(names: Tuple[str, ...]) -> Any:  # noqa: ANN401 - a convert hook
-    def convert(value: dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
+def _known(names: tuple[str, ...]) -> Any:  # noqa: ANN401 - a convert hook
+    def convert(value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         for key in value:
             if key not in names:
                 raise fields.Invalid(
@@ -94,14 +96,14 @@ def _known(names: Tuple[str, ...]) -> Any:  # noqa: ANN401 - a convert hook
     return convert
 
 
-def _services(value: list[str]) -> Tuple[str, ...]:
+def _services(value: list[str]) -> tuple[str, ...]:
     for index, name in enumerate(value):
         if name not in KNOWN_SERVICES:
             raise fields.Invalid(name, at=(index,), wanted=f"one of {', '.join(KNOWN_SERVICES)}")
     return tuple(value)
 
 
-def _mounts(value: list[dict[str, Any]]) -> Tuple[MountRule, ...]:
+def _mounts(value: list[dict[str, Any]]) -> tuple[MountRule, ...]:
     return tuple(MountRule(item["path"], float(item.get("min_free_gib", 0.0))) for item in value)
 
 
@@ -117,26 +119,50 @@ HOST_FIELDS = Document(
     (
         Field("cpu_cores", int, minimum=1, maximum=100_000, nullable=True),
         Field("cpu_model", str, non_empty=True, nullable=True, convert=_pattern),
-        Field("memory_gib", float, minimum=0.0, maximum=_GIB_MAX, above=True, convert=float,
-              nullable=True),  # fmt: skip
+        Field(
+            "memory_gib",
+            float,
+            minimum=0.0,
+            maximum=_GIB_MAX,
+            above=True,
+            convert=float,
+            nullable=True,
+        ),
         Field("swap_allowed", bool, nullable=True),
         Field("nvme_count", int, minimum=0, maximum=1024, nullable=True),
         Field("nvme_wear_warn_percent", int, minimum=1, maximum=100),
-        Field("mounts", list, max_items=256, item=Field("mount", dict, document=_MOUNT),
-              convert=_mounts),  # fmt: skip
+        Field(
+            "mounts",
+            list,
+            max_items=256,
+            item=Field("mount", dict, document=_MOUNT),
+            convert=_mounts,
+        ),
         Field("kernel_params", dict, max_items=256, values=_SETTING, convert=_pairs),
         Field("sysctl", dict, max_items=256, values=_SETTING, convert=_known(KNOWN_SYSCTL)),
-        Field("services", list, max_items=16, nullable=True,
-              item=Field("service", str, non_empty=True), convert=_services),  # fmt: skip
-        Field("pins", dict, max_items=16, values=Field("pin", str, non_empty=True,
-              coerce=lambda v: str(v) if fields.is_int(v) else v),
-              convert=_known(KNOWN_COMPONENTS)),  # fmt: skip
+        Field(
+            "services",
+            list,
+            max_items=16,
+            nullable=True,
+            item=Field("service", str, non_empty=True),
+            convert=_services,
+        ),
+        Field(
+            "pins",
+            dict,
+            max_items=16,
+            values=Field(
+                "pin", str, non_empty=True, coerce=lambda v: str(v) if fields.is_int(v) else v
+            ),
+            convert=_known(KNOWN_COMPONENTS),
+        ),
     ),
     wanted="a mapping of host keys",
 )
 
 
-def host_policy(values: Optional[dict[str, Any]]) -> HostPolicy:
+def host_policy(values: dict[str, Any] | None) -> HostPolicy:
     """The ``host:`` section from its checked values (None: the defaults)."""
     return HostPolicy() if values is None else HostPolicy(**values)
 

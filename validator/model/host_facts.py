@@ -1,5 +1,6 @@
-"""The host around the GPUs: CPUs, memory, swap, NVMe drives, mounts, kernel settings,
-services and the versions of the rest of the stack.
+"""The host around the GPUs: CPUs, memory, swap, NVMe, mounts, services, versions.
+
+Also kernel settings and the versions of the rest of the stack.
 
 Each part is a reading or why there is none (:data:`~validator.model.Measured`); a
 node's :class:`HostFacts` is None only where the host was not collected at all (an

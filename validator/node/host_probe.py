@@ -48,9 +48,16 @@ DF = ("df", "-P", "-k")
 # The units a node of GPUs may need; the DCGM host engine's unit is nvidia-dcgm from DCGM 3.
 SERVICES = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
 SYSTEMCTL = (
-    "systemctl", "show", "-p", "Id", "-p", "LoadState", "-p", "ActiveState",
+    "systemctl",
+    "show",
+    "-p",
+    "Id",
+    "-p",
+    "LoadState",
+    "-p",
+    "ActiveState",
     *(f"{unit}.service" for unit in SERVICES),
-)  # fmt: skip
+)
 # The kernel settings GPU and RDMA tuning guides name; -e: an unknown one is no error.
 SYSCTL_NAMES = (
     "vm.swappiness",
@@ -71,8 +78,13 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "rdma_core": ("rdma-core",),
 }
 _ALL_PACKAGES = tuple(name for names in PACKAGES.values() for name in names)
-DPKG_STACK = ("dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\\n",
-              *_ALL_PACKAGES)  # fmt: skip
+DPKG_STACK = (
+    "dpkg-query",
+    "-W",
+    "-f",
+    "${Package} ${Version} ${db:Status-Abbrev}\\n",
+    *_ALL_PACKAGES,
+)
 RPM_STACK = ("rpm", "-q", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n", *_ALL_PACKAGES)
 OFED_INFO = ("ofed_info", "-s")
 COMPONENTS = (*PACKAGES, "mofed")
@@ -93,7 +105,9 @@ def _parsed(parse: Callable[[str], T], text: str | Unavailable, what: str) -> Me
         return Unavailable(Reason.ERROR, f"{what}: {exc}")
 
 
-def _output(system: System, argv: tuple[str, ...], what: str, *, any_rc: bool = False) -> str | Unavailable:
+def _output(
+    system: System, argv: tuple[str, ...], what: str, *, any_rc: bool = False
+) -> str | Unavailable:
     """A command's output, or why there is none (``any_rc``: its status says nothing)."""
     result = attempt(system, argv)
     if isinstance(result, Unavailable):

@@ -1,5 +1,7 @@
-"""The host around the GPUs: CPUs, memory, swap, NVMe drives and their SMART health,
-mounts, kernel settings, services and the stack's versions (policy ``host:``).
+"""The host around the GPUs, judged under the policy's ``host:`` section.
+
+CPUs, memory, swap, NVMe drives and their SMART health, mounts, kernel settings,
+services and the stack's versions.
 
 No host facts (None: an older agent's, hand-built ones): no finding. A part that was
 not read is UNKNOWN, required only where the policy (or the node's hardware) asks
@@ -67,20 +69,29 @@ def _cpu(host: HostFacts, policy: Policy) -> Finding:
     )
     if rules.cpu_model and re.search(rules.cpu_model, model) is None:
         return node_finding(
-            "host.cpu", FAIL, f"The CPU is {model}, not the policy's {rules.cpu_model!r}",
-            observed=seen, expected=expected,
-        )  # fmt: skip
+            "host.cpu",
+            FAIL,
+            f"The CPU is {model}, not the policy's {rules.cpu_model!r}",
+            observed=seen,
+            expected=expected,
+        )
     if rules.cpu_cores and isinstance(cores, int) and cores < rules.cpu_cores:
         return node_finding(
-            "host.cpu", FAIL,
+            "host.cpu",
+            FAIL,
             f"The host shows {cores} CPU cores, fewer than the {rules.cpu_cores} expected: "
             "a socket or cores are missing or disabled",
-            observed=seen, expected=expected,
-        )  # fmt: skip
+            observed=seen,
+            expected=expected,
+        )
     return node_finding(
-        "host.cpu", PASS, f"CPUs: {seen}", observed=seen, expected=expected or "not stated",
+        "host.cpu",
+        PASS,
+        f"CPUs: {seen}",
+        observed=seen,
+        expected=expected or "not stated",
         required=required,
-    )  # fmt: skip
+    )
 
 
 def _memory(host: HostFacts, policy: Policy) -> Finding:
@@ -91,16 +102,22 @@ def _memory(host: HostFacts, policy: Policy) -> Finding:
     seen = f"{gib:.0f} GiB"
     if floor is not None and gib < floor:
         return node_finding(
-            "host.memory", FAIL,
+            "host.memory",
+            FAIL,
             f"The host has {seen} of memory, less than the {floor:g} GiB expected: "
             "DIMMs are missing or failed",
-            observed=seen, expected=f">= {floor:g} GiB",
-        )  # fmt: skip
+            observed=seen,
+            expected=f">= {floor:g} GiB",
+        )
     expected = f">= {floor:g} GiB" if floor is not None else "not stated"
     return node_finding(
-        "host.memory", PASS, f"Host memory: {seen}", observed=seen, expected=expected,
+        "host.memory",
+        PASS,
+        f"Host memory: {seen}",
+        observed=seen,
+        expected=expected,
         required=floor is not None,
-    )  # fmt: skip
+    )
 
 
 def _swap(host: HostFacts, policy: Policy) -> Finding:
@@ -113,11 +130,13 @@ def _swap(host: HostFacts, policy: Policy) -> Finding:
     seen = f"{host.swap_kib / KIB_PER_GIB:.1f} GiB"
     severity = WARN if allowed is None else FAIL
     return node_finding(
-        "host.swap", severity,
+        "host.swap",
+        severity,
         f"The host has {seen} of swap: GPU nodes run without it (swapoff -a and remove it "
         "from /etc/fstab, or set host.swap_allowed)",
-        observed=seen, expected="no swap",
-    )  # fmt: skip
+        observed=seen,
+        expected="no swap",
+    )
 
 
 def _nvme_count(host: HostFacts, policy: Policy) -> Finding:
@@ -127,15 +146,20 @@ def _nvme_count(host: HostFacts, policy: Policy) -> Finding:
     count = len(host.nvme)
     if want is not None and count < want:
         return node_finding(
-            "host.nvme_count", FAIL,
+            "host.nvme_count",
+            FAIL,
             f"{count} NVMe drives found, {want} expected: a drive is missing or not detected",
-            observed=str(count), expected=f">= {want}",
-        )  # fmt: skip
+            observed=str(count),
+            expected=f">= {want}",
+        )
     return node_finding(
-        "host.nvme_count", PASS, f"{count} NVMe drive{'s' if count != 1 else ''}",
-        observed=str(count), expected=f">= {want}" if want is not None else "not stated",
+        "host.nvme_count",
+        PASS,
+        f"{count} NVMe drive{'s' if count != 1 else ''}",
+        observed=str(count),
+        expected=f">= {want}" if want is not None else "not stated",
         required=want is not None,
-    )  # fmt: skip
+    )
 
 
 def _nvme_smart(host: HostFacts, policy: Policy) -> list[Finding]:
@@ -167,20 +191,27 @@ def _drive(drive: NvmeDrive, wear_warn: int) -> Finding:
     )
     if faults:
         return node_finding(
-            "host.nvme_smart", FAIL, f"NVMe {named}: {'; '.join(faults)}: replace the drive",
-            observed=seen, expected="SMART passed, no critical warning, no media errors",
-        )  # fmt: skip
+            "host.nvme_smart",
+            FAIL,
+            f"NVMe {named}: {'; '.join(faults)}: replace the drive",
+            observed=seen,
+            expected="SMART passed, no critical warning, no media errors",
+        )
     if smart.percentage_used is not None and smart.percentage_used >= wear_warn:
         return node_finding(
-            "host.nvme_smart", WARN,
+            "host.nvme_smart",
+            WARN,
             f"NVMe {named} has used {smart.percentage_used}% of its rated endurance",
-            observed=seen, expected=f"< {wear_warn}% used",
-        )  # fmt: skip
+            observed=seen,
+            expected=f"< {wear_warn}% used",
+        )
     if smart.passed is None and smart.critical_warning is None:
         return node_finding(
-            "host.nvme_smart", UNKNOWN, f"smartctl gave no health verdict for NVMe {named}",
+            "host.nvme_smart",
+            UNKNOWN,
+            f"smartctl gave no health verdict for NVMe {named}",
             observed=seen,
-        )  # fmt: skip
+        )
     return node_finding("host.nvme_smart", PASS, f"NVMe {named}: SMART healthy", observed=seen)
 
 
@@ -196,19 +227,29 @@ def _mounts(host: HostFacts, policy: Policy) -> list[Finding]:
         mount = by_path.get(rule.path.rstrip("/") or "/")
         wanted = f"mounted, >= {rule.min_free_gib:g} GiB free"
         if mount is None:
-            found.append(node_finding(
-                "host.mounts", FAIL, f"{rule.path} is not mounted", observed="not mounted",
-                expected=wanted,
-            ))  # fmt: skip
+            found.append(
+                node_finding(
+                    "host.mounts",
+                    FAIL,
+                    f"{rule.path} is not mounted",
+                    observed="not mounted",
+                    expected=wanted,
+                )
+            )
             continue
         free = mount.avail_kib / KIB_PER_GIB
         seen = f"{free:.1f} GiB free of {mount.size_kib / KIB_PER_GIB:.1f} GiB ({mount.source})"
         short = free < rule.min_free_gib
-        found.append(node_finding(
-            "host.mounts", FAIL if short else PASS,
-            f"{rule.path}: {seen}" + (f", less than {rule.min_free_gib:g} GiB" if short else ""),
-            observed=seen, expected=wanted,
-        ))  # fmt: skip
+        found.append(
+            node_finding(
+                "host.mounts",
+                FAIL if short else PASS,
+                f"{rule.path}: {seen}"
+                + (f", less than {rule.min_free_gib:g} GiB" if short else ""),
+                observed=seen,
+                expected=wanted,
+            )
+        )
     return found
 
 
@@ -230,17 +271,27 @@ def _kernel_params(host: HostFacts, policy: Policy) -> Finding:
         for name, value in sysctl:
             if values.get(name) != value:
                 wrong.append(f"{name} = {value} ({values.get(name, 'absent')})")
-    expected = ", ".join([f"{n}={v}" if v else n for n, v in params] + [f"{n}={v}" for n, v in sysctl])
+    expected = ", ".join(
+        [f"{n}={v}" if v else n for n, v in params] + [f"{n}={v}" for n, v in sysctl]
+    )
     if wrong:
         return node_finding(
-            "host.kernel_params", FAIL, "The kernel is not set as the policy says: " + "; ".join(wrong),
-            observed="; ".join(wrong), expected=expected,
-        )  # fmt: skip
+            "host.kernel_params",
+            FAIL,
+            "The kernel is not set as the policy says: " + "; ".join(wrong),
+            observed="; ".join(wrong),
+            expected=expected,
+        )
     return node_finding(
-        "host.kernel_params", PASS,
-        "The kernel settings are as the policy says" if required else "No kernel setting is named by the policy",
-        observed=expected or "none named", expected=expected or "none named", required=required,
-    )  # fmt: skip
+        "host.kernel_params",
+        PASS,
+        "The kernel settings are as the policy says"
+        if required
+        else "No kernel setting is named by the policy",
+        observed=expected or "none named",
+        expected=expected or "none named",
+        required=required,
+    )
 
 
 def _fabric_needed(facts: NodeFacts, policy: Policy, sku: Sku | None) -> tuple[bool, str]:
@@ -261,7 +312,7 @@ def _at_pin(pin: str, version: str) -> bool:
 def _wanted_services(facts: NodeFacts, policy: Policy, sku: Sku | None) -> dict[str, str]:
     """The units the node needs, each with why."""
     if policy.host.services is not None:
-        return {name: "the policy" for name in policy.host.services}
+        return dict.fromkeys(policy.host.services, "the policy")
     wanted = {}
     if policy.persistence_mode_required:
         wanted["nvidia-persistenced"] = "the policy requires persistence mode"
@@ -286,52 +337,83 @@ def _services(host: HostFacts, facts: NodeFacts, policy: Policy, sku: Sku | None
         active = state.active if state is not None else "not listed"
         seen = active if state is None or state.load == "loaded" else f"{state.load}"
         if active == "active":
-            found.append(node_finding("host.services", PASS, f"{name} is running", observed=seen,
-                                      expected="active"))  # fmt: skip
+            found.append(
+                node_finding(
+                    "host.services", PASS, f"{name} is running", observed=seen, expected="active"
+                )
+            )
             continue
-        found.append(node_finding(
-            "host.services", FAIL,
-            f"{name} is not running ({seen}); it is needed: {why} "
-            f"(install it and systemctl enable --now {name})",
-            observed=seen, expected="active",
-        ))  # fmt: skip
+        found.append(
+            node_finding(
+                "host.services",
+                FAIL,
+                f"{name} is not running ({seen}); it is needed: {why} "
+                f"(install it and systemctl enable --now {name})",
+                observed=seen,
+                expected="active",
+            )
+        )
     return found
 
 
 def _versions(host: HostFacts, policy: Policy) -> list[Finding]:
     pins = dict(policy.host.pins)
     if isinstance(host.versions, Unavailable):
-        return [_unknown("host.stack_versions", "The stack's versions", host.versions, required=bool(pins))]
+        return [
+            _unknown(
+                "host.stack_versions", "The stack's versions", host.versions, required=bool(pins)
+            )
+        ]
     installed = {item.component: item for item in host.versions}
     found = []
     for component, pin in sorted(pins.items()):
         item = installed.get(component)
         if item is None:
-            found.append(node_finding(
-                "host.stack_versions", UNKNOWN, f"The {component} version was not read",
-                observed="not measured", expected=pin,
-            ))  # fmt: skip
+            found.append(
+                node_finding(
+                    "host.stack_versions",
+                    UNKNOWN,
+                    f"The {component} version was not read",
+                    observed="not measured",
+                    expected=pin,
+                )
+            )
             continue
         version = item.version
         if version and _at_pin(pin, version):
-            found.append(node_finding(
-                "host.stack_versions", PASS, f"{component} {version} ({item.package}) is at the pin",
-                observed=version, expected=pin,
-            ))  # fmt: skip
+            found.append(
+                node_finding(
+                    "host.stack_versions",
+                    PASS,
+                    f"{component} {version} ({item.package}) is at the pin",
+                    observed=version,
+                    expected=pin,
+                )
+            )
             continue
         seen = version or "not installed"
-        found.append(node_finding(
-            "host.stack_versions", FAIL,
-            f"{component} is {seen} ({item.package}), not the pinned {pin}: reprovision "
-            "(gpuready provision)",
-            observed=seen, expected=pin,
-        ))  # fmt: skip
+        found.append(
+            node_finding(
+                "host.stack_versions",
+                FAIL,
+                f"{component} is {seen} ({item.package}), not the pinned {pin}: reprovision "
+                "(gpuready provision)",
+                observed=seen,
+                expected=pin,
+            )
+        )
     if not pins:
         seen = ", ".join(f"{i.component} {i.version}" for i in host.versions if i.version)
-        found.append(node_finding(
-            "host.stack_versions", PASS, f"Stack versions (not pinned): {seen or 'none installed'}",
-            observed=seen or "none installed", expected="not pinned", required=False,
-        ))  # fmt: skip
+        found.append(
+            node_finding(
+                "host.stack_versions",
+                PASS,
+                f"Stack versions (not pinned): {seen or 'none installed'}",
+                observed=seen or "none installed",
+                expected="not pinned",
+                required=False,
+            )
+        )
     return found
 
 

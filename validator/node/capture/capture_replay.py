@@ -110,6 +110,7 @@ from validator.model import (
     unreadable_gpu,
 )
 from validator.node import host, host_probe, system_facts
+from validator.node.capture import host_capture
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -119,7 +120,6 @@ from validator.node.capture.bundle_agreement import (
     nvbandwidth_conflicts,
     nvlink_conflicts,
 )
-from validator.node.capture import host_capture
 from validator.node.capture.bundle_consistency import (
     BundleView,
     banner_view,

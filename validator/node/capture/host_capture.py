@@ -1,5 +1,6 @@
-"""The host family's bundle files (validator.node.host_probe): the NVMe sysfs tree and
-each drive's ``smartctl -H -A -j``, recorded only for the drives the host has.
+"""The host family's bundle files: the NVMe sysfs tree and each drive's smartctl JSON.
+
+Recorded only for the drives the host has (validator.node.host_probe reads them).
 
 A sysfs tree is one text file of ``path<TAB>value`` lines; a drive's smartctl JSON is
 ``smartctl-nvmeN.json`` (N below :data:`MAX_DRIVES`), as smartctl printed it.
@@ -7,7 +8,7 @@ A sysfs tree is one text file of ``path<TAB>value`` lines; a drive's smartctl JS
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, Optional, Union
 
 from validator.model import Unavailable
 from validator.node.host_probe import NVME_PATTERN, NVME_ROOT, smartctl_argv
@@ -15,7 +16,7 @@ from validator.node.system import NotRecordedError, System
 from validator.node.system_facts import read_file
 
 # (text, where it was found), or why it was left out.
-Recorded = Union[Tuple[str, Optional[str]], str]
+Recorded = Union[tuple[str, Optional[str]], str]
 
 NVME_TREE = "nvme-sysfs.txt"
 MAX_DRIVES = 32  # a bundle records smartctl for nvme0..nvme31

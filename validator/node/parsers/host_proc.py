@@ -1,5 +1,6 @@
-"""The host's own files and tools: /proc/cpuinfo, /proc/meminfo, ``df -P -k``,
-``systemctl show``, ``sysctl``, ``dpkg-query`` / ``rpm -q`` and ``ofed_info -s``.
+"""The host's own files and tools, parsed: /proc/cpuinfo, /proc/meminfo, ``df -P -k``.
+
+Also ``systemctl show``, ``sysctl``, ``dpkg-query`` / ``rpm -q`` and ``ofed_info -s``.
 
 Pure: text in, model values out; text that is not the tool's raises ParseError.
 """
@@ -105,9 +106,7 @@ def parse_systemctl_show(text: str) -> tuple[ServiceState, ...]:
     """
     states = []
     for block in re.split(r"\n\s*\n", _bounded(text, "systemctl output").strip()):
-        values = dict(
-            line.partition("=")[::2] for line in block.splitlines() if "=" in line
-        )
+        values = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
         unit = values.get("Id", "").strip()
         if not unit:
             continue
@@ -134,8 +133,7 @@ def parse_sysctl(text: str) -> tuple[KernelSetting, ...]:
 
 
 def parse_package_versions(text: str) -> dict[str, str]:
-    """Installed packages and versions from ``dpkg-query -W -f '${Package} ${Version}
-    ${db:Status-Abbrev}\\n'`` or ``rpm -q --qf '%{NAME} %{VERSION}-%{RELEASE}\\n'``.
+    """Installed packages and their versions, from dpkg-query or rpm -q (host_probe's).
 
     dpkg's packages that are known but not installed (no version, or a status other
     than ``ii``) and the tools' "not installed" lines are left out.
@@ -157,8 +155,10 @@ def parse_ofed_info(text: str) -> str:
     Raises:
         ParseError: no OFED version line.
     """
-    match = re.search(r"(?:MLNX_OFED_LINUX|OFED-internal|OFED)-([\w.\-]+?):?\s*$",
-                      _bounded(text, "ofed_info output").strip())
+    match = re.search(
+        r"(?:MLNX_OFED_LINUX|OFED-internal|OFED)-([\w.\-]+?):?\s*$",
+        _bounded(text, "ofed_info output").strip(),
+    )
     if match is None:
         raise ParseError("not `ofed_info -s` output: no '...OFED...-VERSION:' line")
     return match.group(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from validator.limits import TOOL_OUTPUT_BYTES
 from validator.model import SmartHealth
@@ -36,7 +36,7 @@ def parse_smartctl(text: str) -> SmartHealth:
     return parse_smartctl_text(text)
 
 
-def _int(value: object) -> Optional[int]:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -112,7 +112,9 @@ def parse_smartctl_text(text: str) -> SmartHealth:
         match = _NUMBER.match(rest.strip()) if colon else None
         if key is not None and match is not None:
             number = match.group(1)
-            values[key] = int(number, 16) if number.startswith("0x") else int(number.replace(",", ""))
+            values[key] = (
+                int(number, 16) if number.startswith("0x") else int(number.replace(",", ""))
+            )
     overall = _OVERALL.search(text)
     if overall is None and not values:
         raise ParseError(
@@ -125,7 +127,13 @@ def parse_smartctl_text(text: str) -> SmartHealth:
         passed=passed,
         model=model.group(1).strip() if model else "",
         serial=serial.group(1).strip() if serial else "",
-        **{key: values.get(key) for key in _FIELDS.values()},
+        critical_warning=values.get("critical_warning"),
+        percentage_used=values.get("percentage_used"),
+        media_errors=values.get("media_errors"),
+        available_spare=values.get("available_spare"),
+        available_spare_threshold=values.get("available_spare_threshold"),
+        temperature_c=values.get("temperature_c"),
+        power_on_hours=values.get("power_on_hours"),
     )
 
 
