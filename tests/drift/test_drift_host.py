@@ -23,8 +23,10 @@ def with_host(facts: NodeFacts, **changes: object) -> NodeFacts:
 def test_the_certificate_holds_the_host_and_reads_it_back() -> None:
     cert = baseline()
     assert cert.host is not None
-    assert cert.host.cpu_cores == 112 and cert.host.drives is not None
-    assert len(cert.host.drives) == 10 and all(d.healthy for d in cert.host.drives)
+    assert cert.host.cpu_cores == 112
+    assert cert.host.drives is not None
+    assert len(cert.host.drives) == 10
+    assert all(d.healthy for d in cert.host.drives)
     assert ("nvidia-fabricmanager", "active") in cert.host.services
     assert certificate_from_json(certificate_to_json(cert)).host == cert.host
 
@@ -37,13 +39,16 @@ def test_an_unchanged_host_is_one_pass() -> None:
 def test_a_drive_whose_smart_went_bad_is_drift_to_replace() -> None:
     facts = collect_simulated("nvme-smart-failing", interconnect="off")
     [finding] = host_findings(facts)
-    assert finding.severity is Severity.FAIL and finding.action is Action.DRAIN_RMA
-    assert "nvme5" in finding.message and "SMART" in finding.message
+    assert finding.severity is Severity.FAIL
+    assert finding.action is Action.DRAIN_RMA
+    assert "nvme5" in finding.message
+    assert "SMART" in finding.message
 
 
 def test_memory_and_cpus_that_shrank_are_drift() -> None:
     facts = quick_facts()
-    assert facts.host is not None and isinstance(facts.host.memory_kib, int)
+    assert facts.host is not None
+    assert isinstance(facts.host.memory_kib, int)
     smaller = with_host(facts, memory_kib=facts.host.memory_kib - 64 * 1024**2, cpu_cores=56)
     found = host_findings(smaller)
     assert {f.severity for f in found} == {Severity.FAIL}
@@ -56,7 +61,8 @@ def test_memory_and_cpus_that_shrank_are_drift() -> None:
 
 def test_a_stopped_service_and_a_changed_version_are_drift() -> None:
     facts = quick_facts()
-    assert facts.host is not None and not isinstance(facts.host.versions, Exception)
+    assert facts.host is not None
+    assert not isinstance(facts.host.versions, Exception)
     services = (
         ServiceState("nvidia-persistenced", "loaded", "active"),
         ServiceState("nvidia-fabricmanager", "loaded", "failed"),

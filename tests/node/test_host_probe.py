@@ -64,7 +64,10 @@ def test_meminfo_df_systemctl_packages_and_ofed() -> None:
         "dpkg-query: no packages found matching libnccl\npackage libnccl is not installed\n"
         "nvidia-container-toolkit 1.19.1-1.x86_64\n"
     )
-    assert packages == {"libnccl2": "2.23.4-1+cuda12.4", "nvidia-container-toolkit": "1.19.1-1.x86_64"}
+    assert packages == {
+        "libnccl2": "2.23.4-1+cuda12.4",
+        "nvidia-container-toolkit": "1.19.1-1.x86_64",
+    }
     assert parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:\n") == "23.10-1.1.9.0"
     with pytest.raises(ParseError):
         parse_ofed_info("bash: ofed_info: command not found\n")
@@ -124,8 +127,11 @@ def test_a_capture_without_the_host_files_is_measured_not_passed(tmp_path: Path)
     assert facts.host.nvme.reason is Reason.NOT_MEASURED
     result = judge_node(facts, Policy(require_burn=False))
     found = {f.check: f for f in result.findings if f.check.startswith("host.")}
-    for check, name in (("host.cpu", "cpuinfo.txt"), ("host.nvme_count", "nvme-sysfs.txt"),
-                        ("host.services", "systemctl.txt")):  # fmt: skip
+    for check, name in (
+        ("host.cpu", "cpuinfo.txt"),
+        ("host.nvme_count", "nvme-sysfs.txt"),
+        ("host.services", "systemctl.txt"),
+    ):
         assert found[check].severity is Severity.UNKNOWN, check
         assert found[check].action is Action.MEASURE, check
         assert name in found[check].message, check

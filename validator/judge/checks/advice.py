@@ -103,7 +103,10 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
         "for d in /sys/class/nvme/nvme*; do for f in model serial; do printf '%s\\t%s\\n' "
         '"$d/$f" "$(cat $d/$f)"; done; done > nvme-sysfs.txt',
     ),
-    "host.nvme_smart": ("smartctl-nvme0.json", "smartctl -H -A -j /dev/nvme0 > smartctl-nvme0.json"),
+    "host.nvme_smart": (
+        "smartctl-nvme0.json",
+        "smartctl -H -A -j /dev/nvme0 > smartctl-nvme0.json",
+    ),
     "host.mounts": ("df.txt", "df -P -k > df.txt"),
     "host.kernel_params": ("cmdline.txt", "cat /proc/cmdline > cmdline.txt"),
     "host.services": (
