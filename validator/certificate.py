@@ -54,20 +54,16 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
-from validator.certified_host import (
-    CERTIFIED_HOST_FIELDS,
-    CertifiedHost,
-    certified_host,
-    host_from_fields,
-)
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
+    CERTIFIED_HOST_FIELDS,
     PROVENANCES,
     UNKNOWN_PROVENANCE,
     Bandwidth,
     BurnStatus,
+    CertifiedHost,
     DcgmDiag,
     DcgmOutcome,
     ErrorCounters,
@@ -80,6 +76,8 @@ from validator.model import (
     Severity,
     Unavailable,
     Verdict,
+    certified_host,
+    host_from_fields,
     measured_gb_s,
     provenance_of,
     scope_text,

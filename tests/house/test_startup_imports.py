@@ -77,6 +77,10 @@ MAY_IMPORT = frozenset(
         "validator.node.collect",
         "validator.node.gpu_choice",
         "validator.node.host",
+        # The host around the GPUs: every collector reads it (issue 34's host family).
+        "validator.node.host_probe",
+        "validator.node.parsers.host_proc",
+        "validator.node.parsers.smartctl",
         "validator.node.nvml",
         "validator.node.parsers",
         "validator.node.parsers.base",

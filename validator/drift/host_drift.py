@@ -13,11 +13,20 @@
 
 from __future__ import annotations
 
-from validator.certified_host import CertifiedHost, certified_host
 from validator.drift.drift_helpers import DriftInputs
 from validator.judge.checks.finding_helpers import FAIL, PASS, UNKNOWN, node_finding, with_action
-from validator.model import Action, DriftCheck, Finding, HostFacts, Unavailable
+from validator.model import (
+    Action,
+    CertifiedHost,
+    CheckFamily,
+    DriftCheck,
+    Finding,
+    HostFacts,
+    Unavailable,
+    certified_host,
+)
 
+FAMILY = CheckFamily.HOST
 CHECK = DriftCheck.HOST.value
 # MemTotal moves by megabytes between kernels and boots; a lost DIMM is gigabytes.
 MEMORY_SHRINK = 0.01

@@ -21,6 +21,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``host_facts``: the host around the GPUs (:class:`HostFacts`): CPUs, memory, NVMe, services.
+- ``certified_host``: the host as a certificate holds it (:class:`CertifiedHost`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
@@ -59,6 +60,13 @@ from validator.model.busy_facts import (
     chosen_gpus,
     process_words,
     scope_text,
+)
+from validator.model.certified_host import (
+    CERTIFIED_HOST_FIELDS,
+    CertifiedDrive,
+    CertifiedHost,
+    certified_host,
+    host_from_fields,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -136,6 +144,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
+    "CERTIFIED_HOST_FIELDS",
     "CLOCK_EVENT_REASONS",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
@@ -156,6 +165,8 @@ __all__ = [
     "BurnResult",
     "BurnStatus",
     "Busy",
+    "CertifiedDrive",
+    "CertifiedHost",
     "CheckFamily",
     "DcgmDiag",
     "DcgmOutcome",
@@ -203,6 +214,7 @@ __all__ = [
     "XidEvent",
     "busy_reasons",
     "busy_summary",
+    "certified_host",
     "chosen",
     "chosen_gpus",
     "counters_of",
@@ -211,6 +223,7 @@ __all__ = [
     "drift_findings",
     "drift_state",
     "from_dict",
+    "host_from_fields",
     "implausible_reading",
     "known",
     "measured_gb_s",

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from validator.fields import Document, Field
-from validator.model import NodeFacts, Unavailable
+from validator.model.host_facts import SmartHealth
+from validator.model.measured import Unavailable
+from validator.model.node_facts import NodeFacts
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class CertifiedHost:
     versions: tuple[tuple[str, str], ...]  # (component, version; "" not installed)
 
 
-def _known(value: Any) -> Any:  # noqa: ANN401 - any measured value
+def _known(value: Any) -> Any:
     return None if isinstance(value, Unavailable) else value
 
 
@@ -68,7 +70,7 @@ def certified_host(facts: NodeFacts) -> CertifiedHost | None:
     )
 
 
-def _healthy(smart: Any) -> bool | None:  # noqa: ANN401 - a SmartHealth
+def _healthy(smart: SmartHealth) -> bool | None:
     """A drive's SMART health as one flag: its verdict, no warning, no media error."""
     if smart.passed is None and smart.critical_warning is None:
         return None
