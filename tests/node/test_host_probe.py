@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 
 from tests.collecting import collect_capture, collect_simulated
 from validator.judge import Policy, judge_node
-from validator.model import Action, HostFacts, Reason, Severity, Unavailable
+from validator.model import Action, HostFacts, Reason, Severity, StackVersion, Unavailable
 from validator.node.capture.capture_replay import write_capture
 from validator.node.host_probe import probe_host
 from validator.node.parsers.base import ParseError
@@ -108,12 +107,12 @@ def test_a_capture_of_a_scenario_reads_back_the_same_host(tmp_path: Path) -> Non
     assert outcome["nvme-sysfs.txt"] == "written"
     captured = collect_capture(tmp_path / "bundle").host
     simulated = probe_host(system)
-    assert captured is not None
-    assert not isinstance(simulated.versions, Unavailable)
-    # ofed_info is missing there (exit 127): a bundle records no file for it, so MOFED is
-    # "not recorded" in the capture rather than "not installed"; all else is the same.
-    assert simulated.versions[-1].component == "mofed"
-    assert captured == dataclasses.replace(simulated, versions=simulated.versions[:-1])
+    assert captured == simulated
+    # ofed_info is missing there (exit 127): the bundle records that as an empty file, so
+    # MOFED reads back "not installed", not "not recorded".
+    assert (tmp_path / "bundle" / "ofed_info.txt").read_text() == ""
+    assert not isinstance(captured.versions, Unavailable)
+    assert captured.versions[-1] == StackVersion("mofed", "ofed_info", "")
 
 
 def test_a_capture_without_the_host_files_is_measured_not_passed(tmp_path: Path) -> None:

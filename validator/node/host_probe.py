@@ -202,6 +202,8 @@ def stack_versions(system: System) -> Measured[tuple[StackVersion, ...]]:
         package = next((name for name in names if name in installed), names[0])
         found.append(StackVersion(component, package, installed.get(package, "")))
     ofed = _output(system, OFED_INFO, "ofed_info")
+    if isinstance(ofed, str) and not ofed.strip():  # a bundle's record of no ofed_info
+        ofed = Unavailable(Reason.NOT_SUPPORTED, "ofed_info not found")
     if not (isinstance(ofed, Unavailable) and ofed.reason is Reason.NOT_MEASURED):
         # No ofed_info: MOFED is not installed (rdma-core is the stack).
         mofed = "" if isinstance(ofed, Unavailable) else _parsed(parse_ofed_info, ofed, "ofed")

@@ -256,7 +256,7 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile("systemctl.txt", argv=host_probe.SYSTEMCTL),
     BundleFile("stack-packages.txt", argv=host_probe.DPKG_STACK, keep_error_text=True),
     BundleFile("stack-rpm.txt", argv=host_probe.RPM_STACK, keep_error_text=True),
-    BundleFile("ofed_info.txt", argv=host_probe.OFED_INFO),
+    BundleFile("ofed_info.txt", argv=host_probe.OFED_INFO, record=host_capture.record_ofed_info),
     BundleFile(host_capture.NVME_TREE, tree=host_probe.NVME_ROOT,
                record=host_capture.record_nvme_tree),
     *(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Union
 
 from validator.model import Unavailable
-from validator.node.host_probe import NVME_PATTERN, NVME_ROOT, smartctl_argv
+from validator.node.host_probe import NVME_PATTERN, NVME_ROOT, OFED_INFO, smartctl_argv
 from validator.node.system import NotRecordedError, System
 from validator.node.system_facts import read_file
 
@@ -62,6 +62,19 @@ def smartctl_recorder(index: int) -> Callable[[System], Recorded]:
     return record
 
 
+def record_ofed_info(system: System) -> Recorded:
+    """``ofed_info -s``; where the host has no ofed_info, an empty file: MOFED is not there."""
+    try:
+        result = system.run(OFED_INFO)
+    except NotRecordedError as exc:
+        return f"skipped: {exc}"
+    if result.rc == 127:
+        return "", None  # recorded as absent, not left out: "not installed" is a fact
+    if not result.ok:
+        return f"skipped: ofed_info -s exited {result.rc}"
+    return result.stdout, None
+
+
 def tree_files(text: str, root: str) -> dict[str, str]:
     """The files a recorded tree holds, by path (only under ``root``)."""
     files = {}
@@ -77,6 +90,7 @@ __all__ = [
     "NVME_TREE",
     "Recorded",
     "record_nvme_tree",
+    "record_ofed_info",
     "smartctl_file",
     "smartctl_recorder",
     "tree_files",
