@@ -10,7 +10,7 @@ import pytest
 
 from tests.collecting import collect_simulated
 from validator.cli.main import main
-from validator.judge import Policy, judge_node
+from validator.judge import Policy, judge_node, load_catalog
 from validator.judge.checks import host_health
 from validator.judge.policy import policy_from_mapping
 from validator.model import (
@@ -80,7 +80,8 @@ def test_the_healthy_node_passes_every_host_check_under_a_strict_policy() -> Non
         "host.services",
         "host.stack_versions",
     }
-    assert len(by_check(findings, "host.nvme_smart")) == 10
+    [drives] = by_check(findings, "host.nvme_smart")  # ten healthy drives: one PASS
+    assert drives.message.startswith("10 NVMe drives: SMART healthy: nvme0, nvme1")
     assert all(f.required for f in findings)
 
 
@@ -224,3 +225,27 @@ def test_certify_simulate_nvme_smart_failing_in_the_terminal_and_json(
     assert node["verdict"] == "NOT_CERTIFIED"
     [finding] = [f for f in node["findings"] if f["severity"] == "FAIL"]
     assert (finding["check"], finding["action"]) == ("host.nvme_smart", "drain_and_rma")
+
+
+def test_the_reference_system_is_judged_only_where_the_policy_asks() -> None:
+    catalog = load_catalog()
+    h100 = catalog.get("h100-sxm")
+    assert h100.host is not None
+    assert (h100.host.cpu_cores, h100.host.memory_gib) == (112, 2048.0)
+    reference = policy_from_mapping({"host": {"reference_system": True}}, "test policy")
+    checks = {f.check: f for f in host_health.check(healthy(), reference, h100)}
+    assert checks["host.cpu"].severity is Severity.PASS
+    assert checks["host.memory"].severity is Severity.PASS
+    # Without the policy asking, the CPUs and memory are not held to a DGX
+    assert "host.cpu" not in {f.check for f in host_health.check(healthy(), Policy(), h100)}
+    # A node of other CPUs and half the memory fails against the reference
+    other = with_host(healthy(), cpu_model="Intel(R) Xeon(R) Platinum 8470", memory_kib=1024**3)
+    failed = {
+        f.check for f in host_health.check(other, reference, h100) if f.severity is Severity.FAIL
+    }
+    assert failed == {"host.cpu", "host.memory"}
+    a100 = catalog.get("a100-sxm4-80gb")
+    facts = collect_simulated("healthy-8x-a100-80gb", interconnect="off")
+    found = host_health.check(facts, reference, a100)
+    assert {f.check for f in found} >= {"host.cpu", "host.memory"}
+    assert {f.severity for f in found} == {Severity.PASS}

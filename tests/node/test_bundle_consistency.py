@@ -198,9 +198,9 @@ def test_a_whole_bundle_of_one_host_passes_the_check(
     # Certified; what a bundle without its other files could not show is optional, and the
     # summary counts it as every output does, not as passed.
     assert code == ExitCode.OK
-    # (The host family adds six: five unread without the host's files, optional as no
-    # policy states them, and kernel_params, which the policy names none of.)
-    assert node["summary"].startswith("10x A40: 28 of 39 checks passed, 11 optional could not")
+    # (The host family adds one: swap, unread without the bundle's meminfo.txt, optional as
+    # the policy does not forbid swap; it states no other host figure to judge.)
+    assert node["summary"].startswith("10x A40: 27 of 34 checks passed, 7 optional could not")
     (finding,) = _sources_agree(node)
     assert finding["severity"] == "PASS"
     assert "nvidia-smi query and nvidia-smi table agree" in finding["message"]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.collecting import collect_capture, collect_simulated
-from validator.judge import Policy, judge_node
+from validator.judge import judge_node
+from validator.judge.policy import policy_from_mapping
 from validator.model import Action, HostFacts, Reason, Severity, StackVersion, Unavailable
 from validator.node.capture.capture_replay import write_capture
 from validator.node.host_probe import probe_host
@@ -124,7 +125,10 @@ def test_a_capture_without_the_host_files_is_measured_not_passed(tmp_path: Path)
     assert isinstance(facts.host, HostFacts)
     assert isinstance(facts.host.nvme, Unavailable)
     assert facts.host.nvme.reason is Reason.NOT_MEASURED
-    result = judge_node(facts, Policy(require_burn=False))
+    stated = policy_from_mapping(
+        {"require_burn": False, "host": {"cpu_cores": 112, "nvme_count": 10}}, "test"
+    )
+    result = judge_node(facts, stated)
     found = {f.check: f for f in result.findings if f.check.startswith("host.")}
     for check, name in (
         ("host.cpu", "cpuinfo.txt"),
@@ -142,4 +146,4 @@ def test_every_source_collects_the_host() -> None:
     assert facts.host is not None
     assert facts.host.cpu_cores == 128
     assert not isinstance(facts.host.nvme, Unavailable)
-    assert len(facts.host.nvme) == 6
+    assert len(facts.host.nvme) == 10

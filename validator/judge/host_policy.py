@@ -51,6 +51,27 @@ class HostPolicy:
     sysctl: tuple[tuple[str, str], ...] = ()
     services: tuple[str, ...] | None = None
     pins: tuple[tuple[str, str], ...] = ()
+    # Judge the CPUs and memory against the catalog's reference system for the node's GPU
+    # (a DGX), where the policy states no figure of its own; off: other vendors' boards
+    # with the same GPUs carry other CPUs and memory.
+    reference_system: bool = False
+
+
+@dataclass(frozen=True)
+class ReferenceHost:
+    """The reference system a catalog row's GPU ships in, as a public source states it."""
+
+    system: str  # "NVIDIA DGX H100"
+    cpu_model: str  # as /proc/cpuinfo names it
+    cpu_cores: int  # physical, all sockets
+    memory_gib: float  # installed; MemTotal is judged against REFERENCE_MEMORY_SHARE of it
+    source: str
+
+
+# MemTotal is the installed memory less what firmware and the kernel reserve (a few
+# percent): 95% of the reference's DIMMs leaves room for that. It catches a lost DIMM
+# of 16 or fewer, not one of 32 (3.1%): a site states its own exact host.memory_gib.
+REFERENCE_MEMORY_SHARE = 0.95
 
 
 # The names the node agent reads (validator.node.host_probe); kept here as words so the
@@ -148,6 +169,7 @@ HOST_FIELDS = Document(
             item=Field("service", str, non_empty=True),
             convert=_services,
         ),
+        Field("reference_system", bool),
         Field(
             "pins",
             dict,
@@ -162,6 +184,23 @@ HOST_FIELDS = Document(
 )
 
 
+REFERENCE_HOST_FIELDS = Document(
+    (
+        Field("system", str, non_empty=True, required=True),
+        Field("cpu_model", str, non_empty=True, required=True),
+        Field("cpu_cores", int, minimum=1, maximum=100_000, required=True),
+        Field("memory_gib", float, minimum=1.0, maximum=_GIB_MAX, convert=float, required=True),
+        Field("source", str, non_empty=True, required=True),
+    ),
+    wanted="a mapping of system, cpu_model, cpu_cores, memory_gib and source",
+)
+
+
+def reference_host(values: dict[str, Any]) -> ReferenceHost:
+    """A catalog row's checked ``host:`` mapping as a :class:`ReferenceHost`."""
+    return ReferenceHost(**values)
+
+
 def host_policy(values: dict[str, Any] | None) -> HostPolicy:
     """The ``host:`` section from its checked values (None: the defaults)."""
     return HostPolicy() if values is None else HostPolicy(**values)
@@ -174,5 +213,9 @@ __all__ = [
     "KNOWN_SYSCTL",
     "HostPolicy",
     "MountRule",
+    "REFERENCE_HOST_FIELDS",
+    "REFERENCE_MEMORY_SHARE",
+    "ReferenceHost",
+    "reference_host",
     "host_policy",
 ]

@@ -11,9 +11,11 @@ for it; a figure nobody states is reported as read (PASS, not required).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from validator.judge.catalog import Sku
 from validator.judge.checks.finding_helpers import missing, node_finding, prefix_matches, why_not
+from validator.judge.host_policy import REFERENCE_MEMORY_SHARE
 from validator.judge.policy import Policy
 from validator.model import HostFacts, NodeFacts, NvmeDrive, Severity, Unavailable
 from validator.model.findings import Finding
@@ -27,17 +29,41 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
     host = facts.host
     if host is None:
         return []
-    return [
-        _cpu(host, policy),
-        _memory(host, policy),
-        _swap(host, policy),
-        _nvme_count(host, policy),
-        *_nvme_smart(host, policy),
-        *_mounts(host, policy),
-        _kernel_params(host, policy),
-        *_services(host, facts, policy, sku),
-        *_versions(host, policy),
-    ]
+    # A part with nothing to hold it to (no figure from the policy or the reference
+    # system) judges nothing: no finding, as a mount no policy names.
+    policy = _with_reference(policy, sku)
+    rules = policy.host
+    found = []
+    if rules.cpu_cores is not None or rules.cpu_model is not None:
+        found.append(_cpu(host, policy))
+    if rules.memory_gib is not None:
+        found.append(_memory(host, policy))
+    found.append(_swap(host, policy))
+    if rules.nvme_count is not None:
+        found.append(_nvme_count(host, policy))
+    found += _nvme_smart(host, policy)
+    found += _mounts(host, policy)
+    if rules.kernel_params or rules.sysctl:
+        found.append(_kernel_params(host, policy))
+    found += _services(host, facts, policy, sku)
+    if rules.pins:
+        found += _versions(host, policy)
+    return found
+
+
+def _with_reference(policy: Policy, sku: Sku | None) -> Policy:
+    """The policy with the reference system's CPUs and memory where it states none."""
+    rules = policy.host
+    reference = sku.host if sku is not None else None
+    if not rules.reference_system or reference is None:
+        return policy
+    rules = replace(
+        rules,
+        cpu_model=rules.cpu_model or re.escape(reference.cpu_model),
+        cpu_cores=rules.cpu_cores or reference.cpu_cores,
+        memory_gib=rules.memory_gib or reference.memory_gib * REFERENCE_MEMORY_SHARE,
+    )
+    return replace(policy, host=rules)
 
 
 def _unknown(check_id: str, what: str, value: Unavailable, *, required: bool) -> Finding:
@@ -165,7 +191,24 @@ def _nvme_count(host: HostFacts, policy: Policy) -> Finding:
 def _nvme_smart(host: HostFacts, policy: Policy) -> list[Finding]:
     if isinstance(host.nvme, Unavailable):
         return []
-    return [_drive(drive, policy.host.nvme_wear_warn_percent) for drive in host.nvme]
+    found = [_drive(drive, policy.host.nvme_wear_warn_percent) for drive in host.nvme]
+    return _one_pass(found, "NVMe drives: SMART healthy")
+
+
+def _one_pass(found: list[Finding], words: str) -> list[Finding]:
+    """The findings with their passes made one (a report stays small with ten drives)."""
+    passed = [finding for finding in found if finding.severity is PASS]
+    if len(passed) < 2:
+        return found
+    names = ", ".join(finding.observed for finding in passed)
+    merged = node_finding(
+        passed[0].check,
+        PASS,
+        f"{len(passed)} {words}: {names}",
+        observed=names,
+        expected=passed[0].expected,
+    )
+    return [merged, *(finding for finding in found if finding.severity is not PASS)]
 
 
 def _drive(drive: NvmeDrive, wear_warn: int) -> Finding:
@@ -212,7 +255,9 @@ def _drive(drive: NvmeDrive, wear_warn: int) -> Finding:
             f"smartctl gave no health verdict for NVMe {named}",
             observed=seen,
         )
-    return node_finding("host.nvme_smart", PASS, f"NVMe {named}: SMART healthy", observed=seen)
+    return node_finding(
+        "host.nvme_smart", PASS, f"NVMe {named}: SMART healthy", observed=drive.name
+    )
 
 
 def _mounts(host: HostFacts, policy: Policy) -> list[Finding]:
@@ -339,7 +384,7 @@ def _services(host: HostFacts, facts: NodeFacts, policy: Policy, sku: Sku | None
         if active == "active":
             found.append(
                 node_finding(
-                    "host.services", PASS, f"{name} is running", observed=seen, expected="active"
+                    "host.services", PASS, f"{name} is running", observed=name, expected="active"
                 )
             )
             continue
@@ -353,7 +398,7 @@ def _services(host: HostFacts, facts: NodeFacts, policy: Policy, sku: Sku | None
                 expected="active",
             )
         )
-    return found
+    return _one_pass(found, "services running")
 
 
 def _versions(host: HostFacts, policy: Policy) -> list[Finding]:
