@@ -18,8 +18,8 @@ import pytest
 from tests.collecting import collect_capture, collect_simulated
 from tests.judge.test_judge_healthy import healthy_node
 from validator.error_tree import CaptureError
-from validator.judge.policy import Policy
 from validator.judge.host_policy import HostPolicy
+from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import (
     ErrorCounters,
