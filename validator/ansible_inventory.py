@@ -422,10 +422,6 @@ def _check_agent_vars(variables: Mapping[str, object], origin: str) -> None:
             declared.check(variables[name], source, (name,))
 
 
-# Policy keys whose value is a section: a host's variable replaces only the keys it gives.
-_SECTIONS = ("thresholds", "host")
-
-
 def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
     """The policy values a host's gpuready_* variables set, each parsed and validated.
 
@@ -442,7 +438,7 @@ def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
             continue
         key = name[len(PREFIX) :]
         policy = policy_from_mapping({key: variables[name]}, f"{origin}: {name}")
-        if key in _SECTIONS:  # a mapping whose keys replace those of the base's section
+        if key in ("thresholds", "host"):  # a section: replaces only the keys it gives
             raw = variables[name]
             given = list(raw) if isinstance(raw, Mapping) else []
             parsed[key] = {item: getattr(getattr(policy, key), item) for item in given}
@@ -452,13 +448,9 @@ def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
 
 
 def _merge(base: Policy, overrides: Mapping[str, Any], origin: str) -> Policy:
-    thresholds: Thresholds = base.thresholds
-    if "thresholds" in overrides:
-        thresholds = dataclasses.replace(base.thresholds, **overrides["thresholds"])
-    host = base.host
-    if "host" in overrides:
-        host = dataclasses.replace(base.host, **overrides["host"])
-    fields = {key: value for key, value in overrides.items() if key not in _SECTIONS}
+    thresholds: Thresholds = dataclasses.replace(base.thresholds, **overrides.get("thresholds", {}))
+    host = dataclasses.replace(base.host, **overrides.get("host", {}))
+    fields = {key: value for key, value in overrides.items() if key not in ("thresholds", "host")}
     policy = dataclasses.replace(base, **fields, thresholds=thresholds, host=host)
     if (
         policy.driver_version
@@ -479,10 +471,9 @@ def _merge(base: Policy, overrides: Mapping[str, Any], origin: str) -> Policy:
 def policy_for(host: HostSpec, base: Policy) -> Policy:
     """The policy for one host: ``base`` with the host's ``gpuready_<field>`` variables over it.
 
-    ``gpuready_thresholds`` and ``gpuready_host`` are mappings whose keys replace those
-    of that section only; the base's others stay (``gpuready_host: {pins: ...}`` pins the
-    stack's versions and keeps the policy file's mounts). A variable set to null unpins
-    the field (its default meaning, e.g. "derive the GPU count from the PCI bus").
+    ``gpuready_thresholds`` and ``gpuready_host`` are mappings whose keys replace those of
+    that section only; the base's others stay. A variable set to null unpins the field (its
+    default meaning, e.g. "derive the GPU count from the PCI bus").
 
     Args:
         host: the host, with its ``gpuready_*`` variables in ``vars``.
