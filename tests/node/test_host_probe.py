@@ -20,6 +20,7 @@ from validator.node.parsers.host_proc import (
     parse_meminfo,
     parse_ofed_info,
     parse_package_versions,
+    parse_sysctl,
     parse_systemctl_show,
 )
 from validator.node.sim.simulated_source import SimulatedSource
@@ -89,6 +90,25 @@ def test_the_live_host_is_read_for_real() -> None:
         assert drive.name.startswith("nvme")
 
 
+def test_the_live_collector_sets_the_host_and_the_judge_reads_it() -> None:
+    """The whole road on this machine: collect(LiveSource) then the host checks."""
+    from validator.judge.checks import host_health
+    from validator.node.collect import INTERCONNECT_OFF, CollectRequest, collect
+    from validator.node.live.live_source import LiveSource
+
+    facts = collect(LiveSource(), CollectRequest(interconnect=INTERCONNECT_OFF))
+    assert facts.host is not None
+    assert isinstance(facts.host, HostFacts)
+    assert isinstance(facts.host.cpu_cores, int)
+    policy = policy_from_mapping({"host": {"cpu_cores": 1, "mounts": [{"path": "/"}]}}, "test")
+    found = {f.check: f for f in host_health.check(facts, policy, None)}
+    assert found["host.cpu"].severity is Severity.PASS
+    assert found["host.mounts"].severity is Severity.PASS
+    more = policy_from_mapping({"host": {"cpu_cores": 100_000}}, "test")
+    [cpu] = [f for f in host_health.check(facts, more, None) if f.check == "host.cpu"]
+    assert cpu.severity is Severity.FAIL
+
+
 @pytest.mark.skipif(shutil.which("smartctl") is None, reason="smartmontools not installed")
 def test_smartctl_runs_for_real_through_the_collector() -> None:
     """No such drive here: smartctl's own document says so, and it is no reading."""
@@ -147,3 +167,23 @@ def test_every_source_collects_the_host() -> None:
     assert facts.host.cpu_cores == 128
     assert not isinstance(facts.host.nvme, Unavailable)
     assert len(facts.host.nvme) == 10
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "host"
+
+
+def test_the_recorded_host_outputs_parse() -> None:
+    """Real outputs of this project's build host (tests/fixtures/host/SOURCES.md)."""
+    cpu = parse_cpuinfo((FIXTURES / "local-cpuinfo.txt").read_text())
+    assert (cpu.sockets, cpu.cores, cpu.threads) == (1, 2, 2)
+    assert cpu.model == "AMD EPYC"
+    memory = parse_meminfo((FIXTURES / "local-meminfo.txt").read_text())
+    assert (memory["MemTotal"], memory["SwapTotal"]) == (24683772, 0)
+    mounts = parse_df((FIXTURES / "local-df-P-k.txt").read_text())
+    assert [m.path for m in mounts] == ["/dev", "/dev/shm", "/", "/sys/fs/cgroup"]
+    assert mounts[2].avail_kib == 74681140
+    settings = parse_sysctl((FIXTURES / "local-sysctl.txt").read_text())
+    assert [s.name for s in settings][:2] == ["vm.swappiness", "vm.zone_reclaim_mode"]
+    assert settings[0].value == "60"
+    packages = parse_package_versions((FIXTURES / "local-dpkg-query.txt").read_text())
+    assert packages == {"pciutils": "1:3.9.0-4", "smartmontools": "7.3-1+b1"}
