@@ -85,3 +85,21 @@ def test_no_host_facts_now_or_in_the_certificate_is_no_finding() -> None:
     assert host_findings(dataclasses.replace(quick_facts(), host=None)) == []
     cert = dataclasses.replace(baseline(), host=None)
     assert [f for f in compare(cert, quick_facts(), POLICY) if f.check == "drift.host"] == []
+
+
+def test_the_host_is_sealed_and_a_certificate_without_it_keeps_its_bytes() -> None:
+    import json
+
+    import pytest
+
+    from validator.certificate import CertificateError, verify_digest
+
+    cert = baseline()
+    verify_digest(cert)
+    data = json.loads(certificate_to_json(cert))
+    data["host"]["cpu_cores"] = 224  # edited after issue
+    with pytest.raises(CertificateError):
+        verify_digest(certificate_from_json(json.dumps(data)))
+    # no host (certified before the family): the field is left out, not written as null
+    without = json.loads(certificate_to_json(dataclasses.replace(cert, host=None)))
+    assert "host" not in without
