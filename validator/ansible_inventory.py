@@ -438,21 +438,20 @@ def _overrides(variables: Mapping[str, object], origin: str) -> dict[str, Any]:
             continue
         key = name[len(PREFIX) :]
         policy = policy_from_mapping({key: variables[name]}, f"{origin}: {name}")
-        if key == "thresholds":
+        if key in ("thresholds", "host"):  # a section: replaces only the keys it gives
             raw = variables[name]
             given = list(raw) if isinstance(raw, Mapping) else []
-            parsed[key] = {item: getattr(policy.thresholds, item) for item in given}
+            parsed[key] = {item: getattr(getattr(policy, key), item) for item in given}
         else:
             parsed[key] = getattr(policy, key)
     return parsed
 
 
 def _merge(base: Policy, overrides: Mapping[str, Any], origin: str) -> Policy:
-    thresholds: Thresholds = base.thresholds
-    if "thresholds" in overrides:
-        thresholds = dataclasses.replace(base.thresholds, **overrides["thresholds"])
-    fields = {key: value for key, value in overrides.items() if key != "thresholds"}
-    policy = dataclasses.replace(base, **fields, thresholds=thresholds)
+    thresholds: Thresholds = dataclasses.replace(base.thresholds, **overrides.get("thresholds", {}))
+    host = dataclasses.replace(base.host, **overrides.get("host", {}))
+    fields = {key: value for key, value in overrides.items() if key not in ("thresholds", "host")}
+    policy = dataclasses.replace(base, **fields, thresholds=thresholds, host=host)
     if (
         policy.driver_version
         and policy.driver_branch
@@ -472,9 +471,9 @@ def _merge(base: Policy, overrides: Mapping[str, Any], origin: str) -> Policy:
 def policy_for(host: HostSpec, base: Policy) -> Policy:
     """The policy for one host: ``base`` with the host's ``gpuready_<field>`` variables over it.
 
-    ``gpuready_thresholds`` is a mapping whose keys replace those thresholds only; the
-    base's other thresholds stay. A variable set to null unpins the field (its default
-    meaning, e.g. "derive the GPU count from the PCI bus").
+    ``gpuready_thresholds`` and ``gpuready_host`` are mappings whose keys replace those of
+    that section only; the base's others stay. A variable set to null unpins the field (its
+    default meaning, e.g. "derive the GPU count from the PCI bus").
 
     Args:
         host: the host, with its ``gpuready_*`` variables in ``vars``.

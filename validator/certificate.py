@@ -63,10 +63,12 @@ from validator.judge.gpudirect_certified import (
     certified_gpudirect,
 )
 from validator.model import (
+    CERTIFIED_HOST_FIELDS,
     PROVENANCES,
     UNKNOWN_PROVENANCE,
     Bandwidth,
     BurnStatus,
+    CertifiedHost,
     DcgmDiag,
     DcgmOutcome,
     ErrorCounters,
@@ -79,6 +81,8 @@ from validator.model import (
     Severity,
     Unavailable,
     Verdict,
+    certified_host,
+    host_from_fields,
     measured_gb_s,
     provenance_of,
     scope_text,
@@ -243,6 +247,8 @@ class Certificate:
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
     gpudirect: CertifiedGpudirect | None = None  # None: not collected (left out when None)
+    # The host around the GPUs (validator.certified_host); None: not collected.
+    host: CertifiedHost | None = None
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -296,8 +302,9 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
-# Written only when set: --gpus (older readers refuse it), the GPUDirect summary.
-_WHOLE_NODE = frozenset({"certified_gpus", "gpudirect"})
+_WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
+# Written only where collected (the families beside the GPUs): an older seal stays whole.
+_OPTIONAL = frozenset({"gpudirect", "host"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -594,6 +601,7 @@ def issue_certificate(
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
         gpudirect=certified_gpudirect(facts),
+        host=certified_host(facts),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -613,6 +621,7 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     # holds numbers, strings, None and tuples only, which JSON writes the same either way.
     data: dict[str, Any] = to_dict(cert)
     _drop_unset(data, _WHOLE_NODE)  # a whole node's certificate reads as before --gpus
+    _drop_unset(data, _OPTIONAL)
     if not cert.holds_provenance:
         _drop_unset(data, _ADDED_IN_4)
     if not cert.holds_bandwidth:
@@ -892,6 +901,7 @@ CERTIFICATE_FIELDS = _object(
             convert=_one(CertifiedGpudirect),
         )
     ),
+    _added(Field("host", dict, document=CERTIFIED_HOST_FIELDS, convert=host_from_fields)),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

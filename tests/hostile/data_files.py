@@ -59,7 +59,9 @@ XID79_LOG = "xid/gpud-xid79-sxid20034-nvswitch.log"
 # A capture cannot carry a burn-in, and a simulated node without --burn neither: this
 # policy lets such a healthy node be CERTIFIED, so that a hostile change can be told
 # from the healthy base by the exit code (0 against 1 or 2) and not only by a message.
-POLICY_NO_BURN = "require_burn: false\n"
+# The real bundles predate the host family's files: no systemd state (systemctl.txt) is
+# recorded, so the policy requires no service, as for a host that runs none.
+POLICY_NO_BURN = "require_burn: false\nhost: {services: []}\n"
 # The base bundles are single hosts without an RDMA fabric, and hold no GPUDirect file:
 # their policy says so (issue 34), as the no-burn one says a capture holds no burn-in.
 POLICY_CAPTURE = POLICY_NO_BURN + "gpudirect: {required: false}\n"

@@ -81,6 +81,10 @@ MAY_IMPORT = frozenset(
         "validator.node.parsers.lspci_acs",
         "validator.node.parsers.smi_topo",
         "validator.node.host",
+        # The host around the GPUs: every collector reads it (issue 34's host family).
+        "validator.node.host_probe",
+        "validator.node.parsers.host_proc",
+        "validator.node.parsers.smartctl",
         "validator.node.nvml",
         "validator.node.parsers",
         "validator.node.parsers.base",

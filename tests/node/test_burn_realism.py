@@ -199,6 +199,7 @@ FAULTS = {
     },
     "nvlink-crc-errors-growing": {("nvlink.errors", 4, "FAIL")},
     "nvswitch-sxid-fatal": {("errors.sxid", None, "FAIL")},
+    "nvme-smart-failing": {("host.nvme_smart", None, "FAIL")},
     "pcie-riser-replays": {
         ("pcie.replays", 2, "FAIL"),
         ("pcie.width", 2, "FAIL"),
@@ -241,6 +242,7 @@ FAULT_ACTIONS = {
     "gpu-needs-reset": {"state.recovery_action": "reset_gpu"},
     "nvlink-crc-errors-growing": {"nvlink.errors": "drain_and_rma"},  # SXM: no cable to reseat
     "nvswitch-sxid-fatal": {"errors.sxid": "reset_gpu"},
+    "nvme-smart-failing": {"host.nvme_smart": "drain_and_rma"},
     "pcie-riser-replays": {
         "pcie.replays": "reseat_or_replace_cable_or_riser",
         "pcie.width": "reseat_or_replace_cable_or_riser",

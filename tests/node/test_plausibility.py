@@ -19,6 +19,7 @@ from tests.collecting import collect_capture, collect_simulated
 from tests.judge.test_judge_healthy import healthy_node
 from validator.error_tree import CaptureError
 from validator.judge.gpudirect_policy import GpudirectPolicy
+from validator.judge.host_policy import HostPolicy
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import (
@@ -239,7 +240,9 @@ def a10_bundle(
 
 
 def certify_capture(directory: Path) -> NodeResult:
-    return judge_node(collect_capture(directory), NO_BURN)
+    # The bundle records no systemd state (systemctl.txt): the policy requires no service.
+    policy = dataclasses.replace(NO_BURN, host=HostPolicy(services=()))
+    return judge_node(collect_capture(directory), policy)
 
 
 def blocking(result: NodeResult) -> list[Finding]:

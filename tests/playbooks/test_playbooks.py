@@ -44,6 +44,9 @@ PINS = {
     "gpuready_nvcc_version",
     "gpuready_cudnn_version",
 }
+# The stack's other pins, as certify reads them back (policy host.pins, templated from the
+# roles' nccl_version and dcgm_version).
+STACK_PINS = {"gpuready_host"}
 # gpuready_* variables of the group vars that only provisioning reads (validator.ansible_inventory).
 PROVISION_ONLY = {"gpuready_driver_source"}
 # Task keys that are not the module: Ansible's own task attributes plus block keys.
@@ -276,7 +279,7 @@ def test_group_vars_pins_are_certify_policy_fields() -> None:
         for key, value in data.items()
         if key.startswith("gpuready_") and key not in PROVISION_ONLY
     }
-    assert set(pins) == PINS
+    assert set(pins) == PINS | STACK_PINS
     assert data["gpuready_driver_source"] == "nvidia"
     policy = policy_from_mapping(
         {key.removeprefix("gpuready_"): value for key, value in pins.items()}, str(GROUP_VARS)
@@ -312,6 +315,17 @@ def test_example_inventory_loads_through_the_certify_reader() -> None:
         for key in PINS:
             assert host.vars[key] == pins[key], (host.name, key)
     assert hosts[0].vars["gpuready_expected_model"] == "h100-sxm"
+    # NCCL's and DCGM's pins reach certify rendered, merged into the host section.
+    from validator.ansible_inventory import policy_for
+    from validator.judge.host_policy import HostPolicy
+    from validator.judge.policy import Policy
+
+    wanted = {"nccl": pins["nccl_version"], "dcgm": pins["dcgm_version"]}
+    assert hosts[0].vars["gpuready_host"] == {"pins": wanted}
+    base = Policy(host=HostPolicy(swap_allowed=False))
+    host_policy = policy_for(hosts[0], base).host
+    assert dict(host_policy.pins) == wanted
+    assert host_policy.swap_allowed is False  # the base's other host keys stay
     assert hosts[3].vars["gpuready_expected_gpu_count"] == 4
 
 

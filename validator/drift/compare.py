@@ -37,6 +37,7 @@ from validator.drift import (
     dcgm_drift,
     errors_drift,
     gpudirect_drift,
+    host_drift,
     interconnect_drift,
     inventory_drift,
     nvlink_drift,
@@ -73,6 +74,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
     (CheckFamily.GPUDIRECT, gpudirect_drift.compare_gpudirect),
+    (CheckFamily.HOST, host_drift.compare_host),
 )
 
 

@@ -244,6 +244,19 @@ RULES: dict[str, Rule] = {
     "gpudirect.nic_affinity": Rule(RESEAT),
     "gpudirect.iommu": Rule(SOFTWARE),
     "drift.gpudirect": Rule(Action.FIX_BIOS),
+    # The host around the GPUs (validator/judge/checks/host_health.py): a CPU or DIMM
+    # short of the system's count is the board's (after the BIOS is ruled out); a drive
+    # not seen is reseated first; a failing drive is replaced; the rest is software.
+    "host.cpu": Rule(RMA),
+    "host.memory": Rule(RMA),
+    "host.swap": Rule(SOFTWARE),
+    "host.nvme_count": Rule(RESEAT),
+    "host.nvme_smart": Rule(RMA),
+    "host.mounts": Rule(SOFTWARE),
+    "host.kernel_params": Rule(SOFTWARE),
+    "host.services": Rule(SOFTWARE),
+    "host.stack_versions": Rule(SOFTWARE),
+    "drift.host": Rule(RERUN),  # the host changed since certification: certify it again
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

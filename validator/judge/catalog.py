@@ -16,6 +16,7 @@ from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import catalog_sources, yamlfile
 from validator.judge.catalog_sources import FIGURE_WORDS, FLOOR_WORDS, FigureSource
+from validator.judge.host_policy import REFERENCE_HOST_FIELDS, ReferenceHost, reference_host
 
 PRECISIONS = catalog_sources.PRECISIONS
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
@@ -83,6 +84,9 @@ class Sku:
     source: str
     # Where each stated figure comes from, or why no source confirms it (catalog_sources).
     figure_sources: tuple[FigureSource, ...]
+    # The reference system the GPU ships in (a DGX), where a public source states it: its
+    # CPUs and memory, judged only where the policy asks (host.reference_system).
+    host: ReferenceHost | None = None
 
     def all_reduce_floor(self, gpus: int) -> float | None:
         """The all-reduce busbw floor for a node of ``gpus`` GPUs, or None: none known."""
@@ -343,6 +347,7 @@ ROW_FIELDS = Document(
         _text("bandwidth_source"),
         _text("source"),
         catalog_sources.FIELD,
+        Field("host", dict, nullable=True, document=REFERENCE_HOST_FIELDS, convert=reference_host),
     )
 )
 

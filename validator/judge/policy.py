@@ -51,6 +51,7 @@ from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
 from validator.judge.gpudirect_policy import GPUDIRECT_FIELDS, GpudirectPolicy
+from validator.judge.host_policy import HOST_FIELDS, HostPolicy, host_policy
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -125,6 +126,7 @@ class Policy:
     thresholds: Thresholds = field(default_factory=Thresholds)
     # GPUDirect RDMA readiness (validator/judge/gpudirect_policy.py).
     gpudirect: GpudirectPolicy = field(default_factory=GpudirectPolicy)
+    host: HostPolicy = field(default_factory=HostPolicy)  # validator.judge.host_policy
 
 
 # ------------------------------------------------------------------ declarations
@@ -288,6 +290,7 @@ POLICY_FIELDS = Document(
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
         Field("gpudirect", dict, nullable=True, document=GPUDIRECT_FIELDS),
+        Field("host", dict, nullable=True, document=HOST_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -313,7 +316,8 @@ def _policy(data: object, source: fields.Source) -> Policy:
     thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
     raw_gpudirect = values.pop("gpudirect", None)
     gpudirect = GpudirectPolicy() if raw_gpudirect is None else GpudirectPolicy(**raw_gpudirect)
-    policy = Policy(**values, thresholds=thresholds, gpudirect=gpudirect)
+    host = host_policy(values.pop("host", None))
+    policy = Policy(**values, thresholds=thresholds, gpudirect=gpudirect, host=host)
     if (
         policy.driver_version
         and policy.driver_branch

@@ -20,6 +20,8 @@ modules hold one idea each, and each imports only modules above it here:
 - ``burn_facts``: the burn-in (:class:`BurnResult`), its telemetry and error counters.
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
+- ``host_facts``: the host around the GPUs (:class:`HostFacts`): CPUs, memory, NVMe, services.
+- ``certified_host``: the host as a certificate holds it (:class:`CertifiedHost`).
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
 - ``cross_node_stage``: the stage across nodes as it ran (:class:`CrossNodeStage`).
@@ -60,6 +62,13 @@ from validator.model.busy_facts import (
     chosen_gpus,
     process_words,
     scope_text,
+)
+from validator.model.certified_host import (
+    CERTIFIED_HOST_FIELDS,
+    CertifiedDrive,
+    CertifiedHost,
+    certified_host,
+    host_from_fields,
 )
 from validator.model.cross_node_facts import (
     COLLECTIVES,
@@ -121,6 +130,15 @@ from validator.model.gpudirect_facts import (
     dmabuf_usable,
     peermem_path,
 )
+from validator.model.host_facts import (
+    HostFacts,
+    KernelSetting,
+    MountSpace,
+    NvmeDrive,
+    ServiceState,
+    SmartHealth,
+    StackVersion,
+)
 from validator.model.host_spec import TRANSPORTS, HostSpec, TransportName
 from validator.model.kept_per_object import KeptPerObject
 from validator.model.kernel_log_facts import (
@@ -155,6 +173,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
+    "CERTIFIED_HOST_FIELDS",
     "CLOCK_EVENT_REASONS",
     "COLLECTIVES",
     "DEFAULT_XID_WINDOW_HOURS",
@@ -183,6 +202,8 @@ __all__ = [
     "BurnResult",
     "BurnStatus",
     "Busy",
+    "CertifiedDrive",
+    "CertifiedHost",
     "CheckFamily",
     "CrossNodeStage",
     "CrossNodeTest",
@@ -201,20 +222,24 @@ __all__ = [
     "GpuProcess",
     "GpuStatus",
     "GpudirectFacts",
+    "HostFacts",
     "HostSpec",
     "Interconnect",
     "IommuFacts",
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
+    "KernelSetting",
     "KindOutcome",
     "Measured",
+    "MountSpace",
     "Named",
     "NcclGroupResult",
     "NodeFacts",
     "NodeResult",
     "NvLinkErrorCounts",
     "NvLinkState",
+    "NvmeDrive",
     "NvmlStatus",
     "PeerBandwidth",
     "RdmaEnd",
@@ -222,9 +247,12 @@ __all__ = [
     "Reason",
     "Report",
     "SchemaError",
+    "ServiceState",
     "Severity",
     "SkuFleetStats",
+    "SmartHealth",
     "SourceConflict",
+    "StackVersion",
     "TelemetrySample",
     "ToolFacts",
     "TopoMatrix",
@@ -234,6 +262,7 @@ __all__ = [
     "XidEvent",
     "busy_reasons",
     "busy_summary",
+    "certified_host",
     "chosen",
     "chosen_gpus",
     "counters_of",
@@ -243,6 +272,7 @@ __all__ = [
     "drift_findings",
     "drift_state",
     "from_dict",
+    "host_from_fields",
     "implausible_reading",
     "known",
     "measured_gb_s",

@@ -41,6 +41,7 @@ class DriftCheck(str, enum.Enum):
     BURN = "drift.burn"
     # GPUDirect RDMA readiness: peermem gone, ACS turned on, a GPU's nearest NIC changed.
     GPUDIRECT = "drift.gpudirect"
+    HOST = "drift.host"  # the host's CPUs, memory, a drive's health, a service, a version
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 

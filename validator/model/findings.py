@@ -59,6 +59,7 @@ class CheckFamily(str, enum.Enum):
     DCGM = "dcgm"
     INTERCONNECT = "interconnect"
     GPUDIRECT = "gpudirect"
+    HOST = "host"  # the host around the GPUs: CPUs, memory, NVMe, mounts, services
     FLEET = "fleet"
     DRIFT = "drift"
     FABRIC = "fabric"  # the stage across nodes (validator.judge.cross_node_judge)

@@ -15,6 +15,7 @@ from validator.model.burn_facts import BurnResult
 from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
 from validator.model.gpudirect_facts import GpudirectFacts
+from validator.model.host_facts import HostFacts
 from validator.model.kernel_log_facts import KernelLogFacts
 from validator.model.measured import NOT_MEASURED, SCHEMA_VERSION, Measured
 
@@ -98,6 +99,9 @@ class NodeFacts:
     chosen_gpus: Optional[Tuple[int, ...]] = None
     # GPUDirect RDMA readiness; None: not collected (an older agent's or hand-built facts).
     gpudirect: Optional[GpudirectFacts] = None
+    # The host around the GPUs (validator.node.host_probe); None: not collected (an older
+    # agent's facts, hand-built ones): no host finding then.
+    host: Optional[HostFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

@@ -160,14 +160,16 @@ def collect(
 
 
 def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
-    """The facts with the families read beside the GPUs' (GPUDirect RDMA readiness).
+    """The facts with the families read beside the GPUs' (GPUDirect RDMA readiness, the host).
 
     Every source sets them (live, capture, simulated): what one cannot read is
     NOT_MEASURED inside, never the family left out.
     """
     from validator.node.gpudirect_probe import gpudirect_facts
+    from validator.node.host_probe import probe_host
 
-    return dataclasses.replace(facts, gpudirect=gpudirect_facts(source.system()))
+    system = source.system()
+    return dataclasses.replace(facts, gpudirect=gpudirect_facts(system), host=probe_host(system))
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:

@@ -9,6 +9,7 @@ from validator.judge.checks import (
     dcgm,
     errors,
     gpudirect,
+    host_health,
     interconnect,
     inventory,
     memory,
@@ -44,6 +45,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
     (CheckFamily.GPUDIRECT, gpudirect.check),
+    (CheckFamily.HOST, host_health.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

@@ -104,6 +104,32 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",
     ),
+    # The host family (validator.node.host_probe): each check's first file.
+    "host.cpu": ("cpuinfo.txt", "cat /proc/cpuinfo > cpuinfo.txt"),
+    "host.memory": ("meminfo.txt", "cat /proc/meminfo > meminfo.txt"),
+    "host.swap": ("meminfo.txt", "cat /proc/meminfo > meminfo.txt"),
+    "host.nvme_count": (
+        "nvme-sysfs.txt",
+        "for d in /sys/class/nvme/nvme*; do for f in model serial; do printf '%s\\t%s\\n' "
+        '"$d/$f" "$(cat $d/$f)"; done; done > nvme-sysfs.txt',
+    ),
+    "host.nvme_smart": (
+        "smartctl-nvme0.json",
+        "smartctl -H -A -j /dev/nvme0 > smartctl-nvme0.json",
+    ),
+    "host.mounts": ("df.txt", "df -P -k > df.txt"),
+    "host.kernel_params": ("proc-cmdline.txt", "cat /proc/cmdline > proc-cmdline.txt"),
+    "host.services": (
+        "systemctl.txt",
+        "systemctl show -p Id -p LoadState -p ActiveState nvidia-persistenced.service "
+        "nvidia-fabricmanager.service nvidia-dcgm.service > systemctl.txt",
+    ),
+    "host.stack_versions": (
+        "stack-packages.txt",
+        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' libnccl2 libnccl "
+        "datacenter-gpu-manager-4-core datacenter-gpu-manager nvidia-container-toolkit "
+        "rdma-core > stack-packages.txt",
+    ),
 }
 CAPTURE_SOURCE = "gpuready: the capture lacks it: capture it on the host"
 NO_BURN_IN_CAPTURE = (

@@ -44,11 +44,22 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``nvidia-smi-topo.txt``      ``nvidia-smi topo -m``: each GPU's path to each NIC
 ``lspci-vvv.txt``            ``lspci -vvv`` (as root): the PCIe switches' ACS bits
 ``proc-modules.txt``         ``/proc/modules`` (nvidia_peermem, ib_core)
-``proc-cmdline.txt``         ``/proc/cmdline`` (the iommu arguments)
+``proc-cmdline.txt``         ``/proc/cmdline`` (the iommu arguments, kernel parameters)
 ``systemd-detect-virt.txt``  ``systemd-detect-virt --vm``: bare metal or a VM
 ``iommu-sysfs.txt``          ``path<TAB>value`` lines (as ``awk`` prints them)
                              of ``/sys/kernel/iommu_groups/*/type`` and
                              ``/sys/class/iommu/*``
+``cpuinfo.txt``              ``/proc/cpuinfo`` (the host family: CPUs)
+``meminfo.txt``              ``/proc/meminfo`` (memory and swap)
+``df.txt``                   ``df -P -k`` (mounts and their room)
+``sysctl.txt``               ``sysctl -e NAME...`` (the settings host_probe names)
+``systemctl.txt``            ``systemctl show -p Id -p LoadState -p ActiveState``
+                             of the persistence daemon, fabric manager and DCGM
+``stack-packages.txt``       ``dpkg-query -W -f ...`` of NCCL, DCGM, the container
+                             toolkit and rdma-core (``stack-rpm.txt``: ``rpm -q``)
+``ofed_info.txt``            ``ofed_info -s`` (MOFED, where installed)
+``nvme-sysfs.txt``           ``/sys/class/nvme/*/{model,serial}``, a line a file
+``smartctl-nvmeN.json``      ``smartctl -H -A -j /dev/nvmeN``, a file a drive
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -107,6 +118,8 @@ from validator.model import (
 )
 from validator.node import gpudirect_probe as gdr
 from validator.node import host, system_facts
+from validator.node import host, host_probe, system_facts
+from validator.node.capture import host_capture
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -215,6 +228,8 @@ class BundleFile:
         keep_error_text: a failed command's output is still the fact
             (nvidia-smi's "No devices were found").
         check: the parser the text must pass; a text that fails it is bad input.
+        record: how ``gpuready capture`` records it, where not by its command or path.
+        tree: the root of the sysfs tree it records as ``path<TAB>value`` lines.
     """
 
     name: str
@@ -222,6 +237,8 @@ class BundleFile:
     paths: tuple[str, ...] = ()
     keep_error_text: bool = False
     check: Callable[[str], object] | None = None
+    record: Callable[[System], host_capture.Recorded] | None = None
+    tree: str = ""
 
 
 # The one table: what each bundle file records. The first seven name the files
@@ -259,6 +276,23 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(PROC_CMDLINE, paths=(gdr.PROC_CMDLINE,)),
     BundleFile(DETECT_VIRT, argv=gdr.DETECT_VIRT_ARGV, keep_error_text=True),
     BundleFile(IOMMU_SYSFS),  # gpudirect_record: the IOMMU groups' types and units
+    # The host around the GPUs (validator.node.host_probe).
+    BundleFile("cpuinfo.txt", paths=(host_probe.CPUINFO,)),
+    BundleFile("meminfo.txt", paths=(host_probe.MEMINFO,)),
+    BundleFile("df.txt", argv=host_probe.DF, keep_error_text=True),
+    BundleFile("sysctl.txt", argv=host_probe.SYSCTL, keep_error_text=True),
+    BundleFile("systemctl.txt", argv=host_probe.SYSTEMCTL),
+    BundleFile("stack-packages.txt", argv=host_probe.DPKG_STACK, keep_error_text=True),
+    BundleFile("stack-rpm.txt", argv=host_probe.RPM_STACK, keep_error_text=True),
+    BundleFile("ofed_info.txt", argv=host_probe.OFED_INFO, record=host_capture.record_ofed_info),
+    BundleFile(host_capture.NVME_TREE, tree=host_probe.NVME_ROOT,
+               record=host_capture.record_nvme_tree),
+    *(
+        BundleFile(host_capture.smartctl_file(index),
+                   argv=host_probe.smartctl_argv(f"nvme{index}"),
+                   record=host_capture.smartctl_recorder(index))
+        for index in range(host_capture.MAX_DRIVES)
+    ),
 )  # fmt: skip
 # The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
@@ -451,6 +485,8 @@ class CaptureSystem:
         files: dict[str, str] = {}
         for entry in BUNDLE:
             text = self._texts.get(entry.name)
+            if text is not None and entry.tree:
+                files.update(host_capture.tree_files(text, entry.tree))
             if text is None or not entry.paths or entry.name == PCI_DEVICES:
                 continue
             path = self.location(entry.name) if len(entry.paths) > 1 else entry.paths[0]
@@ -648,6 +684,11 @@ class CaptureSystem:
                 raise _not_in_capture(entry.name)
         if path.startswith(_PCI_ROOT + "/") and not self._has_pci():
             raise _not_in_capture(LSPCI)
+        for entry in BUNDLE:
+            if entry.tree and path.startswith(entry.tree + "/"):
+                if entry.name not in self._texts:
+                    raise _not_in_capture(entry.name)
+                return None  # the recorded tree has no such file
         raise NotRecordedError(f"{path} not in the capture")
 
     def glob(self, pattern: str) -> list[str]:
@@ -675,6 +716,11 @@ class CaptureSystem:
                 if _segments_match(path, pattern)
             }
         )
+        tree = next((e for e in BUNDLE if e.tree and pattern.startswith(e.tree + "/")), None)
+        if tree is not None:
+            if tree.name not in self._texts:
+                raise _not_in_capture(tree.name)
+            return found  # a tree recorded empty lists nothing
         if pattern.startswith(_PCI_ROOT + "/"):
             # A PCI listing recorded empty lists no devices; one not recorded is not measured.
             if not found and not self._has_pci():
@@ -876,6 +922,8 @@ def _record(system: System, entry: BundleFile) -> _Recorded:
         IOMMU_SYSFS: record_iommu,
     }
     try:
+        if entry.record is not None:
+            return entry.record(system)
         if entry.name in special:
             return special[entry.name](system)
         return _record_command(system, entry) if entry.argv else _record_file(system, entry)
