@@ -117,7 +117,6 @@ from validator.model import (
     unreadable_gpu,
 )
 from validator.node import gpudirect_probe as gdr
-from validator.node import host, system_facts
 from validator.node import host, host_probe, system_facts
 from validator.node.capture import host_capture
 from validator.node.capture.bundle_agreement import (
