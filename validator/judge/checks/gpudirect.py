@@ -178,7 +178,21 @@ def _affinity(direct: GpudirectFacts, gpus: tuple[GpuFacts, ...], policy: Policy
     allowed = _ALLOWED[policy.gpudirect.required_affinity]
     findings = [_link(link, by_index.get(link.index), allowed) for link in topology.links]
     findings += _cut_rows(topology, by_index)
+    if findings and all(finding.severity is PASS for finding in findings):
+        # One PASS for the node, naming each GPU's NIC: eight alike say no more.
+        return [_all_near(topology, allowed)]
     return findings
+
+
+def _all_near(topology: TopoMatrix, allowed: str) -> Finding:
+    links = ", ".join(f"{link.gpu} {link.nearest_nic} {link.link}" for link in topology.links)
+    return node_finding(
+        AFFINITY,
+        PASS,
+        f"Every GPU has a NIC under its PCIe switch or nearer: {links}",
+        observed=f"{len(topology.links)} of {len(topology.links)} GPUs",
+        expected=f"a NIC at {'/'.join(TOPO_LINKS[: TOPO_LINKS.index(allowed) + 1])}",
+    )
 
 
 def _link(link: GpuNicLink, gpu: GpuFacts | None, allowed: str) -> Finding:
