@@ -16,6 +16,8 @@ from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import catalog_sources, yamlfile
 from validator.judge.catalog_sources import FIGURE_WORDS, FLOOR_WORDS, FigureSource
+from validator.judge.network_policy import CATALOG_FIELD as NETWORK_CATALOG_FIELD
+from validator.judge.network_policy import NetworkExpectation
 
 PRECISIONS = catalog_sources.PRECISIONS
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
@@ -83,6 +85,8 @@ class Sku:
     source: str
     # Where each stated figure comes from, or why no source confirms it (catalog_sources).
     figure_sources: tuple[FigureSource, ...]
+    # The reference system's HCAs (validator.judge.network_policy); None: no expectation.
+    network: NetworkExpectation | None = None
 
     def all_reduce_floor(self, gpus: int) -> float | None:
         """The all-reduce busbw floor for a node of ``gpus`` GPUs, or None: none known."""
@@ -343,6 +347,7 @@ ROW_FIELDS = Document(
         _text("bandwidth_source"),
         _text("source"),
         catalog_sources.FIELD,
+        NETWORK_CATALOG_FIELD,
     )
 )
 

@@ -50,6 +50,8 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.network_policy import POLICY_FIELD as NETWORK_POLICY_FIELD
+from validator.judge.network_policy import NetworkExpectation
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -122,6 +124,8 @@ class Policy:
     # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
     interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # The HCAs' layout (validator.judge.network_policy); None: the catalog's for the SKU.
+    network: NetworkExpectation | None = None
 
 
 # ------------------------------------------------------------------ declarations
@@ -284,6 +288,7 @@ POLICY_FIELDS = Document(
         ),
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+        NETWORK_POLICY_FIELD,
     ),
     wanted="a mapping of keys to values",
 )

@@ -20,6 +20,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``burn_facts``: the burn-in (:class:`BurnResult`), its telemetry and error counters.
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
+- ``network_facts``: the node's HCAs (InfiniBand, RoCE), ports, counters, flaps.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
@@ -112,6 +113,14 @@ from validator.model.measured import (
     implausible_reading,
     known,
 )
+from validator.model.network_facts import (
+    IB_ERROR_COUNTERS,
+    Hca,
+    HcaPort,
+    LinkFlap,
+    NetworkFacts,
+    PortCounter,
+)
 from validator.model.node_facts import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,
@@ -130,6 +139,7 @@ __all__ = [
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
+    "IB_ERROR_COUNTERS",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
     "NOT_MEASURED",
@@ -160,18 +170,23 @@ __all__ = [
     "GpuFacts",
     "GpuProcess",
     "GpuStatus",
+    "Hca",
+    "HcaPort",
     "HostSpec",
     "Interconnect",
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
+    "LinkFlap",
     "Measured",
+    "NetworkFacts",
     "NodeFacts",
     "NodeResult",
     "NvLinkErrorCounts",
     "NvLinkState",
     "NvmlStatus",
     "PeerBandwidth",
+    "PortCounter",
     "Reason",
     "Report",
     "SchemaError",

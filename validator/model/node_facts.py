@@ -16,6 +16,7 @@ from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
 from validator.model.kernel_log_facts import KernelLogFacts
 from validator.model.measured import NOT_MEASURED, SCHEMA_VERSION, Measured
+from validator.model.network_facts import NetworkFacts
 
 
 class NvmlStatus(str, enum.Enum):
@@ -95,6 +96,9 @@ class NodeFacts:
     # --gpus: the indexes of the GPUs certified, the others read for the node's identity
     # only; None: every GPU.
     chosen_gpus: Optional[Tuple[int, ...]] = None
+    # The HCAs (InfiniBand, RoCE): the collector always sets it; None only in facts from
+    # an older agent or built by hand, which are then not judged for the network.
+    network: Optional[NetworkFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

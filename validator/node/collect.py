@@ -143,7 +143,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = source.first_facts(request)
+    facts = _with_network(source, source.first_facts(request))
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -154,9 +154,25 @@ def collect(
     if request.burn is not None:
         reserve = until is not None and wanted(chosen, request.interconnect)
         burn = _burn(source, chosen, request.burn, until, progress, reserve)
-        facts = dataclasses.replace(facts, burn=burn)
+        facts = _network_after_burn(source, dataclasses.replace(facts, burn=burn))
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _with_network(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with the node's HCAs read from the source's System (every source)."""
+    from validator.node.network_probe import with_network
+
+    return with_network(source.system(), facts)
+
+
+def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with each HCA port's error counters read again after the burn-in."""
+    if facts.network is None:
+        return facts
+    from validator.node.network_probe import counters_after
+
+    return dataclasses.replace(facts, network=counters_after(source.system(), facts.network))
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:

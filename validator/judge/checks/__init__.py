@@ -11,6 +11,7 @@ from validator.judge.checks import (
     interconnect,
     inventory,
     memory,
+    network,
     nvlink,
     pcie,
     plausibility,
@@ -42,6 +43,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.BURN, burn.check),
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
+    (CheckFamily.NETWORK, network.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]
