@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
+from validator.certified_network import NETWORK_FIELD, CertifiedPort, certified_ports
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
@@ -237,6 +238,7 @@ class Certificate:
     all_reduce: CertifiedAllReduce | None = None
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
+    network: tuple[CertifiedPort, ...] | None = None  # HCA ports; None: not read (or older)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -291,6 +293,7 @@ _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
 _WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
+_OPTIONAL = frozenset({"network"})  # families' summaries: written only where read
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -586,6 +589,7 @@ def issue_certificate(
         all_reduce=_all_reduce_figure(result),
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
+        network=certified_ports(facts.network),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -604,7 +608,7 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     # to_dict, not dataclasses.asdict, which deep-copies every leaf: a certificate
     # holds numbers, strings, None and tuples only, which JSON writes the same either way.
     data: dict[str, Any] = to_dict(cert)
-    _drop_unset(data, _WHOLE_NODE)  # a whole node's certificate reads as before --gpus
+    _drop_unset(data, _WHOLE_NODE | _OPTIONAL)  # a whole node's reads as before --gpus
     if not cert.holds_provenance:
         _drop_unset(data, _ADDED_IN_4)
     if not cert.holds_bandwidth:
@@ -876,6 +880,7 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
     _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
+    _added(NETWORK_FIELD),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

@@ -38,6 +38,7 @@ from validator.drift import (
     errors_drift,
     interconnect_drift,
     inventory_drift,
+    network_drift,
     nvlink_drift,
     pcie_drift,
     power_drift,
@@ -71,6 +72,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.BURN, burn_drift.compare_burn),
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
+    (CheckFamily.NETWORK, network_drift.compare_network),
 )
 
 

@@ -8,7 +8,7 @@ cross-check (validator.node.network_probe). A value that could not be read is an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Tuple
 
 from validator.model.measured import NOT_MEASURED, Measured
 
@@ -44,8 +44,8 @@ class HcaPort:
     link_layer: Measured[str] = NOT_MEASURED  # InfiniBand | Ethernet
     pkey: Measured[str] = NOT_MEASURED  # pkeys/0, "0xffff"
     counters: Measured[Tuple[PortCounter, ...]] = NOT_MEASURED
-    # The same counters read again after the burn-in: None when no burn ran.
-    counters_after: Optional[Measured[Tuple[PortCounter, ...]]] = None
+    # The same counters read again after the burn-in; not measured where no burn ran.
+    counters_after: Measured[Tuple[PortCounter, ...]] = NOT_MEASURED
 
     @property
     def name(self) -> str:

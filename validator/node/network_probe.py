@@ -57,6 +57,10 @@ def _value(system: System, path: str, parse: Callable[[str], T]) -> Measured[T]:
         return Unavailable(Reason.ERROR, f"{path}: {exc}")
 
 
+def _word(system: System, path: str, what: str) -> Measured[str]:
+    return _value(system, path, lambda text: ib_sysfs.parse_word(text, what))
+
+
 def _listing(system: System, pattern: str) -> list[str] | Unavailable:
     try:
         return system.glob(pattern)
@@ -95,10 +99,7 @@ def _port(system: System, device: str, port_dir: str) -> HcaPort | None:
 
 def _hca(system: System, device_dir: str) -> Hca:
     device = posixpath.basename(device_dir)
-    values = {
-        name: _value(system, f"{device_dir}/{name}", lambda t, n=name: ib_sysfs.parse_word(t, n))
-        for name in HCA_FILES
-    }
+    values = {name: _word(system, f"{device_dir}/{name}", name) for name in HCA_FILES}
     port_dirs = _listing(system, f"{device_dir}/ports/*")
     ports = [] if isinstance(port_dirs, Unavailable) else port_dirs
     netdevs = _listing(system, f"{device_dir}/device/net/*")

@@ -144,11 +144,10 @@ def _ports(
 
 def _port_state(port: HcaPort, short: bool) -> Finding | None:
     state, phys = port.state, port.phys_state
-    why = state if isinstance(state, Unavailable) else phys
-    if isinstance(why, Unavailable):
-        return node_finding(
-            PORT_STATE, UNKNOWN, f"{port.name} state could not be read: {why_not(why)}"
-        )
+    if isinstance(state, Unavailable) or isinstance(phys, Unavailable):
+        why = state if isinstance(state, Unavailable) else phys
+        detail = why_not(why) if isinstance(why, Unavailable) else "unread"
+        return node_finding(PORT_STATE, UNKNOWN, f"{port.name} state could not be read: {detail}")
     if state == "ACTIVE" and phys == "LinkUp":
         return None
     seen = f"{state}/{phys}"

@@ -192,13 +192,13 @@ def _growth(fabric: list[HcaPort], want: NetworkExpectation | None) -> list[Find
         if want is None or want.error_growth_max is None
         else (want.error_growth_max)
     )
-    measured = [p for p in fabric if p.counters_after is not None]
+    measured = [p for p in fabric if not isinstance(p.counters_after, Unavailable)]
     if not measured:
         return []
     findings: list[Finding] = []
     for port in measured:
         before = _values(port.counters)
-        after = _values(port.counters_after if port.counters_after is not None else ())
+        after = _values(port.counters_after)
         for name, now in after.items():
             grew = now - before.get(name, now)
             if grew > limit:
