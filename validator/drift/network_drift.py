@@ -15,7 +15,7 @@ nothing to compare, and neither do facts without the network (an older agent).
 
 from __future__ import annotations
 
-from validator.certified_network import CertifiedPort
+from validator.certificate import CertifiedPort
 from validator.drift.drift_helpers import DriftInputs
 from validator.judge.checks.finding_helpers import (
     FAIL,
