@@ -54,7 +54,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
-from validator.certified_network import NETWORK_FIELD, CertifiedPort, certified_ports
+from validator.certified_network import NETWORK_FIELD, certified_ports
+from validator.certified_network import CertifiedPort as CertifiedPort  # drift reads it here
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field

@@ -28,6 +28,10 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``lspci-n.txt``              ``lspci -n`` (stands in for ``pci-devices.txt``)
 ``nvidia-smi-nvlink-s.txt``  ``nvidia-smi nvlink -s``: each GPU's NVLinks, up with their speed
 ``nvidia-smi-nvlink-e.txt``  ``nvidia-smi nvlink -e``: each link's CRC, replay, recovery counts
+``infiniband-sysfs.txt``     ``/sys/class/infiniband``: each HCA's and port's files the network
+                             probe reads, a ``path<TAB>value`` line each (empty: no HCA)
+``ibstat.txt``               ``ibstat`` (stands in for ``infiniband-sysfs.txt``)
+``ibv_devinfo.txt``          ``ibv_devinfo -v`` (cross-checks firmware, PSID, port state)
 ``hostname.txt``             the host's name
 ``meta.json``                what ``gpuready capture`` records: host, time, uptime and
                              where nvcc and the cuDNN header were found
@@ -97,7 +101,8 @@ from validator.model import (
     Unavailable,
     unreadable_gpu,
 )
-from validator.node import host, system_facts
+from validator.node import host, network_probe, system_facts
+from validator.node.capture import ib_sysfs_record
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -118,6 +123,10 @@ from validator.node.nvml import DriverReading
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
+from validator.node.parsers.ib_sysfs import ROOT as IB_ROOT
+from validator.node.parsers.ib_sysfs import parse_tree
+from validator.node.parsers.ibstat import parse_ibstat
+from validator.node.parsers.ibv_devinfo import parse_ibv_devinfo
 from validator.node.parsers.nccl_tests import parse_all_reduce
 from validator.node.parsers.nvbandwidth import (
     parse_nvbandwidth,
@@ -161,6 +170,9 @@ LSPCI = "lspci-n.txt"
 PCI_DEVICES = "pci-devices.txt"
 NVLINK_STATUS = "nvidia-smi-nvlink-s.txt"
 NVLINK_ERRORS = "nvidia-smi-nvlink-e.txt"
+INFINIBAND_SYSFS = ib_sysfs_record.NAME
+IBSTAT = "ibstat.txt"
+IBV_DEVINFO = "ibv_devinfo.txt"
 META = "meta.json"
 DCGM_JSON = "dcgmi-diag.json"
 DCGM_TEXT = "dcgmi-diag.txt"
@@ -221,6 +233,9 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(LSPCI, argv=LSPCI_ARGV),
     BundleFile(NVLINK_STATUS, argv=NVLINK_STATUS_ARGV, check=parse_nvlink_status),
     BundleFile(NVLINK_ERRORS, argv=NVLINK_ERRORS_ARGV, check=parse_nvlink_errors),
+    BundleFile(INFINIBAND_SYSFS, check=parse_tree),
+    BundleFile(IBSTAT, argv=network_probe.IBSTAT, check=parse_ibstat),
+    BundleFile(IBV_DEVINFO, argv=network_probe.IBV_DEVINFO, check=parse_ibv_devinfo),
     BundleFile(HOSTNAME),  # System.hostname()
     BundleFile(META),  # hostname(), now(), /proc/uptime and the locations below
     # Written only when asked (capture --dcgm-level): a diagnostic runs for minutes.
@@ -432,6 +447,7 @@ class CaptureSystem:
         for address, vendor, device_class in self._pci():
             files[f"{_PCI_ROOT}/{address}/vendor"] = vendor
             files[f"{_PCI_ROOT}/{address}/class"] = device_class
+        files.update(parse_tree(self._texts.get(INFINIBAND_SYSFS) or ""))
         return files
 
     def _has_pci(self) -> bool:
@@ -618,6 +634,10 @@ class CaptureSystem:
                 raise _not_in_capture(entry.name)
         if path.startswith(_PCI_ROOT + "/") and not self._has_pci():
             raise _not_in_capture(LSPCI)
+        if path.startswith(IB_ROOT + "/"):  # recorded: a file the host did not have
+            if INFINIBAND_SYSFS in self._texts:
+                return None
+            raise _not_in_capture(INFINIBAND_SYSFS)
         raise NotRecordedError(f"{path} not in the capture")
 
     def glob(self, pattern: str) -> list[str]:
@@ -649,6 +669,10 @@ class CaptureSystem:
             # A PCI listing recorded empty lists no devices; one not recorded is not measured.
             if not found and not self._has_pci():
                 raise _not_in_capture(LSPCI)
+            return found
+        if pattern.startswith(IB_ROOT + "/"):  # an empty record is a host with no HCA
+            if INFINIBAND_SYSFS not in self._texts:
+                raise _not_in_capture(INFINIBAND_SYSFS)
             return found
         if not found:
             raise NotRecordedError(f"{pattern}: not in the capture")
@@ -836,6 +860,7 @@ def _record_file(system: System, entry: BundleFile) -> _Recorded:
 def _record(system: System, entry: BundleFile) -> _Recorded:
     """Ask ``system`` what ``entry`` records, as the collector would ask it."""
     special = {NVCC: _record_nvcc, CUDNN_HEADER: _record_header, PCI_DEVICES: _record_pci}
+    special[INFINIBAND_SYSFS] = ib_sysfs_record.record_infiniband
     try:
         if entry.name in special:
             return special[entry.name](system)
