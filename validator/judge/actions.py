@@ -32,7 +32,6 @@ COOLING = Action.CHECK_COOLING_POWER
 RESEAT = Action.RESEAT_CABLE_RISER
 RMA = Action.DRAIN_RMA
 TRANSCEIVER = Action.REPLACE_TRANSCEIVER
-MEASURE = Action.MEASURE
 
 # Where a default comes from, for Finding.action_source: the table, not a catalog.
 DEFAULT_SOURCE = "gpuready default"
@@ -199,7 +198,7 @@ RULES: dict[str, Rule] = {
     "interconnect.all_reduce": Rule(RESEAT),
     # ---- network: the HCAs (validator.judge.checks.network sets the action it knows)
     # No HCA where ports are expected: the driver (mlx5_ib) or the card's seating.
-    "network.ports": Rule(RESEAT, unknown=MEASURE),
+    "network.ports": Rule(RESEAT),
     "network.port_state": Rule(RESEAT),  # Polling: the cable or transceiver
     "network.rate": Rule(RESEAT),  # trained slow: a lower-class or marginal cable
     "network.link_layer": Rule(SOFTWARE),
@@ -250,6 +249,9 @@ RULES: dict[str, Rule] = {
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
     "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
+    "drift.network": Rule(RESEAT),  # an HCA port down or slower: its cable or transceiver
+    "drift.network_firmware": Rule(SOFTWARE),  # back to the certified firmware, or recertify
+    "drift.network_errors": Rule(TRANSCEIVER),
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

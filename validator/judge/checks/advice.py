@@ -90,6 +90,8 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
     "nvlink.errors": ("nvidia-smi-nvlink-e.txt", "nvidia-smi nvlink -e > nvidia-smi-nvlink-e.txt"),
     "dcgm.": ("dcgmi-diag.json", "dcgmi diag -r 2 -j > dcgmi-diag.json"),
     "interconnect.": ("nvbandwidth.json", "nvbandwidth -j > nvbandwidth.json"),
+    "network.": ("ibstat.txt", "ibstat > ibstat.txt"),
+    "network.link_flaps": ("dmesg.txt", "dmesg > dmesg.txt"),
     "interconnect.all_reduce": (
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",

@@ -46,7 +46,6 @@ from validator.model import (
     Hca,
     HcaPort,
     NodeFacts,
-    Reason,
     Unavailable,
 )
 
@@ -294,8 +293,9 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
 
 
 def _unread(hcas: Unavailable, want: NetworkExpectation | None) -> Finding:
+    """UNKNOWN: the HCAs were not read (a capture's gap is named by the advice)."""
     needed = want is not None and want.ports is not None
-    finding = node_finding(
+    return node_finding(
         PORTS,
         UNKNOWN,
         f"the HCAs could not be read, so the network cannot be judged: {why_not(hcas)}",
@@ -303,14 +303,6 @@ def _unread(hcas: Unavailable, want: NetworkExpectation | None) -> Finding:
         expected=_layout(want) if needed and want is not None else "",
         required=needed,
     )
-    if hcas.reason is Reason.NOT_MEASURED:
-        return with_action(
-            finding,
-            Action.MEASURE,
-            "gpuready: record infiniband-sysfs.txt, ibstat.txt and ibv_devinfo.txt in the "
-            "bundle (gpuready capture)",
-        )
-    return finding
 
 
 __all__ = ["PORTS", "check"]
