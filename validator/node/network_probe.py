@@ -33,7 +33,13 @@ from validator.node.parsers.ib_link_flaps import parse_link_flaps
 from validator.node.parsers.ibstat import IbstatCa, parse_ibstat
 from validator.node.parsers.ibv_devinfo import DevinfoHca, parse_ibv_devinfo
 from validator.node.system import CommandResult, NotRecordedError, System
-from validator.node.system_facts import DMESG, attempt, command_failure, read_file
+from validator.node.system_facts import (
+    DMESG,
+    JOURNAL_KERNEL,
+    attempt,
+    command_failure,
+    read_file,
+)
 
 T = TypeVar("T")
 
@@ -232,15 +238,18 @@ def _cross_check(system: System, hcas: tuple[Hca, ...], source: str) -> tuple[st
 
 
 def _flaps(system: System) -> Measured[tuple[LinkFlap, ...]]:
-    result = attempt(system, DMESG)
+    """Link flaps from dmesg, else the journal's kernel log (as the Xids are read)."""
+    result = _ran(system, DMESG)
+    if isinstance(result, Unavailable) or not result.stdout.strip():
+        journal = _ran(system, JOURNAL_KERNEL)
+        if isinstance(journal, CommandResult) and journal.stdout.strip():
+            result = journal
     if isinstance(result, Unavailable):
         return result
-    if not result.ok:
-        return command_failure(result, "dmesg")
     try:
         return parse_link_flaps(result.stdout)
     except ParseError as exc:
-        return Unavailable(Reason.ERROR, f"{result.recorded_in or 'dmesg'}: {exc}")
+        return Unavailable(Reason.ERROR, f"{result.recorded_in or 'the kernel log'}: {exc}")
 
 
 def network_facts(system: System) -> NetworkFacts:
