@@ -63,4 +63,29 @@ def test_healthy_node_certifies_with_its_hcas(capsys: pytest.CaptureFixture[str]
     assert code == ExitCode.OK
     (node,) = json.loads(out)["nodes"]
     passed = {f["check"] for f in node["findings"] if f["severity"] == "PASS"}
-    assert {"network.ports", "network.port_state", "network.rate", "network.error_growth"} <= passed
+    assert {"network.ports", "network.port_state", "network.rate", "network.firmware"} <= passed
+    (ports,) = [f for f in node["findings"] if f["check"] == "network.ports"]
+    assert "no counter grew during the burn-in" in ports["message"]
+
+
+def test_a_polling_port_gets_its_hca_an_rma_evidence_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    reports = tmp_path / "reports"
+    code, _ = _run(
+        capsys, "certify", "--simulate", "ib-cable-polling", "--burn", "1s",
+        "--report-dir", str(reports),
+    )  # fmt: skip
+    assert code == ExitCode.NOT_CERTIFIED
+    (evidence,) = sorted((reports / "rma").glob("*-hca-*.txt"))
+    assert evidence.name.startswith("h100-node-01-hca-mlx5")
+    text = evidence.read_text(encoding="utf-8")
+    assert "HCA mlx5_6 of h100-node-01" in text
+    assert "PSID (board_id): MT_0000000838" in text
+    assert "mlx5_6 port 1: DOWN / Polling" in text
+    assert "-> reseat or replace the cable or riser" in text
+    # The healthy node's run leaves no HCA evidence.
+    healthy = tmp_path / "healthy"
+    _run(capsys, "certify", "--simulate", "healthy-8x-h100-sxm", "--burn", "1s",
+         "--report-dir", str(healthy))  # fmt: skip
+    assert list(healthy.glob("rma/*-hca-*.txt")) == []

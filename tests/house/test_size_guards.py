@@ -53,7 +53,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         632,
         f"nvbandwidth's and nccl-tests' files read into the model: {_SPLIT}",
     ),
-    "validator/report/rma.py": (613, f"the RMA packet and its evidence: {_SPLIT}"),
+    "validator/report/rma.py": (614, f"the RMA packet and its evidence: {_SPLIT}"),
 }
 # "path:function" -> (ceiling in lines, why).
 FUNCTION_CEILINGS: dict[str, tuple[int, str]] = {
