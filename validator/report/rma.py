@@ -543,7 +543,7 @@ def render_rma(
             last_certificate=last.get(node.hostname),
             generated=generated,
         )
-    ] + hca_rma_files(report, generated)  # the network cards' (validator.report.rma_hca)
+    ] + hca_rma_files(report, generated, RmaFile, evidence_digest)  # the HCAs' (rma_hca)
 
 
 def write_rma(

@@ -15,7 +15,7 @@ Named ``rma/<host>-hca-<device>-<guid>.txt`` beside the GPUs' files;
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Callable, TypeVar
 
 from validator.model import (
     HARDWARE_ACTIONS,
@@ -23,6 +23,7 @@ from validator.model import (
     Hca,
     HcaPort,
     Measured,
+    NodeFacts,
     NodeResult,
     PortCounter,
     Report,
@@ -32,9 +33,9 @@ from validator.model import (
 from validator.report import shared
 from validator.report.partial import safe_stem
 
-if TYPE_CHECKING:
-    from validator.report.rma import RmaFile
-
+T = TypeVar("T")
+# validator.report.rma.evidence_digest, handed in (that module builds on this one).
+Digest = Callable[[NodeFacts], str]
 NOT_A_GPU = -1
 _LONGEST = 100
 
@@ -86,10 +87,10 @@ def _port(port: HcaPort) -> list[str]:
     ]
 
 
-def render(node: NodeResult, hca: Hca, findings: list[Finding], generated: str) -> str:
+def render(
+    node: NodeResult, hca: Hca, findings: list[Finding], generated: str, digest: Digest
+) -> str:
     """One HCA's evidence file."""
-    from validator.report.rma import evidence_digest  # the GPUs' module imports this one
-
     lines = [
         f"gpuready RMA evidence: HCA {hca.device} of {node.hostname}",
         generated,
@@ -117,31 +118,31 @@ def render(node: NodeResult, hca: Hca, findings: list[Finding], generated: str) 
     lines += ["", "== link flaps in the kernel log"]
     lines += [f"  {f.interface} ({f.pci_address}): {f.downs} down, {f.ups} up" for f in mine]
     lines += [] if mine else ["  none of its interfaces went down"]
-    lines += ["", f"facts digest (sha256): {evidence_digest(node.facts)}"]
+    lines += ["", f"facts digest (sha256): {digest(node.facts)}"]
     return "\n".join(shared.clean(line) for line in lines) + "\n"
 
 
-def hca_files(node: NodeResult, generated: str) -> list[tuple[str, str]]:
+def hca_files(node: NodeResult, generated: str, digest: Digest) -> list[tuple[str, str]]:
     """(file name, text) of each HCA of ``node`` that failed with a hardware action."""
     network = node.facts.network
     failed = failed_hcas(node)
     if network is None or isinstance(network.hcas, Unavailable) or not failed:
         return []
     return [
-        (file_name(node.hostname, hca), render(node, hca, failed[hca.device], generated))
+        (file_name(node.hostname, hca), render(node, hca, failed[hca.device], generated, digest))
         for hca in network.hcas
         if hca.device in failed
     ]
 
 
-def hca_rma_files(report: Report, generated: str) -> list[RmaFile]:
-    """Every HCA evidence file of a report, node by node."""
-    from validator.report.rma import RmaFile
-
+def hca_rma_files(
+    report: Report, generated: str, make: Callable[[str, int, str, str], T], digest: Digest
+) -> list[T]:
+    """Every HCA evidence file of a report, node by node, each made by ``make`` (RmaFile)."""
     return [
-        RmaFile(hostname=node.hostname, gpu_index=NOT_A_GPU, name=name, text=text)
+        make(node.hostname, NOT_A_GPU, name, text)
         for node in report.nodes
-        for name, text in hca_files(node, generated)
+        for name, text in hca_files(node, generated, digest)
     ]
 
 
