@@ -372,7 +372,8 @@ def _yaml_kind(value: object) -> str:
 
 def policy_digest(policy: Policy) -> str:
     """SHA-256 (hex) of the resolved policy as canonical JSON: same rules, same digest."""
-    canonical = json.dumps(
-        dataclasses.asdict(policy), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
+    data = dataclasses.asdict(policy)
+    if data.get("network") is None:  # a policy without it keeps the digest it had
+        data.pop("network", None)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
