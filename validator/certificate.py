@@ -55,10 +55,15 @@ from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
 from validator.certified_network import NETWORK_FIELD, certified_ports
-from validator.certified_network import CertifiedPort as CertifiedPort  # drift reads it here
+from validator.certified_network import CertifiedPort as CertifiedPort  # noqa: PLC0414 - drift
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
+from validator.judge.gpudirect_certified import (
+    CERTIFIED_GPUDIRECT_FIELDS,
+    CertifiedGpudirect,
+    certified_gpudirect,
+)
 from validator.model import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,
@@ -240,6 +245,7 @@ class Certificate:
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
     network: tuple[CertifiedPort, ...] | None = None  # HCA ports; None: not read (or older)
+    gpudirect: CertifiedGpudirect | None = None  # None: not collected (left out when None)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -293,8 +299,8 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
-_WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
-_OPTIONAL = frozenset({"network"})  # families' summaries: written only where read
+# Written only when set: --gpus (older readers refuse it), the families' summaries.
+_WHOLE_NODE = frozenset({"certified_gpus", "gpudirect", "network"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -591,6 +597,7 @@ def issue_certificate(
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
         network=certified_ports(facts.network),
+        gpudirect=certified_gpudirect(facts),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -609,7 +616,7 @@ def _as_issued(cert: Certificate) -> dict[str, Any]:
     # to_dict, not dataclasses.asdict, which deep-copies every leaf: a certificate
     # holds numbers, strings, None and tuples only, which JSON writes the same either way.
     data: dict[str, Any] = to_dict(cert)
-    _drop_unset(data, _WHOLE_NODE | _OPTIONAL)  # a whole node's reads as before --gpus
+    _drop_unset(data, _WHOLE_NODE)  # a whole node's certificate reads as before --gpus
     if not cert.holds_provenance:
         _drop_unset(data, _ADDED_IN_4)
     if not cert.holds_bandwidth:
@@ -882,6 +889,14 @@ CERTIFICATE_FIELDS = _object(
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
     _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
     _added(NETWORK_FIELD),
+    _added(
+        Field(
+            "gpudirect",
+            dict,
+            document=CERTIFIED_GPUDIRECT_FIELDS,
+            convert=_one(CertifiedGpudirect),
+        )
+    ),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

@@ -149,6 +149,23 @@ def test_show_without_a_history_says_so(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith("gpuready: error: run 3 not found: no history yet at ")
 
 
+def test_the_history_options_may_come_before_the_subcommand(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, after, err = run(capsys, "history", "show", "1", "--db", str(db))
+    assert (code, err) == (0, "")
+    code, before, err = run(capsys, "history", "--db", str(db), "show", "1")
+    assert (code, err) == (0, "")
+    assert before == after
+    code, both, _ = run(capsys, "history", f"--db={db}", "show", "--json", "1", HOST)
+    assert code == 0
+    assert json.loads(both)
+    # An option of the listing's that the subcommand lacks is named, not ignored.
+    code, _, err = run(capsys, "history", "--limit", "3", "show", "1", "--db", str(db))
+    assert code == 2
+    assert "--limit" in err
+
+
 def test_the_listing_still_takes_a_host_and_a_host_named_show(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

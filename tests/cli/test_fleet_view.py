@@ -206,7 +206,7 @@ def test_the_live_view_of_1000_hosts_stays_bounded_in_a_real_terminal(tmp_path: 
 
 
 def test_the_live_view_of_a_real_fleet_run(tmp_path: Path) -> None:
-    """``gpuready certify -i`` in a terminal: phases, the burn's time left, the worst."""
+    """``gpuready certify -i`` in a terminal: phases, the burn's time left, the worst GPU."""
     hosts = {f"ok{i}": "healthy-8x-h100-sxm" for i in range(3)}
     hosts["capped"] = "one-gpu-power-capped"
     inventory = _inventory(tmp_path / "hosts.ini", hosts)
@@ -216,6 +216,8 @@ def test_the_live_view_of_a_real_fleet_run(tmp_path: Path) -> None:
     drawn = run_in_terminal(program, [], tmp_path)
     assert "EXIT 1" in drawn
     assert re.search(r"ok\d\s+run\s+burn 0:0[0-3] left", drawn), drawn[-3000:]
+    # While it burns, a host's row names its worst GPU so far: the capped one's GPU 3.
+    assert re.search(r"capped\s+run\s+burn 0:0[0-3] left\s+worst GPU 3: \d+ TFLOPS", drawn)
     assert re.search(r"capped\s+NOT_CERTIFIED\s+3 checks failed: burn.speed \(GPU 3\)", drawn)
     assert "slowest GPU so far: capped GPU 3" in drawn
     # And after the live view, the report: a line per node, then the summary.

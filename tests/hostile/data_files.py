@@ -60,6 +60,9 @@ XID79_LOG = "xid/gpud-xid79-sxid20034-nvswitch.log"
 # policy lets such a healthy node be CERTIFIED, so that a hostile change can be told
 # from the healthy base by the exit code (0 against 1 or 2) and not only by a message.
 POLICY_NO_BURN = "require_burn: false\n"
+# The base bundles are single hosts without an RDMA fabric, and hold no GPUDirect file:
+# their policy says so (issue 34), as the no-burn one says a capture holds no burn-in.
+POLICY_CAPTURE = POLICY_NO_BURN + "gpudirect: {required: false}\n"
 
 CLEAN_DMESG = (
     "[    0.000000] Linux version 5.15.0-112-generic (buildd@lcy02-amd64-051)\n"
@@ -198,7 +201,7 @@ def policy(text: str, name: str = "policy.yml") -> Setup:
 def bundle(changes: Mapping[str, Edit] | None = None, *, base: str = "a10") -> Setup:
     """A capture directory ``{tmp}/bundle``: the healthy base with ``changes`` applied.
 
-    Also writes ``{tmp}/policy.yml`` (:data:`POLICY_NO_BURN`), so the base certifies.
+    Also writes ``{tmp}/policy.yml`` (:data:`POLICY_CAPTURE`), so the base certifies.
 
     Args:
         changes: bundle file name -> new text, None to remove it, or an edit of its
@@ -224,7 +227,7 @@ def bundle(changes: Mapping[str, Edit] | None = None, *, base: str = "a10") -> S
         for name, text in files.items():
             if text is not None:
                 (directory / name).write_text(text, encoding="utf-8")
-        (ws.tmp / "policy.yml").write_text(POLICY_NO_BURN, encoding="utf-8")
+        (ws.tmp / "policy.yml").write_text(POLICY_CAPTURE, encoding="utf-8")
 
     return setup
 
@@ -248,7 +251,7 @@ def scenario(
 ) -> Setup:
     """A scenario file ``{tmp}/scenario.json`` extending the healthy H100 node.
 
-    Also writes ``{tmp}/policy.yml`` (:data:`POLICY_NO_BURN`), so the base certifies.
+    Also writes ``{tmp}/policy.yml`` (:data:`POLICY_CAPTURE`), so the base certifies.
 
     Args:
         overrides: merged over ``{"name": ..., "extends": "healthy-8x-h100-sxm"}``.
@@ -320,7 +323,7 @@ def baseline_db(*, key: bool = True) -> Setup:
         shutil.copyfile(source / "history.db", ws.tmp / "history.db")
         if key:
             shutil.copyfile(source / "key", ws.tmp / "key")
-        (ws.tmp / "policy.yml").write_text(POLICY_NO_BURN, encoding="utf-8")
+        (ws.tmp / "policy.yml").write_text(POLICY_CAPTURE, encoding="utf-8")
 
     return setup
 

@@ -77,6 +77,10 @@ MAY_IMPORT = frozenset(
         "validator.node.busy_gate",
         "validator.node.collect",
         "validator.node.gpu_choice",
+        # GPUDirect RDMA readiness: collected by every certify (validator.node.collect).
+        "validator.node.gpudirect_probe",
+        "validator.node.parsers.lspci_acs",
+        "validator.node.parsers.smi_topo",
         "validator.node.host",
         "validator.node.network_probe",
         "validator.node.nvml",

@@ -348,7 +348,8 @@ def test_a_speed_without_a_link_count_is_refused(tmp_path: Path) -> None:
         # Derived from real captures: 0.85x 274.89 (P2P) and 0.85x 235.26 (all-reduce).
         ("a100-sxm4-40gb", 20.0, 884.0, 234.0, ((8, 200.0),)),
         ("a100-sxm4-80gb", 20.0, 1159.0, 234.0, ((8, 200.0),)),
-        ("b200", 48.0, 4549.0, None, ()),
+        # NVIDIA's Blackwell datasheet, HGX B200 column: 7.7 TB/s (not the GB200's 8 TB/s).
+        ("b200", 48.0, 4379.0, None, ()),
         ("h100-pcie", 48.0, 1137.0, None, ()),
         ("l40s", 20.0, 491.0, None, ()),
         ("t4", 10.0, 182.0, None, ()),

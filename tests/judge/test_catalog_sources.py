@@ -62,18 +62,38 @@ def test_estimated_memory_is_the_unconfirmed_memory() -> None:
 
 
 def test_the_recheck_outcome() -> None:
-    """What the re-check found, per row: these figures rest on no retrieved source."""
+    """What the re-check found, per row: these figures rest on no NVIDIA document found."""
     doubtful = {sku.id: sku.unconfirmed() - {"memory_mib"} for sku in load_catalog().all()}
     tensor = {"peak_tflops.fp16", "peak_tflops.bf16", "peak_tflops.tf32"}
     assert doubtful["a10"] == tensor
     assert doubtful["a30"] == tensor
-    assert doubtful["gh200"] == tensor | {"peak_tflops.fp8"}
     assert doubtful["h100-nvl"] == tensor | {"peak_tflops.fp8", "peak_tflops.fp32"}
     assert doubtful["h200-nvl"] == tensor | {"peak_tflops.fp8", "peak_tflops.fp32"}
-    # Sources disagree on the B200's bandwidth, so the HBM floor derived from it is doubtful too.
-    assert doubtful["b200"] == {"memory_bandwidth_gbs", "hbm_copy_min_gbs", "peak_tflops.fp32"}
-    for sku_id in ("v100-sxm2-16gb", "t4", "a40", "h100-pcie", "h200-sxm", "l4"):
+    # NVIDIA's GH200 and Blackwell datasheets confirm these rows' peaks and bandwidths.
+    for sku_id in ("gh200", "b200", "gb200", "v100-sxm2-16gb", "t4", "a40", "h100-pcie"):
         assert doubtful[sku_id] == set(), sku_id
+    for sku_id in ("h200-sxm", "l4"):
+        assert doubtful[sku_id] == set(), sku_id
+    # Only these four rows keep a doubtful figure besides an estimated memory size.
+    assert {sku_id for sku_id, names in doubtful.items() if names} == {
+        "a10",
+        "a30",
+        "h100-nvl",
+        "h200-nvl",
+    }
+
+
+def test_nvidias_blackwell_datasheet_corrected_b200_and_gb200() -> None:
+    """HGX B200: 75 TFLOPS FP32 at 7.7 TB/s (80 and 8 TB/s are the GB200's, whose row said 90)."""
+    catalog = load_catalog()
+    b200, gb200 = catalog.get("b200"), catalog.get("gb200")
+    assert (b200.peak_tflops.fp32, b200.memory_bandwidth_gbs) == (75, 7700)
+    assert (gb200.peak_tflops.fp32, gb200.memory_bandwidth_gbs) == (80, 8000)
+    assert b200.hbm_copy_min_gbs == round(7700 * 1905 / 3350)
+    for sku in (b200, gb200):
+        group = next(g for g in sku.figure_sources if "memory_bandwidth_gbs" in g.figures)
+        assert group.confirmed, sku.id
+        assert "Blackwell datasheet, document 3384703" in group.source, sku.id
 
 
 def test_h100_pcie_dense_fp16_is_half_the_datasheets_sparse_figure() -> None:
@@ -88,7 +108,22 @@ def test_a_note_names_the_row_the_figure_and_its_value() -> None:
         "(judged against an unconfirmed catalog figure: the H100 NVL's dense BF16 peak, 835 TFLOPS)"
     )
     assert catalog.get("h100-sxm").figure_note(("peak_tflops.bf16",)) == ""
-    assert catalog.get("b200").figure_note(("hbm_copy_min_gbs",)).endswith("HBM copy floor, 4549)")
+    assert catalog.get("h100-nvl").figure_note(("hbm_copy_min_gbs",)) == ""
+
+
+# The H100 NVL's bandwidth rests on a third-party page; marked unconfirmed, its HBM floor is too.
+NVL_BANDWIDTH = '      from: "https://www.aiminingco.com/gpu/h100-nvl/specs'
+NVL_DOUBTED = '      unconfirmed: "https://www.aiminingco.com/gpu/h100-nvl/specs'
+
+
+def test_a_floor_derived_from_an_unconfirmed_bandwidth_is_noted_too(tmp_path: Path) -> None:
+    text = CATALOG.read_text()
+    assert text.count(NVL_BANDWIDTH) == 1
+    path = tmp_path / "skus.yaml"
+    path.write_text(text.replace(NVL_BANDWIDTH, NVL_DOUBTED))
+    nvl = load_catalog(str(path)).get("h100-nvl")
+    assert {"memory_bandwidth_gbs", "hbm_copy_min_gbs"} <= nvl.unconfirmed()
+    assert nvl.figure_note(("hbm_copy_min_gbs",)).endswith("the H100 NVL's HBM copy floor, 2218)")
 
 
 def _row_error(tmp_path: Path, old: str, new: str) -> str:

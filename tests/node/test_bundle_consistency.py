@@ -58,7 +58,11 @@ def _bundle(directory: Path, files: dict[str, str]) -> Path:
 DMESG_LINES = ("xid/gpud-dmesg-xid-119-h100-xe9680.log", 2)
 # A bundle has no burn-in, and most lack nvcc and cuDNN: not required here, so that the
 # only thing left to stop a certificate is what this file is about.
-POLICY = "require_burn: false\nrequire_nvcc: false\nrequire_cudnn: false\n"
+# The bundles hold no GPUDirect files (single hosts without an RDMA fabric): the policy
+# says so, as it says there is no nvcc or cuDNN to judge.
+POLICY = (
+    "require_burn: false\nrequire_nvcc: false\nrequire_cudnn: false\ngpudirect: {required: false}\n"
+)
 
 
 def _certify(directory: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
@@ -197,8 +201,9 @@ def test_a_whole_bundle_of_one_host_passes_the_check(
     # Certified; what a bundle without its other files could not show is optional, and the
     # summary counts it as every output does, not as passed.
     assert code == ExitCode.OK
-    # network.ports too: the bundle holds no HCA files (optional on a PCIe card's node).
-    assert node["summary"].startswith("10x A40: 27 of 34 checks passed, 7 optional could not")
+    # (4 of the optional ones: the GPUDirect checks, with no GPUDirect file in the bundle;
+    # network.ports too: no HCA files, optional on a PCIe card's node)
+    assert node["summary"].startswith("10x A40: 27 of 38 checks passed, 11 optional could not")
     (finding,) = _sources_agree(node)
     assert finding["severity"] == "PASS"
     assert "nvidia-smi query and nvidia-smi table agree" in finding["message"]

@@ -165,6 +165,10 @@ def test_the_h100_built_in_replays_a_recorded_gemm_at_the_power_cap() -> None:
 
 
 FAULTS = {
+    # GPUDirect RDMA readiness (issue 34).
+    "acs-enabled": {("gpudirect.acs", None, "FAIL")},
+    "gpu-nic-across-socket": {("gpudirect.nic_affinity", gpu, "FAIL") for gpu in (4, 5, 6, 7)},
+    "peermem-missing": {("gpudirect.peermem", None, "FAIL")},
     "cudnn-missing": {("versions.cudnn", None, "FAIL")},
     "ib-cable-polling": {("network.ports", None, "FAIL"), ("network.port_state", None, "FAIL")},
     "ib-port-200g": {("network.ports", None, "FAIL"), ("network.rate", None, "FAIL")},
@@ -247,6 +251,9 @@ FAULT_ACTIONS = {
         "pcie.width": "reseat_or_replace_cable_or_riser",
     },
     "rm-init-adapter-failed": {"errors.kernel_faults": "reboot"},
+    "acs-enabled": {"gpudirect.acs": "fix_bios_setting"},
+    "gpu-nic-across-socket": {"gpudirect.nic_affinity": "reseat_or_replace_cable_or_riser"},
+    "peermem-missing": {"gpudirect.peermem": "fix_software_stack"},
 }
 
 

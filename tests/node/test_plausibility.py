@@ -18,6 +18,7 @@ import pytest
 from tests.collecting import collect_capture, collect_simulated
 from tests.judge.test_judge_healthy import healthy_node
 from validator.error_tree import CaptureError
+from validator.judge.gpudirect_policy import GpudirectPolicy
 from validator.judge.policy import Policy
 from validator.judge.verdict import judge_node
 from validator.model import (
@@ -45,7 +46,8 @@ from validator.node.physical_ranges import (
     plausible_uptime,
 )
 
-NO_BURN = Policy(require_burn=False)
+# The A10 bundles hold no GPUDirect files (a host without an RDMA fabric): the policy says so.
+NO_BURN = Policy(require_burn=False, gpudirect=GpudirectPolicy(required=False))
 
 # ---------------------------------------------------------------- the table
 

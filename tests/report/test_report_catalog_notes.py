@@ -1,6 +1,6 @@
 """A verdict resting on an unconfirmed catalog figure says so, in the terminal and the JSON.
 
-The H100 NVL's tensor peaks are recalled from a datasheet no retrieved page confirmed
+The H100 NVL's tensor peaks are recalled from NVIDIA's datasheet, which was not retrieved
 (skus.yaml marks them ``unconfirmed``); the H100 SXM's are confirmed. The same slow GPU
 is judged against each: only the first finding carries the note.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.judge.test_catalog_sources import CATALOG, NVL_BANDWIDTH, NVL_DOUBTED
 from tests.judge.test_judge_healthy import healthy_node, judge, with_gpu_burn
 from validator.cli.main import main
 from validator.judge import Policy, Thresholds, load_catalog
@@ -79,16 +80,24 @@ def _hbm(severity: Severity) -> Finding:
     )
 
 
-def test_a_floor_the_policy_sets_or_a_check_that_judged_nothing_has_no_note() -> None:
-    b200 = load_catalog().get("b200")  # its HBM floor derives from a disputed bandwidth
+def test_a_floor_the_policy_sets_or_a_check_that_judged_nothing_has_no_note(
+    tmp_path: Path,
+) -> None:
+    # No shipped row's HBM floor rests on an unconfirmed bandwidth any more (NVIDIA's Blackwell
+    # datasheet settled the B200's), so mark the H100 NVL's third-party bandwidth unconfirmed.
+    text = CATALOG.read_text()
+    assert text.count(NVL_BANDWIDTH) == 1
+    path = tmp_path / "skus.yaml"
+    path.write_text(text.replace(NVL_BANDWIDTH, NVL_DOUBTED))
+    nvl = load_catalog(str(path)).get("h100-nvl")
     facts = healthy_node()
-    noted = note_unconfirmed([_hbm(Severity.FAIL)], facts, Policy(), b200)
-    assert noted[0].message.endswith("the B200 (HGX, 1000 W)'s HBM copy floor, 4549)")
+    noted = note_unconfirmed([_hbm(Severity.FAIL)], facts, Policy(), nvl)
+    assert noted[0].message.endswith("the H100 NVL's HBM copy floor, 2218)")
     own_floor = Policy(thresholds=dataclasses.replace(Thresholds(), hbm_min_gbs=4000.0))
-    assert note_unconfirmed([_hbm(Severity.FAIL)], facts, own_floor, b200)[0].message == (
+    assert note_unconfirmed([_hbm(Severity.FAIL)], facts, own_floor, nvl)[0].message == (
         "GPU 2 copied slowly"
     )
-    assert note_unconfirmed([_hbm(Severity.UNKNOWN)], facts, Policy(), b200)[0].message == (
+    assert note_unconfirmed([_hbm(Severity.UNKNOWN)], facts, Policy(), nvl)[0].message == (
         "GPU 2 copied slowly"
     )
 

@@ -232,11 +232,36 @@ class HistoryCommand(click.Command):
     _CHOSEN = "gpuready.history.subcommand"
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """A subcommand's name first: keep the rest for it; else the listing's own."""
-        if args and args[0] in self.SUBCOMMANDS:
-            ctx.meta[self._CHOSEN] = (args[0], args[1:])
+        """A subcommand's name as the first argument: the rest is its; else the listing's.
+
+        Options may come before the name (``history --db X show 12``): they go to the
+        subcommand with the rest, which names any it does not take.
+        """
+        position = self._subcommand_at(ctx, args)
+        if position is not None:
+            ctx.meta[self._CHOSEN] = (args[position], args[:position] + args[position + 1 :])
             return []
         return super().parse_args(ctx, args)
+
+    def _subcommand_at(self, ctx: click.Context, args: list[str]) -> int | None:
+        """Where the first plain argument (not an option, nor its value) names a subcommand."""
+        takes_value = {
+            name
+            for param in self.get_params(ctx)
+            if isinstance(param, click.Option) and not param.is_flag
+            for name in param.opts
+        }
+        skip = False
+        for position, arg in enumerate(args):
+            if skip:
+                skip = False
+            elif arg == "--":
+                return None
+            elif arg.startswith("-") and arg != "-":
+                skip = arg in takes_value  # "--db X"; "--db=X" holds its value
+            else:
+                return position if arg in self.SUBCOMMANDS else None
+        return None
 
     def invoke(self, ctx: click.Context) -> object:
         """Run the subcommand chosen (imported only now), else the listing."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
+    from validator.node.burnin.worst_gpu import WorstGpu
+
 _FINAL = ("done", "failed")
 SHOWN_RUNNING = 12  # running hosts listed by name, the longest at it first; the rest counted
 SHOWN_FAILED = 8  # hosts not certified listed by name, the latest first; the rest counted
@@ -121,6 +123,7 @@ class _Host:
     run_started: float | None = None  # entered "run": the agent (and its burn) started
     verdict: Verdict | None = None
     worst: str = ""  # the checks it failed and what to do, once its result is in
+    burning: WorstGpu | None = None  # its burn's worst GPU so far, while it runs
     arrived: int = 0  # the order results came in: the latest shown first
 
 
@@ -131,8 +134,10 @@ class FleetProgress(LiveDisplay):
     that have been at it longest (:data:`SHOWN_RUNNING`, the rest counted), the latest
     hosts not certified (:data:`SHOWN_FAILED`, the rest counted) and the slowest GPU so
     far. A host's time left comes from the burn's length once its agent runs, else from
-    its deadline (when one was given). The phase events carry no GPU figures (an agent
-    sends its facts at the end), so a host's worst GPU shows once its result is in.
+    its deadline (when one was given). While a host burns, its row shows its worst GPU so
+    far (:meth:`worst_gpu`: told by the local transport from the collector, by the SSH
+    transport from the agent's progress lines; Ansible and Slurm tell none, and their rows
+    show the time left alone); once its result is in, the checks it failed.
 
     Args:
         console: where to draw (rich's stderr console when None).
@@ -188,6 +193,15 @@ class FleetProgress(LiveDisplay):
                 known.started = now
             if str(phase) == Phase.RUN.value and known.run_started is None:
                 known.run_started = now
+        self.refresh()
+
+    def worst_gpu(self, host: str, worst: WorstGpu) -> None:
+        """A host's burn: its worst GPU so far (called from worker threads)."""
+        with self.lock:
+            known = self.hosts.get(host)
+            if known is None or known.verdict is not None:
+                return  # not a host of this run, or its result is already in
+            known.burning = worst
         self.refresh()
 
     def result(self, result: NodeResult) -> None:
@@ -328,9 +342,10 @@ def _running_rows(
     table = _grid(width)
     for name, host in running[:SHOWN_RUNNING]:
         # Text, not markup: a host named "[red]x" is shown as it is named
-        table.add_row(
-            Text(f"  {visible(name)}"), Text(visible(host.phase)), display.time_left(host, now)
-        )
+        left = display.time_left(host, now)
+        if host.burning is not None:
+            left = f"{left}  {host.burning.words()}"
+        table.add_row(Text(f"  {visible(name)}"), Text(visible(host.phase)), Text(left))
     parts: list[RenderableType] = [table]
     if len(running) > SHOWN_RUNNING:
         parts.append(Text(f"  ... and {len(running) - SHOWN_RUNNING} more running"))

@@ -36,6 +36,7 @@ from validator.drift import (
     burn_drift,
     dcgm_drift,
     errors_drift,
+    gpudirect_drift,
     interconnect_drift,
     inventory_drift,
     network_drift,
@@ -73,6 +74,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
     (CheckFamily.NETWORK, network_drift.compare_network),
+    (CheckFamily.GPUDIRECT, gpudirect_drift.compare_gpudirect),
 )
 
 

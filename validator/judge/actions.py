@@ -252,6 +252,14 @@ RULES: dict[str, Rule] = {
     "drift.network": Rule(RESEAT),  # an HCA port down or slower: its cable or transceiver
     "drift.network_firmware": Rule(SOFTWARE),  # back to the certified firmware, or recertify
     "drift.network_errors": Rule(TRANSCEIVER),
+    # ---- gpudirect: GPUDirect RDMA readiness (each check sets its own action; these
+    # are the fallbacks): peermem not loaded is the stack; ACS on is a BIOS setting; a
+    # NIC across the socket is a card in the wrong slot; the IOMMU a kernel argument.
+    "gpudirect.peermem": Rule(SOFTWARE),
+    "gpudirect.acs": Rule(Action.FIX_BIOS),
+    "gpudirect.nic_affinity": Rule(RESEAT),
+    "gpudirect.iommu": Rule(SOFTWARE),
+    "drift.gpudirect": Rule(Action.FIX_BIOS),
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

@@ -50,6 +50,7 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.gpudirect_policy import GPUDIRECT_FIELDS, GpudirectPolicy
 from validator.judge.network_policy import POLICY_FIELD as NETWORK_POLICY_FIELD
 from validator.judge.network_policy import NetworkExpectation
 from validator.model import DEFAULT_XID_WINDOW_HOURS
@@ -126,6 +127,8 @@ class Policy:
     thresholds: Thresholds = field(default_factory=Thresholds)
     # The HCAs' layout (validator.judge.network_policy); None: the catalog's for the SKU.
     network: NetworkExpectation | None = None
+    # GPUDirect RDMA readiness (validator/judge/gpudirect_policy.py).
+    gpudirect: GpudirectPolicy = field(default_factory=GpudirectPolicy)
 
 
 # ------------------------------------------------------------------ declarations
@@ -289,6 +292,7 @@ POLICY_FIELDS = Document(
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
         NETWORK_POLICY_FIELD,
+        Field("gpudirect", dict, nullable=True, document=GPUDIRECT_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -312,7 +316,9 @@ def _policy(data: object, source: fields.Source) -> Policy:
     values = POLICY_FIELDS.check(data, source)
     raw_thresholds = values.pop("thresholds", None)
     thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
-    policy = Policy(**values, thresholds=thresholds)
+    raw_gpudirect = values.pop("gpudirect", None)
+    gpudirect = GpudirectPolicy() if raw_gpudirect is None else GpudirectPolicy(**raw_gpudirect)
+    policy = Policy(**values, thresholds=thresholds, gpudirect=gpudirect)
     if (
         policy.driver_version
         and policy.driver_branch

@@ -22,6 +22,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``network_facts``: the node's HCAs (InfiniBand, RoCE), ports, counters, flaps.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
+- ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
 - ``results``: a node judged (:class:`NodeResult`), the fleet, the :class:`Report`.
@@ -60,6 +61,15 @@ from validator.model.busy_facts import (
     process_words,
     scope_text,
 )
+from validator.model.cross_node_facts import (
+    COLLECTIVES,
+    IB_ONLY_ENVIRONMENT,
+    NCCL_VARIANTS,
+    RDMA_TESTS,
+    NcclGroupResult,
+    RdmaEnd,
+    RdmaPairResult,
+)
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
 from validator.model.drift_checks import (
@@ -92,6 +102,16 @@ from validator.model.gpu_facts import (
     NvLinkState,
     decode_clock_event_reasons,
     unreadable_gpu,
+)
+from validator.model.gpudirect_facts import (
+    TOPO_LINKS,
+    AcsPort,
+    GpudirectFacts,
+    GpuNicLink,
+    IommuFacts,
+    TopoMatrix,
+    dmabuf_usable,
+    peermem_path,
 )
 from validator.model.host_spec import TRANSPORTS, HostSpec, TransportName
 from validator.model.kept_per_object import KeptPerObject
@@ -136,19 +156,25 @@ __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
     "CLOCK_EVENT_REASONS",
+    "COLLECTIVES",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
     "IB_ERROR_COUNTERS",
+    "IB_ONLY_ENVIRONMENT",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
+    "NCCL_VARIANTS",
     "NOT_MEASURED",
     "NOT_SUPPORTED",
     "PROVENANCES",
+    "RDMA_TESTS",
     "RECOVERY_ACTIONS",
     "SCHEMA_VERSION",
+    "TOPO_LINKS",
     "TRANSPORTS",
     "UNKNOWN_PROVENANCE",
+    "AcsPort",
     "Action",
     "AllReduce",
     "AllReducePoint",
@@ -168,17 +194,21 @@ __all__ = [
     "GpuBurn",
     "GpuCopyBandwidth",
     "GpuFacts",
+    "GpuNicLink",
     "GpuProcess",
     "GpuStatus",
+    "GpudirectFacts",
     "Hca",
     "HcaPort",
     "HostSpec",
     "Interconnect",
+    "IommuFacts",
     "KeptPerObject",
     "KernelFault",
     "KernelLogFacts",
     "LinkFlap",
     "Measured",
+    "NcclGroupResult",
     "NetworkFacts",
     "NodeFacts",
     "NodeResult",
@@ -187,6 +217,8 @@ __all__ = [
     "NvmlStatus",
     "PeerBandwidth",
     "PortCounter",
+    "RdmaEnd",
+    "RdmaPairResult",
     "Reason",
     "Report",
     "SchemaError",
@@ -195,6 +227,7 @@ __all__ = [
     "SourceConflict",
     "TelemetrySample",
     "ToolFacts",
+    "TopoMatrix",
     "TransportName",
     "Unavailable",
     "Verdict",
@@ -206,6 +239,7 @@ __all__ = [
     "counters_of",
     "counters_unavailable",
     "decode_clock_event_reasons",
+    "dmabuf_usable",
     "drift_findings",
     "drift_state",
     "from_dict",
@@ -214,6 +248,7 @@ __all__ = [
     "measured_gb_s",
     "never_certified",
     "overall_verdict",
+    "peermem_path",
     "process_words",
     "provenance_of",
     "scope_text",

@@ -42,6 +42,8 @@ class DriftCheck(str, enum.Enum):
     NETWORK = "drift.network"  # an HCA port down or slower than certified
     NETWORK_FIRMWARE = "drift.network_firmware"  # an HCA's firmware changed
     NETWORK_ERRORS = "drift.network_errors"  # HCA port error counters grew
+    # GPUDirect RDMA readiness: peermem gone, ACS turned on, a GPU's nearest NIC changed.
+    GPUDIRECT = "drift.gpudirect"
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 

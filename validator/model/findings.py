@@ -59,6 +59,7 @@ class CheckFamily(str, enum.Enum):
     DCGM = "dcgm"
     INTERCONNECT = "interconnect"
     NETWORK = "network"  # the HCAs: InfiniBand and RoCE ports
+    GPUDIRECT = "gpudirect"
     FLEET = "fleet"
     DRIFT = "drift"
 
@@ -89,6 +90,8 @@ class Action(str, enum.Enum):
     MEASURE = "measure"
     WAIT_IDLE = "wait_for_idle_gpus"  # others' work is on the GPUs: drain or wait, then again
     FIX_SOFTWARE = "fix_software_stack"  # driver, CUDA, cuDNN, DCGM, settings: reprovision
+    # A firmware (BIOS) setting is wrong: PCIe ACS on the switches between GPUs and NICs.
+    FIX_BIOS = "fix_bios_setting"
     REBOOT = "reboot"
     RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
     CHECK_COOLING_POWER = "check_cooling_or_power"
@@ -123,6 +126,7 @@ ACTION_WORDS: Dict[Action, str] = {
     Action.CHECK_COOLING_POWER: "check cooling and power",
     Action.RESEAT_CABLE_RISER: "reseat or replace the cable or riser",
     Action.REPLACE_TRANSCEIVER: "replace the transceiver or cable",
+    Action.FIX_BIOS: "fix the BIOS setting",
     Action.DRAIN_RMA: "drain and RMA",
 }
 

@@ -14,6 +14,7 @@ from validator.model.bandwidth_facts import Interconnect
 from validator.model.burn_facts import BurnResult
 from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
+from validator.model.gpudirect_facts import GpudirectFacts
 from validator.model.kernel_log_facts import KernelLogFacts
 from validator.model.measured import NOT_MEASURED, SCHEMA_VERSION, Measured
 from validator.model.network_facts import NetworkFacts
@@ -99,6 +100,8 @@ class NodeFacts:
     # The HCAs (InfiniBand, RoCE): the collector always sets it; None only in facts from
     # an older agent or built by hand, which are then not judged for the network.
     network: Optional[NetworkFacts] = None
+    # GPUDirect RDMA readiness; None: not collected (an older agent's or hand-built facts).
+    gpudirect: Optional[GpudirectFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

@@ -7,12 +7,14 @@ zipapp (see validator.remote.bundle). Its whole interface:
         [--burn-backend cublas|torch|numpy] [--burn-dtype DTYPE] [--burn-matrix-size N]
         [--burn-memory-fraction F] [--xid-window-hours H] [--deadline SECONDS]
         [--interconnect auto|on|off] [--dcgm-level 1-4] [--dcgm-timeout SECONDS]
-        [--gpus LIST] [--allow-busy] [--packed]
+        [--gpus LIST] [--allow-busy] [--progress-lines] [--packed]
 
 Exit 0 with NodeFacts JSON on stdout whenever facts were collected, whatever
 they say (judging happens on the controller); 2 with one line on stderr for
 bad arguments or a bad scenario; 3 when the agent itself could not run, or
-gave no facts within its deadline. With ``--packed`` the JSON is printed packed, as
+gave no facts within its deadline. With ``--progress-lines`` the burn's worst GPU so far is
+printed on stderr every few seconds (validator.node.burnin.worst_gpu), for a fleet's live
+view. With ``--packed`` the JSON is printed packed, as
 the controller's store keeps it (validator.codec), in base64 on one line: a tenth of
 the bytes to carry home, and a compression the controller need not do for each host.
 
@@ -60,6 +62,8 @@ from validator.node.gpu_choice import parse_gpus
 from validator.safe_text import one_line
 
 if TYPE_CHECKING:
+    from validator.node.burnin.burn_progress import ProgressSink
+    from validator.node.burnin.worst_gpu import WorstGpu
     from validator.node.system import System
 
 DCGM_LEVELS = (1, 2, 3, 4)
@@ -155,6 +159,12 @@ def _parser() -> argparse.ArgumentParser:
         help="burn and measure GPUs with other processes or another Slurm job on them",
     )
     parser.add_argument(
+        "--progress-lines",
+        action="store_true",
+        help="during the burn, print the worst GPU so far on stderr every few seconds "
+        "(one 'gpuready-progress {...}' line: what a fleet's live view shows)",
+    )
+    parser.add_argument(
         "--packed",
         action="store_true",
         help="print the JSON compressed (xz, else zlib), in base64 on one line",
@@ -175,11 +185,24 @@ def _print(facts: NodeFacts, packed: bool) -> None:
     sys.stdout.flush()
 
 
+def _progress_lines(args: argparse.Namespace) -> ProgressSink | None:
+    """With ``--progress-lines``: a sink printing the burn's worst GPU on stderr now and then."""
+    if not args.progress_lines:
+        return None
+    from validator.node.burnin.worst_gpu import every, progress_line
+
+    def send(worst: WorstGpu) -> None:
+        sys.stderr.write(progress_line(worst) + "\n")
+        sys.stderr.flush()
+
+    return every(send)
+
+
 def _run_within(args: argparse.Namespace, source: FactSource, request: CollectRequest) -> int:
     """Collect under ``--deadline``; give up, and exit at once, when it passes."""
     deadline_s = float(args.deadline)
     until = time.monotonic() + deadline_s
-    arrived = collect_in_background(source, request, until)
+    arrived = collect_in_background(source, request, until, _progress_lines(args))
     try:
         got = arrived.get(timeout=max(0.0, until + _overrun(deadline_s) - time.monotonic()))
     except queue.Empty:
@@ -227,7 +250,7 @@ def _collect_and_print(args: argparse.Namespace) -> int:
             if args.deadline <= 0:
                 raise BadInputError(f"--deadline must be above 0 s, got {args.deadline:g}")
             return _run_within(args, source, request)
-        facts = collect(source, request)
+        facts = collect(source, request, progress=_progress_lines(args))
     except GpureadyError as exc:
         # one line, controls escaped: the message may quote a scenario file's own words
         sys.stderr.write(f"gpuready-agent: error: {one_line(exc)}\n")

@@ -143,7 +143,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = _with_network(source, source.first_facts(request))
+    facts = _with_families(source, source.first_facts(request))
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -159,11 +159,18 @@ def collect(
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
 
 
-def _with_network(source: FactSource, facts: NodeFacts) -> NodeFacts:
-    """The facts with the node's HCAs read from the source's System (every source)."""
+def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with the families read beside the GPUs' (the HCAs, GPUDirect RDMA readiness).
+
+    Every source sets them (live, capture, simulated): what one cannot read is
+    NOT_MEASURED inside, never the family left out.
+    """
+    from validator.node.gpudirect_probe import gpudirect_facts
     from validator.node.network_probe import with_network
 
-    return with_network(source.system(), facts)
+    system = source.system()
+    facts = with_network(system, facts)
+    return dataclasses.replace(facts, gpudirect=gpudirect_facts(system))
 
 
 def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
@@ -216,9 +223,14 @@ Collected = Union[NodeFacts, BaseException]
 
 
 def collect_in_background(
-    source: FactSource, request: CollectRequest, until: float
+    source: FactSource,
+    request: CollectRequest,
+    until: float,
+    progress: ProgressSink | None = None,
 ) -> queue.Queue[Collected]:
     """Start :func:`collect` on a daemon thread; its facts (or error) arrive on the queue.
+
+    ``progress`` is told about the burn (on that thread) as :func:`collect` tells it.
 
     A daemon, so that a collector stuck past the deadline (a wedged GPU's driver call)
     never keeps its process alive; the caller stops waiting at the deadline.
@@ -227,7 +239,7 @@ def collect_in_background(
 
     def run() -> None:
         try:
-            arrived.put(collect(source, request, until))
+            arrived.put(collect(source, request, until, progress))
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
             arrived.put(exc)
 

@@ -290,9 +290,7 @@ def _outcome(
             phase = TASK_PHASES.get(task, Phase.CONNECT)
             return _failed(name, f"{task.lower()} on {name} failed: {why}", phase)
     if status == "timeout":
-        return _failed(
-            name, f"ansible did not finish on {name} within {seconds}s", "run"
-        )
+        return _failed(name, f"ansible did not finish on {name} within {seconds}s", "run")
     why = ansible_error(output) or f"ansible-runner ended {status} without running the agent"
     return _failed(name, f"ansible run for {name}: {why}", Phase.CONNECT)
 

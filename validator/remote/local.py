@@ -8,8 +8,16 @@ import time
 from validator.error_tree import GpureadyError
 from validator.model import HostSpec
 from validator.node.agent import source_for
+from validator.node.burnin.worst_gpu import every
 from validator.node.collect import CollectRequest, collect_in_background
-from validator.remote.transport import AgentOutcome, AgentRequest, Phase, Progress, overrun_s
+from validator.remote.transport import (
+    AgentOutcome,
+    AgentRequest,
+    Phase,
+    Progress,
+    overrun_s,
+    tell_worst,
+)
 
 
 class LocalTransport:
@@ -45,7 +53,9 @@ class LocalTransport:
             gpus=request.gpus,
             allow_busy=request.allow_busy,
         )
-        arrived = collect_in_background(source_for(host.simulate), asked, until)
+        # The collector's own burn progress, in-process: the live view's worst GPU.
+        sink = every(lambda worst: tell_worst(progress, host.name, worst), seconds=1.0)
+        arrived = collect_in_background(source_for(host.simulate), asked, until, sink)
         try:
             got = arrived.get(timeout=max(0.0, until + overrun_s(timeout_s) - time.monotonic()))
         except queue.Empty:

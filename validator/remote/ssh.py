@@ -63,6 +63,7 @@ from validator.files import write_atomic
 from validator.model import HostSpec, NodeFacts, SchemaError
 from validator.packed import AGENT_OUTPUT_LIMIT, agent_facts
 from validator.remote.bundle import AgentBundle, build_agent
+from validator.remote.progress_lines import KEEP_ALL, ProgressLines, agent_lines
 from validator.remote.transport import (
     AgentOutcome,
     AgentRequest,
@@ -409,8 +410,10 @@ class _Run:
         return lines[-1] if lines else ""
 
 
-def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
-    """Run ``command`` on the host; read stdout fully and keep stderr's tail.
+def _execute(
+    client: SSHClient, command: str, deadline: float, lines: ProgressLines = KEEP_ALL
+) -> _Run:
+    """Run ``command`` on the host; read stdout fully and keep stderr's tail (``lines`` read).
 
     The thread sleeps until the channel has something for it (data on either stream,
     EOF, the exit status, a close) or the deadline passes: with hundreds of hosts at
@@ -440,7 +443,7 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
                     return _Run(0, bytes(stdout), bytes(stderr))
                 busy = True
             if channel.recv_stderr_ready():
-                stderr += channel.recv_stderr(1 << 16)
+                stderr += lines.split(channel.recv_stderr(1 << 16))
                 del stderr[:-STDERR_KEEP]
                 busy = True
             if busy:
@@ -449,6 +452,7 @@ def _execute(client: SSHClient, command: str, deadline: float) -> _Run:
             # EOF covers both streams; the exit status may come before or after it (a
             # close without one sets the event too, and reads as -1).
             if channel.eof_received or channel.closed:
+                stderr += lines.rest()  # a last line without its newline
                 if channel.status_event.wait(max(left, 0.0)):
                     return _Run(channel.recv_exit_status(), bytes(stdout), bytes(stderr))
                 return _Run(None, bytes(stdout), bytes(stderr))
@@ -607,8 +611,9 @@ class SshTransport:
             progress.phase(host.name, Phase.RUN)
             # The agent cuts its burn-in to end within what is left, less the trip.
             left = agent_deadline(deadline - time.monotonic())
-            argv = [host.python, path, *request.arguments(host, left)]
-            run = _execute(clients[-1], quoted(argv), deadline + overrun_s(timeout_s))
+            extra, lines = agent_lines(request, progress, host.name)
+            argv = [host.python, path, *request.arguments(host, left), *extra]
+            run = _execute(clients[-1], quoted(argv), deadline + overrun_s(timeout_s), lines)
             facts = self._facts(host, run, timeout_s)
         except _Failed as failure:
             progress.phase(host.name, Phase.FAILED)

@@ -10,11 +10,14 @@ import enum
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from validator.model import DEFAULT_XID_WINDOW_HOURS, HostSpec, NodeFacts, NodeResult
 from validator.node.bandwidth import check_mode
 from validator.node.burnin.burn_config import BurnConfig
+
+if TYPE_CHECKING:
+    from validator.node.burnin.worst_gpu import WorstGpu
 
 
 class Phase(str, enum.Enum):
@@ -170,6 +173,21 @@ class Progress(Protocol):
     def phase(self, host: str, phase: Phase) -> None:
         """Host ``host`` entered ``phase``."""
         ...
+
+
+@runtime_checkable
+class WorstGpuSink(Protocol):
+    """A progress that also shows each host's worst GPU while its burn runs (the live view)."""
+
+    def worst_gpu(self, host: str, worst: WorstGpu) -> None:
+        """Host ``host``'s burn: its worst GPU so far."""
+        ...
+
+
+def tell_worst(progress: Progress, host: str, worst: WorstGpu) -> None:
+    """Tell ``progress`` a host's worst GPU so far, where it shows one (else nothing)."""
+    if isinstance(progress, WorstGpuSink):
+        progress.worst_gpu(host, worst)
 
 
 class Transport(Protocol):

@@ -151,6 +151,7 @@ ACTION_ORDER: tuple[Action, ...] = (
     Action.CHECK_COOLING_POWER,
     Action.RESET_GPU,
     Action.REBOOT,
+    Action.FIX_BIOS,
     Action.FIX_SOFTWARE,
     Action.WAIT_IDLE,
     Action.MEASURE,

@@ -8,6 +8,7 @@ from validator.judge.checks import (
     consistency,
     dcgm,
     errors,
+    gpudirect,
     interconnect,
     inventory,
     memory,
@@ -44,6 +45,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
     (CheckFamily.NETWORK, network.check),
+    (CheckFamily.GPUDIRECT, gpudirect.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

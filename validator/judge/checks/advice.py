@@ -92,6 +92,16 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
     "interconnect.": ("nvbandwidth.json", "nvbandwidth -j > nvbandwidth.json"),
     "network.": ("ibstat.txt", "ibstat > ibstat.txt"),
     "network.link_flaps": ("dmesg.txt", "dmesg > dmesg.txt"),
+    "gpudirect.peermem": ("proc-modules.txt", "cat /proc/modules > proc-modules.txt"),
+    "gpudirect.nic_affinity": (
+        "nvidia-smi-topo.txt",
+        "nvidia-smi topo -m > nvidia-smi-topo.txt",
+    ),
+    "gpudirect.acs": ("lspci-vvv.txt", "lspci -vvv > lspci-vvv.txt"),
+    "gpudirect.iommu": (
+        "iommu-sysfs.txt",
+        "awk -v OFS='\\t' '{print FILENAME, $0}' /sys/kernel/iommu_groups/*/type > iommu-sysfs.txt",
+    ),
     "interconnect.all_reduce": (
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",

@@ -45,6 +45,14 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``nvbandwidth.txt``          ``nvbandwidth`` as printed (any version's layout)
 ``all_reduce_perf.txt``      nccl-tests' ``all_reduce_perf`` as printed: NCCL
                              all-reduce bus bandwidth across the node's GPUs
+``nvidia-smi-topo.txt``      ``nvidia-smi topo -m``: each GPU's path to each NIC
+``lspci-vvv.txt``            ``lspci -vvv`` (as root): the PCIe switches' ACS bits
+``proc-modules.txt``         ``/proc/modules`` (nvidia_peermem, ib_core)
+``proc-cmdline.txt``         ``/proc/cmdline`` (the iommu arguments)
+``systemd-detect-virt.txt``  ``systemd-detect-virt --vm``: bare metal or a VM
+``iommu-sysfs.txt``          ``path<TAB>value`` lines (as ``awk`` prints them)
+                             of ``/sys/kernel/iommu_groups/*/type`` and
+                             ``/sys/class/iommu/*``
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -101,6 +109,7 @@ from validator.model import (
     Unavailable,
     unreadable_gpu,
 )
+from validator.node import gpudirect_probe as gdr
 from validator.node import host, network_probe, system_facts
 from validator.node.capture import ib_sysfs_record
 from validator.node.capture.bundle_agreement import (
@@ -119,6 +128,12 @@ from validator.node.capture.bundle_consistency import (
     pci_view,
     query_view,
 )
+from validator.node.capture.gpudirect_record import (
+    IOMMU_ROOTS,
+    IOMMU_SYSFS,
+    iommu_files,
+    record_iommu,
+)
 from validator.node.nvml import DriverReading
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
@@ -127,6 +142,7 @@ from validator.node.parsers.ib_sysfs import ROOT as IB_ROOT
 from validator.node.parsers.ib_sysfs import parse_tree
 from validator.node.parsers.ibstat import parse_ibstat
 from validator.node.parsers.ibv_devinfo import parse_ibv_devinfo
+from validator.node.parsers.lspci_acs import parse_acs_ports
 from validator.node.parsers.nccl_tests import parse_all_reduce
 from validator.node.parsers.nvbandwidth import (
     parse_nvbandwidth,
@@ -147,6 +163,7 @@ from validator.node.parsers.smi_banner import BannerGpu, SmiBanner, parse_banner
 from validator.node.parsers.smi_common import SmiQuery, normalize_bus_id
 from validator.node.parsers.smi_errors import lost_gpu_bus_ids
 from validator.node.parsers.smi_query import parse_smi_query
+from validator.node.parsers.smi_topo import parse_topo_matrix
 from validator.node.parsers.smi_xml import parse_smi_xml
 from validator.node.system import CommandResult, NotRecordedError, System
 from validator.node.system_facts import PROC_DRIVER_VERSION
@@ -179,6 +196,11 @@ DCGM_TEXT = "dcgmi-diag.txt"
 NVBANDWIDTH_JSON = "nvbandwidth.json"
 NVBANDWIDTH_TEXT = "nvbandwidth.txt"
 ALL_REDUCE = "all_reduce_perf.txt"
+TOPO = "nvidia-smi-topo.txt"
+LSPCI_VVV = "lspci-vvv.txt"
+PROC_MODULES = "proc-modules.txt"
+PROC_CMDLINE = "proc-cmdline.txt"
+DETECT_VIRT = "systemd-detect-virt.txt"
 
 SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
 SMI_QUERY_ARGV = ("nvidia-smi", "-q")
@@ -245,6 +267,13 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(NVBANDWIDTH_JSON, check=parse_nvbandwidth_json),
     BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
     BundleFile(ALL_REDUCE, check=parse_all_reduce),
+    # GPUDirect RDMA readiness (validator.node.gpudirect_probe).
+    BundleFile(TOPO, argv=gdr.TOPO_ARGV, check=parse_topo_matrix),
+    BundleFile(LSPCI_VVV, argv=gdr.LSPCI_VVV_ARGV, check=parse_acs_ports),
+    BundleFile(PROC_MODULES, paths=(gdr.PROC_MODULES,)),
+    BundleFile(PROC_CMDLINE, paths=(gdr.PROC_CMDLINE,)),
+    BundleFile(DETECT_VIRT, argv=gdr.DETECT_VIRT_ARGV, keep_error_text=True),
+    BundleFile(IOMMU_SYSFS),  # gpudirect_record: the IOMMU groups' types and units
 )  # fmt: skip
 # The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
@@ -252,7 +281,7 @@ _MAX_BYTES = {
     SMI_XML: SMI_QUERY_BYTES,
     SMI_QUERY: SMI_QUERY_BYTES,
     **dict.fromkeys(
-        (NVCC, CUDNN_HEADER, PROC_VERSION, OS_RELEASE, UNAME, HOSTNAME, META),
+        (NVCC, CUDNN_HEADER, PROC_VERSION, OS_RELEASE, UNAME, HOSTNAME, META, PROC_CMDLINE),
         SMALL_FILE_BYTES,
     ),
 }
@@ -448,6 +477,7 @@ class CaptureSystem:
             files[f"{_PCI_ROOT}/{address}/vendor"] = vendor
             files[f"{_PCI_ROOT}/{address}/class"] = device_class
         files.update(parse_tree(self._texts.get(INFINIBAND_SYSFS) or ""))
+        files.update(iommu_files(self._texts.get(IOMMU_SYSFS, "")))
         return files
 
     def _has_pci(self) -> bool:
@@ -670,6 +700,10 @@ class CaptureSystem:
             if not found and not self._has_pci():
                 raise _not_in_capture(LSPCI)
             return found
+        if pattern.startswith(IOMMU_ROOTS) and not found:  # recorded empty: the IOMMU is off
+            if IOMMU_SYSFS not in self._texts:
+                raise _not_in_capture(IOMMU_SYSFS)
+            return found
         if pattern.startswith(IB_ROOT + "/"):  # an empty record is a host with no HCA
             if INFINIBAND_SYSFS not in self._texts:
                 raise _not_in_capture(INFINIBAND_SYSFS)
@@ -859,8 +893,13 @@ def _record_file(system: System, entry: BundleFile) -> _Recorded:
 
 def _record(system: System, entry: BundleFile) -> _Recorded:
     """Ask ``system`` what ``entry`` records, as the collector would ask it."""
-    special = {NVCC: _record_nvcc, CUDNN_HEADER: _record_header, PCI_DEVICES: _record_pci}
-    special[INFINIBAND_SYSFS] = ib_sysfs_record.record_infiniband
+    special = {
+        NVCC: _record_nvcc,
+        CUDNN_HEADER: _record_header,
+        PCI_DEVICES: _record_pci,
+        IOMMU_SYSFS: record_iommu,
+        INFINIBAND_SYSFS: ib_sysfs_record.record_infiniband,
+    }
     try:
         if entry.name in special:
             return special[entry.name](system)

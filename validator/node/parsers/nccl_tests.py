@@ -1,4 +1,4 @@
-r"""Parse nccl-tests output (``all_reduce_perf``), every layout it has printed.
+r"""Parse nccl-tests output (``all_reduce_perf``, ``alltoall_perf``), every layout it has printed.
 
 What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu``):
 
@@ -17,8 +17,16 @@ What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu``)
   out of place, the second in place; one row a message size;
 * ``# Out of bounds values : 0 OK`` (``N FAILED``) and ``# Avg bus bandwidth : 68.4048``.
 
+``alltoall_perf`` prints the same table with ``none`` as its reduction; before 2.13 it
+left the ``redop`` cell blank (the row is one field short of its header). A multi-node
+run launched by srun or mpirun with an MPI build prints one header, rank 0's, listing
+every rank; a build without MPI launched the same way runs each process alone and
+prints one header each, every one naming a rank 0: that is refused (not one run).
+
 Columns are found by the header's names, so every layout reads the same way. Fail
-closed: text with neither a rank list nor a result table is not nccl-tests output; a
+closed: text with neither a rank list nor a result table nor nccl-tests' own failure
+line (``Test NCCL failure common.cu:961 '...'``: the run failed, never a figure) is not
+nccl-tests output; a
 row that does not fit the header is bad input, except a last line cut mid-row where the
 output ends before its footer (the run is then :attr:`NcclParsed.complete` False).
 """
@@ -52,10 +60,15 @@ _VALIDATION = re.compile(r"\bvalidation:\s*(?P<value>[0-9]+)")
 _OUT_OF_BOUNDS = re.compile(
     r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<word>OK|FAILED)?"
 )
+# nccl-tests' own failure lines (src/common.h): "host: Test NCCL failure common.cu:961
+# 'internal error ...'", " .. host pid 914454: Test failure common.cu:844", "Test CUDA
+# failure ...". NCCL's "NCCL WARN" lines alone say nothing of the run's end.
+_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\s+\S+:[0-9]+")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
 # The reductions all_reduce_perf runs (-o); all_gather and the others print "none".
 _REDUCTIONS = ("sum", "prod", "max", "min", "avg", "mulsum")
 ALL_REDUCE_PROGRAMS = ("all_reduce_perf", "all_reduce_perf_mpi")
+ALLTOALL_PROGRAMS = ("alltoall_perf", "alltoall_perf_mpi")
 # nccl-tests' DeltaMaxValue: the largest relative error a reduction's result may have
 # before the layouts with an ``error`` column count it out of bounds. The 16-bit floats
 # take the loosest value any release used (5e-2), so what nccl-tests passed passes here.
@@ -140,6 +153,7 @@ class NcclParsed:
     out_of_bounds: int | None = None  # the footer's count; None without a footer
     average_busbw_gb_s: float | None = None
     complete: bool = False  # the footer was read: the output is not cut short
+    failure: str | None = None  # nccl-tests' own failure line, where the run failed
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -275,6 +289,7 @@ def _row(tokens: list[str], columns: _Columns, number: int) -> NcclRow:
 
 @dataclass
 class _Reader:
+    alltoall: bool = False  # reading alltoall_perf (reduction "none" or blank)
     ranks: list[NcclRank] = field(default_factory=list)
     rows: list[NcclRow] = field(default_factory=list)
     columns: _Columns | None = None
@@ -285,6 +300,7 @@ class _Reader:
     average: float | None = None
     cut_row: str | None = None  # a row that did not fit: bad unless the output ends
     settings_seen: bool = False
+    failure: str | None = None
 
     def feed(self, number: int, raw: str) -> None:
         line = raw.strip()
@@ -292,6 +308,8 @@ class _Reader:
             return
         if self.cut_row is not None:
             raise ParseError(self.cut_row)
+        if self.failure is None and _FAILURE.search(line):
+            self.failure = line[:200]
         version = _NCCL_VERSION.search(line)
         if version and self.nccl_version is None:
             self.nccl_version = version["version"]
@@ -310,6 +328,12 @@ class _Reader:
     def _comment(self, number: int, line: str) -> None:
         rank = _RANK.match(line)
         if rank:
+            if any(seen.rank == int(rank["rank"]) for seen in self.ranks):
+                raise ParseError(
+                    f"nccl-tests output line {number}: rank {rank['rank']} is listed twice "
+                    "(several runs in one output: a build without MPI launched once per "
+                    "process runs each alone; build nccl-tests with MPI=1)"
+                )
             self.ranks.append(
                 NcclRank(
                     rank=_whole(rank["rank"], "rank", number),
@@ -349,6 +373,9 @@ class _Reader:
     def _data(self, number: int, tokens: list[str]) -> None:
         columns = self.columns
         assert columns is not None  # noqa: S101 - the caller checked
+        if self.alltoall and len(tokens) == columns.needed - 1:
+            # Before 2.13 alltoall_perf printed nothing in the redop column.
+            tokens = [*tokens[: columns.redop], "", *tokens[columns.redop :]]
         if len(tokens) < columns.needed:
             self.cut_row = (
                 f"nccl-tests output line {number}: a result row with {len(tokens)} fields "
@@ -356,7 +383,13 @@ class _Reader:
             )
             return
         row = _row(tokens, columns, number)
-        if row.redop.lower() not in _REDUCTIONS:
+        if self.alltoall:
+            if row.redop.lower() not in ("none", ""):
+                raise ParseError(
+                    f"nccl-tests output line {number}: reduction {row.redop[:12]!r} in an "
+                    "alltoall (is this alltoall_perf output?)"
+                )
+        elif row.redop.lower() not in _REDUCTIONS:
             raise ParseError(
                 f"nccl-tests output line {number}: reduction {row.redop[:12]!r} is no "
                 "all-reduce's (is this all_reduce_perf output?)"
@@ -364,16 +397,17 @@ class _Reader:
         self.rows.append(row)
 
     def finish(self) -> NcclParsed:
-        complete = self.out_of_bounds is not None
+        complete = self.out_of_bounds is not None and self.failure is None
         if self.cut_row is not None and complete:
             raise ParseError(self.cut_row)
-        if not self.ranks and not self.rows and not self.settings_seen:
+        if not self.ranks and not self.rows and not self.settings_seen and not self.failure:
             raise ParseError(
                 "the output holds no nccl-tests rank list ('# Using devices') and no result "
                 "table (not nccl-tests output)"
             )
-        if self.program is not None and self.program not in ALL_REDUCE_PROGRAMS:
-            raise ParseError(f"the output is {self.program[:40]}'s, not all_reduce_perf's")
+        wanted = ALLTOALL_PROGRAMS if self.alltoall else ALL_REDUCE_PROGRAMS
+        if self.program is not None and self.program not in wanted:
+            raise ParseError(f"the output is {self.program[:40]}'s, not {wanted[0]}'s")
         return NcclParsed(
             ranks=tuple(self.ranks),
             rows=tuple(self.rows),
@@ -383,6 +417,7 @@ class _Reader:
             out_of_bounds=self.out_of_bounds,
             average_busbw_gb_s=self.average,
             complete=complete,
+            failure=self.failure,
         )
 
 
@@ -402,17 +437,32 @@ def parse_all_reduce(text: str) -> NcclParsed:
             not fit it (other than a last row cut with the output), a figure that is
             not a number.
     """
-    reader = _Reader()
+    return _read(text, alltoall=False)
+
+
+def parse_alltoall(text: str) -> NcclParsed:
+    """Parse ``alltoall_perf`` output: the same table, reduction ``none`` (or blank).
+
+    Raises:
+        ParseError: as :func:`parse_all_reduce`, and for a row with a reduction.
+    """
+    return _read(text, alltoall=True)
+
+
+def _read(text: str, alltoall: bool) -> NcclParsed:
+    reader = _Reader(alltoall=alltoall)
     for number, line in enumerate(text.splitlines(), start=1):
         reader.feed(number, line)
     return reader.finish()
 
 
 __all__: Sequence[str] = (
+    "ALLTOALL_PROGRAMS",
     "ALL_REDUCE_PROGRAMS",
     "ERROR_TOLERANCE",
     "NcclParsed",
     "NcclRank",
     "NcclRow",
     "parse_all_reduce",
+    "parse_alltoall",
 )
