@@ -103,10 +103,8 @@ def compare_network(inputs: DriftInputs) -> list[Finding]:
                 f"the HCAs could not be read, so their drift is unknown: {why}",
             )
         ]
-    policy_net = inputs.policy.network
-    limit = 0 if policy_net is None or policy_net.error_growth_max is None else (
-        policy_net.error_growth_max
-    )
+    allowed = None if inputs.policy.network is None else inputs.policy.network.error_growth_max
+    limit = 0 if allowed is None else allowed
     findings: list[Finding] = []
     for was in certified:
         port, fw = now.get((was.device, was.port), (None, None))
