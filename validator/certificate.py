@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
+from validator.certified_network import NETWORK_FIELD, certified_ports
+from validator.certified_network import CertifiedPort as CertifiedPort  # noqa: PLC0414 - drift
 from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
@@ -246,6 +248,7 @@ class Certificate:
     all_reduce: CertifiedAllReduce | None = None
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
+    network: tuple[CertifiedPort, ...] | None = None  # HCA ports; None: not read (or older)
     gpudirect: CertifiedGpudirect | None = None  # None: not collected (left out when None)
     # The host around the GPUs (validator.certified_host); None: not collected.
     host: CertifiedHost | None = None
@@ -304,7 +307,7 @@ _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
 _WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
 # Written only where collected (the families beside the GPUs): an older seal stays whole.
-_OPTIONAL = frozenset({"gpudirect", "host"})
+_OPTIONAL = frozenset({"network", "gpudirect", "host"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -600,6 +603,7 @@ def issue_certificate(
         all_reduce=_all_reduce_figure(result),
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
+        network=certified_ports(facts.network),
         gpudirect=certified_gpudirect(facts),
         host=certified_host(facts),
     )
@@ -893,6 +897,7 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
     _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
+    _added(NETWORK_FIELD),
     _added(
         Field(
             "gpudirect",

@@ -60,6 +60,7 @@ LEAVES = (
 # Store, certificates, inventory, provisioning, Slurm: one row of DESIGN's table.
 STORE_ROW = (
     "validator.certificate",
+    "validator.certified_network",
     "validator.signing",
     "validator.store",
     "validator.ansible_inventory",
@@ -127,6 +128,7 @@ ROOMS: dict[str, Room] = {
         frozenset({"paramiko", "ansible_runner"}),
     ),
     "validator.certificate": Room(STORE),
+    "validator.certified_network": Room(STORE),  # the certificate's HCA ports
     # Certificate keys: HMAC secrets and Ed25519 keys (cryptography, paramiko's own dependency).
     "validator.signing": Room(STORE, frozenset({"cryptography"})),
     "validator.store": Room(STORE),  # sqlite3 is the standard library's

@@ -170,6 +170,9 @@ FAULTS = {
     "gpu-nic-across-socket": {("gpudirect.nic_affinity", gpu, "FAIL") for gpu in (4, 5, 6, 7)},
     "peermem-missing": {("gpudirect.peermem", None, "FAIL")},
     "cudnn-missing": {("versions.cudnn", None, "FAIL")},
+    "ib-cable-polling": {("network.ports", None, "FAIL"), ("network.port_state", None, "FAIL")},
+    "ib-port-200g": {("network.ports", None, "FAIL"), ("network.rate", None, "FAIL")},
+    "ib-port-down": {("network.ports", None, "FAIL"), ("network.port_state", None, "FAIL")},
     "gpu-fallen-off-bus": {
         ("errors.kernel_faults", None, "FAIL"),
         ("errors.xid", None, "FAIL"),
@@ -237,6 +240,8 @@ POLICY_FAULTS = {
 }
 # What the operator is told to do about each fault of the issue-13 built-ins.
 FAULT_ACTIONS = {
+    "ib-cable-polling": {"network.port_state": "reseat_or_replace_cable_or_riser"},
+    "ib-port-200g": {"network.rate": "reseat_or_replace_cable_or_riser"},
     "dcgm-memtest-failure": {"dcgm.memory": "drain_and_rma", "dcgm.memtest": "drain_and_rma"},
     "gpu-fallen-off-bus": {"errors.kernel_faults": "reboot", "errors.xid": "reboot"},
     "gpu-needs-reset": {"state.recovery_action": "reset_gpu"},

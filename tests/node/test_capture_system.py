@@ -23,6 +23,8 @@ from validator.judge.verdict import judge_node
 from validator.model import Finding, NodeFacts, Reason, Severity, Unavailable
 from validator.node import system_facts
 from validator.node.capture.capture_replay import CaptureSystem, write_capture
+from validator.node.network_probe import with_network
+from validator.node.parsers.ib_sysfs import parse_tree
 from validator.node.parsers.kernel_log import parse_xid_events
 from validator.node.sim.scenario import builtin_names, load_scenario
 from validator.node.system import NotRecordedError
@@ -61,6 +63,10 @@ RPM_QA = (
 JOURNAL_ARGV = " ".join(system_facts.JOURNAL_KERNEL)
 DPKG_ARGV = " ".join(system_facts.DPKG_CUDNN)
 RPM_ARGV = " ".join(system_facts.RPM_CUDNN)
+# Two NDR ports of an H100 node's /sys/class/infiniband, as the bundle records them.
+IB_TREE = (
+    Path(__file__).resolve().parent.parent / "fixtures/infiniband-sysfs/h100-two-ndr-ports.txt"
+).read_text(encoding="utf-8")
 
 
 def corpus(captures_dir: Path, name: str) -> str:
@@ -244,6 +250,7 @@ def bundle_texts(captures_dir: Path) -> dict[str, str]:
         "os-release.txt": OS_RELEASE,
         "uname-r.txt": KERNEL,
         "pci-devices.txt": PCI_DEVICES,
+        "infiniband-sysfs.txt": IB_TREE,
     }
 
 
@@ -268,6 +275,8 @@ def scenario_for(texts: dict[str, str], header_at: str) -> dict[str, Any]:
         for address, vendor, device_class, _, _ in PCI:
             sysfs[f"/sys/bus/pci/devices/{address}/vendor"] = f"{vendor}\n"
             sysfs[f"/sys/bus/pci/devices/{address}/class"] = f"{device_class}\n"
+    if "infiniband-sysfs.txt" in texts:
+        sysfs.update(parse_tree(texts["infiniband-sysfs.txt"]))
     return {
         "name": "same-texts",
         "now": CAPTURED_AT,
@@ -313,9 +322,8 @@ def test_capture_and_scenario_with_the_same_texts_agree(
 
     captured = collect_capture(directory)
     reading = CaptureSystem(directory).reading  # NVML's part: the bundle's query, both sides
-    simulated = system_facts.system_facts(
-        load_scenario(str(scenario_file)).system(), reading, source="simulate"
-    )
+    host = load_scenario(str(scenario_file)).system()
+    simulated = with_network(host, system_facts.system_facts(host, reading, source="simulate"))
     # These bundles hold none of the GPUDirect files (issue 34): the capture says which
     # file is missing; system_facts alone does not collect the family. Compared apart.
     assert captured.gpudirect is not None
@@ -342,6 +350,10 @@ def test_capture_and_scenario_with_the_same_texts_agree(
     ):
         assert not isinstance(value, Unavailable), value
     assert (captured.pci_gpu_count, captured.pci_nvswitch_count) == (8, 1)
+    network = captured.network
+    assert network is not None
+    assert not isinstance(network.hcas, Unavailable)
+    assert [hca.device for hca in network.hcas] == ["mlx5_0", "mlx5_1"]
     assert captured.kernel_log.source == ("dmesg" if texts.get("dmesg.txt") else "journalctl")
     # Judged the same, finding for finding, but for the check only a bundle's several
     # views can have: that they agree.

@@ -40,6 +40,7 @@ from validator.drift import (
     host_drift,
     interconnect_drift,
     inventory_drift,
+    network_drift,
     nvlink_drift,
     pcie_drift,
     power_drift,
@@ -73,6 +74,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.BURN, burn_drift.compare_burn),
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
+    (CheckFamily.NETWORK, network_drift.compare_network),
     (CheckFamily.GPUDIRECT, gpudirect_drift.compare_gpudirect),
     (CheckFamily.HOST, host_drift.compare_host),
 )

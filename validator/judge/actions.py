@@ -31,6 +31,7 @@ RESET = Action.RESET_GPU
 COOLING = Action.CHECK_COOLING_POWER
 RESEAT = Action.RESEAT_CABLE_RISER
 RMA = Action.DRAIN_RMA
+TRANSCEIVER = Action.REPLACE_TRANSCEIVER
 
 # Where a default comes from, for Finding.action_source: the table, not a catalog.
 DEFAULT_SOURCE = "gpuready default"
@@ -195,6 +196,18 @@ RULES: dict[str, Rule] = {
     # Slow: the links or the fabric (the milder step without a SKU); wrong values are
     # data corruption, an RMA the check sets.
     "interconnect.all_reduce": Rule(RESEAT),
+    # ---- network: the HCAs (validator.judge.checks.network sets the action it knows)
+    # No HCA where ports are expected: the driver (mlx5_ib) or the card's seating.
+    "network.ports": Rule(RESEAT),
+    "network.port_state": Rule(RESEAT),  # Polling: the cable or transceiver
+    "network.rate": Rule(RESEAT),  # trained slow: a lower-class or marginal cable
+    "network.link_layer": Rule(SOFTWARE),
+    "network.firmware": Rule(SOFTWARE, unknown=RERUN),
+    "network.pkey": Rule(SOFTWARE),
+    "network.errors": Rule(TRANSCEIVER, warn=NONE),  # since boot: watched, judged by growth
+    "network.error_growth": Rule(TRANSCEIVER),
+    "network.link_flaps": Rule(RESEAT),
+    "network.sources": Rule(RERUN, warn=RERUN),
     # ---- fleet: a GPU slow against its fleet while its node passed: the chassis
     # (cooling or power), as validator.judge.fleet explains.
     "fleet.speed": Rule(COOLING),
@@ -236,6 +249,9 @@ RULES: dict[str, Rule] = {
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
     "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
+    "drift.network": Rule(RESEAT),  # an HCA port down or slower: its cable or transceiver
+    "drift.network_firmware": Rule(SOFTWARE),  # back to the certified firmware, or recertify
+    "drift.network_errors": Rule(TRANSCEIVER),
     # ---- gpudirect: GPUDirect RDMA readiness (each check sets its own action; these
     # are the fallbacks): peermem not loaded is the stack; ACS on is a BIOS setting; a
     # NIC across the socket is a card in the wrong slot; the IOMMU a kernel argument.

@@ -17,6 +17,8 @@ from validator.fields import Document, Field
 from validator.judge import catalog_sources, yamlfile
 from validator.judge.catalog_sources import FIGURE_WORDS, FLOOR_WORDS, FigureSource
 from validator.judge.host_policy import REFERENCE_HOST_FIELDS, ReferenceHost, reference_host
+from validator.judge.network_policy import CATALOG_FIELD as NETWORK_CATALOG_FIELD
+from validator.judge.network_policy import NetworkExpectation
 
 PRECISIONS = catalog_sources.PRECISIONS
 FORM_FACTORS = ("sxm", "pcie", "nvl", "superchip")
@@ -87,6 +89,8 @@ class Sku:
     # The reference system the GPU ships in (a DGX), where a public source states it: its
     # CPUs and memory, judged only where the policy asks (host.reference_system).
     host: ReferenceHost | None = None
+    # The reference system's HCAs (validator.judge.network_policy); None: no expectation.
+    network: NetworkExpectation | None = None
 
     def all_reduce_floor(self, gpus: int) -> float | None:
         """The all-reduce busbw floor for a node of ``gpus`` GPUs, or None: none known."""
@@ -348,6 +352,7 @@ ROW_FIELDS = Document(
         _text("source"),
         catalog_sources.FIELD,
         Field("host", dict, nullable=True, document=REFERENCE_HOST_FIELDS, convert=reference_host),
+        NETWORK_CATALOG_FIELD,
     )
 )
 

@@ -52,6 +52,8 @@ from validator.fields import Document, Field
 from validator.judge import yamlfile
 from validator.judge.gpudirect_policy import GPUDIRECT_FIELDS, GpudirectPolicy
 from validator.judge.host_policy import HOST_FIELDS, HostPolicy, host_policy
+from validator.judge.network_policy import POLICY_FIELD as NETWORK_POLICY_FIELD
+from validator.judge.network_policy import NetworkExpectation
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -124,6 +126,8 @@ class Policy:
     # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
     interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # The HCAs' layout (validator.judge.network_policy); None: the catalog's for the SKU.
+    network: NetworkExpectation | None = None
     # GPUDirect RDMA readiness (validator/judge/gpudirect_policy.py).
     gpudirect: GpudirectPolicy = field(default_factory=GpudirectPolicy)
     host: HostPolicy = field(default_factory=HostPolicy)  # validator.judge.host_policy
@@ -289,6 +293,7 @@ POLICY_FIELDS = Document(
         ),
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+        NETWORK_POLICY_FIELD,
         Field("gpudirect", dict, nullable=True, document=GPUDIRECT_FIELDS),
         Field("host", dict, nullable=True, document=HOST_FIELDS),
     ),
@@ -377,7 +382,8 @@ def _yaml_kind(value: object) -> str:
 
 def policy_digest(policy: Policy) -> str:
     """SHA-256 (hex) of the resolved policy as canonical JSON: same rules, same digest."""
-    canonical = json.dumps(
-        dataclasses.asdict(policy), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
+    data = dataclasses.asdict(policy)
+    if data.get("network") is None:  # a policy without it keeps the digest it had
+        data.pop("network", None)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

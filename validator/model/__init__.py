@@ -22,6 +22,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
 - ``host_facts``: the host around the GPUs (:class:`HostFacts`): CPUs, memory, NVMe, services.
 - ``certified_host``: the host as a certificate holds it (:class:`CertifiedHost`).
+- ``network_facts``: the node's HCAs (InfiniBand, RoCE), ports, counters, flaps.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
 - ``cross_node_stage``: the stage across nodes as it ran (:class:`CrossNodeStage`).
@@ -159,6 +160,14 @@ from validator.model.measured import (
     implausible_reading,
     known,
 )
+from validator.model.network_facts import (
+    IB_ERROR_COUNTERS,
+    Hca,
+    HcaPort,
+    LinkFlap,
+    NetworkFacts,
+    PortCounter,
+)
 from validator.model.node_facts import (
     PROVENANCES,
     UNKNOWN_PROVENANCE,
@@ -179,6 +188,7 @@ __all__ = [
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
+    "IB_ERROR_COUNTERS",
     "IB_ONLY_ENVIRONMENT",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
@@ -222,6 +232,8 @@ __all__ = [
     "GpuProcess",
     "GpuStatus",
     "GpudirectFacts",
+    "Hca",
+    "HcaPort",
     "HostFacts",
     "HostSpec",
     "Interconnect",
@@ -231,10 +243,12 @@ __all__ = [
     "KernelLogFacts",
     "KernelSetting",
     "KindOutcome",
+    "LinkFlap",
     "Measured",
     "MountSpace",
     "Named",
     "NcclGroupResult",
+    "NetworkFacts",
     "NodeFacts",
     "NodeResult",
     "NvLinkErrorCounts",
@@ -242,6 +256,7 @@ __all__ = [
     "NvmeDrive",
     "NvmlStatus",
     "PeerBandwidth",
+    "PortCounter",
     "RdmaEnd",
     "RdmaPairResult",
     "Reason",

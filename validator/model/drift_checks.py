@@ -39,6 +39,9 @@ class DriftCheck(str, enum.Enum):
     DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     INTERCONNECT = "drift.interconnect"  # a copy, peer or all-reduce bandwidth fell
     BURN = "drift.burn"
+    NETWORK = "drift.network"  # an HCA port down or slower than certified
+    NETWORK_FIRMWARE = "drift.network_firmware"  # an HCA's firmware changed
+    NETWORK_ERRORS = "drift.network_errors"  # HCA port error counters grew
     # GPUDirect RDMA readiness: peermem gone, ACS turned on, a GPU's nearest NIC changed.
     GPUDIRECT = "drift.gpudirect"
     HOST = "drift.host"  # the host's CPUs, memory, a drive's health, a service, a version

@@ -58,6 +58,7 @@ class CheckFamily(str, enum.Enum):
     BURN = "burn"
     DCGM = "dcgm"
     INTERCONNECT = "interconnect"
+    NETWORK = "network"  # the HCAs: InfiniBand and RoCE ports
     GPUDIRECT = "gpudirect"
     HOST = "host"  # the host around the GPUs: CPUs, memory, NVMe, mounts, services
     FLEET = "fleet"
@@ -97,6 +98,7 @@ class Action(str, enum.Enum):
     RESET_GPU = "reset_gpu"  # nvidia-smi -r (or the node's reboot) with the GPU drained
     CHECK_COOLING_POWER = "check_cooling_or_power"
     RESEAT_CABLE_RISER = "reseat_or_replace_cable_or_riser"
+    REPLACE_TRANSCEIVER = "replace_transceiver"  # an HCA port's optics or cable
     DRAIN_RMA = "drain_and_rma"
 
     def __str__(self) -> str:
@@ -109,6 +111,7 @@ HARDWARE_ACTIONS: Tuple[Action, ...] = (
     Action.RESET_GPU,
     Action.CHECK_COOLING_POWER,
     Action.RESEAT_CABLE_RISER,
+    Action.REPLACE_TRANSCEIVER,
     Action.DRAIN_RMA,
 )
 
@@ -124,6 +127,7 @@ ACTION_WORDS: Dict[Action, str] = {
     Action.RESET_GPU: "reset the GPU",
     Action.CHECK_COOLING_POWER: "check cooling and power",
     Action.RESEAT_CABLE_RISER: "reseat or replace the cable or riser",
+    Action.REPLACE_TRANSCEIVER: "replace the transceiver or cable",
     Action.FIX_BIOS: "fix the BIOS setting",
     Action.DRAIN_RMA: "drain and RMA",
 }

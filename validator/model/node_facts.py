@@ -18,6 +18,7 @@ from validator.model.gpudirect_facts import GpudirectFacts
 from validator.model.host_facts import HostFacts
 from validator.model.kernel_log_facts import KernelLogFacts
 from validator.model.measured import NOT_MEASURED, SCHEMA_VERSION, Measured
+from validator.model.network_facts import NetworkFacts
 
 
 class NvmlStatus(str, enum.Enum):
@@ -97,6 +98,9 @@ class NodeFacts:
     # --gpus: the indexes of the GPUs certified, the others read for the node's identity
     # only; None: every GPU.
     chosen_gpus: Optional[Tuple[int, ...]] = None
+    # The HCAs (InfiniBand, RoCE): the collector always sets it; None only in facts from
+    # an older agent or built by hand, which are then not judged for the network.
+    network: Optional[NetworkFacts] = None
     # GPUDirect RDMA readiness; None: not collected (an older agent's or hand-built facts).
     gpudirect: Optional[GpudirectFacts] = None
     # The host around the GPUs (validator.node.host_probe); None: not collected (an older

@@ -154,22 +154,33 @@ def collect(
     if request.burn is not None:
         reserve = until is not None and wanted(chosen, request.interconnect)
         burn = _burn(source, chosen, request.burn, until, progress, reserve)
-        facts = dataclasses.replace(facts, burn=burn)
+        facts = _network_after_burn(source, dataclasses.replace(facts, burn=burn))
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
 
 
 def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
-    """The facts with the families read beside the GPUs' (GPUDirect RDMA readiness, the host).
+    """The families read beside the GPUs': the HCAs, GPUDirect RDMA readiness, the host.
 
     Every source sets them (live, capture, simulated): what one cannot read is
     NOT_MEASURED inside, never the family left out.
     """
     from validator.node.gpudirect_probe import gpudirect_facts
     from validator.node.host_probe import probe_host
+    from validator.node.network_probe import with_network
 
     system = source.system()
+    facts = with_network(system, facts)
     return dataclasses.replace(facts, gpudirect=gpudirect_facts(system), host=probe_host(system))
+
+
+def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
+    """The facts with each HCA port's error counters read again after the burn-in."""
+    if facts.network is None:
+        return facts
+    from validator.node.network_probe import counters_after
+
+    return dataclasses.replace(facts, network=counters_after(source.system(), facts.network))
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:

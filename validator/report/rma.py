@@ -52,6 +52,7 @@ from validator.model import (
 from validator.packed import facts_with_samples, with_samples
 from validator.report import shared
 from validator.report.partial import safe_stem
+from validator.report.rma_hca import hca_rma_files
 from validator.safe_text import bus_key
 from validator.trace import describe_window
 
@@ -529,7 +530,7 @@ def render_rma(
     certificate_digests: Mapping[str, str] | None = None,
     last_certificates: Mapping[str, LastCertificate] | None = None,
 ) -> list[RmaFile]:
-    """Every evidence file of a report, node by node (see :func:`rma_files`)."""
+    """Every evidence file of a report, node by node (see :func:`rma_files`), then the HCAs'."""
     digests = certificate_digests or {}
     last = last_certificates or {}
     generated = f"gpuready {report.tool_version}, generated {report.generated_at}"
@@ -542,7 +543,7 @@ def render_rma(
             last_certificate=last.get(node.hostname),
             generated=generated,
         )
-    ]
+    ] + hca_rma_files(report, generated, RmaFile, evidence_digest)  # the HCAs' (rma_hca)
 
 
 def write_rma(

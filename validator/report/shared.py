@@ -146,6 +146,7 @@ ACTION_WORDS: dict[Action, str] = MODEL_ACTION_WORDS
 # to wait out, a measure, a rerun.
 ACTION_ORDER: tuple[Action, ...] = (
     Action.DRAIN_RMA,
+    Action.REPLACE_TRANSCEIVER,
     Action.RESEAT_CABLE_RISER,
     Action.CHECK_COOLING_POWER,
     Action.RESET_GPU,

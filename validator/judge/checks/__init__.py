@@ -13,6 +13,7 @@ from validator.judge.checks import (
     interconnect,
     inventory,
     memory,
+    network,
     nvlink,
     pcie,
     plausibility,
@@ -44,6 +45,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.BURN, burn.check),
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
+    (CheckFamily.NETWORK, network.check),
     (CheckFamily.GPUDIRECT, gpudirect.check),
     (CheckFamily.HOST, host_health.check),
 )

@@ -90,6 +90,8 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
     "nvlink.errors": ("nvidia-smi-nvlink-e.txt", "nvidia-smi nvlink -e > nvidia-smi-nvlink-e.txt"),
     "dcgm.": ("dcgmi-diag.json", "dcgmi diag -r 2 -j > dcgmi-diag.json"),
     "interconnect.": ("nvbandwidth.json", "nvbandwidth -j > nvbandwidth.json"),
+    "network.": ("ibstat.txt", "ibstat > ibstat.txt"),
+    "network.link_flaps": ("dmesg.txt", "dmesg > dmesg.txt"),
     "gpudirect.peermem": ("proc-modules.txt", "cat /proc/modules > proc-modules.txt"),
     "gpudirect.nic_affinity": (
         "nvidia-smi-topo.txt",

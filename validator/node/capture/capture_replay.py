@@ -28,6 +28,10 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``lspci-n.txt``              ``lspci -n`` (stands in for ``pci-devices.txt``)
 ``nvidia-smi-nvlink-s.txt``  ``nvidia-smi nvlink -s``: each GPU's NVLinks, up with their speed
 ``nvidia-smi-nvlink-e.txt``  ``nvidia-smi nvlink -e``: each link's CRC, replay, recovery counts
+``infiniband-sysfs.txt``     ``/sys/class/infiniband``: each HCA's and port's files the network
+                             probe reads, a ``path<TAB>value`` line each (empty: no HCA)
+``ibstat.txt``               ``ibstat`` (stands in for ``infiniband-sysfs.txt``)
+``ibv_devinfo.txt``          ``ibv_devinfo -v`` (cross-checks firmware, PSID, port state)
 ``hostname.txt``             the host's name
 ``meta.json``                what ``gpuready capture`` records: host, time, uptime and
                              where nvcc and the cuDNN header were found
@@ -117,8 +121,8 @@ from validator.model import (
     unreadable_gpu,
 )
 from validator.node import gpudirect_probe as gdr
-from validator.node import host, host_probe, system_facts
-from validator.node.capture import host_capture
+from validator.node import host, host_probe, network_probe, system_facts
+from validator.node.capture import host_capture, ib_sysfs_record
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
     NvLinkBlock,
@@ -145,6 +149,10 @@ from validator.node.nvml import DriverReading
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.cudnn import parse_cudnn_header
 from validator.node.parsers.dcgm_diag import parse_dcgm_json, parse_dcgm_text
+from validator.node.parsers.ib_sysfs import ROOT as IB_ROOT
+from validator.node.parsers.ib_sysfs import parse_tree
+from validator.node.parsers.ibstat import parse_ibstat
+from validator.node.parsers.ibv_devinfo import parse_ibv_devinfo
 from validator.node.parsers.lspci_acs import parse_acs_ports
 from validator.node.parsers.nccl_tests import parse_all_reduce
 from validator.node.parsers.nvbandwidth import (
@@ -190,6 +198,9 @@ LSPCI = "lspci-n.txt"
 PCI_DEVICES = "pci-devices.txt"
 NVLINK_STATUS = "nvidia-smi-nvlink-s.txt"
 NVLINK_ERRORS = "nvidia-smi-nvlink-e.txt"
+INFINIBAND_SYSFS = ib_sysfs_record.NAME
+IBSTAT = "ibstat.txt"
+IBV_DEVINFO = "ibv_devinfo.txt"
 META = "meta.json"
 DCGM_JSON = "dcgmi-diag.json"
 DCGM_TEXT = "dcgmi-diag.txt"
@@ -259,6 +270,9 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(LSPCI, argv=LSPCI_ARGV),
     BundleFile(NVLINK_STATUS, argv=NVLINK_STATUS_ARGV, check=parse_nvlink_status),
     BundleFile(NVLINK_ERRORS, argv=NVLINK_ERRORS_ARGV, check=parse_nvlink_errors),
+    BundleFile(INFINIBAND_SYSFS, check=parse_tree),
+    BundleFile(IBSTAT, argv=network_probe.IBSTAT, check=parse_ibstat),
+    BundleFile(IBV_DEVINFO, argv=network_probe.IBV_DEVINFO, check=parse_ibv_devinfo),
     BundleFile(HOSTNAME),  # System.hostname()
     BundleFile(META),  # hostname(), now(), /proc/uptime and the locations below
     # Written only when asked (capture --dcgm-level): a diagnostic runs for minutes.
@@ -293,6 +307,12 @@ BUNDLE: tuple[BundleFile, ...] = (
         for index in range(host_capture.MAX_DRIVES)
     ),
 )  # fmt: skip
+# The sysfs trees a bundle records as ``path<TAB>value`` lines, by file: a path under one
+# is the host's when recorded, absent when its tree was recorded without it.
+_TREE_ROOTS: tuple[tuple[str, str], ...] = (
+    *((entry.name, entry.tree) for entry in BUNDLE if entry.tree),
+    (INFINIBAND_SYSFS, IB_ROOT),
+)
 # The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
 _MAX_BYTES = {
@@ -496,6 +516,7 @@ class CaptureSystem:
         for address, vendor, device_class in self._pci():
             files[f"{_PCI_ROOT}/{address}/vendor"] = vendor
             files[f"{_PCI_ROOT}/{address}/class"] = device_class
+        files.update(parse_tree(self._texts.get(INFINIBAND_SYSFS) or ""))
         files.update(iommu_files(self._texts.get(IOMMU_SYSFS, "")))
         return files
 
@@ -683,10 +704,10 @@ class CaptureSystem:
                 raise _not_in_capture(entry.name)
         if path.startswith(_PCI_ROOT + "/") and not self._has_pci():
             raise _not_in_capture(LSPCI)
-        for entry in BUNDLE:
-            if entry.tree and path.startswith(entry.tree + "/"):
-                if entry.name not in self._texts:
-                    raise _not_in_capture(entry.name)
+        for name, root in _TREE_ROOTS:
+            if path.startswith(root + "/"):
+                if name not in self._texts:
+                    raise _not_in_capture(name)
                 return None  # the recorded tree has no such file
         raise NotRecordedError(f"{path} not in the capture")
 
@@ -715,11 +736,11 @@ class CaptureSystem:
                 if _segments_match(path, pattern)
             }
         )
-        tree = next((e for e in BUNDLE if e.tree and pattern.startswith(e.tree + "/")), None)
+        tree = next((name for name, root in _TREE_ROOTS if pattern.startswith(root + "/")), None)
         if tree is not None:
-            if tree.name not in self._texts:
-                raise _not_in_capture(tree.name)
-            return found  # a tree recorded empty lists nothing
+            if tree not in self._texts:
+                raise _not_in_capture(tree)
+            return found  # a tree recorded empty lists nothing (a host with no HCA, no NVMe)
         if pattern.startswith(_PCI_ROOT + "/"):
             # A PCI listing recorded empty lists no devices; one not recorded is not measured.
             if not found and not self._has_pci():
@@ -919,6 +940,7 @@ def _record(system: System, entry: BundleFile) -> _Recorded:
         CUDNN_HEADER: _record_header,
         PCI_DEVICES: _record_pci,
         IOMMU_SYSFS: record_iommu,
+        INFINIBAND_SYSFS: ib_sysfs_record.record_infiniband,
     }
     try:
         if entry.record is not None:

@@ -1,0 +1,49 @@
+"""Network links going down and up in the kernel log: mlx5's ``Link down`` / ``Link up``.
+
+mlx5_core prints, for each of its network interfaces (an Ethernet/RoCE port or an IPoIB
+interface)::
+
+    [32710.060490] mlx5_core 0000:01:00.0 enp1s0f0: Link up
+    [40211.113302] mlx5_core 0000:01:00.0 enp1s0f0: Link down
+
+A link that goes down after it came up is a flap: a marginal cable or transceiver, or
+the switch port. Counted per interface; the window is the caller's (the lines given).
+"""
+
+from __future__ import annotations
+
+import re
+
+from validator.limits import KERNEL_LOG_TAIL_BYTES
+from validator.model import LinkFlap
+from validator.node.parsers.base import ParseError
+
+# "mlx5_core 0000:01:00.0 enp1s0f0: Link down" (dmesg, journalctl -k, with any prefix).
+_LINK = re.compile(
+    r"\bmlx[45]_core (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) "
+    r"(?P<netdev>[A-Za-z0-9_.@-]{1,32}): Link (?P<way>up|down)\b"
+)
+
+
+def parse_link_flaps(text: str) -> tuple[LinkFlap, ...]:
+    """Each interface mlx5 reported going down or up, with its counts; in first-seen order.
+
+    Raises:
+        ParseError: text over the kernel log's bound.
+    """
+    if len(text) > KERNEL_LOG_TAIL_BYTES:
+        raise ParseError(f"kernel log: over {KERNEL_LOG_TAIL_BYTES} characters")
+    pci: dict[str, str] = {}
+    downs: dict[str, int] = {}
+    ups: dict[str, int] = {}
+    for match in _LINK.finditer(text):
+        netdev = match.group("netdev")
+        pci.setdefault(netdev, match.group("pci").lower())
+        counts = downs if match.group("way") == "down" else ups
+        counts[netdev] = counts.get(netdev, 0) + 1
+    return tuple(
+        LinkFlap(
+            interface=name, pci_address=address, downs=downs.get(name, 0), ups=ups.get(name, 0)
+        )
+        for name, address in pci.items()
+    )
