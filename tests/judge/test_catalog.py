@@ -199,8 +199,9 @@ H100_PCIE = "- id: h100-pcie\n  label: H100 PCIe\n"
             H100_PCIE,
             H100_PCIE + "  memroy_mib: 81559\n",
             f"skus.yaml, line {H100_PCIE_ROW + 2} column 3: "
-            "row 'h100-pcie': unknown key 'memroy_mib' "
-            "(did you mean 'memory_mib'?); valid keys: id, label, names, ",
+            # A row now has more keys than a message lists (fields.LISTED_NAMES_LIMIT): the
+            # closest one is named.
+            "row 'h100-pcie': unknown key 'memroy_mib' (did you mean 'memory_mib'?)",
         ),
         (
             "  tdp_w: 350\n  peak_tflops: {fp16: 756.5,",
