@@ -63,7 +63,7 @@ def cluster(
         if name.startswith(("GPUREADY_STANDIN_", "SLURM_JOB", "SLURM_STEP")):
             monkeypatch.delenv(name)
     _install_standins(made)
-    yield made
+    return made
 
 
 def fabric_map(cluster: SlurmCluster, **table: Mapping[str, str]) -> Path:
@@ -81,7 +81,7 @@ def options(table: Path, **extra: object) -> SrunOptions:
     }
     settings: dict[str, object] = {
         "partition": "gpu",
-        "allocation_wait_s": 8.0,
+        "allocation_wait_s": 5.0,  # an idle node's job starts in about a second
         "mpi": "pmi2",  # the test hosts have Slurm's PMIx plugin but not the PMIx library
         "probe_listening": False,
         **extra,
@@ -148,14 +148,19 @@ def test_a_healthy_fabric_pairs_and_a_group_every_node_good(cluster: SlurmCluste
         cluster.node_names, Verdict.CERTIFIED
     )
     rdma, nccl = ran.outcome("rdma"), ran.outcome("nccl")
-    assert rdma is not None and nccl is not None
+    assert rdma is not None
+    assert nccl is not None
     assert set(rdma.good) == set(nccl.good) == set(cluster.node_names)
     pairs = [t for t in ran.tests if t.kind == "rdma"]
-    assert len(pairs) == 2 and all(t.figure == pytest.approx(392.34) for t in pairs)
-    # Each pair's client ran on the pair's second node, in the pair's own job.
-    assert all(
-        r.completed and r.command.startswith("ib_write_bw -d mlx5_0") for t in pairs for r in t.rdma
-    )
+    assert len(pairs) == 2
+    assert all(t.figure == pytest.approx(392.34) for t in pairs)
+    # The client (on the pair's second node) was pointed at the first: the server. The
+    # stand-ins are on no PATH here, only in the hosts: a figure means a step ran there.
+    for test in pairs:
+        (record,) = test.rdma
+        assert record.completed
+        assert record.command.startswith("ib_write_bw -d mlx5_0")
+        assert record.command.endswith(f" {test.hosts[0]}")
     (group,) = [t for t in ran.tests if t.kind == "nccl"]
     assert set(group.hosts) == set(cluster.node_names)
     assert {(r.collective, r.variant) for r in group.nccl} == {
@@ -173,7 +178,7 @@ def test_a_slow_node_is_named_by_the_bisection(cluster: SlurmCluster) -> None:
     judged, ran = stage(cluster, runner, ("rdma",))
     rdma = ran.outcome("rdma")
     assert rdma is not None
-    named = {n for item in (*rdma.slow_nodes, *rdma.slow_links) for n in item.nodes}
+    named = {n for item in (*rdma.slow_nodes, *rdma.slow_links) for n in item.hosts}
     assert "node03" in named
     verdicts = {r.hostname: r.verdict for r in judged}
     assert verdicts["node03"] is Verdict.NOT_CERTIFIED
@@ -187,13 +192,19 @@ def test_a_node_whose_slurmd_dies_mid_round_is_unreachable(cluster: SlurmCluster
     runner = SlurmRunner(options(fabric_map(cluster), env={"GPUREADY_STANDIN_DELAY": "3"}))
     killer = threading.Thread(target=_kill_when_running, args=(cluster, "node04"))
     killer.start()
+    started = time.monotonic()
     try:
         judged, ran = stage(cluster, runner, ("rdma",), listen_wait_s=8.0)
     finally:
         killer.join(60)
+    took = time.monotonic() - started
+    assert not cluster.slurmd_running("node04")  # it was killed mid-round
     rdma = ran.outcome("rdma")
     assert rdma is not None
-    assert [item.nodes for item in rdma.unreachable] == [("node04",)]
+    assert [item.hosts for item in rdma.unreachable] == [("node04",)]
+    (gone,) = rdma.unreachable
+    assert "node04" in gone.why  # Slurm's words on it (not responding, or its job not run)
+    assert took < 45, took  # the steps' limits and the allocation wait, not Slurm's --time
     verdicts = {r.hostname: r.verdict for r in judged}
     assert verdicts["node04"] is not Verdict.CERTIFIED
     assert {verdicts[n] for n in ("node01", "node02", "node03")} == {Verdict.CERTIFIED}
@@ -219,7 +230,8 @@ def test_a_hanging_step_is_cancelled_at_its_limit(cluster: SlurmCluster) -> None
         runner.close()
     took = time.monotonic() - started
     (hung,) = records[("node01", "node02")]
-    assert not hung.completed and "within its time limit" in hung.detail
+    assert not hung.completed
+    assert "within its time limit" in hung.detail
     (fine,) = records[("node03", "node04")]
     assert fine.completed
     assert took < 30, took  # 1 s + 4 s of margin, then the cancels: not the job's --time
