@@ -108,7 +108,7 @@ def node_name(name: str) -> str:
     Raises:
         LaunchError: it holds anything else (a bracket, comma, space, option dash).
     """
-    if not _NODE_NAME.match(name):
+    if not _NODE_NAME.fullmatch(name):
         raise LaunchError(f"{one_line(name)!s} is not a plain node name: it cannot be given to -w")
     return name
 
@@ -121,7 +121,7 @@ def export_option(env: Mapping[str, str]) -> str:
     """
     parts = ["ALL"]
     for name, value in env.items():
-        if not _ENV_NAME.match(name) or any(c in value for c in ",\n\r\0"):
+        if not _ENV_NAME.fullmatch(name) or any(c in value for c in ",\n\r\0"):
             raise LaunchError(f"{one_line(name)}: cannot be exported to a Slurm step")
         parts.append(f"{name}={value}")
     return "--export=" + ",".join(parts)
