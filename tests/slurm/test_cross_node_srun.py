@@ -21,6 +21,7 @@ from validator.slurm.cross_node_srun import (
     export_option,
     minutes,
     node_name,
+    srun_environment,
 )
 from validator.slurm.jobs import JobState
 from validator.slurm.nodes import SlurmNode
@@ -150,3 +151,13 @@ def test_ctrl_c_mid_round_cancels_the_rounds_jobs_and_goes_on(
         runner.rdma_round([("n1", "n2"), ("n3", "n1")][:1], plan(), time.monotonic() + 60)
     assert slurm.cancelled() == ["101"]
     assert runner.submitted == ["101"]
+
+
+def test_a_surrounding_jobs_slurm_settings_do_not_reach_srun() -> None:
+    outer = {
+        "SLURM_CONF": "/etc/slurm/x.conf",
+        "SLURM_NTASKS": "64",
+        "SLURM_JOB_ID": "9",
+        "HOME": "/r",
+    }
+    assert srun_environment(outer) == {"SLURM_CONF": "/etc/slurm/x.conf", "HOME": "/r"}

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import threading
 import time
@@ -71,6 +72,7 @@ _WITH_STEP_ID = (
 _MARKER_LINE = re.compile(r"^" + _MARKER + r" ([0-9]+)\.([0-9]+)\r?\n", re.MULTILINE)
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_SLURM_KEPT = frozenset({"SLURM_CONF", "SLURM_CLUSTERS"})
 _POLL_S = 0.25
 _CANCEL_WAIT_S = 15.0
 _PROBE_EVERY_S = 0.5
@@ -132,11 +134,21 @@ def minutes(seconds: float) -> str:
     return str(max(1, math.ceil(seconds / 60.0)))
 
 
+def srun_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """srun's environment: this process's, less a surrounding job's ``SLURM_*`` settings.
+
+    Run from inside an allocation, the outer job's ``SLURM_NTASKS``, ``SLURM_JOB_ID``, ...
+    would shape every step; which cluster (``SLURM_CONF``, ``SLURM_CLUSTERS``) stays.
+    """
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if not k.startswith("SLURM_") or k in _SLURM_KEPT}
+
+
 class SrunStep(LocalStep):
     """One ``srun`` here; its step known by the id it prints first, ended by that id."""
 
     def __init__(self, argv: Sequence[str], runner: Runner) -> None:
-        super().__init__(argv, {})
+        super().__init__(argv, {}, srun_environment())
         self._runner = runner
         self._ended = False
 
@@ -461,4 +473,5 @@ __all__ = [
     "minutes",
     "node_name",
     "slurm_runner",
+    "srun_environment",
 ]
