@@ -141,6 +141,8 @@ ROOMS: dict[str, Room] = {
     # the agent as the remote room does) over Slurm's own commands and its spool.
     "validator.slurm.job_fanout": SLURM_TRANSPORT,
     "validator.slurm.batch_script": SLURM_TRANSPORT,
+    # The stage across nodes as Slurm job steps: the remote room's runner over srun.
+    "validator.slurm.cross_node_srun": SLURM_TRANSPORT,
     # Certify and drift through Slurm: which nodes, and how their results come back.
     "validator.slurm.plan_and_reach": SERVICE,
     # Which extra variables are secrets, and the private file they go to ansible-playbook in.

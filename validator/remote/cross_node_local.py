@@ -42,14 +42,17 @@ def _drain(stream: IO[bytes], into: bytearray) -> None:
 class LocalStep:
     """One program started on this machine in its own session."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], base: Mapping[str, str] | None = None
+    ) -> None:
+        """Start ``argv`` with ``env`` over ``base`` (this process's environment by default)."""
         try:
             self._process = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env={**os.environ, **env},
+                env={**(os.environ if base is None else base), **env},
                 start_new_session=True,
             )
         except OSError as exc:

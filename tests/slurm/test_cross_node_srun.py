@@ -1,0 +1,163 @@
+"""The Slurm runner of the stage across nodes without a cluster: what it asks Slurm, and when.
+
+A fake runner records every command and answers sbatch with job ids; sinfo's and
+squeue's answers are given as the parsed states. The real cluster runs in
+tests/e2e/test_cross_node_slurm.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from validator.remote.cross_node_runner import LaunchError, plan_from_mapping
+from validator.slurm import cross_node_srun
+from validator.slurm.commands import CommandResult
+from validator.slurm.cross_node_srun import (
+    SlurmRunner,
+    SrunOptions,
+    export_option,
+    minutes,
+    node_name,
+    srun_environment,
+)
+from validator.slurm.jobs import JobState
+from validator.slurm.nodes import SlurmNode
+
+
+class FakeSlurm:
+    """Answers sbatch with 101, 102, ...; records every command."""
+
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+        self.next_job = 101
+
+    def __call__(self, argv: Sequence[str]) -> CommandResult:
+        self.commands.append(list(argv))
+        if argv[0] == "sbatch":
+            self.next_job += 1
+            return CommandResult(0, f"{self.next_job - 1}\n")
+        return CommandResult(0)
+
+    def submitted(self) -> list[list[str]]:
+        return [c for c in self.commands if c[0] == "sbatch"]
+
+    def cancelled(self) -> list[str]:
+        return [job for c in self.commands if c[0] == "scancel" for job in c[1:]]
+
+
+@pytest.fixture
+def slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm()
+    nodes = [SlurmNode(f"n{i}", "IDLE") for i in (1, 2, 3)] + [
+        SlurmNode("n4", "DOWN", ("NOT_RESPONDING",), "Not responding")
+    ]
+    monkeypatch.setattr(
+        cross_node_srun, "list_nodes", lambda runner, names: [n for n in nodes if n.name in names]
+    )
+
+    def states(ids: Sequence[str], runner: object) -> dict[str, JobState]:
+        gone = set(fake.cancelled())
+        return {job: JobState(job, "CANCELLED" if job in gone else "RUNNING") for job in ids}
+
+    monkeypatch.setattr(cross_node_srun, "job_states", states)
+    return fake
+
+
+def plan():  # type: ignore[no-untyped-def]
+    hosts = {f"n{i}": {"hcas": ["mlx5_0"]} for i in (1, 2, 3, 4)}
+    return plan_from_mapping(hosts, duration_s=1, latency=False)
+
+
+def refuse_steps(runner: SlurmRunner, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """No srun here: a step's start records its host and job, and refuses."""
+    started: list[str] = []
+
+    def start(host, argv, env):  # type: ignore[no-untyped-def]
+        started.append(f"{host.name}@{runner.launcher._job(host.name)}")
+        raise LaunchError("no srun in this test")
+
+    monkeypatch.setattr(runner.launcher, "start", start)
+    return started
+
+
+def test_node_names_and_exports_are_checked_before_they_reach_slurm() -> None:
+    assert node_name("gpu-01.rack7") == "gpu-01.rack7"
+    for bad in ("gpu[01-02]", "a,b", "-w", "a b", "", "x\n"):
+        with pytest.raises(LaunchError):
+            node_name(bad)
+    assert export_option({"NCCL_P2P_DISABLE": "1"}) == "--export=ALL,NCCL_P2P_DISABLE=1"
+    with pytest.raises(LaunchError):
+        export_option({"NCCL_IB_HCA": "mlx5_0,mlx5_1"})  # a comma would split Slurm's list
+    with pytest.raises(LaunchError):
+        export_option({"A=B": "1"})
+    assert minutes(0) == "1"
+    assert minutes(61) == "2"
+
+
+def test_each_pair_gets_its_own_exclusive_job_cancelled_by_id_at_the_round_end(
+    slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = SlurmRunner(SrunOptions(partition="gpu"), slurm)
+    started = refuse_steps(runner, monkeypatch)
+    records = runner.rdma_round([("n1", "n2"), ("n3", "n4")], plan(), time.monotonic() + 60)
+    (sbatch,) = slurm.submitted()  # n4 is down: its pair is not submitted
+    assert "--exclusive" in sbatch
+    assert "--nodes=2" in sbatch
+    assert "--nodelist=n1,n2" in sbatch
+    assert "--partition=gpu" in sbatch
+    assert started == ["n1@101"]  # the pair's server, in the pair's job
+    assert slurm.cancelled() == ["101"]  # by the id sbatch gave, nothing else
+    assert not any(
+        c[0] == "scancel" and len(c) > 1 and c[1].startswith("-") for c in slurm.commands
+    )
+    (down,) = records[("n3", "n4")]
+    assert not down.completed
+    assert "Slurm will not run n4: DOWN+NOT_RESPONDING" in down.detail
+
+
+def test_an_allocation_that_does_not_start_is_cancelled_and_has_no_result(
+    slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        cross_node_srun,
+        "job_states",
+        lambda ids, runner: {
+            job: JobState(job, "CANCELLED" if job in slurm.cancelled() else "PENDING", "Resources")
+            for job in ids
+        },
+    )
+    runner = SlurmRunner(SrunOptions(allocation_wait_s=0.3), slurm)
+    started = refuse_steps(runner, monkeypatch)
+    records = runner.rdma_round([("n1", "n2")], plan(), time.monotonic() + 60)
+    assert started == []
+    (record,) = records[("n1", "n2")]
+    assert "did not start job 101 in time: PENDING (Resources)" in record.detail
+    assert "101" in slurm.cancelled()
+
+
+def test_ctrl_c_mid_round_cancels_the_rounds_jobs_and_goes_on(
+    slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = SlurmRunner(SrunOptions(), slurm)
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner.steps, "rdma_round", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.rdma_round([("n1", "n2"), ("n3", "n1")][:1], plan(), time.monotonic() + 60)
+    assert slurm.cancelled() == ["101"]
+    assert runner.submitted == ["101"]
+
+
+def test_a_surrounding_jobs_slurm_settings_do_not_reach_srun() -> None:
+    outer = {
+        "SLURM_CONF": "/etc/slurm/x.conf",
+        "SLURM_NTASKS": "64",
+        "SLURM_JOB_ID": "9",
+        "HOME": "/r",
+    }
+    assert srun_environment(outer) == {"SLURM_CONF": "/etc/slurm/x.conf", "HOME": "/r"}
