@@ -20,6 +20,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``burn_facts``: the burn-in (:class:`BurnResult`), its telemetry and error counters.
 - ``dcgm_facts``: a DCGM diagnostic run (:class:`DcgmDiag`).
 - ``bandwidth_facts``: copy, peer and all-reduce bandwidths (:class:`Interconnect`).
+- ``container_facts``: the container runtime: CDI spec, runtimes, a container's GPUs.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``busy_facts``: the GPUs a run certifies (``--gpus``) and which of them were busy.
 - ``findings``: severities, verdicts, check families, actions, :class:`Finding`.
@@ -58,6 +59,13 @@ from validator.model.busy_facts import (
     chosen_gpus,
     process_words,
     scope_text,
+)
+from validator.model.container_facts import (
+    CdiSpec,
+    ContainerFacts,
+    ContainerRun,
+    RuntimeConfig,
+    configured_runtimes,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
 from validator.model.decoding import SchemaError, from_dict
@@ -146,7 +154,10 @@ __all__ = [
     "BurnResult",
     "BurnStatus",
     "Busy",
+    "CdiSpec",
     "CheckFamily",
+    "ContainerFacts",
+    "ContainerRun",
     "DcgmDiag",
     "DcgmOutcome",
     "DcgmTestResult",
@@ -174,6 +185,7 @@ __all__ = [
     "PeerBandwidth",
     "Reason",
     "Report",
+    "RuntimeConfig",
     "SchemaError",
     "Severity",
     "SkuFleetStats",
@@ -188,6 +200,7 @@ __all__ = [
     "busy_summary",
     "chosen",
     "chosen_gpus",
+    "configured_runtimes",
     "counters_of",
     "counters_unavailable",
     "decode_clock_event_reasons",

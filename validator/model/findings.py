@@ -58,6 +58,7 @@ class CheckFamily(str, enum.Enum):
     BURN = "burn"
     DCGM = "dcgm"
     INTERCONNECT = "interconnect"
+    CONTAINER = "container"
     FLEET = "fleet"
     DRIFT = "drift"
 

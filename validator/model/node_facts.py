@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from validator.model.bandwidth_facts import Interconnect
 from validator.model.burn_facts import BurnResult
+from validator.model.container_facts import ContainerFacts
 from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
 from validator.model.kernel_log_facts import KernelLogFacts
@@ -95,6 +96,9 @@ class NodeFacts:
     # --gpus: the indexes of the GPUs certified, the others read for the node's identity
     # only; None: every GPU.
     chosen_gpus: Optional[Tuple[int, ...]] = None
+    # The container runtime (validator.model.container_facts); None: not collected (an
+    # older agent's facts, hand-built ones): no container finding then.
+    container: Optional[ContainerFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a
