@@ -50,6 +50,7 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.container_policy import CONTAINER_FIELDS, ContainerPolicy
 from validator.model import DEFAULT_XID_WINDOW_HOURS
 
 DEFAULT_FAIL_XIDS: tuple[int, ...] = (
@@ -122,6 +123,8 @@ class Policy:
     # Measure copies, peers and NCCL after the burn-in; None: where the SKU has NVLink.
     interconnect: bool | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # Containers: required, and the image to try (validator.judge.container_policy).
+    container: ContainerPolicy = field(default_factory=ContainerPolicy)
 
 
 # ------------------------------------------------------------------ declarations
@@ -284,6 +287,7 @@ POLICY_FIELDS = Document(
         ),
         _flag("interconnect", nullable=True),
         Field("thresholds", dict, nullable=True, document=THRESHOLD_FIELDS),
+        Field("container", dict, nullable=True, document=CONTAINER_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -307,7 +311,9 @@ def _policy(data: object, source: fields.Source) -> Policy:
     values = POLICY_FIELDS.check(data, source)
     raw_thresholds = values.pop("thresholds", None)
     thresholds = Thresholds() if raw_thresholds is None else Thresholds(**raw_thresholds)
-    policy = Policy(**values, thresholds=thresholds)
+    raw_container = values.pop("container", None)
+    container = ContainerPolicy() if raw_container is None else ContainerPolicy(**raw_container)
+    policy = Policy(**values, thresholds=thresholds, container=container)
     if (
         policy.driver_version
         and policy.driver_branch

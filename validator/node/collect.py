@@ -89,6 +89,8 @@ class CollectRequest:
     interconnect: str = INTERCONNECT_AUTO  # auto, on or off (validator.node.bandwidth.wanted)
     allow_busy: bool = False  # --allow-busy: burn and measure GPUs with others' work on them
     gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
+    # --container-image / policy container.image: list the GPUs a container of it sees.
+    container_image: str | None = None
 
 
 class FactSource(Protocol):
@@ -143,7 +145,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = source.first_facts(request)
+    facts = _container(source, source.first_facts(request), request.container_image)
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -157,6 +159,22 @@ def collect(
         facts = dataclasses.replace(facts, burn=burn)
     facts = _interconnect(source, facts, request.interconnect, until)
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
+
+
+def _container(source: FactSource, facts: NodeFacts, image: str | None) -> NodeFacts:
+    """The facts with the container runtime's (validator.node.container_probe), every source.
+
+    A container is started only where an image is named; a capture records none, so
+    there the run is not measured.
+    """
+    from validator.node import container_probe
+
+    system = source.system()
+    found = container_probe.container_facts(system)
+    if image is not None:
+        usable = container_probe.cdi_names_all(found)
+        found = container_probe.with_container_run(system, found, image, usable)
+    return dataclasses.replace(facts, container=found)
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:

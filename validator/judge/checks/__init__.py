@@ -6,6 +6,7 @@ from validator.judge.checks import (
     burn,
     busy,
     consistency,
+    container,
     dcgm,
     errors,
     interconnect,
@@ -42,6 +43,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.BURN, burn.check),
     (CheckFamily.DCGM, dcgm.check),
     (CheckFamily.INTERCONNECT, interconnect.check),
+    (CheckFamily.CONTAINER, container.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]
