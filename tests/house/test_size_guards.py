@@ -29,7 +29,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),
     "validator/report/svg.py": (985, f"line and bar charts with their axes: {_SPLIT}"),
     "validator/node/capture/capture_replay.py": (
-        990,
+        1001,
         f"writing and reading capture bundles: {_SPLIT}",
     ),
     "validator/node/sim/fake_nvml.py": (863, "the NVML double: kept whole"),

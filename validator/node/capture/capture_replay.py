@@ -41,6 +41,10 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``nvbandwidth.txt``          ``nvbandwidth`` as printed (any version's layout)
 ``all_reduce_perf.txt``      nccl-tests' ``all_reduce_perf`` as printed: NCCL
                              all-reduce bus bandwidth across the node's GPUs
+``nvidia-ctk-version.txt``   ``nvidia-ctk --version`` (NVIDIA Container Toolkit)
+``nvidia-ctk-cdi-list.txt``  ``nvidia-ctk cdi list``: the GPUs the CDI spec names
+``docker-daemon.json``       ``/etc/docker/daemon.json`` (nvidia runtime, CDI)
+``containerd-config.toml``   ``/etc/containerd/config.toml`` (nvidia runtime, CDI)
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -97,6 +101,7 @@ from validator.model import (
     Unavailable,
     unreadable_gpu,
 )
+from validator.node import container_probe as ctr
 from validator.node import host, system_facts
 from validator.node.capture.bundle_agreement import (
     NodeGpus,
@@ -125,6 +130,7 @@ from validator.node.parsers.nvbandwidth import (
     parse_nvbandwidth_text,
 )
 from validator.node.parsers.nvcc import parse_nvcc_version
+from validator.node.parsers.nvidia_ctk import parse_cdi_list, parse_ctk_version
 from validator.node.parsers.nvlink_smi import (
     NvLinkErrorGpu,
     NvLinkErrorReport,
@@ -230,6 +236,10 @@ BUNDLE: tuple[BundleFile, ...] = (
     BundleFile(NVBANDWIDTH_JSON, check=parse_nvbandwidth_json),
     BundleFile(NVBANDWIDTH_TEXT, check=parse_nvbandwidth_text),
     BundleFile(ALL_REDUCE, check=parse_all_reduce),
+    BundleFile("nvidia-ctk-version.txt", argv=ctr.CTK_VERSION_ARGV, check=parse_ctk_version),
+    BundleFile("nvidia-ctk-cdi-list.txt", argv=ctr.CDI_LIST_ARGV, check=parse_cdi_list),
+    BundleFile("docker-daemon.json", paths=(ctr.DOCKER_DAEMON_JSON,)),
+    BundleFile("containerd-config.toml", paths=(ctr.CONTAINERD_CONFIG,)),
 )  # fmt: skip
 # The most bytes each file may hold (TOOL_OUTPUT_BYTES for the rest): a bundle is
 # anyone's folder, and each file is bounded before it is read, let alone parsed.
