@@ -44,6 +44,7 @@ class LocalTransport:
             interconnect=request.interconnect_for(host),
             gpus=request.gpus,
             allow_busy=request.allow_busy,
+            container_image=request.container_image,
         )
         arrived = collect_in_background(source_for(host.simulate), asked, until)
         try:

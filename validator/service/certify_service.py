@@ -40,6 +40,7 @@ from validator.service.collect_and_judge import (
     facts_request,
     interconnect_mode,
     report_of,
+    with_container_image,
 )
 from validator.service.outcome import report_exit_code
 from validator.store import RunKind
@@ -84,6 +85,8 @@ class CertifyRequest:
     argv: Sequence[str] = ()  # the command line, as history records it
     gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
     allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
+    # --container-image: overrides the policy's container.image; None: the policy's.
+    container_image: str | None = None
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -176,7 +179,10 @@ def _run_certify(
         from validator.signing import load_signing_key
 
         key = load_signing_key(request.sign_key)
-    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    policy = with_container_image(
+        effective_policy(request.policy_path, request.dcgm_level, request.interconnect),
+        request.container_image,
+    )
     _check_outputs(request)  # before the burn, not after it
     problems: list[str] = []
     submitted: list[Submission] = []
@@ -275,7 +281,10 @@ def certify_node(
     from validator.node.collect import collect
 
     if policy is None:
-        policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+        policy = with_container_image(
+        effective_policy(request.policy_path, request.dcgm_level, request.interconnect),
+        request.container_image,
+    )
     check_something_to_certify(request.simulate, request.capture)  # before anything is measured
     started = time.monotonic()
     until = None if request.deadline_s is None else started + request.deadline_s
