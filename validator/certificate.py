@@ -58,10 +58,12 @@ from validator.codec import unpack
 from validator.error_tree import BadInputError
 from validator.fields import Document, Field
 from validator.model import (
+    CERTIFIED_CONTAINER_FIELD,
     PROVENANCES,
     UNKNOWN_PROVENANCE,
     Bandwidth,
     BurnStatus,
+    CertifiedContainer,
     DcgmDiag,
     DcgmOutcome,
     ErrorCounters,
@@ -74,6 +76,7 @@ from validator.model import (
     Severity,
     Unavailable,
     Verdict,
+    certified_container,
     measured_gb_s,
     provenance_of,
     scope_text,
@@ -237,6 +240,7 @@ class Certificate:
     all_reduce: CertifiedAllReduce | None = None
     provenance: str | None = None  # live | capture | simulate | unknown; None: schema 1-3
     certified_gpus: tuple[int, ...] | None = None  # --gpus: those certified; None: all
+    container: CertifiedContainer | None = None  # None: no container toolkit (or older)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -290,7 +294,8 @@ _GPU_ADDED_IN_2 = frozenset({"nvlinks", "nvlink_errors", "pcie_replay_count", "r
 _ADDED_IN_3 = frozenset({"peers", "all_reduce"})
 _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
-_WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
+# Written only when set (--gpus; a container toolkit found): older readers refuse them.
+_WHOLE_NODE = frozenset({"certified_gpus", "container"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -586,6 +591,7 @@ def issue_certificate(
         all_reduce=_all_reduce_figure(result),
         provenance=provenance_of(facts),
         certified_gpus=facts.chosen_gpus,
+        container=certified_container(facts.container),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -876,6 +882,7 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("provenance", str, choices=(*PROVENANCES, UNKNOWN_PROVENANCE))),
     _added(Field("certified_gpus", list, item=Field("index", int, minimum=0), convert=tuple)),
+    _added(CERTIFIED_CONTAINER_FIELD),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

@@ -61,10 +61,13 @@ from validator.model.busy_facts import (
     scope_text,
 )
 from validator.model.container_facts import (
+    CERTIFIED_CONTAINER_FIELD,
     CdiSpec,
+    CertifiedContainer,
     ContainerFacts,
     ContainerRun,
     RuntimeConfig,
+    certified_container,
     configured_runtimes,
 )
 from validator.model.dcgm_facts import DcgmDiag, DcgmOutcome, DcgmTestResult
@@ -134,6 +137,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
+    "CERTIFIED_CONTAINER_FIELD",
     "CLOCK_EVENT_REASONS",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
@@ -155,6 +159,7 @@ __all__ = [
     "BurnStatus",
     "Busy",
     "CdiSpec",
+    "CertifiedContainer",
     "CheckFamily",
     "ContainerFacts",
     "ContainerRun",
@@ -198,6 +203,7 @@ __all__ = [
     "XidEvent",
     "busy_reasons",
     "busy_summary",
+    "certified_container",
     "chosen",
     "chosen_gpus",
     "configured_runtimes",

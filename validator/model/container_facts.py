@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from validator.fields import Document, Field
 from validator.model.measured import NOT_MEASURED, Measured
 
 
@@ -80,3 +81,52 @@ def configured_runtimes(facts: ContainerFacts) -> Tuple[RuntimeConfig, ...]:
     if isinstance(facts.runtimes, tuple):
         return tuple(r for r in facts.runtimes if r.installed and r.configured is True)
     return ()
+
+
+@dataclass(frozen=True)
+class CertifiedContainer:
+    """What a certificate keeps of the container runtime, for drift to compare with.
+
+    ``runtimes``: each configured runtime as "name: how" ("docker: runtimes.nvidia").
+    """
+
+    toolkit_version: Optional[str] = None
+    cdi_indexes: Tuple[int, ...] = ()
+    cdi_uuids: Tuple[str, ...] = ()
+    runtimes: Tuple[str, ...] = ()
+
+
+def certified_container(facts: Optional[ContainerFacts]) -> Optional[CertifiedContainer]:
+    """The certificate's container summary; None where no toolkit was read (nothing to keep)."""
+    if facts is None or not isinstance(facts.toolkit_version, str):
+        return None
+    spec = facts.cdi if isinstance(facts.cdi, CdiSpec) else CdiSpec()
+    return CertifiedContainer(
+        toolkit_version=facts.toolkit_version,
+        cdi_indexes=spec.indexes,
+        cdi_uuids=spec.uuids,
+        runtimes=tuple(f"{r.name}: {r.how}" for r in configured_runtimes(facts)),
+    )
+
+
+def _texts(items: list[object]) -> Tuple[str, ...]:
+    return tuple(str(item) for item in items)
+
+
+# A certificate's ``container`` object, as validator.certificate reads it back.
+_CERTIFIED_CONTAINER_KEYS = Document(
+    (
+        Field("toolkit_version", str, nullable=True),
+        Field("cdi_indexes", list, item=Field("index", int, minimum=0), convert=tuple),
+        Field("cdi_uuids", list, item=Field("uuid", str), convert=_texts),
+        Field("runtimes", list, item=Field("runtime", str), convert=_texts),
+    ),
+    noun="field",
+    wanted="a JSON object",
+)
+CERTIFIED_CONTAINER_FIELD = Field(
+    "container",
+    dict,
+    document=_CERTIFIED_CONTAINER_KEYS,
+    convert=lambda data: CertifiedContainer(**data),
+)
