@@ -34,6 +34,7 @@ from __future__ import annotations
 from validator.certificate import Certificate
 from validator.drift import (
     burn_drift,
+    container_drift,
     dcgm_drift,
     errors_drift,
     interconnect_drift,
@@ -71,6 +72,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.BURN, burn_drift.compare_burn),
     (CheckFamily.DCGM, dcgm_drift.compare_dcgm),
     (CheckFamily.ERRORS, errors_drift.compare_xids),
+    (CheckFamily.CONTAINER, container_drift.compare_container),
 )
 
 

@@ -39,6 +39,10 @@ class DriftCheck(str, enum.Enum):
     DCGM = "drift.dcgm"  # a DCGM test that passed at certification no longer does
     INTERCONNECT = "drift.interconnect"  # a copy, peer or all-reduce bandwidth fell
     BURN = "drift.burn"
+    # The container runtime: the toolkit's version, the CDI spec's GPUs, the runtimes' config.
+    CONTAINER_TOOLKIT = "drift.container_toolkit"
+    CONTAINER_CDI = "drift.container_cdi"
+    CONTAINER_RUNTIME = "drift.container_runtime"
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 
