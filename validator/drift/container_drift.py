@@ -22,6 +22,7 @@ from validator.drift.drift_helpers import DriftInputs
 from validator.judge.checks.finding_helpers import FAIL, PASS, UNKNOWN, WARN, node_finding, why_not
 from validator.model import (
     CdiSpec,
+    CheckFamily,
     ContainerFacts,
     DriftCheck,
     Finding,
@@ -31,6 +32,7 @@ from validator.model import (
     certified_container,
 )
 
+FAMILY = CheckFamily.CONTAINER
 REGENERATE = "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
 
 
