@@ -195,6 +195,12 @@ RULES: dict[str, Rule] = {
     # Slow: the links or the fabric (the milder step without a SKU); wrong values are
     # data corruption, an RMA the check sets.
     "interconnect.all_reduce": Rule(RESEAT),
+    # ---- container: the toolkit, its CDI spec and the runtimes are software; the checks
+    # set each action (regenerate the spec, configure the runtime, measure a capture's gap).
+    "container.toolkit": Rule(SOFTWARE, unknown=SOFTWARE),
+    "container.cdi": Rule(SOFTWARE, unknown=SOFTWARE),
+    "container.runtime": Rule(SOFTWARE, unknown=Action.MEASURE),
+    "container.gpus_visible": Rule(SOFTWARE, unknown=SOFTWARE),
     # ---- fleet: a GPU slow against its fleet while its node passed: the chassis
     # (cooling or power), as validator.judge.fleet explains.
     "fleet.speed": Rule(COOLING),
@@ -236,6 +242,9 @@ RULES: dict[str, Rule] = {
     "drift.gpu_added": Rule(RERUN),  # the inventory changed: certify it again
     "drift.gpu_swapped": Rule(RERUN),  # a replaced GPU needs its own certificate
     "drift.scope": Rule(RERUN),  # a certificate of some GPUs: certify the whole node
+    "drift.container_toolkit": Rule(SOFTWARE),
+    "drift.container_cdi": Rule(SOFTWARE),  # regenerate the CDI spec
+    "drift.container_runtime": Rule(SOFTWARE),
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

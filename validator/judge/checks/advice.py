@@ -90,6 +90,12 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
     "nvlink.errors": ("nvidia-smi-nvlink-e.txt", "nvidia-smi nvlink -e > nvidia-smi-nvlink-e.txt"),
     "dcgm.": ("dcgmi-diag.json", "dcgmi diag -r 2 -j > dcgmi-diag.json"),
     "interconnect.": ("nvbandwidth.json", "nvbandwidth -j > nvbandwidth.json"),
+    "container.toolkit": (
+        "nvidia-ctk-version.txt",
+        "nvidia-ctk --version > nvidia-ctk-version.txt",
+    ),
+    "container.cdi": ("nvidia-ctk-cdi-list.txt", "nvidia-ctk cdi list > nvidia-ctk-cdi-list.txt"),
+    "container.runtime": ("docker-daemon.json", "cp /etc/docker/daemon.json docker-daemon.json"),
     "interconnect.all_reduce": (
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",

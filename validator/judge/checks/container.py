@@ -19,6 +19,7 @@ file to record and how (required only where containers are).
 from __future__ import annotations
 
 from validator.judge.catalog import Sku
+from validator.judge.checks.advice import capture_file
 from validator.judge.checks.finding_helpers import (
     FAIL,
     PASS,
@@ -55,12 +56,6 @@ INSTALL_SOURCE = (
 )
 CONFIGURE = "nvidia-ctk runtime configure --runtime={name}, then restart {name}"
 CAPTURE_SOURCE = "gpuready: the capture lacks it: capture it on the host"
-# What a capture must hold for each check, and the command that records it.
-CAPTURE_FILES = {
-    TOOLKIT: ("nvidia-ctk-version.txt", "nvidia-ctk --version > nvidia-ctk-version.txt"),
-    CDI: ("nvidia-ctk-cdi-list.txt", "nvidia-ctk cdi list > nvidia-ctk-cdi-list.txt"),
-    RUNTIME: ("docker-daemon.json", "cp /etc/docker/daemon.json docker-daemon.json"),
-}
 NOT_ASKED = (
     "no container was run (not asked: certify --container-image IMAGE, or the policy's "
     "container.image, lists the GPUs a container sees)"
@@ -84,7 +79,7 @@ def check(facts: NodeFacts, policy: Policy, sku: Sku | None) -> list[Finding]:
 
 def _not_measured(check_id: str, value: Unavailable, what: str, required: bool) -> Finding:
     """UNKNOWN for a fact a capture lacks: the file to record and the command (MEASURE)."""
-    name, command = CAPTURE_FILES[check_id]
+    name, command = capture_file(check_id)
     finding = node_finding(
         check_id,
         UNKNOWN,
