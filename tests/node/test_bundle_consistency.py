@@ -197,7 +197,7 @@ def test_a_whole_bundle_of_one_host_passes_the_check(
     # Certified; what a bundle without its other files could not show is optional, and the
     # summary counts it as every output does, not as passed.
     assert code == ExitCode.OK
-    assert node["summary"].startswith("10x A40: 27 of 33 checks passed, 6 optional could not")
+    assert node["summary"].startswith("10x A40: 27 of 36 checks passed, 9 optional could not")
     (finding,) = _sources_agree(node)
     assert finding["severity"] == "PASS"
     assert "nvidia-smi query and nvidia-smi table agree" in finding["message"]

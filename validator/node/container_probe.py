@@ -149,7 +149,8 @@ def _runtimes(system: System) -> Measured[tuple[RuntimeConfig, ...]]:
         _podman(system),
         _enroot(system),
     ]
-    known = tuple(runtime for runtime in found if runtime is not None)
+    # Only the runtimes there: one a recording cannot tell about is left out, never "absent".
+    known = tuple(runtime for runtime in found if runtime is not None and runtime.installed)
     if not known and None in found:
         return Unavailable(
             Reason.NOT_MEASURED,
