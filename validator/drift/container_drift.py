@@ -17,11 +17,11 @@ read now is UNKNOWN.
 
 from __future__ import annotations
 
-from validator.certificate import CertifiedContainer
 from validator.drift.drift_helpers import DriftInputs
 from validator.judge.checks.finding_helpers import FAIL, PASS, UNKNOWN, WARN, node_finding, why_not
 from validator.model import (
     CdiSpec,
+    CertifiedContainer,
     CheckFamily,
     ContainerFacts,
     DriftCheck,

@@ -19,7 +19,7 @@ Live, captured and simulated nodes share it (validator.node.collect sets
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 from validator.model import (
     CdiSpec,
@@ -57,6 +57,7 @@ LIBNVIDIA_CONTAINER = (
 CONTAINER_RUN_TIMEOUT_S = 600.0
 CDI_ALL = "nvidia.com/gpu=all"
 
+T = TypeVar("T")
 ConfigParser = Callable[[str], "tuple[bool, str, bool]"]
 
 
@@ -70,8 +71,8 @@ def container_facts(system: System) -> ContainerFacts:
 
 
 def _ctk(
-    system: System, argv: tuple[str, ...], parse: Callable[[str], object], what: str
-) -> Measured[object]:
+    system: System, argv: tuple[str, ...], parse: Callable[[str], T], what: str
+) -> Measured[T]:
     result = attempt(system, argv)
     if isinstance(result, Unavailable):
         return result
