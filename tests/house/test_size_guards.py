@@ -23,7 +23,7 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
         f"plan, runner events and the closing table: {_SPLIT}",
     ),
     "validator/judge/checks/interconnect.py": (1224, f"copies, peers and NCCL checks: {_SPLIT}"),
-    "validator/node/sim/scenario.py": (1097, f"scenario schema and the simulated host: {_SPLIT}"),
+    "validator/node/sim/scenario.py": (1103, f"scenario schema and the simulated host: {_SPLIT}"),
     "validator/certificate.py": (1036, f"issue, seal, verify and revoke: {_SPLIT}"),
     "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
     "validator/remote/ssh.py": (1005, f"connection, agent shipping and output: {_SPLIT}"),

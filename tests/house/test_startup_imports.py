@@ -99,6 +99,7 @@ MAY_IMPORT = frozenset(
         "validator.node.sim.scenario",
         "validator.node.sim.simulated_bandwidth",
         "validator.node.sim.simulated_burn",
+        "validator.node.sim.simulated_container",
         "validator.node.sim.simulated_source",
         "validator.node.sparing_gc",
         "validator.node.stop_request",

@@ -91,7 +91,10 @@ def test_a_container_that_fails_to_start_says_why(tmp_path: Path) -> None:
         "docker: Error response from daemon: could not select device driver "
         '"cdi" with capabilities: [].'
     )
-    path = scenario(tmp_path, commands={"docker run *": {"rc": 125, "stdout": "", "stderr": said}})
+    path = scenario(
+        tmp_path,
+        commands={"docker run *": {"generated": None, "rc": 125, "stdout": "", "stderr": said}},
+    )
     found = facts_of(path, IMAGE)
     assert found.run is not None
     assert isinstance(found.run.uuids, Unavailable)
