@@ -189,3 +189,13 @@ def test_each_healthy_scenarios_container_lists_its_own_gpus(name: str) -> None:
     assert facts.container is not None
     assert facts.container.run is not None
     assert facts.container.run.uuids == tuple(g.uuid for g in facts.gpus)
+
+
+def test_an_agent_never_hands_the_runtime_an_option_for_an_image() -> None:
+    docker = RuntimeConfig("docker", True, True, "features.cdi", True)
+    system = _SlowSystem()
+    found = with_container_run(system, ContainerFacts(runtimes=(docker,)), "--privileged", True)
+    assert system.timeouts == []  # nothing ran
+    assert found.run is not None
+    assert isinstance(found.run.uuids, Unavailable)
+    assert "no image reference" in found.run.uuids.detail

@@ -18,10 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from validator.fields import Document, Field
+from validator.model.container_facts import IMAGE_PATTERN
 
-# An image reference as docker and podman take it (registry/name:tag or @digest); never
-# starting with "-", so it is never read as an option of the runtime.
-IMAGE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}"
 IMAGE_WANTED = "an image reference like 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04'"
 
 

@@ -62,6 +62,7 @@ from validator.model.busy_facts import (
 )
 from validator.model.container_facts import (
     CERTIFIED_CONTAINER_FIELD,
+    IMAGE_PATTERN,
     CdiSpec,
     CertifiedContainer,
     ContainerFacts,
@@ -142,6 +143,7 @@ __all__ = [
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
+    "IMAGE_PATTERN",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
     "NOT_MEASURED",

@@ -15,6 +15,10 @@ from typing import Optional, Tuple
 from validator.fields import Document, Field
 from validator.model.measured import NOT_MEASURED, Measured
 
+# An image reference as docker and podman take it (registry/name:tag or @digest); never
+# starting with "-", so it is never read as an option of the runtime.
+IMAGE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}"
+
 
 @dataclass(frozen=True)
 class CdiSpec:

@@ -18,10 +18,12 @@ Live, captured and simulated nodes share it (validator.node.collect sets
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Callable, TypeVar
 
 from validator.model import (
+    IMAGE_PATTERN,
     CdiSpec,
     ContainerFacts,
     ContainerRun,
@@ -182,6 +184,9 @@ def with_container_run(
     ``cdi_usable``: the CDI spec names ``nvidia.com/gpu=all`` (a runtime that takes CDI
     is then asked for it; else docker's ``--gpus all``).
     """
+    if not re.fullmatch(IMAGE_PATTERN, image):  # the controller refuses it; a hand-run agent too
+        why = Unavailable(Reason.ERROR, f"{image[:80]!r} is no image reference: not run")
+        return replace(facts, run=ContainerRun("none", image, (), why))
     runtimes = facts.runtimes if isinstance(facts.runtimes, tuple) else ()
     runnable = [
         r for r in runtimes if r.name in ("docker", "podman") and r.installed and r.configured
