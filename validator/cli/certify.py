@@ -230,7 +230,8 @@ def _image(value: str | None) -> str | None:
     """``--container-image``'s value, refused when it is no image reference (or an option)."""
     import re
 
-    from validator.judge.container_policy import IMAGE_PATTERN, IMAGE_WANTED
+    from validator.judge.container_policy import IMAGE_WANTED
+    from validator.model import IMAGE_PATTERN
 
     if value is not None and not re.fullmatch(IMAGE_PATTERN, value):
         raise click.BadParameter(f"{IMAGE_WANTED}, got {value!r}")
