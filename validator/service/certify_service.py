@@ -277,10 +277,7 @@ def certify_node(
     from validator.node.collect import collect
 
     if policy is None:
-        policy = with_container_image(
-        effective_policy(request.policy_path, request.dcgm_level, request.interconnect),
-        request.container_image,
-    )
+        policy = _policy(request)
     check_something_to_certify(request.simulate, request.capture)  # before anything is measured
     started = time.monotonic()
     until = None if request.deadline_s is None else started + request.deadline_s
