@@ -65,11 +65,13 @@ from validator.judge.gpudirect_certified import (
     certified_gpudirect,
 )
 from validator.model import (
+    CERTIFIED_CONTAINER_FIELD,
     CERTIFIED_HOST_FIELDS,
     PROVENANCES,
     UNKNOWN_PROVENANCE,
     Bandwidth,
     BurnStatus,
+    CertifiedContainer,
     CertifiedHost,
     DcgmDiag,
     DcgmOutcome,
@@ -83,6 +85,7 @@ from validator.model import (
     Severity,
     Unavailable,
     Verdict,
+    certified_container,
     certified_host,
     host_from_fields,
     measured_gb_s,
@@ -252,6 +255,7 @@ class Certificate:
     gpudirect: CertifiedGpudirect | None = None  # None: not collected (left out when None)
     # The host around the GPUs (validator.certified_host); None: not collected.
     host: CertifiedHost | None = None
+    container: CertifiedContainer | None = None  # None: no container toolkit (or older)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -307,7 +311,7 @@ _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
 _WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
 # Written only where collected (the families beside the GPUs): an older seal stays whole.
-_OPTIONAL = frozenset({"network", "gpudirect", "host"})
+_OPTIONAL = frozenset({"network", "gpudirect", "host", "container"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -606,6 +610,7 @@ def issue_certificate(
         network=certified_ports(facts.network),
         gpudirect=certified_gpudirect(facts),
         host=certified_host(facts),
+        container=certified_container(facts.container),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -907,6 +912,7 @@ CERTIFICATE_FIELDS = _object(
         )
     ),
     _added(Field("host", dict, document=CERTIFIED_HOST_FIELDS, convert=host_from_fields)),
+    _added(CERTIFIED_CONTAINER_FIELD),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

@@ -76,6 +76,7 @@ MAY_IMPORT = frozenset(
         "validator.node.burnin.sampler",
         "validator.node.busy_gate",
         "validator.node.collect",
+        "validator.node.container_probe",
         "validator.node.gpu_choice",
         # GPUDirect RDMA readiness: collected by every certify (validator.node.collect).
         "validator.node.gpudirect_probe",
@@ -98,6 +99,7 @@ MAY_IMPORT = frozenset(
         "validator.node.parsers.kernel_log",
         "validator.node.parsers.kernel_log_shape",
         "validator.node.parsers.nvcc",
+        "validator.node.parsers.nvidia_ctk",
         "validator.node.parsers.proc_version",
         "validator.node.parsers.smi_banner",
         "validator.node.parsers.smi_common",
@@ -111,6 +113,7 @@ MAY_IMPORT = frozenset(
         "validator.node.sim.scenario",
         "validator.node.sim.simulated_bandwidth",
         "validator.node.sim.simulated_burn",
+        "validator.node.sim.simulated_container",
         "validator.node.sim.simulated_source",
         "validator.node.sparing_gc",
         "validator.node.stop_request",

@@ -179,6 +179,8 @@ FAULTS = {
         ("inventory.gpu_status", 6, "FAIL"),
     },
     "gpu-needs-reset": {("state.recovery_action", 5, "FAIL")},
+    # The CDI spec predates GPU 7 (generated while it was off the bus): the spec's fault only.
+    "cdi-spec-stale": {("container.cdi", 7, "FAIL")},
     "mixed-hbm-40gb-in-80gb-node": {
         ("inventory.model", None, "FAIL"),
         ("memory.capacity", 5, "FAIL"),
@@ -245,6 +247,7 @@ FAULT_ACTIONS = {
     "dcgm-memtest-failure": {"dcgm.memory": "drain_and_rma", "dcgm.memtest": "drain_and_rma"},
     "gpu-fallen-off-bus": {"errors.kernel_faults": "reboot", "errors.xid": "reboot"},
     "gpu-needs-reset": {"state.recovery_action": "reset_gpu"},
+    "cdi-spec-stale": {"container.cdi": "fix_software_stack"},  # regenerate the spec
     "nvlink-crc-errors-growing": {"nvlink.errors": "drain_and_rma"},  # SXM: no cable to reseat
     "nvswitch-sxid-fatal": {"errors.sxid": "reset_gpu"},
     "nvme-smart-failing": {"host.nvme_smart": "drain_and_rma"},

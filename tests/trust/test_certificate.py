@@ -377,7 +377,8 @@ def test_unknown_field_names_the_closest() -> None:
         "certificate: unknown field 'hostnme' (did you mean 'hostname'?); valid fields: "
         "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
         "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, dcgm, "
-        "peers, all_reduce, provenance, certified_gpus, network, gpudirect, host, digest, signature"
+        "peers, all_reduce, provenance, certified_gpus, network, gpudirect, host, container, "
+        "digest, signature"
     )
 
 

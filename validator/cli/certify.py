@@ -114,6 +114,16 @@ FLEET_NOTE = (
     "whenever it is there.",
 )
 @click.option(
+    "--container-image",
+    type=TEXT,
+    metavar="IMAGE",
+    callback=lambda _ctx, _param, value: _image(value),
+    help="Also run `nvidia-smi -L` in a container of IMAGE (docker or podman, with CDI's "
+    "--device nvidia.com/gpu=all where set up, else --gpus all) and check it lists every "
+    "GPU. Overrides the policy's container.image; none is run unless one is named. The "
+    "image must be there or pullable.",
+)
+@click.option(
     "--gpus",
     type=TEXT,
     metavar="LIST",
@@ -210,9 +220,22 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         slurm_drain=slurm_drain,
         gpus=() if gpus is None else parse_gpus(gpus),
         allow_busy=options.pop("allow_busy"),
+        container_image=options.pop("container_image"),
         **dcgm,
     )
     return request, note
+
+
+def _image(value: str | None) -> str | None:
+    """``--container-image``'s value, refused when it is no image reference (or an option)."""
+    import re
+
+    from validator.judge.container_policy import IMAGE_WANTED
+    from validator.model import IMAGE_PATTERN
+
+    if value is not None and not re.fullmatch(IMAGE_PATTERN, value):
+        raise click.BadParameter(f"{IMAGE_WANTED}, got {value!r}")
+    return value
 
 
 def _check_sources(

@@ -34,6 +34,7 @@ HELP_SECTIONS: Mapping[str, Sections] = {
                              "--inventory-timeout", "--policy", "--gpus", "--allow-busy")),
         ("Burn-in", (*_BURN, "--dcgm-level")),
         ("Interconnect", ("--interconnect",)),
+        ("Containers", ("--container-image",)),
         ("Fleet: reaching the hosts", _REACH),
         ("Slurm", (*_SLURM, "--slurm-drain")),
         ("Output", ("--json", "--json-form", "--report-dir", "--prom-file", "--color",

@@ -34,6 +34,7 @@ from __future__ import annotations
 from validator.certificate import Certificate
 from validator.drift import (
     burn_drift,
+    container_drift,
     dcgm_drift,
     errors_drift,
     gpudirect_drift,
@@ -77,6 +78,7 @@ FAMILY_COMPARISONS: tuple[tuple[CheckFamily, Comparison], ...] = (
     (CheckFamily.NETWORK, network_drift.compare_network),
     (CheckFamily.GPUDIRECT, gpudirect_drift.compare_gpudirect),
     (CheckFamily.HOST, host_drift.compare_host),
+    (CheckFamily.CONTAINER, container_drift.compare_container),
 )
 
 

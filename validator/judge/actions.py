@@ -208,6 +208,12 @@ RULES: dict[str, Rule] = {
     "network.error_growth": Rule(TRANSCEIVER),
     "network.link_flaps": Rule(RESEAT),
     "network.sources": Rule(RERUN, warn=RERUN),
+    # ---- container: the toolkit, its CDI spec and the runtimes are software; the checks
+    # set each action (regenerate the spec, configure the runtime, measure a capture's gap).
+    "container.toolkit": Rule(SOFTWARE, unknown=SOFTWARE),
+    "container.cdi": Rule(SOFTWARE, unknown=SOFTWARE),
+    "container.runtime": Rule(SOFTWARE, unknown=Action.MEASURE),
+    "container.gpus_visible": Rule(SOFTWARE, unknown=SOFTWARE),
     # ---- fleet: a GPU slow against its fleet while its node passed: the chassis
     # (cooling or power), as validator.judge.fleet explains.
     "fleet.speed": Rule(COOLING),
@@ -273,6 +279,9 @@ RULES: dict[str, Rule] = {
     "host.services": Rule(SOFTWARE),
     "host.stack_versions": Rule(SOFTWARE),
     "drift.host": Rule(RERUN),  # the host changed since certification: certify it again
+    "drift.container_toolkit": Rule(SOFTWARE),
+    "drift.container_cdi": Rule(SOFTWARE),  # regenerate the CDI spec
+    "drift.container_runtime": Rule(SOFTWARE),
 }
 
 # Check ids made per item (one a DCGM test): the longest matching prefix applies.

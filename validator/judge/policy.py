@@ -50,6 +50,7 @@ from validator import fields, limits
 from validator.error_tree import PolicyError
 from validator.fields import Document, Field
 from validator.judge import yamlfile
+from validator.judge.container_policy import CONTAINER_FIELDS, ContainerPolicy
 from validator.judge.gpudirect_policy import GPUDIRECT_FIELDS, GpudirectPolicy
 from validator.judge.host_policy import HOST_FIELDS, HostPolicy, host_policy
 from validator.judge.network_policy import POLICY_FIELD as NETWORK_POLICY_FIELD
@@ -131,6 +132,8 @@ class Policy:
     # GPUDirect RDMA readiness (validator/judge/gpudirect_policy.py).
     gpudirect: GpudirectPolicy = field(default_factory=GpudirectPolicy)
     host: HostPolicy = field(default_factory=HostPolicy)  # validator.judge.host_policy
+    # Containers: required, and the image to try (validator.judge.container_policy).
+    container: ContainerPolicy = field(default_factory=ContainerPolicy)
 
 
 # ------------------------------------------------------------------ declarations
@@ -296,6 +299,7 @@ POLICY_FIELDS = Document(
         NETWORK_POLICY_FIELD,
         Field("gpudirect", dict, nullable=True, document=GPUDIRECT_FIELDS),
         Field("host", dict, nullable=True, document=HOST_FIELDS),
+        Field("container", dict, nullable=True, document=CONTAINER_FIELDS),
     ),
     wanted="a mapping of keys to values",
 )
@@ -322,7 +326,11 @@ def _policy(data: object, source: fields.Source) -> Policy:
     raw_gpudirect = values.pop("gpudirect", None)
     gpudirect = GpudirectPolicy() if raw_gpudirect is None else GpudirectPolicy(**raw_gpudirect)
     host = host_policy(values.pop("host", None))
-    policy = Policy(**values, thresholds=thresholds, gpudirect=gpudirect, host=host)
+    raw_container = values.pop("container", None)
+    container = ContainerPolicy() if raw_container is None else ContainerPolicy(**raw_container)
+    policy = Policy(
+        **values, thresholds=thresholds, gpudirect=gpudirect, host=host, container=container
+    )
     if (
         policy.driver_version
         and policy.driver_branch

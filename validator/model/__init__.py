@@ -23,6 +23,7 @@ modules hold one idea each, and each imports only modules above it here:
 - ``host_facts``: the host around the GPUs (:class:`HostFacts`): CPUs, memory, NVMe, services.
 - ``certified_host``: the host as a certificate holds it (:class:`CertifiedHost`).
 - ``network_facts``: the node's HCAs (InfiniBand, RoCE), ports, counters, flaps.
+- ``container_facts``: the container runtime: CDI spec, runtimes, a container's GPUs.
 - ``node_facts``: one node's facts (:class:`NodeFacts`), their provenance and conflicts.
 - ``cross_node_facts``: RDMA pair tests and NCCL group tests between nodes.
 - ``cross_node_stage``: the stage across nodes as it ran (:class:`CrossNodeStage`).
@@ -70,6 +71,17 @@ from validator.model.certified_host import (
     CertifiedHost,
     certified_host,
     host_from_fields,
+)
+from validator.model.container_facts import (
+    CERTIFIED_CONTAINER_FIELD,
+    IMAGE_PATTERN,
+    CdiSpec,
+    CertifiedContainer,
+    ContainerFacts,
+    ContainerRun,
+    RuntimeConfig,
+    certified_container,
+    configured_runtimes,
 )
 from validator.model.cross_node_facts import (
     COLLECTIVES,
@@ -182,6 +194,7 @@ from validator.model.results import FleetSummary, NodeResult, Report, SkuFleetSt
 __all__ = [
     "ACTION_WORDS",
     "CERTIFICATION_FAILED",
+    "CERTIFIED_CONTAINER_FIELD",
     "CERTIFIED_HOST_FIELDS",
     "CLOCK_EVENT_REASONS",
     "COLLECTIVES",
@@ -190,6 +203,7 @@ __all__ = [
     "HARDWARE_ACTIONS",
     "IB_ERROR_COUNTERS",
     "IB_ONLY_ENVIRONMENT",
+    "IMAGE_PATTERN",
     "IMPLAUSIBLE",
     "KERNEL_FAULT_KINDS",
     "KIND_UNITS",
@@ -212,9 +226,13 @@ __all__ = [
     "BurnResult",
     "BurnStatus",
     "Busy",
+    "CdiSpec",
+    "CertifiedContainer",
     "CertifiedDrive",
     "CertifiedHost",
     "CheckFamily",
+    "ContainerFacts",
+    "ContainerRun",
     "CrossNodeStage",
     "CrossNodeTest",
     "DcgmDiag",
@@ -261,6 +279,7 @@ __all__ = [
     "RdmaPairResult",
     "Reason",
     "Report",
+    "RuntimeConfig",
     "SchemaError",
     "ServiceState",
     "Severity",
@@ -277,9 +296,11 @@ __all__ = [
     "XidEvent",
     "busy_reasons",
     "busy_summary",
+    "certified_container",
     "certified_host",
     "chosen",
     "chosen_gpus",
+    "configured_runtimes",
     "counters_of",
     "counters_unavailable",
     "decode_clock_event_reasons",

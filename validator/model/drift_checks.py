@@ -45,6 +45,10 @@ class DriftCheck(str, enum.Enum):
     # GPUDirect RDMA readiness: peermem gone, ACS turned on, a GPU's nearest NIC changed.
     GPUDIRECT = "drift.gpudirect"
     HOST = "drift.host"  # the host's CPUs, memory, a drive's health, a service, a version
+    # The container runtime: the toolkit's version, the CDI spec's GPUs, the runtimes' config.
+    CONTAINER_TOOLKIT = "drift.container_toolkit"
+    CONTAINER_CDI = "drift.container_cdi"
+    CONTAINER_RUNTIME = "drift.container_runtime"
     # A certificate of some GPUs only (--gpus): the others are not vouched for (WARN).
     SCOPE = "drift.scope"
 

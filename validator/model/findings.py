@@ -61,6 +61,7 @@ class CheckFamily(str, enum.Enum):
     NETWORK = "network"  # the HCAs: InfiniBand and RoCE ports
     GPUDIRECT = "gpudirect"
     HOST = "host"  # the host around the GPUs: CPUs, memory, NVMe, mounts, services
+    CONTAINER = "container"
     FLEET = "fleet"
     DRIFT = "drift"
     FABRIC = "fabric"  # the stage across nodes (validator.judge.cross_node_judge)

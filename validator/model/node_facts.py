@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from validator.model.bandwidth_facts import Interconnect
 from validator.model.burn_facts import BurnResult
+from validator.model.container_facts import ContainerFacts
 from validator.model.dcgm_facts import DcgmDiag
 from validator.model.gpu_facts import GpuFacts
 from validator.model.gpudirect_facts import GpudirectFacts
@@ -106,6 +107,9 @@ class NodeFacts:
     # The host around the GPUs (validator.node.host_probe); None: not collected (an older
     # agent's facts, hand-built ones): no host finding then.
     host: Optional[HostFacts] = None
+    # The container runtime (validator.model.container_facts); None: not collected (an
+    # older agent's facts, hand-built ones): no container finding then.
+    container: Optional[ContainerFacts] = None
 
 
 # Where a node's facts came from: its own GPUs (live), a recorded bundle (capture) or a

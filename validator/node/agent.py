@@ -165,6 +165,11 @@ def _parser() -> argparse.ArgumentParser:
         "(one 'gpuready-progress {...}' line: what a fleet's live view shows)",
     )
     parser.add_argument(
+        "--container-image",
+        metavar="IMAGE",
+        help="list the GPUs a container of IMAGE sees (nvidia-smi -L through docker or podman)",
+    )
+    parser.add_argument(
         "--packed",
         action="store_true",
         help="print the JSON compressed (xz, else zlib), in base64 on one line",
@@ -244,6 +249,7 @@ def _collect_and_print(args: argparse.Namespace) -> int:
             interconnect=args.interconnect,
             gpus=() if args.gpus is None else parse_gpus(args.gpus),
             allow_busy=args.allow_busy,
+            container_image=args.container_image,
         )
         source = source_for(args.simulate or None)  # an empty --simulate: this host, as ever
         if args.deadline is not None:

@@ -89,6 +89,8 @@ class CollectRequest:
     interconnect: str = INTERCONNECT_AUTO  # auto, on or off (validator.node.bandwidth.wanted)
     allow_busy: bool = False  # --allow-busy: burn and measure GPUs with others' work on them
     gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
+    # --container-image / policy container.image: list the GPUs a container of it sees.
+    container_image: str | None = None
 
 
 class FactSource(Protocol):
@@ -143,7 +145,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = _with_families(source, source.first_facts(request))
+    facts = _with_families(source, source.first_facts(request), request.container_image)
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -159,8 +161,8 @@ def collect(
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
 
 
-def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
-    """The families read beside the GPUs': the HCAs, GPUDirect RDMA readiness, the host.
+def _with_families(source: FactSource, facts: NodeFacts, image: str | None) -> NodeFacts:
+    """The families beside the GPUs': HCAs, GPUDirect readiness, host, container runtime.
 
     Every source sets them (live, capture, simulated): what one cannot read is
     NOT_MEASURED inside, never the family left out.
@@ -171,6 +173,7 @@ def _with_families(source: FactSource, facts: NodeFacts) -> NodeFacts:
 
     system = source.system()
     facts = with_network(system, facts)
+    facts = _container(source, facts, image)
     return dataclasses.replace(facts, gpudirect=gpudirect_facts(system), host=probe_host(system))
 
 
@@ -181,6 +184,22 @@ def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
     from validator.node.network_probe import counters_after
 
     return dataclasses.replace(facts, network=counters_after(source.system(), facts.network))
+
+
+def _container(source: FactSource, facts: NodeFacts, image: str | None) -> NodeFacts:
+    """The facts with the container runtime's (validator.node.container_probe), every source.
+
+    A container is started only where an image is named; a capture records none, so
+    there the run is not measured.
+    """
+    from validator.node import container_probe
+
+    system = source.system()
+    found = container_probe.container_facts(system)
+    if image is not None:
+        usable = container_probe.cdi_names_all(found)
+        found = container_probe.with_container_run(system, found, image, usable)
+    return dataclasses.replace(facts, container=found)
 
 
 def _chosen(facts: NodeFacts) -> NodeFacts:

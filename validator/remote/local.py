@@ -52,6 +52,7 @@ class LocalTransport:
             interconnect=request.interconnect_for(host),
             gpus=request.gpus,
             allow_busy=request.allow_busy,
+            container_image=request.container_image,
         )
         # The collector's own burn progress, in-process: the live view's worst GPU.
         sink = every(lambda worst: tell_worst(progress, host.name, worst), seconds=1.0)

@@ -52,6 +52,7 @@ class AgentRequest:
     interconnect_by_host: tuple[tuple[str, str], ...] = ()
     gpus: tuple[str, ...] = ()  # --gpus: resolved by each agent against its own GPUs
     allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
+    container_image: str | None = None  # list the GPUs a container of it sees; None: none
 
     def __post_init__(self) -> None:
         # One mode check from the controller to the agent: a bad one never leaves here.
@@ -110,6 +111,8 @@ class AgentRequest:
             args += ["--gpus", ",".join(self.gpus)]
         if self.allow_busy:
             args.append("--allow-busy")
+        if self.container_image is not None:
+            args += ["--container-image", self.container_image]
         if deadline_s is not None:
             args += ["--deadline", f"{deadline_s:.3f}"]
         return args

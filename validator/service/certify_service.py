@@ -16,7 +16,6 @@ store's notices (where the run went, what was imported) for the CLI to show.
 from __future__ import annotations
 
 import contextlib
-import errno
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from validator.error_tree import BadInputError, ExitCode, GpureadyError, ReportError
+from validator.error_tree import ExitCode, GpureadyError, ReportError
 from validator.judge.actions import report_with_actions
 from validator.judge.policy import Policy, policy_digest
 from validator.model import HostSpec, NodeResult, Report, Verdict
@@ -40,6 +39,7 @@ from validator.service.collect_and_judge import (
     facts_request,
     interconnect_mode,
     report_of,
+    with_container_image,
 )
 from validator.service.outcome import report_exit_code
 from validator.store import RunKind
@@ -84,6 +84,8 @@ class CertifyRequest:
     argv: Sequence[str] = ()  # the command line, as history records it
     gpus: tuple[str, ...] = ()  # --gpus: the GPUs to certify (validator.node.gpu_choice); all
     allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
+    # --container-image: overrides the policy's container.image; None: the policy's.
+    container_image: str | None = None
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -176,7 +178,7 @@ def _run_certify(
         from validator.signing import load_signing_key
 
         key = load_signing_key(request.sign_key)
-    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    policy = _policy(request)
     _check_outputs(request)  # before the burn, not after it
     problems: list[str] = []
     submitted: list[Submission] = []
@@ -275,7 +277,7 @@ def certify_node(
     from validator.node.collect import collect
 
     if policy is None:
-        policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+        policy = _policy(request)
     check_something_to_certify(request.simulate, request.capture)  # before anything is measured
     started = time.monotonic()
     until = None if request.deadline_s is None else started + request.deadline_s
@@ -416,40 +418,22 @@ def _certify_fleet(
     return report, run[0]
 
 
+def _policy(request: CertifyRequest) -> Policy:
+    """The run's policy: the file's, with the command line's overrides."""
+    policy = effective_policy(request.policy_path, request.dcgm_level, request.interconnect)
+    return with_container_image(policy, request.container_image)
+
+
 def _check_outputs(request: CertifyRequest) -> None:
     """Refuse a report folder or textfile that cannot be written (BadInputError), up front."""
     if request.report_dir is not None:
-        _check_writable(request.report_dir)
+        from validator.service.report_dir_check import check_writable
+
+        check_writable(request.report_dir)
     if request.prom_file is not None:
         from validator.report.prometheus import check_textfile
 
         check_textfile(request.prom_file)
-
-
-def _check_writable(directory: str) -> None:
-    """Refuse a report directory that cannot be written, naming it and the fix.
-
-    Nothing is created: the folder itself (or the nearest one of its parents that
-    exists, where it would be made) must take a file. Bad input found later then
-    leaves no empty folder behind.
-
-    Raises:
-        BadInputError: a file is in the way, or no file can be written there.
-    """
-    import tempfile
-
-    target = Path(directory)
-    existing = next((folder for folder in (target, *target.parents) if folder.exists()), None)
-    try:
-        if existing is None or not existing.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, f"{existing} is not a directory")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise BadInputError(
-            f"--report-dir {directory} cannot be written ({exc.strerror or exc}); give a "
-            "writable directory"
-        ) from None
 
 
 def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certificate]:

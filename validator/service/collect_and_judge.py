@@ -86,6 +86,14 @@ def interconnect_mode(policy: Policy) -> str:
     return "on" if policy.interconnect else "off"
 
 
+def with_container_image(policy: Policy, image: str | None) -> Policy:
+    """``policy`` with its container image overridden (``--container-image``; None: as it is)."""
+    if image is None or image == policy.container.image:
+        return policy
+    container = dataclasses.replace(policy.container, image=image)
+    return dataclasses.replace(policy, container=container)
+
+
 def with_dcgm_level(policy: Policy, dcgm_level: int | None) -> Policy:
     """``policy`` with its DCGM level overridden (None: as it is)."""
     if dcgm_level is None or dcgm_level == policy.dcgm_level:
@@ -122,6 +130,7 @@ def facts_request(
         interconnect=interconnect,
         gpus=gpus,
         allow_busy=allow_busy,
+        container_image=policy.container.image,
     )
 
 
@@ -280,6 +289,7 @@ def agent_request(
         dcgm_by_host=by_host,
         interconnect=mode,
         interconnect_by_host=tuple((name, own) for name, own in modes if own != mode),
+        container_image=policy.container.image,
     )
 
 

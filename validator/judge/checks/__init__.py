@@ -6,6 +6,7 @@ from validator.judge.checks import (
     burn,
     busy,
     consistency,
+    container,
     dcgm,
     errors,
     gpudirect,
@@ -48,6 +49,7 @@ FAMILIES: tuple[tuple[CheckFamily, CheckFn], ...] = (
     (CheckFamily.NETWORK, network.check),
     (CheckFamily.GPUDIRECT, gpudirect.check),
     (CheckFamily.HOST, host_health.check),
+    (CheckFamily.CONTAINER, container.check),
 )
 
 __all__ = ["FAMILIES", "CheckFn"]

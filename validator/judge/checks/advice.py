@@ -102,6 +102,12 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
         "iommu-sysfs.txt",
         "awk -v OFS='\\t' '{print FILENAME, $0}' /sys/kernel/iommu_groups/*/type > iommu-sysfs.txt",
     ),
+    "container.toolkit": (
+        "nvidia-ctk-version.txt",
+        "nvidia-ctk --version > nvidia-ctk-version.txt",
+    ),
+    "container.cdi": ("nvidia-ctk-cdi-list.txt", "nvidia-ctk cdi list > nvidia-ctk-cdi-list.txt"),
+    "container.runtime": ("docker-daemon.json", "cat /etc/docker/daemon.json > docker-daemon.json"),
     "interconnect.all_reduce": (
         "all_reduce_perf.txt",
         "all_reduce_perf -b 8 -e 4G -f 2 -g 8 > all_reduce_perf.txt",

@@ -64,6 +64,10 @@ Any of the files may be present; a file missing from the bundle is a fact
 ``ofed_info.txt``            ``ofed_info -s`` (MOFED, where installed)
 ``nvme-sysfs.txt``           ``/sys/class/nvme/*/{model,serial}``, a line a file
 ``smartctl-nvmeN.json``      ``smartctl -H -A -j /dev/nvmeN``, a file a drive
+``nvidia-ctk-version.txt``   ``nvidia-ctk --version`` (NVIDIA Container Toolkit)
+``nvidia-ctk-cdi-list.txt``  ``nvidia-ctk cdi list``: the GPUs the CDI spec names
+``docker-daemon.json``       ``/etc/docker/daemon.json`` (nvidia runtime, CDI)
+``containerd-config.toml``   ``/etc/containerd/config.toml`` (nvidia runtime, CDI)
 ===========================  ==================================================
 
 NVML facts of a bundle come from ``nvidia-smi-q.xml``, else ``nvidia-smi-q.txt``,
@@ -120,6 +124,7 @@ from validator.model import (
     Unavailable,
     unreadable_gpu,
 )
+from validator.node import container_probe as ctr
 from validator.node import gpudirect_probe as gdr
 from validator.node import host, host_probe, network_probe, system_facts
 from validator.node.capture import host_capture, ib_sysfs_record
@@ -161,6 +166,7 @@ from validator.node.parsers.nvbandwidth import (
     parse_nvbandwidth_text,
 )
 from validator.node.parsers.nvcc import parse_nvcc_version
+from validator.node.parsers.nvidia_ctk import parse_cdi_list, parse_ctk_version
 from validator.node.parsers.nvlink_smi import (
     NvLinkErrorGpu,
     NvLinkErrorReport,
@@ -306,6 +312,10 @@ BUNDLE: tuple[BundleFile, ...] = (
                    record=host_capture.smartctl_recorder(index))
         for index in range(host_capture.MAX_DRIVES)
     ),
+    BundleFile("nvidia-ctk-version.txt", argv=ctr.CTK_VERSION_ARGV, check=parse_ctk_version),
+    BundleFile("nvidia-ctk-cdi-list.txt", argv=ctr.CDI_LIST_ARGV, check=parse_cdi_list),
+    BundleFile("docker-daemon.json", paths=(ctr.DOCKER_DAEMON_JSON,)),
+    BundleFile("containerd-config.toml", paths=(ctr.CONTAINERD_CONFIG,)),
 )  # fmt: skip
 # The sysfs trees a bundle records as ``path<TAB>value`` lines, by file: a path under one
 # is the host's when recorded, absent when its tree was recorded without it.

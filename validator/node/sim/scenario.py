@@ -42,6 +42,8 @@ provisioned); they win over ``files`` and ``commands``.
 Commands: ``run(argv)`` looks up ``" ".join(argv)``, then the same with the program's
 directory dropped (``/usr/local/cuda/bin/nvcc --version`` finds ``nvcc --version``), then
 keys holding a ``*`` as shell patterns over that line (``dpkg-query *``); absent ones exit 127.
+``{"generated": "cdi-list"}`` or ``"smi-list"`` makes the output from the scenario's GPUs
+(validator.node.sim.simulated_container).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ from validator.node.sim.fake_nvml import (
 from validator.node.sim.fake_processes import PROCESSES_FIELD
 from validator.node.sim.simulated_bandwidth import check_interconnect_section
 from validator.node.sim.simulated_burn import check_burn_section
+from validator.node.sim.simulated_container import GENERATED, generated_output
 from validator.node.system import NOT_FOUND_SUFFIX, CommandResult, LiveSystem
 
 # Through importlib.resources so the built-ins load from a wheel and from the
@@ -125,7 +128,7 @@ TOP_KEYS = frozenset(
 )
 HOST_KEYS = frozenset({"hostname", "os_name", "kernel", "uptime_s"})
 PCI_KEYS = frozenset({"gpus", "nvswitches"})
-COMMAND_KEYS = frozenset({"rc", "stdout", "stderr"})
+COMMAND_KEYS = frozenset({"rc", "stdout", "stderr", "generated"})
 PASSTHROUGH_KEYS = frozenset({"paths", "commands"})
 _GPU_HINTS = typing.get_type_hints(GpuFacts)  # resolved once: they cost most of this import
 
@@ -638,6 +641,7 @@ _COMMAND_FIELDS = Document(
         Field("rc", int, convert=_within(-255, 255, "an exit status from -255 to 255")),
         Field("stdout", str),
         Field("stderr", str),
+        Field("generated", str, choices=GENERATED),  # validator.node.sim.simulated_container
     ),
     wanted="an object",
 )
@@ -1072,6 +1076,8 @@ class ScenarioSystem:
                 ),
                 None,
             )
+        if result is not None and "generated" in result:
+            return CommandResult(0, generated_output(self._data, str(result["generated"])))
         if result is not None:
             return CommandResult(
                 int(result.get("rc", 0)),
