@@ -66,6 +66,11 @@ def test_healthy_throttling_and_unreachable_hosts(
     assert node["facts"]["hostname"] == healthy.name
     assert node["facts"]["burn"]["simulated"] is True
     assert node["transport"] == "ssh"
+    # The families beside the GPUs came back with the agent's facts and were judged.
+    for family in ("network", "gpudirect", "host", "container"):
+        assert node["facts"][family] is not None, family
+        assert any(f["check"].startswith(f"{family}.") for f in node["findings"]), family
+    assert len(node["facts"]["network"]["hcas"]) == 8
     # Each host's result was written as it arrived, and the full reports at the end.
     assert sorted(p.name for p in (report_dir / "hosts").iterdir()) == sorted(
         f"{h.name}.json" for h in (healthy, hot, gone)
