@@ -121,3 +121,24 @@ def test_unread_hcas_are_unknown() -> None:
         compare(baseline(), dataclasses.replace(facts, network=unread), POLICY)
     )
     assert finding.severity is Severity.UNKNOWN
+
+
+UNREAD = Unavailable(Reason.NO_PERMISSION, "permission denied")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"state": UNREAD},  # never "is no permission": not read is not down
+        {"rate_gbps": UNREAD},
+        {"fw_ver": UNREAD},
+        {"counters": UNREAD},
+    ],
+)
+def test_what_could_not_be_read_now_is_unknown_never_as_certified(
+    changes: dict[str, object],
+) -> None:
+    facts = _edited(quick_facts(), "mlx5_3", **changes)
+    findings = _network_findings(compare(baseline(), facts, POLICY))
+    assert [f.severity for f in findings] == [Severity.UNKNOWN], findings
+    assert "mlx5_3" in findings[0].message

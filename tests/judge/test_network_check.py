@@ -290,3 +290,57 @@ def test_scenarios(scenario: str, failed: set[str]) -> None:
     ) == (not failed)
     if failed:
         assert result.verdict is Verdict.NOT_CERTIFIED
+
+
+# ---- review fixes: what could not be read is never a pass (issue 34 review)
+
+UNREAD = Unavailable(Reason.NO_PERMISSION, "counters/symbol_error: permission denied")
+
+
+def test_counters_that_could_not_be_read_are_unknown_not_passed() -> None:
+    unread = tuple(PortCounter(name, UNREAD) for name in COUNTERS)
+    hcas = [_hca(i, _port(f"mlx5_{i}", counters=unread)) for i in range(8)]
+    (errors,) = _by(network.check(_facts(tuple(hcas)), Policy(), H100), "network.errors")
+    assert errors.severity is Severity.UNKNOWN
+
+
+def test_growth_without_a_reading_before_the_burn_is_unknown_not_zero() -> None:
+    before = tuple(PortCounter(n, UNREAD if n == "symbol_error" else 0) for n in COUNTERS)
+    after = tuple(PortCounter(n, 5 if n == "symbol_error" else 0) for n in COUNTERS)
+    hcas = _healthy()
+    hcas[0] = _hca(0, _port("mlx5_0", counters=before, counters_after=after))
+    (growth,) = _by(network.check(_facts(tuple(hcas)), Policy(), H100), "network.error_growth")
+    assert growth.severity is Severity.UNKNOWN
+    assert "symbol_error" in growth.message
+
+
+def test_a_link_down_before_it_first_came_up_is_no_flap() -> None:
+    from validator.node.parsers.ib_link_flaps import parse_link_flaps
+
+    boot = (
+        "[   12.1] mlx5_core 0000:18:00.0 ibp24s0: Link down\n"
+        "[   15.3] mlx5_core 0000:18:00.0 ibp24s0: Link up\n"
+    )
+    (flap,) = parse_link_flaps(boot)
+    assert (flap.downs, flap.ups) == (0, 1)
+    (flap,) = parse_link_flaps(boot + "[ 9000.0] mlx5_core 0000:18:00.0 ibp24s0: Link down\n")
+    assert flap.downs == 1
+
+
+def test_flaps_of_an_interface_off_the_fabric_are_not_judged() -> None:
+    hcas = [_hca(i, netdevs=(f"ibp{i}s0",)) for i in range(8)]
+    storage = (LinkFlap("enp1s0f0", "0000:01:00.0", downs=2, ups=2),)
+    quiet = _by(network.check(_facts(tuple(hcas), storage), Policy(), H100), "network.link_flaps")
+    assert all(f.severity is Severity.PASS for f in quiet)  # folded into network.ports
+    fabric = (LinkFlap("ibp3s0", "0000:3a:00.0", downs=2, ups=2),)
+    (flap,) = _by(network.check(_facts(tuple(hcas), fabric), Policy(), H100), "network.link_flaps")
+    assert flap.severity is Severity.FAIL
+
+
+def test_a_port_that_could_not_be_read_is_unknown_not_a_failed_link() -> None:
+    hcas = _healthy()
+    hcas[2] = _hca(2, _port("mlx5_2", state=UNREAD, phys_state=UNREAD, rate_gbps=UNREAD))
+    findings = network.check(_facts(tuple(hcas)), Policy(), H100)
+    (ports,) = _by(findings, "network.ports")
+    assert ports.severity is Severity.UNKNOWN
+    assert all(f.severity is not Severity.FAIL for f in findings), findings

@@ -29,10 +29,12 @@ from validator.judge.checks.network import CABLE
 from validator.judge.checks.network_counters import FIRMWARE_FIX, GROWTH_ACTIONS
 from validator.model import (
     IB_ERROR_COUNTERS,
+    NOT_MEASURED,
     CheckFamily,
     DriftCheck,
     Finding,
     HcaPort,
+    Measured,
     PortCounter,
     Unavailable,
 )
@@ -40,15 +42,32 @@ from validator.model import (
 FAMILY = CheckFamily.NETWORK
 
 
-def _now_ports(inputs: DriftInputs) -> dict[tuple[str, int], tuple[HcaPort, str | None]] | None:
+def _now_ports(
+    inputs: DriftInputs,
+) -> dict[tuple[str, int], tuple[HcaPort, Measured[str]]] | None:
     network = inputs.facts.network
     if network is None or isinstance(network.hcas, Unavailable):
         return None
     return {
-        (port.device, port.port): (port, hca.fw_ver if isinstance(hca.fw_ver, str) else None)
-        for hca in network.hcas
-        for port in hca.ports
+        (port.device, port.port): (port, hca.fw_ver) for hca in network.hcas for port in hca.ports
     }
+
+
+def _unread_now(was: CertifiedPort, now: HcaPort, fw: Measured[str]) -> str | None:
+    """What of a certified port could not be read now: never taken for "as certified"."""
+    unread = [
+        what
+        for what, value, certified in (
+            ("state", now.state, was.state),
+            ("rate", now.rate_gbps, was.rate_gbps),
+            ("firmware", fw, was.fw_ver),
+        )
+        if certified is not None and isinstance(value, Unavailable)
+    ]
+    counters = now.counters
+    if isinstance(counters, Unavailable) or not any(isinstance(c.value, int) for c in counters):
+        unread.append("error counters")
+    return f"{was.name}: {', '.join(unread)} not read" if unread else None
 
 
 def _link(was: CertifiedPort, now: HcaPort | None) -> str | None:
@@ -106,13 +125,19 @@ def compare_network(inputs: DriftInputs) -> list[Finding]:
     allowed = None if inputs.policy.network is None else inputs.policy.network.error_growth_max
     limit = 0 if allowed is None else allowed
     findings: list[Finding] = []
+    unread: list[str] = []
     for was in certified:
-        port, fw = now.get((was.device, was.port), (None, None))
+        port, fw = now.get((was.device, was.port), (None, NOT_MEASURED))
+        missing = None if port is None else _unread_now(was, port, fw)
+        if missing is not None:
+            unread.append(missing)
+        if port is not None and isinstance(port.state, Unavailable):
+            continue  # its state not read: not "down", nor anything else to compare
         changed = _link(was, port)
         if changed is not None:
             finding = node_finding(DriftCheck.NETWORK, FAIL, changed, expected="as certified")
             findings.append(with_action(finding, *CABLE))
-        if was.fw_ver is not None and fw is not None and fw != was.fw_ver:
+        if was.fw_ver is not None and isinstance(fw, str) and fw != was.fw_ver:
             finding = node_finding(
                 DriftCheck.NETWORK_FIRMWARE,
                 FAIL,
@@ -123,6 +148,14 @@ def compare_network(inputs: DriftInputs) -> list[Finding]:
             findings.append(with_action(finding, *FIRMWARE_FIX))
         if port is not None:
             findings += _grown(was, port, limit)
+    if unread and not findings:
+        return [
+            node_finding(
+                DriftCheck.NETWORK,
+                UNKNOWN,
+                f"drift unknown where the HCAs could not be read now: {'; '.join(unread[:4])}",
+            )
+        ]
     if not findings:
         findings.append(
             node_finding(

@@ -351,7 +351,12 @@ def _fabric_needed(facts: NodeFacts, policy: Policy, sku: Sku | None) -> tuple[b
 def _at_pin(pin: str, version: str) -> bool:
     """A package version at its pin: "2.23.4" accepts "2.23.4-1+cuda12.4" (and an epoch)."""
     version = version.partition(":")[2] or version
-    return prefix_matches(pin, version.split("-")[0]) or version.startswith(pin)
+    if prefix_matches(pin, version.split("-")[0]):
+        return True
+    # A pin naming more than the version's first part (MOFED's "MLNX_OFED_LINUX-24.10"):
+    # at a boundary, so that 2.21.5 never accepts 2.21.50.
+    rest = version[len(pin) :] if version.startswith(pin) else None
+    return rest is not None and (rest == "" or not rest[0].isalnum())
 
 
 def _wanted_services(facts: NodeFacts, policy: Policy, sku: Sku | None) -> dict[str, str]:

@@ -101,6 +101,14 @@ def _up(port: HcaPort, rate: float | None) -> bool:
     return port.state == "ACTIVE" and port.phys_state == "LinkUp" and at_rate
 
 
+def _port_unread(port: HcaPort, rate: float | None) -> bool:
+    """A port whose state (or, where a rate is wanted, rate) could not be read."""
+    fields: tuple[object, ...] = (port.state, port.phys_state)
+    if rate is not None:
+        fields += (port.rate_gbps,)
+    return any(isinstance(value, Unavailable) for value in fields)
+
+
 def _layout(want: NetworkExpectation) -> str:
     parts = [f"{want.ports} ports" if want.ports is not None else "ports"]
     if want.rate_gbps is not None:
@@ -136,6 +144,17 @@ def _ports(
         return with_action(finding, *NO_DEVICE_FIX)
     up = [port for port in fabric if _up(port, want.rate_gbps)]
     good = len(up) >= want.ports
+    unread = [port for port in fabric if _port_unread(port, want.rate_gbps)]
+    if not good and len(up) + len(unread) >= want.ports:
+        # Short only by ports that could not be read: not measured, never a failed link.
+        return node_finding(
+            PORTS,
+            UNKNOWN,
+            f"{len(up)} of {len(fabric)} fabric port(s) Active at rate; "
+            f"{len(unread)} could not be read ({', '.join(p.name for p in unread[:4])})",
+            observed=f"{len(up)} up, {len(unread)} unread",
+            expected=f">= {want.ports}",
+        )
     finding = node_finding(
         PORTS,
         PASS if good else FAIL,

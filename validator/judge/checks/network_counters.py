@@ -154,14 +154,29 @@ def _values(counters: Measured[tuple[PortCounter, ...]]) -> dict[str, int]:
     return {c.name: c.value for c in counters if isinstance(c.value, int)}
 
 
+def _unread_why(counters: Measured[tuple[PortCounter, ...]]) -> str | None:
+    """Why a port's counters were not read (None when some were): never read as zero."""
+    if isinstance(counters, Unavailable):
+        return why_not(counters)
+    if not counters:
+        return "no counter listed"
+    missing = [c for c in counters if not isinstance(c.value, int)]
+    if len(missing) < len(counters):
+        return None
+    value = missing[0].value
+    return why_not(value) if isinstance(value, Unavailable) else "unread"
+
+
 def _errors(fabric: list[HcaPort]) -> list[Finding]:
-    unread = [p for p in fabric if isinstance(p.counters, Unavailable)]
-    if len(unread) == len(fabric) and unread and isinstance(unread[0].counters, Unavailable):
+    unread = [(p, why) for p in fabric if (why := _unread_why(p.counters)) is not None]
+    if unread:
+        port, why = unread[0]
         return [
             node_finding(
                 ERRORS,
                 UNKNOWN,
-                f"the ports' error counters could not be read: {why_not(unread[0].counters)}",
+                f"the error counters of {len(unread)} of {len(fabric)} port(s) could not be "
+                f"read ({port.name}: {why})",
                 required=False,
             )
         ]
@@ -196,11 +211,17 @@ def _growth(fabric: list[HcaPort], want: NetworkExpectation | None) -> list[Find
     if not measured:
         return []
     findings: list[Finding] = []
+    unread: list[str] = []
     for port in measured:
         before = _values(port.counters)
         after = _values(port.counters_after)
+        if not after:
+            unread.append(f"{port.name} after the burn-in")
         for name, now in after.items():
-            grew = now - before.get(name, now)
+            if name not in before:  # no reading before: its growth is not known, never 0
+                unread.append(f"{port.name} {name} before the burn-in")
+                continue
+            grew = now - before[name]
             if grew > limit:
                 finding = node_finding(
                     ERROR_GROWTH,
@@ -213,6 +234,17 @@ def _growth(fabric: list[HcaPort], want: NetworkExpectation | None) -> list[Find
                 findings.append(with_action(finding, *GROWTH_ACTIONS[name]))
     if findings:
         return findings
+    if unread:
+        return [
+            node_finding(
+                ERROR_GROWTH,
+                UNKNOWN,
+                f"counter growth not known: not read {'; '.join(unread[:4])}",
+                observed="not measured",
+                expected=f"at most +{limit}",
+                required=False,
+            )
+        ]
     return [
         node_finding(
             ERROR_GROWTH,
@@ -225,7 +257,18 @@ def _growth(fabric: list[HcaPort], want: NetworkExpectation | None) -> list[Find
     ]
 
 
-def _flaps(network: NetworkFacts, want: NetworkExpectation | None) -> list[Finding]:
+def _fabric_netdevs(hcas: tuple[Hca, ...], fabric: list[HcaPort]) -> set[str] | None:
+    """The network interfaces of the fabric's HCAs; None where no HCA names any (ibstat)."""
+    devices = {port.device for port in fabric}
+    named = {netdev for hca in hcas for netdev in hca.netdevs}
+    if not named:
+        return None
+    return {netdev for hca in hcas if hca.device in devices for netdev in hca.netdevs}
+
+
+def _flaps(
+    network: NetworkFacts, want: NetworkExpectation | None, netdevs: set[str] | None
+) -> list[Finding]:
     flaps = network.flaps
     if isinstance(flaps, Unavailable):
         return [
@@ -239,7 +282,8 @@ def _flaps(network: NetworkFacts, want: NetworkExpectation | None) -> list[Findi
     limit = (
         DEFAULT_FLAPS_MAX if want is None or want.link_flaps_max is None else (want.link_flaps_max)
     )
-    bad = [f for f in flaps if f.downs > limit]
+    # Storage or management ports of an mlx5 card are not the fabric's: not judged here.
+    bad = [f for f in flaps if f.downs > limit and (netdevs is None or f.interface in netdevs)]
     if not bad:
         return [
             node_finding(
@@ -292,6 +336,6 @@ def counter_findings(
         *_pkey(fabric, want),
         *_errors(fabric),
         *_growth(fabric, want),
-        *_flaps(network, want),
+        *_flaps(network, want, _fabric_netdevs(hcas, fabric)),
         *_sources(network),
     ]

@@ -190,7 +190,7 @@ def read_progress_line(line: str) -> WorstGpu | None:
             power_w=_optional(fields, "power_w", 0.0, _POWER_MOST),
             left_s=_optional(fields, "left_s", 0.0, _SECONDS_MOST) or 0.0,
         )
-    except ValueError:  # not JSON, or a figure beyond a GPU's
+    except (ValueError, OverflowError, RecursionError):  # not JSON, or beyond a GPU's figures
         return None
 
 

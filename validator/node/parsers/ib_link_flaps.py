@@ -28,6 +28,9 @@ _LINK = re.compile(
 def parse_link_flaps(text: str) -> tuple[LinkFlap, ...]:
     """Each interface mlx5 reported going down or up, with its counts; in first-seen order.
 
+    A ``Link down`` before the interface's first ``Link up`` is not counted: the driver
+    prints one as it brings the port up at boot.
+
     Raises:
         ParseError: text over the kernel log's bound.
     """
@@ -39,8 +42,10 @@ def parse_link_flaps(text: str) -> tuple[LinkFlap, ...]:
     for match in _LINK.finditer(text):
         netdev = match.group("netdev")
         pci.setdefault(netdev, match.group("pci").lower())
-        counts = downs if match.group("way") == "down" else ups
-        counts[netdev] = counts.get(netdev, 0) + 1
+        if match.group("way") == "up":
+            ups[netdev] = ups.get(netdev, 0) + 1
+        elif netdev in ups:  # a down before its first up is the driver bringing it up
+            downs[netdev] = downs.get(netdev, 0) + 1
     return tuple(
         LinkFlap(
             interface=name, pci_address=address, downs=downs.get(name, 0), ups=ups.get(name, 0)

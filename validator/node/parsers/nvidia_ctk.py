@@ -123,6 +123,8 @@ def parse_daemon_json(text: str) -> tuple[bool, str, bool]:
         data = json.loads(text)
     except ValueError as exc:
         raise ParseError(f"daemon.json is not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ParseError("daemon.json is nested too deep to be a docker config") from None
     if not isinstance(data, dict):
         raise ParseError("daemon.json is not a JSON object")
     runtimes = data.get("runtimes")

@@ -52,6 +52,8 @@ def parse_smartctl_json(text: str) -> SmartHealth:
         data = json.loads(text)
     except ValueError as exc:
         raise ParseError(f"smartctl output is not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ParseError("smartctl output is nested too deep to be smartctl's") from None
     if not isinstance(data, dict) or not isinstance(data.get("smartctl"), dict):
         raise ParseError("not a smartctl JSON document: no 'smartctl' object")
     log = data.get("nvme_smart_health_information_log")
