@@ -39,6 +39,7 @@ Decisions, in one place:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -388,10 +389,19 @@ def _yaml_kind(value: object) -> str:
     return type(value).__name__
 
 
+@functools.lru_cache(maxsize=1)
+def _family_defaults() -> dict[str, object]:
+    plain = dataclasses.asdict(Policy())
+    return {key: plain[key] for key in ("network", "gpudirect", "host", "container")}
+
+
 def policy_digest(policy: Policy) -> str:
     """SHA-256 (hex) of the resolved policy as canonical JSON: same rules, same digest."""
     data = dataclasses.asdict(policy)
-    if data.get("network") is None:  # a policy without it keeps the digest it had
-        data.pop("network", None)
+    # The families issue 34 added, at their defaults, leave a policy the digest it had.
+    defaults = _family_defaults()
+    for key, default in defaults.items():
+        if data.get(key) == default:
+            data.pop(key, None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
