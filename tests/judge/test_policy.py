@@ -377,7 +377,8 @@ def test_the_declarations_cover_every_policy_field() -> None:
 
 def test_the_default_policy_keeps_the_digest_its_certificates_hold() -> None:
     """Issue 34's families at their defaults leave the digest a schema-2 certificate holds."""
-    fixture = Path(__file__).parent.parent / "fixtures/certificates/schema2-h100-node-01-signed.json"
+    certificates = Path(__file__).parent.parent / "fixtures" / "certificates"
+    fixture = certificates / "schema2-h100-node-01-signed.json"
     held = json.loads(fixture.read_text(encoding="utf-8"))["policy_digest"]
     assert policy_digest(Policy()) == held
     for family in ({"gpudirect": {"acs_allowed": True}}, {"host": {"swap_allowed": False}},
