@@ -93,21 +93,33 @@ def rdma_figure(records: Iterable[RdmaPairResult]) -> float | None:
 
 
 def nccl_figure(records: Iterable[NcclGroupResult], hcas: int) -> float | None:
-    """A group's figure: all-reduce busbw at the largest size per HCA (IB-only where it ran).
+    """A group's figure: the default all-reduce's busbw at the largest size, per HCA.
 
-    ``hcas``: the HCAs of the group's node with fewest, as the floor is stated per HCA.
+    ``hcas``: the HCAs of the group's node with fewest, as the floor is stated per HCA for
+    a run across nodes where every NIC carries its share. The IB-only variant (no NVLink,
+    no shared memory) sends the node's own traffic through the NICs too, so its busbw is
+    about one NIC's and is not divided against that floor; it, and every other collective
+    run, must complete with no data wrong. Any run that failed, or counted a wrong or out
+    of bounds value, leaves the group no result (never a figure, however fast).
     """
-    runs = [record for record in records if record.collective == "all_reduce"]
-    chosen = [r for r in runs if r.variant == "ib_only"] or runs
-    if not chosen or hcas <= 0:
+    runs = list(records)
+    if not runs or hcas <= 0:
         return None
-    values = []
-    for record in chosen:
-        value = record.largest_busbw_gb_s
-        if not record.completed or not isinstance(value, (int, float)):
+    for record in runs:
+        if not record.completed or _data_wrong(record):
             return None
-        values.append(float(value))
-    return min(values) / hcas
+    chosen = [r for r in runs if r.collective == "all_reduce" and r.variant == "default"]
+    values = [r.largest_busbw_gb_s for r in chosen]
+    if not values or not all(isinstance(value, (int, float)) for value in values):
+        return None
+    return min(float(value) for value in values if isinstance(value, (int, float))) / hcas
+
+
+def _data_wrong(record: NcclGroupResult) -> bool:
+    """nccl-tests counted values wrong (#wrong) or out of bounds (its footer)."""
+    return any(
+        isinstance(count, int) and count > 0 for count in (record.wrong, record.out_of_bounds)
+    )
 
 
 def fleet_stats(figures: Sequence[float]) -> tuple[float, float] | None:
