@@ -9,8 +9,8 @@ healthy nodes that meet in a first-round test); ``dead`` (one node gives no resu
 
 Stages:
 
-- ``rdma``: pairs of nodes (group size 2), each pair running ib_write_bw and ib_write_lat
-  on every HCA;
+- ``rdma``: pairs of nodes (group size 2), each pair running ib_write_bw both ways and
+  ib_write_lat one way on every HCA;
 - ``nccl-G``: groups of G nodes (a power of two) running all_reduce_perf, alltoall_perf and
   the IB-only all_reduce (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1); a failed group is halved.
 
@@ -76,7 +76,9 @@ class Timing:
     def test_s(self, size: int, stage: str) -> float:
         """One test's wall time: a pair's RDMA runs, or a group's NCCL runs."""
         if stage == "rdma":
-            return self.launch_s + self.hcas * (self.bw_run_s + self.server_wait_s + self.lat_run_s)
+            # Bandwidth both ways (each node the sender once), latency one way.
+            bandwidth = 2 * (self.bw_run_s + self.server_wait_s)
+            return self.launch_s + self.hcas * (bandwidth + self.lat_run_s)
         return self.launch_s + self.nccl_runs * (self.nccl_run_s + self.nccl_per_node_s * size)
 
 

@@ -66,7 +66,7 @@ def test_the_check_catches_a_blamed_healthy_node(bench: ModuleType) -> None:
 
 def test_a_round_lasts_as_long_as_its_slowest_test(bench: ModuleType) -> None:
     timing = bench.Timing()
-    assert timing.test_s(2, "rdma") == 2.0 + 8 * (10.0 + 5.0 + 3.0)
+    assert timing.test_s(2, "rdma") == 2.0 + 8 * (2 * (10.0 + 5.0) + 3.0)  # bandwidth both ways
     assert timing.test_s(1024, "nccl-1024") > timing.test_s(8, "nccl-8")
     row = bench.simulate(40, "nccl-32", "slow-k", seed=1, slow_count=1, timing=timing)
     assert row["round_s"][0] == round(timing.test_s(32, "nccl-32"), 1)

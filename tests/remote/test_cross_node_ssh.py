@@ -145,8 +145,10 @@ def test_a_healthy_pair_is_measured_with_quoted_commands(fleet_of: object) -> No
         found = runner.rdma_round([("gpu01", "gpu02")], fleet.plan, time.monotonic() + 60)
     finally:
         launcher.close()
-    bw, lat = found[("gpu01", "gpu02")]
+    bw, back, lat = found[("gpu01", "gpu02")]
     assert bw.completed, bw.detail
+    assert back.completed, back.detail
+    assert (back.server.host, back.client.host) == ("gpu02", "gpu01")  # the other way
     assert bw.bw_average_gbit_s == 392.34
     assert (bw.server.host, bw.client.host, bw.client.gpu) == ("gpu01", "gpu02", 0)
     assert lat.completed
@@ -197,7 +199,10 @@ def test_a_hanging_server_is_killed_by_its_pid_at_its_timeout(fleet_of: object) 
     assert time.monotonic() - started < 30
     for record in found[("gpu02", "gpu01")]:
         assert not record.completed
-        assert "did not listen on port 18515 in time" in record.detail
+        if record.server.host == "gpu02":  # the hanging side as the server never listens
+            assert "did not listen on port 18515 in time" in record.detail
+        else:  # and as the client, it is stopped at its time limit
+            assert "no result from gpu02 within its time limit" in record.detail
     assert any("gpuready-kill" in command for command in fleet.boxes["gpu02"].commands)
     fleet.nothing_left()
 

@@ -191,7 +191,8 @@ def test_only_nodes_certified_alone_enter(tmp_path: Path) -> None:
     assert stage.nodes == tuple(hosts)
     assert judged["gpu05"] is results[-1]
     assert all("gpu05" not in " ".join(step_hosts) for step_hosts in [t.hosts for t in stage.tests])
-    assert len(local.started) == 2 * 2 * 2  # two pairs, bw and lat, server and client
+    # two pairs; bandwidth both ways and latency one way; a server and a client each
+    assert len(local.started) == 2 * 3 * 2
 
 
 def test_a_hanging_tool_is_killed_at_its_timeout_and_nothing_is_left(tmp_path: Path) -> None:
@@ -326,3 +327,20 @@ def test_fabric_findings_render_in_the_json_report(tmp_path: Path) -> None:
     checks = {f.check for node in back.nodes for f in node.findings}
     assert {RDMA_BANDWIDTH, "fabric.rdma_latency"} <= checks
     assert back.nodes == report.nodes
+
+
+def test_each_hca_pair_is_measured_both_ways(tmp_path: Path) -> None:
+    """A NIC slow to send (or to read its own GPU's memory) shows only as the client:
+    each node of a pair is the client once, so a one-way fault is never missed."""
+    pair_plan = plan(["gpu01", "gpu02"], hcas=2, latency=False)
+    records = StepRunner(launcher(fabric_map(tmp_path))).rdma_round(
+        [("gpu01", "gpu02")], pair_plan, time.monotonic() + 60
+    )[("gpu01", "gpu02")]
+    ways = sorted((r.server.host, r.client.host, r.server.hca) for r in records)
+    assert ways == [
+        ("gpu01", "gpu02", "mlx5_0"),
+        ("gpu01", "gpu02", "mlx5_1"),
+        ("gpu02", "gpu01", "mlx5_0"),
+        ("gpu02", "gpu01", "mlx5_1"),
+    ]
+    assert all(r.completed for r in records)

@@ -108,14 +108,15 @@ def test_each_pair_gets_its_own_exclusive_job_cancelled_by_id_at_the_round_end(
     assert "--nodes=2" in sbatch
     assert "--nodelist=n1,n2" in sbatch
     assert "--partition=gpu" in sbatch
-    assert started == ["n1@101"]  # the pair's server, in the pair's job
+    assert started == ["n1@101", "n2@101"]  # each way's server, in the pair's job
     assert slurm.cancelled() == ["101"]  # by the id sbatch gave, nothing else
     assert not any(
         c[0] == "scancel" and len(c) > 1 and c[1].startswith("-") for c in slurm.commands
     )
-    (down,) = records[("n3", "n4")]
-    assert not down.completed
-    assert "Slurm will not run n4: DOWN+NOT_RESPONDING" in down.detail
+    assert len(records[("n3", "n4")]) == 2  # each way
+    for down in records[("n3", "n4")]:
+        assert not down.completed
+        assert "Slurm will not run n4: DOWN+NOT_RESPONDING" in down.detail
 
 
 def test_an_allocation_that_does_not_start_is_cancelled_and_has_no_result(
@@ -133,8 +134,8 @@ def test_an_allocation_that_does_not_start_is_cancelled_and_has_no_result(
     started = refuse_steps(runner, monkeypatch)
     records = runner.rdma_round([("n1", "n2")], plan(), time.monotonic() + 60)
     assert started == []
-    (record,) = records[("n1", "n2")]
-    assert "did not start job 101 in time: PENDING (Resources)" in record.detail
+    for record in records[("n1", "n2")]:  # each way
+        assert "did not start job 101 in time: PENDING (Resources)" in record.detail
     assert "101" in slurm.cancelled()
 
 

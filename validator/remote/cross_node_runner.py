@@ -300,10 +300,14 @@ class StepRunner:
     # -- one pair
 
     def _pair(self, pair: Pair, plan: CrossNodePlan, deadline: float) -> tuple[RdmaPairResult, ...]:
-        server, client = plan.host(pair[0]), plan.host(pair[1])
-        tests = ("write_bw", "write_lat") if plan.latency else ("write_bw",)
+        first, second = plan.host(pair[0]), plan.host(pair[1])
+        # Bandwidth both ways: a NIC slow to send, or to read its own GPU's memory
+        # (GPUDirect), shows only on the side that sends, the client. Latency one way.
+        runs = [("write_bw", first, second), ("write_bw", second, first)]
+        if plan.latency:
+            runs.append(("write_lat", first, second))
         records = []
-        for test in tests:
+        for test, server, client in runs:
             for index in range(min(len(server.hcas), len(client.hcas))):
                 records.append(self._one(test, server, client, index, plan, deadline))
         return tuple(records)
