@@ -36,3 +36,22 @@ def test_a_progress_line_with_a_number_past_a_float_is_dropped() -> None:
     line = 'gpuready-progress {"gpu": 1, "tflops": ' + "9" * 400 + "}"
     assert len(line) < 512
     assert read_progress_line(line) is None
+
+
+def test_a_held_package_is_installed() -> None:
+    """gpuready holds what it pins: dpkg's status "hi" (hold, installed) is installed.
+
+    The status is dpkg's ${db:Status-Abbrev}: the wanted action, then the state.
+    """
+    from validator.node.parsers.host_proc import parse_package_versions
+
+    listing = (
+        "datacenter-gpu-manager-4-core 1:4.4.1-1 hi \n"
+        "libnccl2 2.23.4-1+cuda12.4 ii \n"
+        "nvidia-container-toolkit 1.17.8-1 rc \n"  # removed, its configuration left
+        "rdma-core  un \n"  # known, never installed
+    )
+    assert parse_package_versions(listing) == {
+        "datacenter-gpu-manager-4-core": "1:4.4.1-1",
+        "libnccl2": "2.23.4-1+cuda12.4",
+    }

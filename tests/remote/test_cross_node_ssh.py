@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ import paramiko
 import pytest
 from paramiko import ECDSAKey
 
+from tests.interrupting import ctrl_c_after
 from tests.remote.test_remote_ssh import SshBox, _pump
 from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
 from validator.remote.cross_node_runner import plan_from_mapping
@@ -233,10 +233,9 @@ def test_ctrl_c_ends_every_remote_step_by_its_pid(fleet_of: object) -> None:
     fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
     plan = dataclasses.replace(fleet.plan, listen_wait_s=60.0)
     runner, launcher = ssh_runner(fleet.transport, fleet.hosts)
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
     started = time.monotonic()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), ctrl_c_after(1.5):
             runner.rdma_round([("gpu01", "gpu02"), ("gpu03", "gpu04")], plan, started + 120)
     finally:
         launcher.close()

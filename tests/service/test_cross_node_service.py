@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.interrupting import ctrl_c_after
 from validator.judge.cross_node_judge import LINK, NCCL_BANDWIDTH, RDMA_BANDWIDTH, REACHABLE
 from validator.model import (
     Action,
@@ -238,11 +237,11 @@ def test_a_stop_ends_the_stage_after_the_running_round(tmp_path: Path) -> None:
 def test_ctrl_c_during_a_round_kills_its_steps_and_keeps_the_rounds_before(tmp_path: Path) -> None:
     hosts = names(4)
     table = fabric_map(tmp_path, {"gpu01,gpu02": "hang", "gpu03,gpu04": "hang"})
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
     started = time.monotonic()
-    judged, stage, local = run(
-        hosts, table, the_plan=plan(hosts, listen_wait_s=30, step_margin_s=60)
-    )
+    with ctrl_c_after(1.5):
+        judged, stage, local = run(
+            hosts, table, the_plan=plan(hosts, listen_wait_s=30, step_margin_s=60)
+        )
     assert time.monotonic() - started < 20  # not the 30 s the servers were given
     assert stage.interrupted
     assert not stage.tests  # the cut round is not kept

@@ -8,7 +8,7 @@ certificate's seal covers the same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Tuple
 
 from validator.fields import Document, Field
 from validator.model.host_facts import SmartHealth
@@ -22,18 +22,18 @@ class CertifiedDrive:
 
     name: str
     serial: str
-    healthy: bool | None  # None: its health was not read
-    media_errors: int | None
+    healthy: Optional[bool]  # None: its health was not read
+    media_errors: Optional[int]
 
 
 @dataclass(frozen=True)
 class CertifiedHost:
     """The host at certification; a part None where it was not read."""
 
-    cpu_model: str | None
-    cpu_cores: int | None
-    memory_kib: int | None
-    drives: tuple[CertifiedDrive, ...] | None
+    cpu_model: Optional[str]
+    cpu_cores: Optional[int]
+    memory_kib: Optional[int]
+    drives: Optional[Tuple[CertifiedDrive, ...]]
     services: tuple[tuple[str, str], ...]  # (unit, active state)
     versions: tuple[tuple[str, str], ...]  # (component, version; "" not installed)
 

@@ -132,19 +132,28 @@ def parse_sysctl(text: str) -> tuple[KernelSetting, ...]:
     return tuple(settings)
 
 
+# dpkg's ${db:Status-Abbrev}: the wanted action, the state, an error flag (if any).
+_DPKG_STATUS = re.compile(r"[uihrp][ncHUFWti][R]?")
+
+
 def parse_package_versions(text: str) -> dict[str, str]:
     """Installed packages and their versions, from dpkg-query or rpm -q (host_probe's).
 
-    dpkg's packages that are known but not installed (no version, or a status other
-    than ``ii``) and the tools' "not installed" lines are left out.
+    dpkg's packages that are known but not installed (no version, or a state other than
+    installed: ``rc``, ``un``) and the tools' "not installed" lines are left out; a held
+    package (``hi``) is installed.
     """
     found: dict[str, str] = {}
     for line in _bounded(text, "package listing").splitlines():
         words = line.split()
         if len(words) < 2 or line.startswith(("dpkg-query:", "package ")):
             continue
-        if len(words) >= 3 and not words[2].startswith("i"):
-            continue  # removed, its configuration left: "rc"
+        if len(words) == 2 and _DPKG_STATUS.fullmatch(words[1]):
+            continue  # "rdma-core  un": known to dpkg, no version, never installed
+        if len(words) >= 3 and words[2][1:2] != "i":
+            # dpkg's Status-Abbrev: the wanted action, then the state; installed is "?i"
+            # ("ii", or "hi" held as gpuready holds what it pins), never "rc" or "un".
+            continue
         found[words[0].partition(":")[0]] = words[1]
     return found
 
