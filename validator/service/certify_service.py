@@ -86,6 +86,8 @@ class CertifyRequest:
     allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
     # --container-image: overrides the policy's container.image; None: the policy's.
     container_image: str | None = None
+    cross_node: tuple[str, ...] = ()  # --cross-node's kinds; --fabric (None: from the SKUs)
+    fabric: str | None = None
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -99,6 +101,8 @@ class CertifyRequest:
             slurm_collect=self.slurm_collect,
             gpus=self.gpus,
             allow_busy=self.allow_busy,
+            cross_node=self.cross_node,
+            fabric=self.fabric,
         )
 
 

@@ -1,0 +1,131 @@
+"""``gpuready certify -i hosts.ini --cross-node rdma`` as typed: simulated local hosts, the stand-ins.
+
+Every host is local (``gpuready_transport=local``), so the stage runs each step on this
+machine (validator.remote.cross_node_local), told which host it stands for; the stand-ins
+(tests/fixtures/standins) on PATH print real ib_write_bw / ib_write_lat recordings chosen
+by a map of healthy and slow hosts. The per-node stage, the planner, the bisection, the
+judge, the report and the certificates are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from validator.cli.main import main
+from validator.judge.fabric_catalog import load_fabric_catalog
+
+STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
+HOSTS = ("n1", "n2", "n3", "n4")
+
+
+@pytest.fixture(autouse=True)
+def standins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("GPUREADY_STANDIN_", "SLURM_", "OMPI_", "PMIX_", "PMI_")):
+            monkeypatch.delenv(name)
+    python_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv(
+        "PATH", f"{STANDINS}{os.pathsep}{python_dir}{os.pathsep}{os.environ['PATH']}"
+    )
+
+
+def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: dict[str, str]) -> Path:
+    table = tmp_path / "fabric.json"
+    table.write_text(json.dumps({"default": "healthy", "pairs": {}, "hosts": slow}))
+    monkeypatch.setenv("GPUREADY_STANDIN_MAP", str(table))
+    inventory = tmp_path / "hosts.ini"
+    lines = [
+        f"{name} gpuready_transport=local gpuready_simulate=healthy-8x-h100-sxm" for name in HOSTS
+    ]
+    inventory.write_text("[gpu]\n" + "\n".join(lines) + "\n")
+    return inventory
+
+
+def _certify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], inventory: Path, *extra: str
+) -> tuple[int, dict[str, object], Path]:
+    reports = tmp_path / "reports"
+    argv = ["certify", "-i", str(inventory), "--burn", "1s", "--db", str(tmp_path / "h.db")]
+    code = main([*argv, "--report-dir", str(reports), "--cross-node", "rdma", *extra])
+    capsys.readouterr()
+    document = json.loads((reports / "report.json").read_text())
+    return code, document, reports
+
+
+def _certificate(reports: Path, host: str) -> dict[str, object]:
+    found = sorted((reports / "certificates").glob(f"{host}*.json"))
+    assert found, f"no certificate for {host}"
+    return json.loads(found[0].read_text())
+
+
+def test_healthy_fleet_certified_in_the_fabric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, document, reports = _certify(tmp_path, capsys, _fleet(tmp_path, monkeypatch, {}))
+    verdicts = {node["hostname"]: node["verdict"] for node in document["nodes"]}  # type: ignore[index, union-attr]
+    assert verdicts == dict.fromkeys(HOSTS, "CERTIFIED")
+    assert code == 0
+    stage = document["cross_node"]
+    assert isinstance(stage, dict)
+    assert stage["fabric"] == "ndr-400-ib"  # from the H100 SXM row's NDR network
+    assert stage["nodes"] == list(HOSTS)
+    (rdma,) = stage["outcomes"]
+    assert sorted(rdma["good"]) == list(HOSTS)
+    assert rdma["rounds"] >= 1
+    assert all(test["passed"] for test in stage["tests"])
+    assert {test["figure"] for test in stage["tests"]} == {392.34}  # the healthy recording
+    fabric = _certificate(reports, "n1").get("fabric")
+    assert isinstance(fabric, dict)
+    assert fabric["status"] == "certified"
+    assert fabric["fabric"] == "ndr-400-ib"
+
+
+def test_slow_node_named_by_bisection_not_certified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = _fleet(tmp_path, monkeypatch, {"n3": "slow-link"})
+    code, document, reports = _certify(tmp_path, capsys, inventory)
+    nodes = {node["hostname"]: node for node in document["nodes"]}  # type: ignore[index, union-attr]
+    assert nodes["n3"]["verdict"] == "NOT_CERTIFIED"
+    assert [h for h, n in nodes.items() if n["verdict"] == "CERTIFIED"] == ["n1", "n2", "n4"]
+    assert code != 0
+    failed = [f for f in nodes["n3"]["findings"] if f["severity"] == "FAIL"]
+    assert [f["check"] for f in failed] == ["fabric.rdma_bandwidth"]
+    assert failed[0]["action"]
+    (rdma,) = document["cross_node"]["outcomes"]  # type: ignore[index]
+    assert [named["hosts"] for named in rdma["slow_nodes"]] == [["n3"]]
+    assert "140.4" in rdma["slow_nodes"][0]["why"]
+    assert not list((reports / "certificates").glob("n3*"))  # not certified: none issued
+    fabric = _certificate(reports, "n1").get("fabric")
+    assert isinstance(fabric, dict)
+    assert fabric["status"] == "certified"
+
+
+def test_one_node_with_cross_node_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["certify", "--simulate", "healthy-8x-h100-sxm", "--cross-node", "rdma"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--cross-node needs a fleet: -i or --slurm" in err
+    assert "Traceback" not in err
+
+
+def test_unknown_kind_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[gpu]\nn1 gpuready_transport=local gpuready_simulate=healthy-8x-h100-sxm\n"
+    )
+    code = main(["certify", "-i", str(inventory), "--cross-node", "rdma,ping"])
+    assert code == 2
+    assert "rdma and/or nccl" in capsys.readouterr().err
+
+
+def test_fabric_choices_are_the_catalogs() -> None:
+    from validator.cli.certify import certify
+
+    (option,) = [p for p in certify.params if p.name == "fabric"]
+    assert sorted(option.type.choices) == sorted(row.id for row in load_fabric_catalog().fabrics)  # type: ignore[attr-defined]
