@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
+from validator.certified_fabric import FABRIC_FIELD, CertifiedFabric
 from validator.certified_network import NETWORK_FIELD, certified_ports
 from validator.certified_network import CertifiedPort as CertifiedPort  # noqa: PLC0414 - drift
 from validator.codec import unpack
@@ -256,6 +257,7 @@ class Certificate:
     # The host around the GPUs (validator.certified_host); None: not collected.
     host: CertifiedHost | None = None
     container: CertifiedContainer | None = None  # None: no container toolkit (or older)
+    fabric: CertifiedFabric | None = None  # the stage across nodes; None: not asked (or older)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -311,7 +313,7 @@ _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
 _WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
 # Written only where collected (the families beside the GPUs): an older seal stays whole.
-_OPTIONAL = frozenset({"network", "gpudirect", "host", "container"})
+_OPTIONAL = frozenset({"network", "gpudirect", "host", "container", "fabric"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -559,6 +561,7 @@ def issue_certificate(
     *,
     now: datetime.datetime | None = None,
     tool_version: str = __version__,
+    fabric: Callable[[str], CertifiedFabric | None] = lambda _issued_at: None,
 ) -> Certificate:
     """The certificate of a node judged CERTIFIED, digest filled in, unsigned.
 
@@ -566,6 +569,7 @@ def issue_certificate(
         result: the judged node; its facts give the certificate's content.
         now: time of issue (default: now); naive times are taken as UTC.
         tool_version: the gpuready version that judged the node.
+        fabric: the node in the fabric, given the time of issue (validator.certified_fabric).
 
     Raises:
         ValueError: the node was not certified; only a certified node gets a certificate.
@@ -586,10 +590,11 @@ def issue_certificate(
             value = _value(burn.tflops)
             if value is not None:
                 tflops[burn.index] = value
+    issued_at = when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds")
     cert = Certificate(
         schema_version=CERTIFICATE_SCHEMA_VERSION,
         hostname=result.hostname,
-        issued_at=when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
+        issued_at=issued_at,
         tool_version=tool_version,
         policy_digest=result.policy_digest,
         sku=result.sku,
@@ -611,6 +616,7 @@ def issue_certificate(
         gpudirect=certified_gpudirect(facts),
         host=certified_host(facts),
         container=certified_container(facts.container),
+        fabric=fabric(issued_at),
     )
     return dataclasses.replace(cert, digest=_digest(cert))
 
@@ -913,6 +919,7 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("host", dict, document=CERTIFIED_HOST_FIELDS, convert=host_from_fields)),
     _added(CERTIFIED_CONTAINER_FIELD),
+    _added(FABRIC_FIELD),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

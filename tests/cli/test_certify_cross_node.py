@@ -1,4 +1,4 @@
-"""``gpuready certify -i hosts.ini --cross-node rdma`` as typed: simulated local hosts, the stand-ins.
+"""``gpuready certify -i hosts.ini --cross-node rdma``: simulated local hosts, the stand-ins.
 
 Every host is local (``gpuready_transport=local``), so the stage runs each step on this
 machine (validator.remote.cross_node_local), told which host it stands for; the stand-ins
@@ -13,7 +13,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 
 from validator.cli.main import main
@@ -48,7 +50,7 @@ def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: dict[str, str]
 
 def _certify(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], inventory: Path, *extra: str
-) -> tuple[int, dict[str, object], Path]:
+) -> tuple[int, dict[str, Any], Path]:
     reports = tmp_path / "reports"
     argv = ["certify", "-i", str(inventory), "--burn", "1s", "--db", str(tmp_path / "h.db")]
     code = main([*argv, "--report-dir", str(reports), "--cross-node", "rdma", *extra])
@@ -57,17 +59,18 @@ def _certify(
     return code, document, reports
 
 
-def _certificate(reports: Path, host: str) -> dict[str, object]:
+def _certificate(reports: Path, host: str) -> dict[str, Any]:
     found = sorted((reports / "certificates").glob(f"{host}*.json"))
     assert found, f"no certificate for {host}"
-    return json.loads(found[0].read_text())
+    certificate: dict[str, Any] = json.loads(found[0].read_text())
+    return certificate
 
 
 def test_healthy_fleet_certified_in_the_fabric(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, document, reports = _certify(tmp_path, capsys, _fleet(tmp_path, monkeypatch, {}))
-    verdicts = {node["hostname"]: node["verdict"] for node in document["nodes"]}  # type: ignore[index, union-attr]
+    verdicts = {node["hostname"]: node["verdict"] for node in document["nodes"]}
     assert verdicts == dict.fromkeys(HOSTS, "CERTIFIED")
     assert code == 0
     stage = document["cross_node"]
@@ -90,14 +93,14 @@ def test_slow_node_named_by_bisection_not_certified(
 ) -> None:
     inventory = _fleet(tmp_path, monkeypatch, {"n3": "slow-link"})
     code, document, reports = _certify(tmp_path, capsys, inventory)
-    nodes = {node["hostname"]: node for node in document["nodes"]}  # type: ignore[index, union-attr]
+    nodes = {node["hostname"]: node for node in document["nodes"]}
     assert nodes["n3"]["verdict"] == "NOT_CERTIFIED"
     assert [h for h, n in nodes.items() if n["verdict"] == "CERTIFIED"] == ["n1", "n2", "n4"]
     assert code != 0
     failed = [f for f in nodes["n3"]["findings"] if f["severity"] == "FAIL"]
     assert [f["check"] for f in failed] == ["fabric.rdma_bandwidth"]
     assert failed[0]["action"]
-    (rdma,) = document["cross_node"]["outcomes"]  # type: ignore[index]
+    (rdma,) = document["cross_node"]["outcomes"]
     assert [named["hosts"] for named in rdma["slow_nodes"]] == [["n3"]]
     assert "140.4" in rdma["slow_nodes"][0]["why"]
     assert not list((reports / "certificates").glob("n3*"))  # not certified: none issued
@@ -128,4 +131,5 @@ def test_fabric_choices_are_the_catalogs() -> None:
     from validator.cli.certify import certify
 
     (option,) = [p for p in certify.params if p.name == "fabric"]
-    assert sorted(option.type.choices) == sorted(row.id for row in load_fabric_catalog().fabrics)  # type: ignore[attr-defined]
+    assert isinstance(option.type, click.Choice)
+    assert sorted(option.type.choices) == sorted(row.id for row in load_fabric_catalog().fabrics)

@@ -40,7 +40,7 @@ def test_topology_decides_not_the_position() -> None:
     )
     gpudirect = dataclasses.replace(
         result.facts.gpudirect,  # type: ignore[type-var]
-        topology=dataclasses.replace(topology, links=links),  # type: ignore[type-var]
+        topology=dataclasses.replace(topology, links=links),
     )
     facts = dataclasses.replace(result.facts, gpudirect=gpudirect)
     plan = plan_from_facts([dataclasses.replace(result, facts=facts)], [])

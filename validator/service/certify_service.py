@@ -16,6 +16,7 @@ store's notices (where the run went, what was imported) for the CLI to show.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -446,8 +447,10 @@ def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certifica
     for node in report.nodes:
         if node.verdict is Verdict.CERTIFIED:
             from validator.certificate import issue_certificate, sign
+            from validator.certified_fabric import certified_fabric
 
-            certificate = issue_certificate(node)
+            fabric = functools.partial(certified_fabric, report.cross_node, node.hostname)
+            certificate = issue_certificate(node, fabric=fabric)
             issued[node.hostname] = sign(certificate, key) if key else certificate
     return issued
 
