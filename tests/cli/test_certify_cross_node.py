@@ -133,3 +133,26 @@ def test_fabric_choices_are_the_catalogs() -> None:
     (option,) = [p for p in certify.params if p.name == "fabric"]
     assert isinstance(option.type, click.Choice)
     assert sorted(option.type.choices) == sorted(row.id for row in load_fabric_catalog().fabrics)
+
+
+def test_slow_node_drained_with_its_fabric_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A stand-in scontrol: every node idle, no reason; each call recorded.
+    calls = tmp_path / "scontrol.log"
+    shim = tmp_path / "bin" / "scontrol"
+    shim.parent.mkdir()
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >> "{calls}"\n'
+        'if [ "$1" = show ]; then echo "NodeName=$3 State=IDLE"; fi\n'
+    )
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    inventory = _fleet(tmp_path, monkeypatch, {"n3": "slow-link"})
+    code, _, _ = _certify(tmp_path, capsys, inventory, "--slurm-drain")
+    assert code != 0
+    drains = [line for line in calls.read_text().splitlines() if "State=DRAIN" in line]
+    assert drains == [
+        "update NodeName=n3 State=DRAIN Reason=gpuready: not certified: fabric.rdma_bandwidth"
+    ]
