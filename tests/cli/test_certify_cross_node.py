@@ -156,3 +156,18 @@ def test_slow_node_drained_with_its_fabric_reason(
     assert drains == [
         "update NodeName=n3 State=DRAIN Reason=gpuready: not certified: fabric.rdma_bandwidth"
     ]
+
+
+def test_terminal_summary_names_the_slow_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = _fleet(tmp_path, monkeypatch, {"n3": "slow-link"})
+    argv = ["certify", "-i", str(inventory), "--burn", "1s", "--db", str(tmp_path / "h.db")]
+    main([*argv, "--cross-node", "rdma", "--no-color"])
+    out = capsys.readouterr().out
+    (stage,) = [line for line in out.splitlines() if line.startswith("across nodes")]
+    assert stage.startswith("across nodes (ndr-400-ib): 3 of 4 nodes good, ")
+    assert "nodes out of service at once" in stage
+    (slow,) = [line for line in out.splitlines() if "slow node" in line]
+    assert slow.strip().startswith("slow node n3: below the floor with ")
+    assert "140.4 Gb/s" in slow
