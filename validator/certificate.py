@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from validator import __version__, fields
-from validator.certified_fabric import FABRIC_FIELD, CertifiedFabric
 from validator.certified_network import NETWORK_FIELD, certified_ports
 from validator.certified_network import CertifiedPort as CertifiedPort  # noqa: PLC0414 - drift
 from validator.codec import unpack
@@ -94,6 +93,7 @@ from validator.model import (
     scope_text,
     to_dict,
 )
+from validator.model.fabric_certified import FABRIC_FIELD, CertifiedFabric
 from validator.packed import PackedPerObject
 from validator.safe_text import one_line
 from validator.signing import KeyKind, KeyLike, SealKey, as_key, signature_kind
@@ -561,7 +561,6 @@ def issue_certificate(
     *,
     now: datetime.datetime | None = None,
     tool_version: str = __version__,
-    fabric: Callable[[str], CertifiedFabric | None] = lambda _issued_at: None,
 ) -> Certificate:
     """The certificate of a node judged CERTIFIED, digest filled in, unsigned.
 
@@ -569,7 +568,6 @@ def issue_certificate(
         result: the judged node; its facts give the certificate's content.
         now: time of issue (default: now); naive times are taken as UTC.
         tool_version: the gpuready version that judged the node.
-        fabric: the node in the fabric, given the time of issue (validator.certified_fabric).
 
     Raises:
         ValueError: the node was not certified; only a certified node gets a certificate.
@@ -590,11 +588,10 @@ def issue_certificate(
             value = _value(burn.tflops)
             if value is not None:
                 tflops[burn.index] = value
-    issued_at = when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds")
     cert = Certificate(
         schema_version=CERTIFICATE_SCHEMA_VERSION,
         hostname=result.hostname,
-        issued_at=issued_at,
+        issued_at=when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool_version=tool_version,
         policy_digest=result.policy_digest,
         sku=result.sku,
@@ -616,8 +613,13 @@ def issue_certificate(
         gpudirect=certified_gpudirect(facts),
         host=certified_host(facts),
         container=certified_container(facts.container),
-        fabric=fabric(issued_at),
     )
+    return dataclasses.replace(cert, digest=_digest(cert))
+
+
+def with_fabric(cert: Certificate, fabric: CertifiedFabric | None) -> Certificate:
+    """``cert`` with the stage across nodes' word (validator.model.fabric_certified), unsigned."""
+    cert = dataclasses.replace(cert, fabric=fabric, signature=None)
     return dataclasses.replace(cert, digest=_digest(cert))
 
 

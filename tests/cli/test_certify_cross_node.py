@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,30 @@ def test_terminal_summary_names_the_slow_node(
     (slow,) = [line for line in out.splitlines() if "slow node" in line]
     assert slow.strip().startswith("slow node n3: below the floor with ")
     assert "140.4 Gb/s" in slow
+
+
+@pytest.mark.browser
+def test_pair_matrix_in_the_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.report.test_html_browser import _run
+
+    inventory = _fleet(tmp_path, monkeypatch, {"n3": "slow-link"})
+    _, document, reports = _certify(tmp_path, capsys, inventory)
+    result = _run(tmp_path, "--dump-dom", (reports / "report.html").as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    assert 'id="cross-node"' in dom
+    assert "across nodes (ndr-400-ib): 3 of 4 nodes good" in dom
+    maps = re.findall(r'<svg class="chart chart-heat".*?</svg>', dom, flags=re.DOTALL)
+    assert len(maps) == 1  # rdma alone was asked
+    assert maps[0].count('<rect class="cell') == len(HOSTS) * len(HOSTS)
+    # Every test the JSON holds is a cell whose tooltip carries its figure.
+    for test in document["cross_node"]["tests"]:
+        a, b = test["hosts"]
+        words = f"{a} with {b}: {test['figure']:.1f} Gb/s, round {test['round']}"
+        assert words in maps[0]
+    slow = [t for t in document["cross_node"]["tests"] if "n3" in t["hosts"]]
+    assert slow
+    assert all(not t["passed"] for t in slow)
+    assert "slow node n3: below the floor with" in dom

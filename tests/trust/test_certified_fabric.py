@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 
 import pytest
@@ -15,9 +14,10 @@ from validator.certificate import (
     certificate_to_json,
     issue_certificate,
     verify_certificate,
+    with_fabric,
 )
-from validator.certified_fabric import certified_fabric
 from validator.model import CrossNodeStage, KindOutcome, Named
+from validator.model.fabric_certified import certified_fabric
 
 ISSUED = datetime.datetime(2026, 12, 6, 21, 30, tzinfo=datetime.timezone.utc)
 
@@ -66,8 +66,8 @@ def test_skipped_or_absent_is_not_run() -> None:
 
 def test_certificate_carries_it_sealed_and_reads_it_back() -> None:
     name = certified().hostname
-    fabric = functools.partial(certified_fabric, _stage((name, "other")), name)
-    cert = issue_certificate(certified(), now=ISSUED, fabric=fabric)
+    alone = issue_certificate(certified(), now=ISSUED)
+    cert = with_fabric(alone, certified_fabric(_stage((name, "other")), name, alone.issued_at))
     assert cert.fabric is not None
     assert cert.fabric.status == "certified"
     text = certificate_to_json(cert)
@@ -88,10 +88,9 @@ def test_left_out_when_the_stage_was_not_asked() -> None:
 
 
 def test_a_bad_status_is_refused() -> None:
-    fabric = functools.partial(certified_fabric, _stage(("x",)), certified().hostname)
-    data = json.loads(
-        certificate_to_json(issue_certificate(certified(), now=ISSUED, fabric=fabric))
-    )
+    alone = issue_certificate(certified(), now=ISSUED)
+    fabric = certified_fabric(_stage(("x",)), "y", alone.issued_at)
+    data = json.loads(certificate_to_json(with_fabric(alone, fabric)))
     data["fabric"]["status"] = "sort of"
     with pytest.raises(CertificateError, match="fabric"):
         certificate_from_json(json.dumps(data))

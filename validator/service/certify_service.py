@@ -16,7 +16,6 @@ store's notices (where the run went, what was imported) for the CLI to show.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -446,11 +445,13 @@ def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certifica
     issued = {}
     for node in report.nodes:
         if node.verdict is Verdict.CERTIFIED:
-            from validator.certificate import issue_certificate, sign
-            from validator.certified_fabric import certified_fabric
+            from validator.certificate import issue_certificate, sign, with_fabric
+            from validator.model.fabric_certified import certified_fabric
 
-            fabric = functools.partial(certified_fabric, report.cross_node, node.hostname)
-            certificate = issue_certificate(node, fabric=fabric)
+            certificate = issue_certificate(node)
+            if report.cross_node is not None:  # the node in the fabric too
+                fabric = certified_fabric(report.cross_node, node.hostname, certificate.issued_at)
+                certificate = with_fabric(certificate, fabric)
             issued[node.hostname] = sign(certificate, key) if key else certificate
     return issued
 

@@ -441,12 +441,7 @@ def certify_fleet(
     from validator.report.shared import hold_without_samples
 
     fleet = plan_fleet(request, policy)
-    if request.cross_node:
-        from validator.service.fabric_stage import check_reach
-
-        check_reach(
-            request.reach.slurm, request.reach.transport, fleet.hosts
-        )  # refused before anything is measured
+    _check_stage_reach(request, fleet.hosts)  # --cross-node: refused before anything runs
     if on_hosts is not None:
         on_hosts(fleet.hosts)
     # Read once here, before the workers start: their caches do not stop concurrent first
@@ -494,9 +489,15 @@ def certify_fleet(
         interrupted=outcome.interrupted,
         catalog=catalog,
     )
-    if not request.cross_node:
-        return report_of(results, report_fleet)
     return _with_stage(request, fleet.hosts, results, report_fleet, catalog, stop)
+
+
+def _check_stage_reach(request: FleetRequest, hosts: list[HostSpec]) -> None:
+    """``--cross-node`` over hosts its stage has no runner for: refused (BadInputError)."""
+    if request.cross_node:
+        from validator.service.fabric_stage import check_reach
+
+        check_reach(request.reach.slurm, request.reach.transport, hosts)
 
 
 def _with_stage(
@@ -507,7 +508,9 @@ def _with_stage(
     catalog: Catalog,
     stop: threading.Event | None,
 ) -> Report:
-    """The report with the stage across nodes run on the certified nodes (``--cross-node``)."""
+    """The report, with the stage across nodes run on the certified nodes where asked."""
+    if not request.cross_node:
+        return report_of(results, summary)
     from validator.service import signals
     from validator.service.fabric_stage import recounted, run_fabric_stage, stage_runner
 

@@ -16,9 +16,10 @@ without it keeps the bytes its seal covers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from validator.fields import Document, Field
-from validator.model import CrossNodeStage
+from validator.model.cross_node_stage import CrossNodeStage
 
 STATUSES = ("certified", "not run", "failed")
 
@@ -28,15 +29,15 @@ class CertifiedFabric:
     """The node in the fabric: the status, the fabric and the date, the kinds run, why not."""
 
     status: str  # one of STATUSES
-    fabric: str | None  # the fabric catalog's id; None when none was decided
-    date: str | None  # YYYY-MM-DD (UTC) of the run; None when not run
-    kinds: tuple[str, ...] = ()  # rdma, nccl: the kinds asked
+    fabric: Optional[str]  # the fabric catalog's id; None when none was decided
+    date: Optional[str]  # YYYY-MM-DD (UTC) of the run; None when not run
+    kinds: Tuple[str, ...] = ()  # rdma, nccl: the kinds asked
     why: str = ""  # for "not run" and "failed": what the stage said
 
 
 def certified_fabric(
-    stage: CrossNodeStage | None, hostname: str, issued_at: str
-) -> CertifiedFabric | None:
+    stage: Optional[CrossNodeStage], hostname: str, issued_at: str
+) -> Optional[CertifiedFabric]:
     """The certificate's ``fabric`` of ``hostname``; None when the stage was not asked.
 
     ``issued_at`` is the certificate's ISO 8601 time: the stage ran in the same run.
