@@ -54,7 +54,10 @@ def _certify(
 ) -> tuple[int, dict[str, Any], Path]:
     reports = tmp_path / "reports"
     argv = ["certify", "-i", str(inventory), "--burn", "1s", "--db", str(tmp_path / "h.db")]
-    code = main([*argv, "--report-dir", str(reports), "--cross-node", "rdma", *extra])
+    kinds = "rdma"
+    if extra and extra[0].startswith("--cross-node="):
+        kinds, extra = extra[0].split("=", 1)[1], extra[1:]
+    code = main([*argv, "--report-dir", str(reports), "--cross-node", kinds, *extra])
     capsys.readouterr()
     document = json.loads((reports / "report.json").read_text())
     return code, document, reports
@@ -70,7 +73,8 @@ def _certificate(reports: Path, host: str) -> dict[str, Any]:
 def test_healthy_fleet_certified_in_the_fabric(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, document, reports = _certify(tmp_path, capsys, _fleet(tmp_path, monkeypatch, {}))
+    inventory = _fleet(tmp_path, monkeypatch, {})
+    code, document, reports = _certify(tmp_path, capsys, inventory, "--cross-node=rdma,nccl")
     verdicts = {node["hostname"]: node["verdict"] for node in document["nodes"]}
     assert verdicts == dict.fromkeys(HOSTS, "CERTIFIED")
     assert code == 0
@@ -78,11 +82,19 @@ def test_healthy_fleet_certified_in_the_fabric(
     assert isinstance(stage, dict)
     assert stage["fabric"] == "ndr-400-ib"  # from the H100 SXM row's NDR network
     assert stage["nodes"] == list(HOSTS)
-    (rdma,) = stage["outcomes"]
-    assert sorted(rdma["good"]) == list(HOSTS)
-    assert rdma["rounds"] >= 1
+    rdma, nccl = stage["outcomes"]
+    assert (rdma["kind"], nccl["kind"]) == ("rdma", "nccl")
+    for outcome in (rdma, nccl):
+        assert sorted(outcome["good"]) == list(HOSTS)
+        assert outcome["rounds"] >= 1
+        assert not outcome["skipped"]
     assert all(test["passed"] for test in stage["tests"])
-    assert {test["figure"] for test in stage["tests"]} == {392.34}  # the healthy recording
+    figures: dict[str, set[float]] = {test["kind"]: set() for test in stage["tests"]}
+    for test in stage["tests"]:
+        figures[test["kind"]].add(test["figure"])
+    assert figures["rdma"] == {392.34}  # the healthy recording, the pair's slowest HCA
+    # all_reduce_perf's busbw 469.21 GB/s (16 GiB, 2 x 8 H100) over 8 HCAs
+    assert [round(figure, 3) for figure in figures["nccl"]] == [round(469.21 / 8, 3)]
     fabric = _certificate(reports, "n1").get("fabric")
     assert isinstance(fabric, dict)
     assert fabric["status"] == "certified"
@@ -199,3 +211,20 @@ def test_pair_matrix_in_the_browser(
     assert slow
     assert all(not t["passed"] for t in slow)
     assert "slow node n3: below the floor with" in dom
+
+
+def test_a_fleet_without_a_runner_is_refused_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[gpu]\nn1 gpuready_transport=local gpuready_simulate=healthy-8x-h100-sxm\n"
+        "n2 gpuready_transport=ansible gpuready_simulate=healthy-8x-h100-sxm\n"
+    )
+    db = tmp_path / "h.db"
+    code = main(["certify", "-i", str(inventory), "--cross-node", "rdma", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 2
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert "--cross-node reaches the hosts over SSH or through Slurm" in line
+    assert not db.exists()  # refused before a run began
