@@ -93,6 +93,7 @@ from validator.model import (
     scope_text,
     to_dict,
 )
+from validator.model.fabric_certified import FABRIC_FIELD, CertifiedFabric
 from validator.packed import PackedPerObject
 from validator.safe_text import one_line
 from validator.signing import KeyKind, KeyLike, SealKey, as_key, signature_kind
@@ -256,6 +257,7 @@ class Certificate:
     # The host around the GPUs (validator.certified_host); None: not collected.
     host: CertifiedHost | None = None
     container: CertifiedContainer | None = None  # None: no container toolkit (or older)
+    fabric: CertifiedFabric | None = None  # the stage across nodes; None: not asked (or older)
     digest: str = ""  # sha256 hex of canonical_bytes()
     # HMAC-SHA256 hex or "ed25519:" + base64 over canonical_bytes(); None: unsigned.
     signature: str | None = None
@@ -311,7 +313,7 @@ _GPU_ADDED_IN_3 = frozenset({"h2d_gb_s", "d2h_gb_s", "hbm_gb_s"})
 _ADDED_IN_4 = frozenset({"provenance"})
 _WHOLE_NODE = frozenset({"certified_gpus"})  # written only for --gpus: older readers refuse it
 # Written only where collected (the families beside the GPUs): an older seal stays whole.
-_OPTIONAL = frozenset({"network", "gpudirect", "host", "container"})
+_OPTIONAL = frozenset({"network", "gpudirect", "host", "container", "fabric"})
 
 
 def _value(measured: Measured[T]) -> T | None:
@@ -615,6 +617,12 @@ def issue_certificate(
     return dataclasses.replace(cert, digest=_digest(cert))
 
 
+def with_fabric(cert: Certificate, fabric: CertifiedFabric | None) -> Certificate:
+    """``cert`` with the stage across nodes' word (validator.model.fabric_certified), unsigned."""
+    cert = dataclasses.replace(cert, fabric=fabric, signature=None)
+    return dataclasses.replace(cert, digest=_digest(cert))
+
+
 def _drop_unset(data: dict[str, Any], names: frozenset[str]) -> None:
     for name in (name for name in names if data.get(name) is None):
         data.pop(name, None)
@@ -913,6 +921,7 @@ CERTIFICATE_FIELDS = _object(
     ),
     _added(Field("host", dict, document=CERTIFIED_HOST_FIELDS, convert=host_from_fields)),
     _added(CERTIFIED_CONTAINER_FIELD),
+    _added(FABRIC_FIELD),
     Field("digest", str),
     Field("signature", str, nullable=True),
 )

@@ -24,8 +24,8 @@ FILE_CEILINGS: dict[str, tuple[int, str]] = {
     ),
     "validator/judge/checks/interconnect.py": (1224, f"copies, peers and NCCL checks: {_SPLIT}"),
     "validator/node/sim/scenario.py": (1103, f"scenario schema and the simulated host: {_SPLIT}"),
-    "validator/certificate.py": (1066, f"issue, seal, verify and revoke: {_SPLIT}"),
-    "validator/report/html.py": (1055, f"the fleet page and the node pages: {_SPLIT}"),
+    "validator/certificate.py": (1075, f"issue, seal, verify and revoke: {_SPLIT}"),
+    "validator/report/html.py": (1057, f"the fleet page and the node pages: {_SPLIT}"),
     "validator/remote/ssh.py": (1010, f"connection, agent shipping and output: {_SPLIT}"),
     "validator/report/svg.py": (985, f"line and bar charts with their axes: {_SPLIT}"),
     "validator/node/capture/capture_replay.py": (

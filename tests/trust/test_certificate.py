@@ -378,7 +378,7 @@ def test_unknown_field_names_the_closest() -> None:
         "schema_version, hostname, issued_at, tool_version, policy_digest, sku, driver_version, "
         "cuda_driver_version, kernel_module_version, nvcc_version, cudnn_version, gpus, dcgm, "
         "peers, all_reduce, provenance, certified_gpus, network, gpudirect, host, container, "
-        "digest, signature"
+        "fabric, digest, signature"
     )
 
 

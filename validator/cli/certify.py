@@ -149,6 +149,23 @@ FLEET_NOTE = (
 @db_option
 @sign_key_option
 @fanout_options
+@click.option(
+    "--cross-node",
+    type=TEXT,
+    metavar="KINDS",
+    help="After the per-node stage, measure the nodes it certified across the fabric: rdma "
+    "(ib_write_bw/ib_write_lat per HCA, pair by pair, GPUDirect on the nearest GPU), nccl "
+    "(all_reduce_perf/alltoall_perf in groups, also IB-only), or rdma,nccl. A slow group "
+    "is bisected to the slow node or link, which is then not certified. Needs a fleet "
+    "(-i or --slurm). Default: not run.",
+)
+@click.option(
+    "--fabric",
+    type=click.Choice(["ndr-400-ib", "hdr-200-ib", "roce-400"]),
+    default=None,
+    help="The fabric whose floors --cross-node judges by (default: the one the nodes' "
+    "catalog row names).",
+)
 @slurm_options
 @click.option(
     "--slurm-drain",
@@ -204,6 +221,7 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
     dcgm = {} if dcgm_level is None else {"dcgm_level": dcgm_level}
     interconnect = options.pop("interconnect")  # None: the policy's own
     gpus = options.pop("gpus")
+    cross_node = _cross_node(options, slurm is not None)
     request = CertifyRequest(
         simulate=simulate,
         capture=capture,
@@ -221,9 +239,29 @@ def _request(ctx: click.Context, options: dict[str, Any]) -> tuple[CertifyReques
         gpus=() if gpus is None else parse_gpus(gpus),
         allow_busy=options.pop("allow_busy"),
         container_image=options.pop("container_image"),
+        cross_node=cross_node,
+        fabric=options.pop("fabric"),
         **dcgm,
     )
     return request, note
+
+
+def _cross_node(options: dict[str, Any], slurm: bool) -> tuple[str, ...]:
+    """``--cross-node``'s kinds (() when not asked); refused for one node."""
+    text = options.pop("cross_node")
+    if text is None:
+        if options["fabric"] is not None:
+            raise click.UsageError("--fabric judges --cross-node: give --cross-node too")
+        return ()
+    if not options["inventories"] and not slurm:
+        raise click.UsageError("--cross-node needs a fleet: -i or --slurm")
+    from validator.error_tree import BadInputError
+    from validator.service.fabric_stage import parse_kinds
+
+    try:
+        return parse_kinds(text)
+    except BadInputError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cross-node") from None
 
 
 def _image(value: str | None) -> str | None:

@@ -36,6 +36,7 @@ HELP_SECTIONS: Mapping[str, Sections] = {
         ("Interconnect", ("--interconnect",)),
         ("Containers", ("--container-image",)),
         ("Fleet: reaching the hosts", _REACH),
+        ("Across nodes", ("--cross-node", "--fabric")),
         ("Slurm", (*_SLURM, "--slurm-drain")),
         ("Output", ("--json", "--json-form", "--report-dir", "--prom-file", "--color",
                     "--quiet")),
@@ -74,6 +75,8 @@ EXAMPLES: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("Try it without a GPU:", "gpuready certify --simulate healthy-8x-h100-sxm --burn 0"),
         ("Every host of an inventory:", "gpuready certify -i hosts.ini --burn 10m"),
         ("Through Slurm:", "gpuready certify --slurm --partition gpu --no-wait"),
+        ("Then across the fabric, pair by pair:", "gpuready certify -i hosts.ini --cross-node "
+         "rdma,nccl"),
     ),
     "drift": (
         ("This machine against its certificate:", "gpuready drift"),

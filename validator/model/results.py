@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from validator.model.cross_node_stage import CrossNodeStage
 from validator.model.findings import Finding, Verdict
 from validator.model.measured import SCHEMA_VERSION
 from validator.model.node_facts import NodeFacts
@@ -58,3 +59,5 @@ class Report:
     nodes: Tuple[NodeResult, ...]
     schema_version: int = SCHEMA_VERSION
     fleet: Optional[FleetSummary] = None  # set when more than one host was certified
+    # The stage across nodes (certify --cross-node); None when it was not asked.
+    cross_node: Optional[CrossNodeStage] = None

@@ -146,6 +146,10 @@ def summary_lines(report: Report, paint: Paint = _plain) -> list[str]:
         lines.extend(f"  {shared.sku_fleet_line(stats)}" for stats in fleet.skus)
         if not fleet.skus:
             lines.append(f"  {_NO_COMPARISON}")
+    if report.cross_node is not None:  # a fleet's only: one node's start-up skips it
+        from validator.report.fabric_text import stage_lines
+
+        lines.extend(stage_lines(report.cross_node))
     act_on = [n for n in shared.reading_order(report) if n.verdict is not Verdict.CERTIFIED]
     if act_on:
         width = columns(act_on).host

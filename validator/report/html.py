@@ -54,6 +54,7 @@ from validator.model import (
 from validator.packed import with_samples
 from validator.report import shared, svg
 from validator.report.environment import render_template, render_template_chunks
+from validator.report.fabric_html import fabric_view
 from validator.safe_text import size_words
 
 TEMPLATE = "report.html.j2"
@@ -1022,6 +1023,7 @@ def html_chunks(
         "skus": sorted({row.sku for row in rows if row.sku}),
         "checks": sorted({check for row in rows for check in row.checks}),
         "fleet": None if report.fleet is None else fleet_view(report.fleet),
+        "cross_node": fabric_view(report.cross_node),
         "gpu_total": sum(len(node.facts.gpus) for node in report.nodes),
         "totals": shared.count_nodes(report.nodes),
         "certified": sum(1 for node in report.nodes if node.verdict is Verdict.CERTIFIED),

@@ -144,7 +144,7 @@ def json_chunks(
     chosen = resolve_form(report, form)
     head = {
         field: to_dict(getattr(report, field))
-        for field in ("generated_at", "tool_version", "schema_version", "fleet")
+        for field in ("generated_at", "tool_version", "schema_version", "fleet", "cross_node")
     }
     lookup: Callable[[str], str | None]
     if result_files is None:
@@ -153,7 +153,7 @@ def json_chunks(
         lookup = result_files
     else:
         lookup = result_files.get
-    # Model order: generated_at, tool_version, nodes, schema_version, fleet.
+    # Model order: generated_at, tool_version, nodes, schema_version, fleet, cross_node.
     yield "{\n"
     if chosen is JsonForm.SUMMARY:
         yield f'  "form": {_dumps(SUMMARY_FORM)},\n'
@@ -173,7 +173,8 @@ def json_chunks(
             yield f"    {_nested(_dumps(data), 2)}{comma}\n"
         yield "  ],\n"
     yield f'  "schema_version": {_dumps(head["schema_version"])},\n'
-    yield f'  "fleet": {_nested(_dumps(head["fleet"]), 1)}\n'
+    yield f'  "fleet": {_nested(_dumps(head["fleet"]), 1)},\n'
+    yield f'  "cross_node": {_nested(_dumps(head["cross_node"]), 1)}\n'
     yield "}\n"
 
 

@@ -86,6 +86,8 @@ class CertifyRequest:
     allow_busy: bool = False  # --allow-busy: burn GPUs with others' work on them
     # --container-image: overrides the policy's container.image; None: the policy's.
     container_image: str | None = None
+    cross_node: tuple[str, ...] = ()  # --cross-node's kinds; --fabric (None: from the SKUs)
+    fabric: str | None = None
 
     def fleet(self) -> FleetRequest:
         """The fan-out this request asks for."""
@@ -99,6 +101,8 @@ class CertifyRequest:
             slurm_collect=self.slurm_collect,
             gpus=self.gpus,
             allow_busy=self.allow_busy,
+            cross_node=self.cross_node,
+            fabric=self.fabric,
         )
 
 
@@ -441,9 +445,13 @@ def certificates_for(report: Report, key: SealKey | None) -> dict[str, Certifica
     issued = {}
     for node in report.nodes:
         if node.verdict is Verdict.CERTIFIED:
-            from validator.certificate import issue_certificate, sign
+            from validator.certificate import issue_certificate, sign, with_fabric
+            from validator.model.fabric_certified import certified_fabric
 
             certificate = issue_certificate(node)
+            if report.cross_node is not None:  # the node in the fabric too
+                fabric = certified_fabric(report.cross_node, node.hostname, certificate.issued_at)
+                certificate = with_fabric(certificate, fabric)
             issued[node.hostname] = sign(certificate, key) if key else certificate
     return issued
 

@@ -34,12 +34,22 @@ from validator import __version__
 from validator.error_tree import GpureadyError
 from validator.judge import judge_node
 from validator.judge.policy import Policy, load_policy
-from validator.model import FleetSummary, HostSpec, NodeFacts, NodeResult, Report, TransportName
+from validator.model import (
+    CrossNodeStage,
+    FleetSummary,
+    HostSpec,
+    NodeFacts,
+    NodeResult,
+    Report,
+    TransportName,
+)
 from validator.node.bandwidth.bandwidth_config import ALLOWANCE_S
 from validator.node.burnin.burn_config import BurnConfig
 
 if TYPE_CHECKING:  # the transports are imported where a fleet uses them, not at start-up
+    from validator.judge.catalog import Catalog
     from validator.node.collect import CollectRequest
+    from validator.remote.cross_node_runner import CrossNodeRunner
     from validator.remote.per_host import PerHostTransport
     from validator.remote.transport import AgentRequest, Arrivals, Progress, Transport
     from validator.slurm.job_fanout import SlurmOptions
@@ -101,13 +111,18 @@ def with_dcgm_level(policy: Policy, dcgm_level: int | None) -> Policy:
     return dataclasses.replace(policy, dcgm_level=dcgm_level)
 
 
-def report_of(nodes: tuple[NodeResult, ...], fleet: FleetSummary | None = None) -> Report:
-    """The run's report of these judged nodes (and the fleet's comparison), stamped now."""
+def report_of(
+    nodes: tuple[NodeResult, ...],
+    fleet: FleetSummary | None = None,
+    cross_node: CrossNodeStage | None = None,
+) -> Report:
+    """The run's report of these judged nodes (the fleet's comparison, the stage), stamped now."""
     return Report(
         generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         nodes=nodes,
         fleet=fleet,
+        cross_node=cross_node,
     )
 
 
@@ -178,6 +193,10 @@ class FleetRequest:
     slurm_collect: str | None = None
     gpus: tuple[str, ...] = ()  # --gpus, resolved on each host against its own GPUs
     allow_busy: bool = False  # --allow-busy, passed to every host's agent
+    # --cross-node: the stage across nodes' kinds (rdma, nccl), run after the fleet's
+    # judgement on the nodes it certified (validator.service.fabric_stage); () runs none.
+    cross_node: tuple[str, ...] = ()
+    fabric: str | None = None  # --fabric: the fabric catalog's id; None: from the SKUs
 
     def judging(self) -> dict[str, object]:
         """The options a later ``slurm collect`` judges with (plain data, saved in the spool)."""
@@ -422,6 +441,7 @@ def certify_fleet(
     from validator.report.shared import hold_without_samples
 
     fleet = plan_fleet(request, policy)
+    _check_stage_reach(request, fleet.hosts)  # --cross-node: refused before anything runs
     if on_hosts is not None:
         on_hosts(fleet.hosts)
     # Read once here, before the workers start: their caches do not stop concurrent first
@@ -469,4 +489,45 @@ def certify_fleet(
         interrupted=outcome.interrupted,
         catalog=catalog,
     )
-    return report_of(results, report_fleet)
+    return _with_stage(request, fleet.hosts, results, report_fleet, catalog, stop)
+
+
+def _check_stage_reach(request: FleetRequest, hosts: list[HostSpec]) -> None:
+    """``--cross-node`` over hosts its stage has no runner for: refused (BadInputError)."""
+    if request.cross_node:
+        from validator.service.fabric_stage import check_reach
+
+        check_reach(request.reach.slurm, request.reach.transport, hosts)
+
+
+def _with_stage(
+    request: FleetRequest,
+    hosts: list[HostSpec],
+    results: tuple[NodeResult, ...],
+    summary: FleetSummary | None,
+    catalog: Catalog,
+    stop: threading.Event | None,
+) -> Report:
+    """The report, with the stage across nodes run on the certified nodes where asked."""
+    if not request.cross_node:
+        return report_of(results, summary)
+    from validator.service import signals
+    from validator.service.fabric_stage import recounted, run_fabric_stage, stage_runner
+
+    reach = request.reach
+
+    def runner() -> contextlib.AbstractContextManager[CrossNodeRunner]:
+        ssh = lambda: transport_named(TransportName.SSH, reach)  # noqa: E731
+        return stage_runner(reach.slurm, reach.transport, hosts, ssh)
+
+    results, stage = run_fabric_stage(
+        results,
+        hosts,
+        runner,
+        request.cross_node,
+        request.fabric,
+        catalog=catalog,
+        deadline_s=request.deadline_s,
+        stop=lambda: signals.received() is not None or (stop is not None and stop.is_set()),
+    )
+    return report_of(results, recounted(summary, results), stage)
