@@ -162,3 +162,24 @@ def test_a_surrounding_jobs_slurm_settings_do_not_reach_srun() -> None:
         "HOME": "/r",
     }
     assert srun_environment(outer) == {"SLURM_CONF": "/etc/slurm/x.conf", "HOME": "/r"}
+
+
+def test_a_refused_scancel_is_tried_again_at_close(
+    slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exclusive job left running holds its nodes until its --time: never forgotten."""
+    refused = [True]
+
+    def scancel_refused_once(argv: Sequence[str]) -> CommandResult:
+        if argv[0] == "scancel" and refused[0]:
+            refused[0] = False
+            slurm.commands.append(list(argv))
+            return CommandResult(1, "", "scancel: error: Unable to contact slurm controller\n")
+        return slurm(argv)
+
+    runner = SlurmRunner(SrunOptions(), scancel_refused_once)
+    refuse_steps(runner, monkeypatch)
+    runner.rdma_round([("n1", "n2")], plan(), time.monotonic() + 60)
+    assert slurm.cancelled() == ["101"]  # refused
+    runner.close()
+    assert slurm.cancelled() == ["101", "101"]  # tried again, by its id

@@ -432,6 +432,7 @@ class SlurmRunner:
         """scancel by id, then wait (bounded) until squeue no longer lists them live."""
         if not jobs:
             return
+        ended: set[str] = set()
         try:
             cancel(jobs, self.runner)
             until = time.monotonic() + _CANCEL_WAIT_S
@@ -439,13 +440,14 @@ class SlurmRunner:
                 states = job_states(jobs, self.runner)
                 # COMPLETING: cancelled, its processes being ended (a dead node's stays so
                 # until Slurm marks the node down); nothing of ours runs any more.
-                if all(s.finished or s.state == "COMPLETING" for s in states.values()):
+                ended = {j for j, s in states.items() if s.finished or s.state == "COMPLETING"}
+                if ended >= set(jobs):
                     break
                 time.sleep(_POLL_S)
         except SlurmError:
-            pass  # the jobs' --time ends them; close() tries again
+            pass  # kept: close() tries again (their --time ends them at the latest)
         with self._lock:
-            self._live.difference_update(jobs)
+            self._live.difference_update(ended)
 
     def close(self) -> None:
         """Cancel every job of the stage still live (after an error the round did not catch)."""
