@@ -173,7 +173,7 @@ def _with_families(source: FactSource, facts: NodeFacts, image: str | None) -> N
 
     system = source.system()
     facts = with_network(system, facts)
-    facts = _container(source, facts, image)
+    facts = _container(system, facts, image)
     return dataclasses.replace(facts, gpudirect=gpudirect_facts(system), host=probe_host(system))
 
 
@@ -186,7 +186,7 @@ def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
     return dataclasses.replace(facts, network=counters_after(source.system(), facts.network))
 
 
-def _container(source: FactSource, facts: NodeFacts, image: str | None) -> NodeFacts:
+def _container(system: System, facts: NodeFacts, image: str | None) -> NodeFacts:
     """The facts with the container runtime's (validator.node.container_probe), every source.
 
     A container is started only where an image is named; a capture records none, so
@@ -194,7 +194,6 @@ def _container(source: FactSource, facts: NodeFacts, image: str | None) -> NodeF
     """
     from validator.node import container_probe
 
-    system = source.system()
     found = container_probe.container_facts(system)
     if image is not None:
         usable = container_probe.cdi_names_all(found)

@@ -9,6 +9,8 @@ reason, and ``completed`` is False.
 
 from __future__ import annotations
 
+import dataclasses
+
 from validator.model import (
     AllReducePoint,
     NcclGroupResult,
@@ -46,22 +48,8 @@ def rdma_pair_result(
     test = parsed.test or (WRITE_BW if "_bw" in command else "write_lat")
     if not parsed.complete:
         why = parsed.failure or "the run was cut short (no closing rule after its table)"
-        gone = _not_measured(why)
-        return RdmaPairResult(
-            server=server,
-            client=client,
-            test=test,
-            size_bytes=gone,
-            bw_peak_gbit_s=gone,
-            bw_average_gbit_s=gone,
-            lat_typical_us=gone,
-            lat_average_us=gone,
-            lat_p999_us=gone,
-            bidirectional=parsed.bidirectional,
-            command=command,
-            completed=False,
-            detail=why,
-        )
+        failed = failed_pair(test, server, client, command, _not_measured(why))
+        return dataclasses.replace(failed, bidirectional=parsed.bidirectional)
     row = parsed.largest
     if isinstance(row, BwRow):
         return RdmaPairResult(
@@ -102,20 +90,9 @@ def nccl_group_result(
     points = tuple(_point(row) for row in parsed.rows)
     if not parsed.complete or not points:
         why = parsed.failure or "the run was cut short (no out-of-bounds footer)"
-        gone = _not_measured(why)
-        return NcclGroupResult(
-            hosts=parsed.hosts,
-            ranks=len(parsed.ranks),
-            collective=collective,
-            variant=variant,
-            points=points,
-            largest_busbw_gb_s=gone,
-            wrong=gone,
-            out_of_bounds=gone,
-            nccl_version=parsed.nccl_version,
-            command=command,
-            completed=False,
-            detail=why,
+        failed = failed_group(parsed.hosts, collective, variant, command, _not_measured(why))
+        return dataclasses.replace(
+            failed, ranks=len(parsed.ranks), points=points, nccl_version=parsed.nccl_version
         )
     largest = max(points, key=lambda point: point.size_bytes)
     return NcclGroupResult(
@@ -130,6 +107,44 @@ def nccl_group_result(
         nccl_version=parsed.nccl_version,
         command=command,
         completed=True,
+    )
+
+
+def failed_pair(
+    test: str, server: RdmaEnd, client: RdmaEnd, command: str, gone: Unavailable
+) -> RdmaPairResult:
+    """A pair test that gave no figure: every figure ``gone``, its reason the detail."""
+    return RdmaPairResult(
+        server=server,
+        client=client,
+        test=test,
+        size_bytes=gone,
+        bw_peak_gbit_s=gone,
+        bw_average_gbit_s=gone,
+        lat_typical_us=gone,
+        lat_average_us=gone,
+        lat_p999_us=gone,
+        command=command,
+        completed=False,
+        detail=gone.detail,
+    )
+
+
+def failed_group(
+    hosts: tuple[str, ...], collective: str, variant: str, command: str, gone: Unavailable
+) -> NcclGroupResult:
+    """A group test that gave no figure: every figure ``gone``, its reason the detail."""
+    return NcclGroupResult(
+        hosts=hosts,
+        ranks=0,
+        collective=collective,
+        variant=variant,
+        largest_busbw_gb_s=gone,
+        wrong=gone,
+        out_of_bounds=gone,
+        command=command,
+        completed=False,
+        detail=gone.detail,
     )
 
 
@@ -154,4 +169,4 @@ def _wrong(parsed: NcclParsed) -> int | Unavailable:
     return sum(counted)
 
 
-__all__ = ["nccl_group_result", "rdma_pair_result"]
+__all__ = ["failed_group", "failed_pair", "nccl_group_result", "rdma_pair_result"]

@@ -40,7 +40,12 @@ from validator.model import (
     Reason,
     Unavailable,
 )
-from validator.node.cross_node_results import nccl_group_result, rdma_pair_result
+from validator.node.cross_node_results import (
+    failed_group,
+    failed_pair,
+    nccl_group_result,
+    rdma_pair_result,
+)
 from validator.node.parsers.base import ParseError
 from validator.safe_text import one_line
 
@@ -455,39 +460,13 @@ def _parsed_pair(
 def _failed_pair(
     test: str, server: RdmaEnd, client: RdmaEnd, command: str, why: str
 ) -> RdmaPairResult:
-    gone = Unavailable(Reason.ERROR, why)
-    return RdmaPairResult(
-        server=server,
-        client=client,
-        test=test,
-        size_bytes=gone,
-        bw_peak_gbit_s=gone,
-        bw_average_gbit_s=gone,
-        lat_typical_us=gone,
-        lat_average_us=gone,
-        lat_p999_us=gone,
-        command=command,
-        completed=False,
-        detail=why,
-    )
+    return failed_pair(test, server, client, command, Unavailable(Reason.ERROR, why))
 
 
 def _failed_group(
     group: Group, collective: str, variant: str, command: str, why: str
 ) -> NcclGroupResult:
-    gone = Unavailable(Reason.ERROR, why)
-    return NcclGroupResult(
-        hosts=group,
-        ranks=0,
-        collective=collective,
-        variant=variant,
-        largest_busbw_gb_s=gone,
-        wrong=gone,
-        out_of_bounds=gone,
-        command=command,
-        completed=False,
-        detail=why,
-    )
+    return failed_group(group, collective, variant, command, Unavailable(Reason.ERROR, why))
 
 
 def _with_hosts(result: NcclGroupResult, group: Group) -> NcclGroupResult:
