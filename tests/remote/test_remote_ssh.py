@@ -779,24 +779,43 @@ def test_a_system_known_hosts_key_wins_over_the_users(
 
 
 def test_hosts_accepting_one_new_key_at_once_record_it_once(
-    tmp_path: Path, box: SshBox, client_key: tuple[ECDSAKey, Path]
+    tmp_path: Path,
+    box: SshBox,
+    client_key: tuple[ECDSAKey, Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     known_hosts = tmp_path / "ssh" / "known_hosts"
     transport = _transport(tmp_path, known_hosts=known_hosts, accept_new_host_keys=True)
     start = threading.Barrier(4)
-    outcomes: list[AgentOutcome] = []
+    logged_in: list[str] = []
+    # All four hold the same unknown key at the same moment, each past its own lookup.
+    record = transport.host_keys.record
+    together = threading.Barrier(4, timeout=30)
 
-    def certify(index: int) -> None:
+    def record_together(name: str, key: paramiko.PKey) -> None:
+        together.wait()
+        record(name, key)
+
+    monkeypatch.setattr(transport.host_keys, "record", record_together)
+
+    # The race is in the login (the host key checked and recorded), so each thread logs
+    # in and leaves: four agents run at once as well only loaded the machine, and on a
+    # busy CI one lost its session to the stub server.
+    def log_in(index: int) -> None:
         start.wait()
-        outcomes.append(_run(transport, _host(box, client_key[1], name=f"gpu{index}"))[0])
+        host = _host(box, client_key[1], name=f"gpu{index}")
+        clients = transport.connect(host, time.monotonic() + 30.0)
+        logged_in.append(host.name)
+        for client in clients:
+            client.close()
 
-    threads = [threading.Thread(target=certify, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=log_in, args=(i,)) for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
 
-    assert [outcome.error for outcome in outcomes] == [None] * 4
+    assert sorted(logged_in) == ["gpu0", "gpu1", "gpu2", "gpu3"]
     assert known_hosts.read_text() == box.known_hosts_line()
     again, _ = _run(_transport(tmp_path, known_hosts=known_hosts), _host(box, client_key[1]))
     assert again.error is None, again.error
