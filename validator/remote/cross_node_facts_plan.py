@@ -12,10 +12,14 @@ Pure: NodeFacts in, :class:`~validator.remote.cross_node_runner.CrossNodePlan` o
   which the plan records as guessed). An HCA no GPU names nearest, on a host whose
   topology names others, runs from host memory (no ``--use_cuda``).
 - Address: the inventory's (``ansible_host``), else the name.
+- GPUs: how many the node has and its smallest GPU's memory (``memory.total``), which
+  size NCCL's largest message (:func:`~validator.remote.cross_node_runner.nccl_largest_bytes`)
+  and the Slurm jobs' ``--gres=gpu:N``; None where the facts do not say.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
@@ -58,13 +62,22 @@ def nearest_gpus(gpudirect: GpudirectFacts | None, hcas: Sequence[str]) -> dict[
     return {nic: index for nic, (_, index) in best.items()} or None
 
 
+def gpu_sizes(result: NodeResult) -> tuple[int | None, int | None]:
+    """(how many GPUs, the smallest one's memory in MiB) from the facts; None where unread."""
+    gpus = result.facts.gpus
+    memory = [g.memory_total_mib for g in gpus if isinstance(g.memory_total_mib, int)]
+    return (len(gpus) or None), (min(memory) if memory else None)
+
+
 def plan_of(result: NodeResult, spec: HostSpec | None) -> HostPlan | None:
     """One host's plan from its facts; None when it has no active HCA."""
     hcas = active_hcas(result.facts.network)
     if not hcas:
         return None
     address = spec.address if spec is not None else result.hostname
-    return host_plan(result.hostname, hcas, address, nearest_gpus(result.facts.gpudirect, hcas))
+    plan = host_plan(result.hostname, hcas, address, nearest_gpus(result.facts.gpudirect, hcas))
+    count, memory = gpu_sizes(result)
+    return dataclasses.replace(plan, gpu_count=count, gpu_memory_mib=memory)
 
 
 def plan_from_facts(
@@ -83,4 +96,4 @@ def plan_from_facts(
     return CrossNodePlan(tuple(p for p in plans if p is not None), **options)  # type: ignore[arg-type]
 
 
-__all__ = ["active_hcas", "nearest_gpus", "plan_from_facts", "plan_of"]
+__all__ = ["active_hcas", "gpu_sizes", "nearest_gpus", "plan_from_facts", "plan_of"]

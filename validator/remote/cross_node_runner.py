@@ -56,6 +56,17 @@ PROGRAMS = {"write_bw": "ib_write_bw", "write_lat": "ib_write_lat"}
 COLLECTIVE_PROGRAMS = {"all_reduce": "all_reduce_perf", "alltoall": "alltoall_perf"}
 NCCL_NEEDS_LAUNCHER = "NCCL across nodes needs Slurm or mpirun"
 _POLL_S = 0.05
+_GIB = 1 << 30
+# The largest NCCL message: nccl-tests allocates its send, receive and (with -c, its
+# default) expected buffers of the largest size on every GPU before NCCL's own buffers
+# and the CUDA context; it caps the size at (memory - 1 GiB) / 3 itself, and that 1 GiB
+# was found too little (https://github.com/NVIDIA/nccl-tests/issues/220). A quarter of
+# the smallest GPU's memory leaves the fourth quarter to NCCL and CUDA. A power of two,
+# as the sweep doubles from -b; at most 16G, the size the catalog's floors were taken at
+# (Azure's checks run -e 16G), and at least 1G, below which busbw is not at its plateau.
+NCCL_LARGEST_CAP = 16 * _GIB
+NCCL_LARGEST_FLOOR = 1 * _GIB
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": _GIB}
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,8 @@ class HostPlan:
     hcas: tuple[str, ...]
     gpus: tuple[int | None, ...]
     guessed: bool = False
+    gpu_count: int | None = None  # GPUs the node has, from its facts (None: not read)
+    gpu_memory_mib: int | None = None  # its smallest GPU's memory (None: not read)
 
     def __post_init__(self) -> None:
         if len(self.gpus) != len(self.hcas):
@@ -90,7 +103,9 @@ class CrossNodePlan:
     step_margin_s: float = 30.0  # a client's limit: its duration plus this
     collectives: tuple[str, ...] = ("all_reduce", "alltoall")
     variants: tuple[str, ...] = ("default", "ib_only")
-    nccl_bytes: tuple[str, str] = ("8", "16G")  # -b, -e: busbw is read at the largest
+    # -b, and the ceiling of -e (each group's -e fits its smallest GPU: nccl_largest_bytes);
+    # busbw is read at the largest
+    nccl_bytes: tuple[str, str] = ("8", "16G")
     gpus_per_node: int = 8
     nccl_timeout_s: float = 300.0
     _index: dict[str, HostPlan] = field(default_factory=dict, init=False, compare=False)
@@ -174,9 +189,54 @@ def perftest_argv(
     return argv
 
 
-def nccl_argv(collective: str, plan: CrossNodePlan) -> list[str]:
-    """One rank's nccl-tests command line: one GPU a rank, doubling sizes up to the largest."""
-    low, high = plan.nccl_bytes
+def size_bytes(text: str) -> int:
+    """nccl-tests' size notation (``8``, ``512M``, ``16G``: powers of 1024) in bytes.
+
+    Raises:
+        ValueError: not a whole number with an optional K, M or G.
+    """
+    unit = text[-1:].upper() if text[-1:].isalpha() else ""
+    number = text[: len(text) - len(unit)]
+    if unit not in _SIZE_UNITS or not number.isdigit():
+        raise ValueError(f"{one_line(text)!s} is not a size such as 8, 512M or 16G")
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def size_text(size: int) -> str:
+    """A size in nccl-tests' notation, the largest whole unit (``8G``, ``512M``, ``8``)."""
+    for unit in ("G", "M", "K"):
+        if size >= _SIZE_UNITS[unit] and size % _SIZE_UNITS[unit] == 0:
+            return f"{size // _SIZE_UNITS[unit]}{unit}"
+    return str(size)
+
+
+def nccl_largest_bytes(memory_mib: int | None) -> int:
+    """The largest message for a GPU of ``memory_mib`` (see NCCL_LARGEST_CAP's comment).
+
+    The largest power of two within a quarter of the memory, between 1G and 16G; 16G when
+    the memory was not read (the size the floors were stated for, as before).
+    """
+    if memory_mib is None or memory_mib <= 0:
+        return NCCL_LARGEST_CAP
+    quarter = memory_mib * (1 << 20) // 4
+    return max(NCCL_LARGEST_FLOOR, min(NCCL_LARGEST_CAP, 1 << (quarter.bit_length() - 1)))
+
+
+def group_largest_bytes(plan: CrossNodePlan, hosts: Sequence[HostPlan]) -> int:
+    """The group's largest message: its smallest GPU's size, never above the plan's -e."""
+    known = [h.gpu_memory_mib for h in hosts if h.gpu_memory_mib is not None]
+    fitted = nccl_largest_bytes(min(known)) if known else NCCL_LARGEST_CAP
+    return min(fitted, size_bytes(plan.nccl_bytes[1]))
+
+
+def nccl_argv(
+    collective: str, plan: CrossNodePlan, hosts: Sequence[HostPlan] = ()
+) -> list[str]:
+    """One rank's nccl-tests command line: one GPU a rank, doubling sizes up to the largest.
+
+    The largest fits the smallest GPU of ``hosts`` (:func:`group_largest_bytes`).
+    """
+    low, high = plan.nccl_bytes[0], size_text(group_largest_bytes(plan, hosts))
     return [COLLECTIVE_PROGRAMS[collective], "-b", low, "-e", high, "-f", "2", "-g", "1"]
 
 
@@ -412,7 +472,7 @@ class StepRunner:
         plan: CrossNodePlan,
         deadline: float,
     ) -> NcclGroupResult:
-        argv = nccl_argv(collective, plan)
+        argv = nccl_argv(collective, plan, hosts)
         env = variant_environment(variant)
         command = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
         step: Step | None = None
@@ -485,8 +545,12 @@ __all__ = [
     "Step",
     "StepRunner",
     "host_plan",
+    "group_largest_bytes",
     "nccl_argv",
+    "nccl_largest_bytes",
     "perftest_argv",
     "plan_from_mapping",
+    "size_bytes",
+    "size_text",
     "variant_environment",
 ]
