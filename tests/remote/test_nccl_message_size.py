@@ -80,4 +80,5 @@ def test_the_plan_reads_gpu_count_and_smallest_memory_from_facts() -> None:
     assert host.gpu_count == 8
     assert host.gpu_memory_mib == 40536
     healthy = plan_from_facts([_result("n2")], []).host("n2")
-    assert healthy.gpu_memory_mib is not None and healthy.gpu_memory_mib > 80000
+    assert healthy.gpu_memory_mib is not None
+    assert healthy.gpu_memory_mib > 80000

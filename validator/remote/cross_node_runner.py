@@ -229,9 +229,7 @@ def group_largest_bytes(plan: CrossNodePlan, hosts: Sequence[HostPlan]) -> int:
     return min(fitted, size_bytes(plan.nccl_bytes[1]))
 
 
-def nccl_argv(
-    collective: str, plan: CrossNodePlan, hosts: Sequence[HostPlan] = ()
-) -> list[str]:
+def nccl_argv(collective: str, plan: CrossNodePlan, hosts: Sequence[HostPlan] = ()) -> list[str]:
     """One rank's nccl-tests command line: one GPU a rank, doubling sizes up to the largest.
 
     The largest fits the smallest GPU of ``hosts`` (:func:`group_largest_bytes`).
@@ -544,8 +542,8 @@ __all__ = [
     "Pair",
     "Step",
     "StepRunner",
-    "host_plan",
     "group_largest_bytes",
+    "host_plan",
     "nccl_argv",
     "nccl_largest_bytes",
     "perftest_argv",
