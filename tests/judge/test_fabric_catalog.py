@@ -30,6 +30,10 @@ NO_FIGURE = "{value: null, unconfirmed: 'no source'}"
 def _fabric(**figures: str) -> str:
     values = dict.fromkeys(FABRIC_FIGURES, GOOD_FIGURE) | figures
     lines = "".join(f"    {name}: {value}\n" for name, value in values.items())
+    lines += (
+        "    nccl_all_reduce_min_gbs_per_hca:\n      - {min_nodes: 2, largest_min_gib: 4,"
+        " largest_max_gib: 16, value: 46, source: 'https://example.org'}\n"
+    )
     return (
         "fabrics:\n  - id: ndr\n    label: NDR\n    link: infiniband\n    rate_gbit_s: 400\n"
         + lines
@@ -42,8 +46,8 @@ def test_packaged_catalog_states_the_brief_figures_with_sources() -> None:
     ndr = catalog.fabric("ndr-400-ib")
     assert ndr.ib_write_bw_gdr_min_gbit_s.value == 380
     assert "check_ib_bw_gdr 380" in ndr.ib_write_bw_gdr_min_gbit_s.source
-    assert ndr.nccl_all_reduce_min_gbs_per_hca.value == 46
-    assert "48-49GB/s per NIC" in ndr.nccl_all_reduce_min_gbs_per_hca.source
+    assert ndr.nccl_floor(8).figure.value == 46  # type: ignore[union-attr]
+    assert "48-49GB/s per NIC" in ndr.nccl_floor(8).figure.source  # type: ignore[union-attr]
     hdr = catalog.fabric("hdr-200-ib")
     assert hdr.ib_write_bw_gdr_min_gbit_s.value == 185
     h100 = catalog.node_reference("h100-sxm-8")
@@ -55,6 +59,7 @@ def test_every_figure_is_sourced_or_says_why_not() -> None:
     catalog = load_fabric_catalog()
     figures = [fabric.figure(name) for fabric in catalog.fabrics for name in FABRIC_FIGURES]
     figures += [getattr(ref, name) for ref in catalog.node_references for name in NODE_FIGURES]
+    figures += [row.figure for f in catalog.fabrics for row in f.nccl_all_reduce_min_gbs_per_hca]
     for figure in figures:
         assert bool(figure.source) != bool(figure.unconfirmed)
         if figure.value is None:

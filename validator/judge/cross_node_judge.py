@@ -4,11 +4,14 @@ Pure: the stage as it ran (:class:`validator.model.CrossNodeStage`) and the fabr
 (:mod:`validator.judge.fabric_catalog`) in, findings per node out.
 
 Floors (:func:`stage_floor`): the catalog's for the fabric (ib_write_bw with GPUDirect,
-Gb/s; NCCL all-reduce busbw per HCA, GB/s) and, once the first round has given figures
+Gb/s; NCCL all-reduce busbw per HCA, GB/s, the row for the group's size: the nearest
+``min_nodes`` not above it) and, once the first round has given figures
 from :data:`validator.judge.fleet.MIN_FLEET_NODES` tests or more, ``ratio`` (0.90, as
 ``fleet.interconnect``) of their median: the higher of the two holds, so a pair far below
 its fleet is flagged even where the catalog states no floor (400G RoCE) or a low one. The
-MAD is shown beside the median.
+MAD is shown beside the median. NCCL is not judged at all (:func:`nccl_floor_problem`:
+UNKNOWN, never PASS) where the catalog has no row for a group size the search uses, or
+the row does not hold for the largest message the groups run.
 
 What each node gets, per kind (checks ``fabric.*``), as an operator would act:
 
@@ -43,7 +46,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 from validator.judge.actions import assign_actions
-from validator.judge.fabric_catalog import Fabric, Figure
+from validator.judge.fabric_catalog import Fabric, Figure, NcclFloor
 from validator.judge.fleet import MIN_FLEET_NODES, median_of_nodes
 from validator.judge.verdict import decide, sort_findings
 from validator.model import (
@@ -71,7 +74,7 @@ DEFAULT_FLEET_RATIO = 0.90
 _SOURCE = "gpuready: the stage across nodes"
 # An undecided node that running again decides (else something is missing: MEASURE).
 _RERUN_WORDS = ("interrupted", "rounds ran out", "deadline")
-_FLOOR_FIGURE = {"rdma": "ib_write_bw_gdr_min_gbit_s", "nccl": "nccl_all_reduce_min_gbs_per_hca"}
+_NO_FIGURE = Figure(None, unconfirmed="the catalog has no row for the group's size")
 _BANDWIDTH_CHECK = {"rdma": RDMA_BANDWIDTH, "nccl": NCCL_BANDWIDTH}
 _WORDS = {"rdma": "RDMA write (slowest HCA)", "nccl": "NCCL all-reduce busbw per HCA"}
 
@@ -130,17 +133,68 @@ def fleet_stats(figures: Sequence[float]) -> tuple[float, float] | None:
     return median, statistics.median(abs(value - median) for value in figures)
 
 
+def _stated(fabric: Fabric, kind: str, nodes: int) -> Figure:
+    if kind == "rdma":
+        return fabric.ib_write_bw_gdr_min_gbit_s
+    row = fabric.nccl_floor(nodes)
+    return row.figure if row is not None else _NO_FIGURE
+
+
+def _gib(size: float) -> str:
+    return f"{size:g}"
+
+
+def _size_words(size: int) -> str:
+    gib = size / (1 << 30)
+    return f"{gib:g}G" if gib >= 1 else f"{size / (1 << 20):g}M"
+
+
+def nccl_floor_problem(
+    fabric: Fabric, group_sizes: Iterable[int], largest_sizes: Iterable[int]
+) -> str | None:
+    """Why NCCL cannot be judged on ``fabric``; None when every floor row needed holds.
+
+    A group size with no floor row, or a largest message (bytes) outside its row's range.
+
+    ``group_sizes``: every group size the search may run (its groups and their halves);
+    ``largest_sizes``: every largest message a group may run (-e, by its smallest GPU).
+    """
+    sizes = sorted(set(largest_sizes))
+    for nodes in sorted(set(group_sizes)):
+        row: NcclFloor | None = fabric.nccl_floor(nodes)
+        if row is None:
+            return (
+                f"the fabric catalog states no NCCL all-reduce floor for groups of {nodes} "
+                f"nodes on {fabric.label} ({fabric.id}): add a row with min_nodes <= {nodes}"
+            )
+        outside = [size for size in sizes if not row.holds_for(size)]
+        if outside:
+            return (
+                f"the largest NCCL message {_size_words(outside[0])} (a quarter of the "
+                f"smallest GPU's memory) is outside the "
+                f"{_gib(row.largest_min_gib)}-{_gib(row.largest_max_gib)} GiB the "
+                f"{fabric.id} floor for groups of {row.min_nodes}+ nodes holds for"
+            )
+    return None
+
+
 def stage_floor(
-    fabric: Fabric, kind: str, first_round: Sequence[float], ratio: float = DEFAULT_FLEET_RATIO
+    fabric: Fabric,
+    kind: str,
+    first_round: Sequence[float],
+    ratio: float = DEFAULT_FLEET_RATIO,
+    nodes: int = 2,
 ) -> tuple[float, str, float | None, float | None]:
-    """The floor a test of ``kind`` must meet, where it comes from, and the fleet's statistics.
+    """The floor a test of ``kind`` must meet, where it comes from, the fleet's statistics.
+
+    NCCL's is the catalog's row for a group of ``nodes`` nodes.
 
     Returns:
         (floor, its source in words, fleet median or None, MAD or None); a floor of 0 when
         neither the catalog nor a large enough first round states one (then only a test
         with no result fails, and the bandwidth findings say no floor was known).
     """
-    stated: Figure = fabric.figure(_FLOOR_FIGURE[kind])
+    stated = _stated(fabric, kind, nodes)
     stats = fleet_stats(first_round)
     unit = "Gb/s" if kind == "rdma" else "GB/s per HCA"
     floor, words = 0.0, "no floor: none stated for the fabric and too few tests for a fleet"
@@ -400,6 +454,7 @@ __all__ = [
     "fleet_stats",
     "judge_stage",
     "nccl_figure",
+    "nccl_floor_problem",
     "rdma_figure",
     "rejudged",
     "stage_floor",

@@ -4,6 +4,12 @@ Each figure is stated with its source, or marked unconfirmed with why; a figure 
 no value states no floor (the fleet's own median judges). The file is checked as the
 SKU catalog is (:mod:`validator.judge.catalog`): one declaration per field
 (:mod:`validator.fields`), one-line errors naming the file, line and key.
+
+The NCCL all-reduce floor is a list of rows, one per group size (``min_nodes``: the row
+holds for groups of that many nodes up to the next row's), each for a range of largest
+messages (``largest_min_gib``..``largest_max_gib``): busbw across two nodes goes beyond
+one NIC's figure (NCCL's tree, NVLink SHARP), across more it tends to the per-NIC ring
+figure, and below its plateau it is lower. A group no row holds for has no catalog floor.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ _ID = r"[a-z0-9][a-z0-9-]{0,62}"
 FABRIC_FIGURES: dict[str, str] = {
     "ib_write_bw_gdr_min_gbit_s": "ib_write_bw floor with GPUDirect (Gb/s)",
     "ib_write_lat_max_us": "ib_write_lat ceiling (us)",
-    "nccl_all_reduce_min_gbs_per_hca": "NCCL all-reduce busbw floor per HCA (GB/s)",
     "nccl_alltoall_min_gbs_per_hca": "NCCL alltoall busbw floor per HCA (GB/s)",
 }
+NCCL_FLOORS = "nccl_all_reduce_min_gbs_per_hca"  # NCCL all-reduce busbw floor per HCA (GB/s)
 NODE_FIGURES: dict[str, str] = {
     "all_reduce_min_gbs": "all-reduce busbw floor inside one node (GB/s)",
     "all_reduce_typical_gbs": "all-reduce busbw a healthy node reaches (GB/s)",
@@ -54,6 +60,23 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class NcclFloor:
+    """The NCCL all-reduce busbw floor per HCA for groups from ``min_nodes`` nodes.
+
+    It holds where the largest message is within ``largest_min_gib``..``largest_max_gib``.
+    """
+
+    min_nodes: int
+    largest_min_gib: float
+    largest_max_gib: float
+    figure: Figure
+
+    def holds_for(self, largest_bytes: int) -> bool:
+        """Whether a run whose largest message is ``largest_bytes`` is judged by this row."""
+        return self.largest_min_gib <= largest_bytes / (1 << 30) <= self.largest_max_gib
+
+
+@dataclass(frozen=True)
 class Fabric:
     """One network fabric and the floors a healthy link on it meets, per HCA."""
 
@@ -63,8 +86,8 @@ class Fabric:
     rate_gbit_s: float
     ib_write_bw_gdr_min_gbit_s: Figure
     ib_write_lat_max_us: Figure
-    nccl_all_reduce_min_gbs_per_hca: Figure
     nccl_alltoall_min_gbs_per_hca: Figure
+    nccl_all_reduce_min_gbs_per_hca: tuple[NcclFloor, ...] = ()  # by min_nodes, ascending
 
     def figure(self, name: str) -> Figure:
         """The figure called ``name`` (one of FABRIC_FIGURES)."""
@@ -72,6 +95,11 @@ class Fabric:
             raise KeyError(name)
         value: Figure = getattr(self, name)
         return value
+
+    def nccl_floor(self, nodes: int) -> NcclFloor | None:
+        """The row for a group of ``nodes``: the largest ``min_nodes`` not above it; or None."""
+        held = [row for row in self.nccl_all_reduce_min_gbs_per_hca if row.min_nodes <= nodes]
+        return held[-1] if held else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +163,33 @@ _FIGURE_DOC = Document(
 )
 
 
+def _nccl_floor(value: Mapping[str, Any]) -> NcclFloor:
+    low, high = float(value["largest_min_gib"]), float(value["largest_max_gib"])
+    if low > high:
+        raise Invalid(problem=f"largest_min_gib {low:g} is above largest_max_gib {high:g}")
+    figure = _figure({k: v for k, v in value.items() if k in ("value", "source", "unconfirmed")})
+    return NcclFloor(int(value["min_nodes"]), low, high, figure)
+
+
+def _nccl_floors(rows: list[NcclFloor]) -> tuple[NcclFloor, ...]:
+    seen: set[int] = set()
+    for index, row in enumerate(rows):
+        if row.min_nodes in seen:
+            raise Invalid(at=(index,), problem=f"duplicate min_nodes {row.min_nodes}")
+        seen.add(row.min_nodes)
+    return tuple(sorted(rows, key=lambda row: row.min_nodes))
+
+
+_NCCL_FLOOR_DOC = Document(
+    (
+        Field("min_nodes", int, minimum=2, required=True),
+        Field("largest_min_gib", float, minimum=0, above=True, required=True),
+        Field("largest_max_gib", float, minimum=0, above=True, required=True),
+        *_FIGURE_DOC.fields,
+    )
+)
+
+
 def _figure_field(name: str) -> Field:
     return Field(name, dict, document=_FIGURE_DOC, required=True, convert=_figure)
 
@@ -146,6 +201,16 @@ _FABRIC = Document(
         Field("link", str, choices=LINKS, required=True),
         Field("rate_gbit_s", float, minimum=0, above=True, required=True),
         *(_figure_field(name) for name in FABRIC_FIGURES),
+        Field(
+            NCCL_FLOORS,
+            list,
+            wanted="a list of at least one row (min_nodes, largest_min_gib, "
+            "largest_max_gib, value, source or unconfirmed)",
+            non_empty=True,
+            required=True,
+            item=Field("floor", dict, document=_NCCL_FLOOR_DOC, convert=_nccl_floor),
+            convert=_nccl_floors,
+        ),
     )
 )
 _NODE_REFERENCE = Document(
@@ -218,10 +283,12 @@ def _unique(source: fields.Source, kind: str, ids: list[str]) -> None:
 __all__ = [
     "FABRIC_FIGURES",
     "LINKS",
+    "NCCL_FLOORS",
     "NODE_FIGURES",
     "Fabric",
     "FabricCatalog",
     "Figure",
+    "NcclFloor",
     "NodeReference",
     "load_fabric_catalog",
 ]

@@ -30,6 +30,7 @@ from validator.judge.cross_node_judge import (
     DEFAULT_FLEET_RATIO,
     judge_stage,
     nccl_figure,
+    nccl_floor_problem,
     rdma_figure,
     rejudged,
     stage_floor,
@@ -46,7 +47,11 @@ from validator.model import (
     RdmaPairResult,
     Verdict,
 )
-from validator.remote.cross_node_runner import CrossNodePlan, CrossNodeRunner
+from validator.remote.cross_node_runner import (
+    CrossNodePlan,
+    CrossNodeRunner,
+    group_largest_bytes,
+)
 from validator.remote.pair_plan import Measure, Outcome, Test, is_power_of_two, search
 from validator.safe_text import one_line
 
@@ -73,14 +78,22 @@ class _Kind:
     mad: float | None = None
     floor_set: bool = False
     rounds: list[list[tuple[Test, float | None, _Records, str]]] = field(default_factory=list)
+    first_round: list[float] = field(default_factory=list)
 
-    def set_floor(self, figures: Sequence[float]) -> None:
+    def set_floor(self, figures: Sequence[float], size: int) -> None:
         """The floor, from the catalog and the first round's figures (once)."""
         if not self.floor_set:
+            self.first_round = list(figures)
             self.floor, self.source, self.median, self.mad = stage_floor(
-                self.fabric, self.kind, figures, self.ratio
+                self.fabric, self.kind, figures, self.ratio, size
             )
             self.floor_set = True
+
+    def floor_for(self, size: int) -> float:
+        """The floor a test of ``size`` nodes must meet (NCCL's catalog row is per size)."""
+        if self.kind == "rdma" or not self.floor_set:
+            return self.floor
+        return stage_floor(self.fabric, self.kind, self.first_round, self.ratio, size)[0]
 
     def replay(self, tests: Sequence[Test]) -> dict[Test, float | None]:
         """The recorded figures of the round the planner asks for again."""
@@ -124,7 +137,8 @@ def _measure(
         if time.monotonic() >= deadline and any(figure is None for _, figure, _, _ in recorded):
             # Cut by the deadline: a missing result says nothing of its nodes.
             raise _Stopped(_AT_DEADLINE)
-        state.set_floor([figure for _, figure, _, _ in recorded if figure is not None])
+        size = max((len(test) for test in tests), default=2)
+        state.set_floor([figure for _, figure, _, _ in recorded if figure is not None], size)
         state.rounds.append(recorded)
         return {test: figure for test, figure, _, _ in recorded}
 
@@ -193,7 +207,7 @@ def _tests(state: _Kind, outcome: Outcome) -> list[CrossNodeTest]:
                 kind=state.kind,
                 hosts=result.nodes,
                 figure=result.figure,
-                floor=state.floor,
+                floor=state.floor_for(len(result.nodes)),
                 passed=result.passed,
                 purpose=result.purpose,
                 rdma=records if state.kind == "rdma" else (),  # type: ignore[arg-type]
@@ -230,7 +244,7 @@ def _search_kind(
         return search(
             nodes,
             measure,
-            lambda _size: state.floor,
+            state.floor_for,
             group_size=size,
             blocks=options.blocks,
             max_held=options.max_held,
@@ -249,6 +263,14 @@ def _group_size(asked: int, nodes: int) -> int:
     if not is_power_of_two(asked):
         raise ValueError(f"NCCL group size {asked} is not a power of two (2, 4, 8, ...)")
     return max(2, min(asked, 1 << max(1, nodes.bit_length() - 1)))
+
+
+def _nccl_problem(row: Fabric, nodes: Sequence[str], plan: CrossNodePlan, group: int) -> str | None:
+    """Why NCCL cannot be judged here (no floor row for a size, or for the messages)."""
+    size = _group_size(group, len(nodes))
+    sizes = range(2, size + 1)  # the group, its halves and their halves
+    largest = {group_largest_bytes(plan, [plan.host(name)]) for name in nodes}
+    return nccl_floor_problem(row, sizes, largest)
 
 
 def _stage(
@@ -275,6 +297,8 @@ def _stage(
     for kind in kinds:
         state = _Kind(kind, row, options.ratio)
         skipped = runner.nccl_unavailable() if kind == "nccl" else None
+        if kind == "nccl" and not skipped and len(nodes) >= 2:
+            skipped = _nccl_problem(row, nodes, plan, options.nccl_group)
         if interrupted or skipped or len(nodes) < 2:
             why = _INTERRUPTED if interrupted else skipped or "fewer than two nodes to pair"
             outcomes.append(KindOutcome(kind, 0.0, "", skipped=why, unresolved=unplanned))
