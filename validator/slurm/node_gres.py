@@ -22,7 +22,9 @@ _GRES = re.compile(r"(?:^|\s)Gres=(\S*)")
 
 def _entries(gres: str) -> list[str]:
     """The entries of a Gres value, split at commas outside parentheses."""
-    entries, depth, current = [], 0, []
+    entries: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in gres:
         depth += {"(": 1, ")": -1}.get(char, 0)
         if char == "," and depth == 0:
