@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from validator.remote.cross_node_runner import LaunchError, plan_from_mapping
+from validator.remote.cross_node_runner import (
+    CrossNodePlan,
+    HostPlan,
+    LaunchError,
+    plan_from_mapping,
+)
 from validator.slurm import cross_node_srun
 from validator.slurm.commands import CommandResult
 from validator.slurm.cross_node_srun import (
@@ -33,12 +39,15 @@ class FakeSlurm:
     def __init__(self) -> None:
         self.commands: list[list[str]] = []
         self.next_job = 101
+        self.show_node = ""  # scontrol show node's answer
 
     def __call__(self, argv: Sequence[str]) -> CommandResult:
         self.commands.append(list(argv))
         if argv[0] == "sbatch":
             self.next_job += 1
             return CommandResult(0, f"{self.next_job - 1}\n")
+        if argv[:2] == ["scontrol", "-o"] or argv[:2] == ["scontrol", "show"]:
+            return CommandResult(0, self.show_node)
         return CommandResult(0)
 
     def submitted(self) -> list[list[str]]:
@@ -183,3 +192,59 @@ def test_a_refused_scancel_is_tried_again_at_close(
     assert slurm.cancelled() == ["101"]  # refused
     runner.close()
     assert slurm.cancelled() == ["101", "101"]  # tried again, by its id
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+def _recorded(name: str, renames: dict[str, str]) -> str:
+    """A real recording with its node names made this test's (n1, n2)."""
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    return text
+
+
+GPU8 = _recorded(
+    "scontrol-show-node-public-gres-gpu8.txt",
+    {"cluster-h100-9-78": "n1", "cluster-h100-9-69": "n2"},
+)
+NO_GRES = _recorded("scontrol-show-node-idle.txt", {"node01": "n1"}) + _recorded(
+    "scontrol-show-node-drained.txt", {"node02": "n2"}
+)
+
+
+def gpu_plan(count: int | None) -> CrossNodePlan:
+    hosts = (HostPlan(n, n, ("mlx5_0",), (0,), gpu_count=count) for n in ("n1", "n2"))
+    return CrossNodePlan(tuple(hosts), duration_s=1, latency=False)
+
+
+def _sbatch_gres(slurm: FakeSlurm) -> list[str]:
+    (sbatch,) = slurm.submitted()
+    return [arg for arg in sbatch if arg.startswith(("--gres", "--gpus"))]
+
+
+@pytest.mark.parametrize(
+    ("show_node", "facts", "extra", "asked"),
+    [
+        (GPU8, 8, (), ["--gres=gpu:8"]),  # the nodes declare gpu:8: all of them
+        (GPU8, 4, (), ["--gres=gpu:4"]),  # the facts' count, where they read fewer
+        (GPU8, None, (), ["--gres=gpu:8"]),  # facts silent: what Slurm declares
+        (NO_GRES, 8, (), []),  # the test cluster: Gres=(null), nothing asked
+        ("", 8, (), []),  # scontrol said nothing: as before
+        (GPU8, 8, ("--gres=gpu:2",), ["--gres=gpu:2"]),  # the operator's own, alone
+    ],
+)
+def test_jobs_ask_for_the_nodes_gpus_where_slurm_declares_gpu_gres(
+    slurm: FakeSlurm,
+    monkeypatch: pytest.MonkeyPatch,
+    show_node: str,
+    facts: int | None,
+    extra: tuple[str, ...],
+    asked: list[str],
+) -> None:
+    slurm.show_node = show_node
+    runner = SlurmRunner(SrunOptions(extra_sbatch=extra), slurm)
+    refuse_steps(runner, monkeypatch)
+    runner.rdma_round([("n1", "n2")], gpu_plan(facts), time.monotonic() + 60)
+    assert _sbatch_gres(slurm) == asked

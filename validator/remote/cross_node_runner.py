@@ -121,6 +121,10 @@ class CrossNodePlan:
         """
         return self._index[name]
 
+    def has(self, name: str) -> bool:
+        """Whether the plan has host ``name``."""
+        return name in self._index
+
     def hcas_of(self, hosts: Sequence[str]) -> int:
         """The fewest HCAs any of ``hosts`` has (the per-HCA divisor of a group's busbw)."""
         return min((len(self.host(name).hcas) for name in hosts), default=0)

@@ -7,6 +7,13 @@ How a Slurm operator runs it, and why:
   script only sleeps), so the nodes out of service at once are the round's, each test's
   nodes are free of other jobs' traffic while measured (``--exclusive``), and a node
   that dies takes down its own test's job only (Slurm ends a job whose node fails).
+- **GPUs.** Where the test's nodes declare GPU GRES (``scontrol -o show node``, read by
+  :mod:`validator.slurm.node_gres`), the job asks ``--gres=gpu:N``: a cluster that fences
+  devices (cgroup ``ConstrainDevices``) gives a job only the GPUs it asked for, and its
+  steps (which take the job's GRES by default) would see none. N is the fewest GPUs the
+  nodes' facts count, never more than Slurm declares. Nodes that declare none are asked
+  none (Slurm would refuse the job); an operator's own ``--gres``/``--gpus*`` in
+  ``extra_sbatch`` is left alone.
   ``sbatch --parsable`` prints the job id before anything runs, so every job is
   recorded before it can start, and cancelled by that id (never by name or user).
 - **Steps inside it.** perftest's server is ``srun --jobid=J --overlap -N1 -n1 -w a``,
@@ -60,6 +67,7 @@ from validator.remote.cross_node_runner import (
 from validator.safe_text import one_line
 from validator.slurm.commands import Runner, SlurmError, run_slurm, said
 from validator.slurm.jobs import JobState, cancel, job_states, parse_sbatch
+from validator.slurm.node_gres import parse_node_gpus
 from validator.slurm.nodes import list_nodes
 
 JOB_NAME = "gpuready-fabric"
@@ -296,6 +304,7 @@ class SlurmRunner:
         self.steps = StepRunner(self.launcher)
         self.submitted: list[str] = []  # every job id of the stage, for the caller's checks
         self._live: set[str] = set()
+        self._gpus: dict[str, int] = {}  # node -> GPUs its GRES declares (read once)
         self._lock = threading.Lock()
 
     def nccl_unavailable(self) -> str | None:
@@ -306,25 +315,32 @@ class SlurmRunner:
         self, pairs: Sequence[Pair], plan: CrossNodePlan, deadline: float
     ) -> dict[Pair, tuple[RdmaPairResult, ...]]:
         """Every pair's records, each pair in its own job."""
-        return self._round(pairs, deadline, lambda: self.steps.rdma_round(pairs, plan, deadline))
+        return self._round(
+            pairs, plan, deadline, lambda: self.steps.rdma_round(pairs, plan, deadline)
+        )
 
     def nccl_round(
         self, groups: Sequence[Group], plan: CrossNodePlan, deadline: float
     ) -> dict[Group, tuple[NcclGroupResult, ...]]:
         """Every group's records, each group in its own job."""
-        return self._round(groups, deadline, lambda: self.steps.nccl_round(groups, plan, deadline))
+        return self._round(
+            groups, plan, deadline, lambda: self.steps.nccl_round(groups, plan, deadline)
+        )
 
-    def _round(self, tests: Sequence[T], deadline: float, run: Callable[[], R]) -> R:
+    def _round(
+        self, tests: Sequence[T], plan: CrossNodePlan, deadline: float, run: Callable[[], R]
+    ) -> R:
         jobs: dict[T, str] = {}
         try:
             why = self._unusable(tests)
+            self._read_gpus([host for test in tests for host in test if host not in why])
             for test in tests:
                 bad = [host for host in test if host in why]
                 if bad:  # its peers have no result either, for the same reason
                     for host in test:
                         why.setdefault(host, why[bad[0]])
                 else:
-                    self._submit(test, deadline, jobs, why)
+                    self._submit(test, deadline, jobs, why, self._gres(test, plan))
             self._await(jobs, deadline, why)
             self.launcher.allocate(
                 {host: job for test, job in jobs.items() for host in test if host not in why},
@@ -357,7 +373,39 @@ class SlurmRunner:
                 why.setdefault(name, f"Slurm will not run {name}: {one_line(node.words)}")
         return why
 
-    def _submit(self, test: T, deadline: float, jobs: dict[T, str], why: dict[str, str]) -> None:
+    def _read_gpus(self, names: Sequence[str]) -> None:
+        """The GPUs each node's GRES declares, asked once a node; unasked where Slurm fails."""
+        missing = sorted({name for name in names if name not in self._gpus})
+        if not missing:
+            return
+        try:
+            result = self.runner(["scontrol", "-o", "show", "node", ",".join(missing)])
+        except SlurmError:
+            return  # as before: no GPUs asked
+        if result.returncode == 0:
+            found = parse_node_gpus(result.stdout)
+            self._gpus.update((name, found[name]) for name in missing if name in found)
+
+    def _gres(self, test: T, plan: CrossNodePlan) -> list[str]:
+        """``--gres=gpu:N`` where every node of ``test`` declares GPUs (see the docstring)."""
+        if any(a.startswith(("--gres", "--gpus")) for a in self.options.extra_sbatch):
+            return []
+        declared = [self._gpus.get(host, 0) for host in test]
+        if not declared or min(declared) <= 0:
+            return []
+        counted = [plan.host(h).gpu_count for h in test if plan.has(h)]
+        known = [count for count in counted if count]
+        wanted = min(known) if known else min(declared)
+        return [f"--gres=gpu:{min(wanted, *declared)}"]
+
+    def _submit(
+        self,
+        test: T,
+        deadline: float,
+        jobs: dict[T, str],
+        why: dict[str, str],
+        gres: Sequence[str] = (),
+    ) -> None:
         argv = [
             "sbatch",
             "--parsable",
@@ -371,6 +419,7 @@ class SlurmRunner:
             "--chdir=/tmp",
             "--no-requeue",
             *(f"--{flag}={value}" for flag, value in self._placement() if value),
+            *gres,
             *self.options.extra_sbatch,
             "--wrap=exec sleep 2147483647",  # holds the nodes; the steps do the work
         ]
