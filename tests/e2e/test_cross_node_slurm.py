@@ -172,6 +172,8 @@ def test_a_healthy_fabric_pairs_and_a_group_every_node_good(cluster: SlurmCluste
     # One job per pair (round 1) and one for the group: each cancelled when its round ended.
     assert len(runner.submitted) == 3
     no_job_left(cluster)
+    # Its nodes declare no GPU GRES (Gres=(null)): read from scontrol, so no GPUs asked.
+    assert runner._gpus == dict.fromkeys(cluster.node_names, 0)
 
 
 def test_a_slow_node_is_named_by_the_bisection(cluster: SlurmCluster) -> None:
