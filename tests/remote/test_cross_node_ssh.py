@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ from paramiko import ECDSAKey
 from tests.interrupting import ctrl_c_after
 from tests.remote.test_remote_ssh import SshBox, _pump
 from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
-from validator.remote.cross_node_runner import plan_from_mapping
+from validator.remote.cross_node_runner import HostPlan, LaunchError, plan_from_mapping
 from validator.remote.cross_node_ssh import ssh_runner, step_command
 from validator.remote.ssh import SshTransport
 from validator.service.cross_node_service import run_cross_node_stage
@@ -293,4 +294,62 @@ def test_nccl_groups_go_through_mpirun_with_the_ib_only_variant(
         for command in commands
     )
     assert not fleet.boxes["gpu02"].commands  # the group starts on its first host
+    fleet.nothing_left()
+
+
+def test_a_dead_host_holds_up_no_other_host_and_fails_once_a_round(
+    fleet_of: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet: Fleet = fleet_of(["gpu01"], {"default": "healthy"})  # type: ignore[operator]
+    # It listens and never accepts: the TCP handshake is done, and no SSH banner ever comes.
+    silent = socket.create_server(("127.0.0.1", 0))
+    fleet.transport.connect_timeout_s = 2.5
+    hosts = {**fleet.hosts, "dead": HostSpec("dead", "127.0.0.1", port=silent.getsockname()[1])}
+    tried: list[str] = []
+    connect = fleet.transport.connect
+
+    def counted(spec: HostSpec, deadline: float) -> list[paramiko.SSHClient]:
+        tried.append(spec.name)
+        return connect(spec, deadline)
+
+    monkeypatch.setattr(fleet.transport, "connect", counted)
+    runner, launcher = ssh_runner(fleet.transport, hosts)
+    dead, healthy = HostPlan("dead", "127.0.0.1", (), ()), fleet.plan.host("gpu01")
+    failed: list[tuple[float, str]] = []
+
+    def to_dead() -> None:
+        with pytest.raises(LaunchError) as caught:
+            launcher.start(dead, ["true"], {})
+        failed.append((time.monotonic(), str(caught.value)))
+
+    both = [threading.Thread(target=to_dead) for _ in range(2)]
+    try:
+        for thread in both:
+            thread.start()
+        time.sleep(0.3)  # the dead host's connect is under way
+        step = launcher.start(healthy, ["echo", "up"], {})
+        assert step.wait(5.0) == 0
+        step.kill()
+        healthy_done = time.monotonic()
+        for thread in both:
+            thread.join(10)
+        assert len(failed) == 2
+        assert healthy_done < min(when for when, _ in failed), "gpu01 waited for the dead host"
+        assert tried.count("dead") == 1  # the second step waited for the first one's connect
+        assert failed[0][1] == failed[1][1]
+        assert "\n" not in failed[0][1]
+        started = time.monotonic()
+        with pytest.raises(LaunchError) as again:
+            launcher.start(dead, ["true"], {})
+        assert time.monotonic() - started < 0.5  # the round's failure, not a new timeout
+        assert str(again.value) == failed[0][1]
+        # The next round tries it again (refused now: no second wait).
+        silent.close()
+        runner.rdma_round([], fleet.plan, time.monotonic() + 10)
+        with pytest.raises(LaunchError):
+            launcher.start(dead, ["true"], {})
+        assert tried.count("dead") == 2
+    finally:
+        launcher.close()
+        silent.close()
     fleet.nothing_left()

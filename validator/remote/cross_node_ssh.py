@@ -2,7 +2,9 @@
 
 Each host is reached once for the stage through :class:`validator.remote.ssh.SshTransport`
 (its known_hosts policy, keys and ProxyJump), and every step is a channel on that
-connection. A step's command line is built from quoted parts and starts as
+connection. Hosts are connected to in parallel (a host that never answers holds up no
+other); a host that could not be reached fails every step of the round at once with the
+same line, and is tried again in the next round. A step's command line is built from quoted parts and starts as
 ``sh -c 'echo "$$"; exec "$@"' gpuready-step <argv>``: its first line of output is its
 process id, which the program keeps (``exec``), so the step can be ended by that id on
 the host (SIGTERM, then SIGKILL), never by a name pattern. sshd does not end a command
@@ -29,11 +31,14 @@ from collections.abc import Mapping, Sequence
 from paramiko import Channel, SSHClient, SSHException
 
 from validator.limits import TOOL_OUTPUT_BYTES
-from validator.model import HostSpec
+from validator.model import HostSpec, NcclGroupResult, RdmaPairResult
 from validator.remote.cross_node_runner import (
     NCCL_NEEDS_LAUNCHER,
+    CrossNodePlan,
+    Group,
     HostPlan,
     LaunchError,
+    Pair,
     StepRunner,
 )
 from validator.remote.ssh import SshTransport
@@ -183,20 +188,44 @@ class SshLauncher:
         self.hosts = dict(hosts)
         self.mpirun = mpirun
         self._clients: dict[str, list[SSHClient]] = {}
-        self._lock = threading.Lock()
+        self._failed: dict[str, str] = {}  # this round's failed connects: each host's one line
+        self._connecting: dict[str, threading.Lock] = {}  # one a host, held while it connects
+        self._closed = False
+        self._lock = threading.Lock()  # the dicts above; never held while connecting
+
+    def new_round(self) -> None:
+        """Forget the last round's failed connects: each such host is tried again."""
+        with self._lock:
+            self._failed.clear()
 
     def _client(self, name: str) -> SSHClient:
+        spec = self.hosts.get(name)
+        if spec is None:
+            raise LaunchError(f"{one_line(name)} is not in the inventory")
         with self._lock:
-            if name not in self._clients:
-                spec = self.hosts.get(name)
-                if spec is None:
-                    raise LaunchError(f"{one_line(name)} is not in the inventory")
-                deadline = time.monotonic() + 4 * self.transport.connect_timeout_s
-                try:
-                    self._clients[name] = self.transport.connect(spec, deadline)
-                except Exception as exc:  # noqa: BLE001 - every failure is one line
-                    raise LaunchError(one_line(getattr(exc, "message", exc))) from None
-            return self._clients[name][-1]
+            connecting = self._connecting.setdefault(name, threading.Lock())
+        # Hosts connect in parallel; a second step to a host waits for the first's connect.
+        with connecting:
+            with self._lock:
+                if name in self._failed:
+                    raise LaunchError(self._failed[name])
+                if name in self._clients:
+                    return self._clients[name][-1]
+            deadline = time.monotonic() + 4 * self.transport.connect_timeout_s
+            try:
+                clients = self.transport.connect(spec, deadline)
+            except Exception as exc:  # noqa: BLE001 - every failure is one line
+                why = one_line(getattr(exc, "message", exc))
+                with self._lock:
+                    self._failed[name] = why
+                raise LaunchError(why) from None
+            with self._lock:
+                if not self._closed:
+                    self._clients[name] = clients
+                    return clients[-1]
+            for client in reversed(clients):
+                client.close()
+            raise LaunchError(f"the connection to {one_line(name)} is closed")
 
     def start(self, host: HostPlan, argv: Sequence[str], env: Mapping[str, str]) -> SshStep:
         """Start ``argv`` on ``host``."""
@@ -237,6 +266,7 @@ class SshLauncher:
     def close(self) -> None:
         """Close every connection (the steps were ended by the runner)."""
         with self._lock:
+            self._closed = True
             for clients in self._clients.values():
                 for client in reversed(clients):
                     client.close()
@@ -248,7 +278,29 @@ def ssh_runner(
 ) -> tuple[StepRunner, SshLauncher]:
     """A runner over SSH, and its launcher (close it when the stage is over)."""
     launcher = SshLauncher(transport, hosts, mpirun)
-    return StepRunner(launcher), launcher
+    return _RoundRunner(launcher), launcher
+
+
+class _RoundRunner(StepRunner):
+    """A :class:`StepRunner` whose every round tries again the hosts the last could not reach."""
+
+    def __init__(self, launcher: SshLauncher) -> None:
+        super().__init__(launcher)
+        self._ssh = launcher
+
+    def rdma_round(
+        self, pairs: Sequence[Pair], plan: CrossNodePlan, deadline: float
+    ) -> dict[Pair, tuple[RdmaPairResult, ...]]:
+        """:meth:`StepRunner.rdma_round`, each host connected to afresh if it failed before."""
+        self._ssh.new_round()
+        return super().rdma_round(pairs, plan, deadline)
+
+    def nccl_round(
+        self, groups: Sequence[Group], plan: CrossNodePlan, deadline: float
+    ) -> dict[Group, tuple[NcclGroupResult, ...]]:
+        """:meth:`StepRunner.nccl_round`, each host connected to afresh if it failed before."""
+        self._ssh.new_round()
+        return super().nccl_round(groups, plan, deadline)
 
 
 __all__ = ["SshLauncher", "SshStep", "ssh_runner", "step_command"]
