@@ -65,7 +65,7 @@ class LocalStep:
         self._err = bytearray()
         self._reaped = False  # the leader's id may be reused: never signal its group again
         self._unreaped = False  # the leader ended and is a zombie: its id is still held
-        self._reap_lock = threading.Lock()
+        self._reap_lock = threading.RLock()
         assert self._process.stdout is not None  # noqa: S101 - asked for above
         assert self._process.stderr is not None  # noqa: S101
         self._readers = [
@@ -110,9 +110,10 @@ class LocalStep:
 
     def _signal(self, sig: int) -> None:
         """Signal the step's group, only while its leader's id is still held."""
-        if not self._reaped:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, sig)
+        with self._reap_lock:  # not between another thread's check and its reap
+            if not self._reaped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._process.pid, sig)
 
     def _reap(self) -> int:
         """End what the leader left in its group, then reap the leader and read the rest."""
