@@ -13,8 +13,11 @@ import dataclasses
 import functools
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -27,9 +30,10 @@ from paramiko import ECDSAKey
 from tests.interrupting import ctrl_c_after
 from tests.remote.test_remote_ssh import SshBox, _pump
 from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
-from validator.remote.cross_node_runner import plan_from_mapping
-from validator.remote.cross_node_ssh import ssh_runner, step_command
+from validator.remote.cross_node_runner import HostPlan, LaunchError, plan_from_mapping
+from validator.remote.cross_node_ssh import _KILL_RECORDED, _WITH_PID, ssh_runner, step_command
 from validator.remote.ssh import SshTransport
+from validator.remote.transport import quoted
 from validator.service.cross_node_service import run_cross_node_stage
 
 STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
@@ -42,6 +46,7 @@ class StandinBox(SshBox):
         self.name = name
         self.table = table
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.mute_stdout = False  # a channel whose output never comes (the step's id included)
         super().__init__(home, key)
 
     def execute(self, channel: paramiko.Channel, command: str) -> None:
@@ -61,12 +66,13 @@ class StandinBox(SshBox):
             start_new_session=True,
         )
         self.processes.append(process)
+        send = (lambda data: None) if self.mute_stdout else channel.sendall
         assert process.stdout is not None
         assert process.stderr is not None
         pumps = [
             threading.Thread(
                 target=_pump,
-                args=(functools.partial(os.read, process.stdout.fileno()), channel.sendall),
+                args=(functools.partial(os.read, process.stdout.fileno()), send),
             ),
             threading.Thread(
                 target=_pump,
@@ -153,13 +159,16 @@ def test_a_healthy_pair_is_measured_with_quoted_commands(fleet_of: object) -> No
     assert (bw.server.host, bw.client.host, bw.client.gpu) == ("gpu01", "gpu02", 0)
     assert lat.completed
     assert lat.lat_typical_us == 1.47
-    client = step_command(
-        ["ib_write_bw", "-d", "mlx5_0", "-p", "18515", "--report_gbits", "-D", "1",
-         "--use_cuda=0", "gpu01"], {},
-    )  # fmt: skip
-    assert client in fleet.boxes["gpu02"].commands
-    assert any(c.startswith("env sh -c 'echo \"$$\"; exec \"$@\"' gpuready-step ib_write_bw")
+    client_argv = ["ib_write_bw", "-d", "mlx5_0", "-p", "18515", "--report_gbits", "-D", "1",
+                   "--use_cuda=0", "gpu01"]  # fmt: skip
+    client = next(c for c in fleet.boxes["gpu02"].commands if c.endswith(quoted(client_argv)))
+    record = _record_of(client)
+    assert client == step_command(client_argv, {}, record)
+    assert record[0].startswith("gpuready-steps-")
+    assert any(c.startswith(f"env sh -c {quoted([_WITH_PID])} gpuready-step {record[0]} ")
+               and " ib_write_bw -d mlx5_0 -p 18515 " in c
                for c in fleet.boxes["gpu01"].commands)  # fmt: skip
+    assert not (Path(tempfile.gettempdir()) / record[0]).exists()  # closed: its ids are gone
     fleet.nothing_left()
 
 
@@ -221,6 +230,13 @@ def test_an_unreachable_host_is_a_result_that_says_so(fleet_of: object, tmp_path
         assert "\n" not in record.detail
         assert record.detail
     fleet.nothing_left()
+
+
+def _record_of(command: str) -> tuple[str, str]:
+    """The step's id file (directory, step) named in its command line."""
+    found = re.search(r" gpuready-step (gpuready-steps-[0-9a-f]{16}) ([0-9]+) ", command)
+    assert found is not None, command
+    return found[1], found[2]
 
 
 def _certified(name: str) -> NodeResult:
@@ -294,3 +310,127 @@ def test_nccl_groups_go_through_mpirun_with_the_ib_only_variant(
     )
     assert not fleet.boxes["gpu02"].commands  # the group starts on its first host
     fleet.nothing_left()
+
+
+def test_a_dead_host_holds_up_no_other_host_and_fails_once_a_round(
+    fleet_of: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet: Fleet = fleet_of(["gpu01"], {"default": "healthy"})  # type: ignore[operator]
+    # It listens and never accepts: the TCP handshake is done, and no SSH banner ever comes.
+    silent = socket.create_server(("127.0.0.1", 0))
+    fleet.transport.connect_timeout_s = 2.5
+    hosts = {**fleet.hosts, "dead": HostSpec("dead", "127.0.0.1", port=silent.getsockname()[1])}
+    tried: list[str] = []
+    connect = fleet.transport.connect
+
+    def counted(spec: HostSpec, deadline: float) -> list[paramiko.SSHClient]:
+        tried.append(spec.name)
+        return connect(spec, deadline)
+
+    monkeypatch.setattr(fleet.transport, "connect", counted)
+    runner, launcher = ssh_runner(fleet.transport, hosts)
+    dead, healthy = HostPlan("dead", "127.0.0.1", (), ()), fleet.plan.host("gpu01")
+    failed: list[tuple[float, str]] = []
+
+    def to_dead() -> None:
+        with pytest.raises(LaunchError) as caught:
+            launcher.start(dead, ["true"], {})
+        failed.append((time.monotonic(), str(caught.value)))
+
+    both = [threading.Thread(target=to_dead) for _ in range(2)]
+    try:
+        for thread in both:
+            thread.start()
+        time.sleep(0.3)  # the dead host's connect is under way
+        step = launcher.start(healthy, ["echo", "up"], {})
+        assert step.wait(5.0) == 0
+        step.kill()
+        healthy_done = time.monotonic()
+        for thread in both:
+            thread.join(10)
+        assert len(failed) == 2
+        assert healthy_done < min(when for when, _ in failed), "gpu01 waited for the dead host"
+        assert tried.count("dead") == 1  # the second step waited for the first one's connect
+        assert failed[0][1] == failed[1][1]
+        assert "\n" not in failed[0][1]
+        started = time.monotonic()
+        with pytest.raises(LaunchError) as again:
+            launcher.start(dead, ["true"], {})
+        assert time.monotonic() - started < 0.5  # the round's failure, not a new timeout
+        assert str(again.value) == failed[0][1]
+        # The next round tries it again (refused now: no second wait).
+        silent.close()
+        runner.rdma_round([], fleet.plan, time.monotonic() + 10)
+        with pytest.raises(LaunchError):
+            launcher.start(dead, ["true"], {})
+        assert tried.count("dead") == 2
+    finally:
+        launcher.close()
+        silent.close()
+    fleet.nothing_left()
+
+
+def _running(session: int, name: str) -> bool:
+    """Whether a process named ``name`` runs in the session that ``session`` leads."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().split(" (", 1)[1].rsplit(") ", 1)
+        except (OSError, IndexError, ValueError):
+            continue
+        fields = rest.split()
+        if comm == name and fields[0] != "Z" and int(fields[3]) == session:
+            return True
+    return False
+
+
+def test_a_step_whose_id_line_never_came_is_ended_by_its_recorded_id(fleet_of: object) -> None:
+    fleet: Fleet = fleet_of(["gpu01"], {"default": "healthy"})  # type: ignore[operator]
+    box = fleet.boxes["gpu01"]
+    box.mute_stdout = True  # the id line never reaches us
+    _, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    try:
+        step = launcher.start(fleet.plan.host("gpu01"), ["sleep", "30"], {})
+        end = time.monotonic() + 5
+        while not (box.processes and _running(box.processes[0].pid, "sleep")):
+            assert time.monotonic() < end, "the step did not start"
+            time.sleep(0.05)
+        assert step.pid is None
+        started = time.monotonic()
+        step.kill()
+        assert time.monotonic() - started < 5
+        assert step.wait(0) is not None
+    finally:
+        launcher.close()
+    assert any("gpuready-kill" in command for command in box.commands)
+    fleet.nothing_left()
+
+
+def _sh(script: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp)}
+    return subprocess.run(
+        ["sh", "-c", script, "gpuready-test", *args],
+        env=env, capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+
+
+def test_a_step_stopped_before_it_started_never_starts(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    assert _sh(_KILL_RECORDED, tmp_path, "gpuready-steps-a", "1").returncode == 0
+    started = _sh(_WITH_PID, tmp_path, "gpuready-steps-a", "1", "touch", str(ran))
+    assert started.returncode == 125
+    assert "stopped before it started" in started.stderr
+    assert not ran.exists()
+    assert (tmp_path / "gpuready-steps-a").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_step_ids_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "gpuready-steps-b").symlink_to(elsewhere)
+    started = _sh(_WITH_PID, tmp_path, "gpuready-steps-b", "1", "true")
+    assert started.returncode == 125
+    assert "not a directory of our own" in started.stderr
+    assert not list(elsewhere.iterdir())
+    stopped = _sh(_KILL_RECORDED, tmp_path, "gpuready-steps-b", "1")
+    assert not list(elsewhere.iterdir())
+    assert stopped.returncode == 125

@@ -7,6 +7,9 @@ its hosts): the tests name each stand-in's host and group with it.
 
 Each step runs in its own session; killing it kills that whole process group, and its
 output is read as it comes, each stream held to :data:`validator.limits.TOOL_OUTPUT_BYTES`.
+The group is signalled only while its leader runs or is an unreaped zombie (its id still
+held, so no other process can have it), and what the leader left in its group is killed
+before the leader is reaped, when it ended by itself too.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
@@ -59,6 +63,9 @@ class LocalStep:
             raise LaunchError(f"cannot start {one_line(argv[0])}: {exc.strerror or exc}") from None
         self._out = bytearray()
         self._err = bytearray()
+        self._reaped = False  # the leader's id may be reused: never signal its group again
+        self._unreaped = False  # the leader ended and is a zombie: its id is still held
+        self._reap_lock = threading.RLock()
         assert self._process.stdout is not None  # noqa: S101 - asked for above
         assert self._process.stderr is not None  # noqa: S101
         self._readers = [
@@ -73,15 +80,60 @@ class LocalStep:
         """The step's process id (its process group's too)."""
         return self._process.pid
 
-    def wait(self, timeout_s: float) -> int | None:
-        """Its exit status once it ended and its output is read; None while it runs."""
-        try:
-            status = self._process.wait(timeout=max(timeout_s, 0.0))
-        except subprocess.TimeoutExpired:
-            return None
+    def _ended(self, timeout_s: float | None) -> bool:
+        """Whether the leader has ended, waiting up to ``timeout_s`` (None: until it has).
+
+        It is left unreaped (``WNOWAIT``): a zombie keeps its id, so its group's id cannot
+        be given to another process while the group is signalled.
+        """
+        if self._reaped or self._unreaped:
+            return True
+        end = None if timeout_s is None else time.monotonic() + max(timeout_s, 0.0)
+        pause = 0.002
+        while True:
+            try:
+                flags = os.WEXITED | os.WNOWAIT | (0 if end is None else os.WNOHANG)
+                found = os.waitid(os.P_PID, self._process.pid, flags)
+            except ChildProcessError:  # reaped by someone else: its group is not ours now
+                self._reaped = True
+                return True
+            except InterruptedError:
+                continue
+            if found is not None:
+                self._unreaped = True
+                return True
+            left = 0.0 if end is None else end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def _signal(self, sig: int) -> None:
+        """Signal the step's group, only while its leader's id is still held."""
+        with self._reap_lock:  # not between another thread's check and its reap
+            if not self._reaped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._process.pid, sig)
+
+    def _reap(self) -> int:
+        """End what the leader left in its group, then reap the leader and read the rest."""
+        with self._reap_lock:
+            if not self._reaped:
+                self._signal(signal.SIGKILL)  # children that outlived the leader
+                self._reaped = True
+                self._process.wait()
         for reader in self._readers:
             reader.join(5.0)
-        return status
+        return self._process.returncode if self._process.returncode is not None else -1
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Its exit status once it ended and its output is read; None while it runs.
+
+        What it left running in its group is ended with it.
+        """
+        if not self._ended(timeout_s):
+            return None
+        return self._reap()
 
     def output(self) -> tuple[str, str]:
         """Its stdout and stderr so far (bounded), decoded."""
@@ -89,19 +141,12 @@ class LocalStep:
 
     def kill(self) -> None:
         """SIGTERM to its process group, SIGKILL after a grace; then reaped."""
-        if self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)  # what it left in its group
-        for reader in self._readers:
-            reader.join(5.0)
+        if not self._ended(0):
+            self._signal(signal.SIGTERM)
+            if not self._ended(KILL_GRACE_S):
+                self._signal(signal.SIGKILL)
+                self._ended(None)
+        self._reap()
 
 
 class LocalLauncher:

@@ -2,12 +2,21 @@
 
 Each host is reached once for the stage through :class:`validator.remote.ssh.SshTransport`
 (its known_hosts policy, keys and ProxyJump), and every step is a channel on that
-connection. A step's command line is built from quoted parts and starts as
-``sh -c 'echo "$$"; exec "$@"' gpuready-step <argv>``: its first line of output is its
-process id, which the program keeps (``exec``), so the step can be ended by that id on
-the host (SIGTERM, then SIGKILL), never by a name pattern. sshd does not end a command
+connection. Hosts are connected to in parallel (a host that never answers holds up no
+other); a host that could not be reached fails every step of the round at once with the
+same line, and is tried again in the next round.
+
+A step's command line is built from quoted parts and starts as
+``sh -c '<wrapper>' gpuready-step <dir> <step> <argv>``. The wrapper writes its process
+id to its own new file in ``$TMPDIR/<dir>`` (``dir`` named by a random token for the
+stage, made mode 700 by us, or the step fails: never a link, never another's), prints it
+as its first line, then becomes the program (``exec``): the id is the program's. A step
+is ended by that id on its host (SIGTERM to it and to the group it leads, then SIGKILL),
+never by a name pattern; where its id line has not come, by the id in its file (a step
+not started yet finds its file taken, and never starts). sshd does not end a command
 without a terminal when its channel closes, so every step is ended that way before its
-channel is closed: on a timeout, on Ctrl-C, and after it finished.
+channel is closed: on a timeout, on Ctrl-C, and after it finished. The directory goes
+when the launcher is closed.
 
 What comes back is held to :data:`validator.limits.TOOL_OUTPUT_BYTES` a stream before it
 is read; the parsers and :func:`validator.safe_text.one_line` see it after that.
@@ -21,6 +30,8 @@ group's first host; without it every group is left UNKNOWN with
 from __future__ import annotations
 
 import contextlib
+import itertools
+import secrets
 import select
 import threading
 import time
@@ -29,44 +40,84 @@ from collections.abc import Mapping, Sequence
 from paramiko import Channel, SSHClient, SSHException
 
 from validator.limits import TOOL_OUTPUT_BYTES
-from validator.model import HostSpec
+from validator.model import HostSpec, NcclGroupResult, RdmaPairResult
 from validator.remote.cross_node_runner import (
     NCCL_NEEDS_LAUNCHER,
+    CrossNodePlan,
+    Group,
     HostPlan,
     LaunchError,
+    Pair,
     StepRunner,
 )
 from validator.remote.ssh import SshTransport
 from validator.remote.transport import quoted
 from validator.safe_text import one_line
 
-# Prints the shell's process id, then becomes the program: the id is the program's.
-_WITH_PID = 'echo "$$"; exec "$@"'
-# Ends one process by id: SIGTERM, then SIGKILL if it is still there after 2 s.
-_KILL = (
-    'kill -TERM "$1" 2>/dev/null || exit 0; n=0; '
-    'while kill -0 "$1" 2>/dev/null; do n=$((n+1)); '
-    'if [ "$n" -gt 20 ]; then kill -KILL "$1" 2>/dev/null; exit 0; fi; sleep 0.1; done'
+# The stage's directory of step ids on a host ("$1" under $TMPDIR, named by a random
+# token): made 700 here, or the step fails where it is not a directory of our own (a link
+# included). /tmp is sticky: what we own there, no one else can swap.
+_OWN_DIR = (
+    'd="${TMPDIR:-/tmp}/$1"; mkdir -m 700 "$d" 2>/dev/null; '
+    'if [ -L "$d" ] || [ ! -d "$d" ] || [ ! -O "$d" ]; then '
+    'echo "gpuready: $d is not a directory of our own" >&2; exit 125; fi; f="$d/$2"; '
 )
-_PID_WAIT_S = 5.0
+# Records the shell's id in the step's own new file ("$2"; taken already: the step was
+# cancelled before it started, and it never starts), prints it, then becomes the program:
+# the id is the program's.
+_WITH_PID = _OWN_DIR + (
+    '(set -C; echo "$$" > "$f") 2>/dev/null || '
+    '{ echo "gpuready: step $2 was stopped before it started" >&2; exit 125; }; '
+    'shift 2; echo "$$"; exec "$@"'
+)
+# Ends process "$p" and the group it leads (if it leads one): SIGTERM, SIGKILL after 2 s.
+_END = (
+    'kill -TERM "$p" 2>/dev/null || exit 0; kill -TERM -"$p" 2>/dev/null; n=0; '
+    'while kill -0 "$p" 2>/dev/null; do n=$((n+1)); if [ "$n" -gt 20 ]; then '
+    'kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; exit 0; fi; sleep 0.1; done'
+)
+_KILL = 'p="$1"; ' + _END
+# Ends a step whose id never came on its channel by the id its wrapper recorded; a step
+# that has not written it yet finds its file taken, and never starts.
+_KILL_RECORDED = _OWN_DIR + (
+    '(set -C; echo stopped > "$f") 2>/dev/null && exit 0; n=0; p=""; '
+    'while [ -z "$p" ] && [ "$n" -lt 20 ]; do [ -L "$f" ] && exit 0; '
+    'read -r p < "$f" || p=""; [ -n "$p" ] || sleep 0.05; n=$((n+1)); done; '
+    'case "$p" in ""|0*|*[!0-9]*) exit 0 ;; esac; ' + _END
+)
+# Removes the stage's directory of step ids once every step has ended.
+_CLEAN = (
+    'd="${TMPDIR:-/tmp}/$1"; '
+    'if [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; then rm -rf -- "$d"; fi'
+)
 _KILL_WAIT_S = 10.0
 _OPEN_TIMEOUT_S = 15.0
 
+Record = tuple[str, str]  # a step's id file on its host: the stage's directory, the step
 
-def step_command(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """The remote command line of one step: quoted parts, its id printed first."""
+
+def step_command(argv: Sequence[str], env: Mapping[str, str], record: Record) -> str:
+    """The remote command line of one step: quoted parts, its id recorded and printed first."""
     assignments = [f"{name}={value}" for name, value in env.items()]
-    return quoted(["env", *assignments, "sh", "-c", _WITH_PID, "gpuready-step", *argv])
+    wrapper = ["sh", "-c", _WITH_PID, "gpuready-step", *record]
+    return quoted(["env", *assignments, *wrapper, *argv])
 
 
 class SshStep:
     """One program running on a host over one SSH channel, known by its process id."""
 
     def __init__(
-        self, client: SSHClient, where: str, command: str, *, with_pid: bool = True
+        self,
+        client: SSHClient,
+        where: str,
+        command: str,
+        *,
+        with_pid: bool = True,
+        record: Record | None = None,
     ) -> None:
         self._client = client
         self.where = where
+        self._record = record
         transport = client.get_transport()
         if transport is None or not transport.is_active():
             raise LaunchError(f"the connection to {where} is closed")
@@ -149,16 +200,17 @@ class SshStep:
             return
         self._killed = True
         if not self._done.is_set():
-            self._pid_known.wait(_PID_WAIT_S)
-            if self._pid is not None and self._pid > 0 and not self._done.is_set():
-                self._end_remote(self._pid)
+            if self._pid is not None and self._pid > 0:
+                self._end_remote(_KILL, str(self._pid))
+            elif self._record is not None:  # its id line has not come: the recorded id
+                self._end_remote(_KILL_RECORDED, *self._record)
             self._done.wait(_KILL_WAIT_S)
         with contextlib.suppress(SSHException, OSError, EOFError):
             self._channel.close()
         self._reader.join(_KILL_WAIT_S)
 
-    def _end_remote(self, pid: int) -> None:
-        command = quoted(["sh", "-c", _KILL, "gpuready-kill", str(pid)])
+    def _end_remote(self, script: str, *args: str) -> None:
+        command = quoted(["sh", "-c", script, "gpuready-kill", *args])
         try:
             ender = SshStep(self._client, self.where, command, with_pid=False)
         except LaunchError:
@@ -183,24 +235,54 @@ class SshLauncher:
         self.hosts = dict(hosts)
         self.mpirun = mpirun
         self._clients: dict[str, list[SSHClient]] = {}
-        self._lock = threading.Lock()
+        self._failed: dict[str, str] = {}  # this round's failed connects: each host's one line
+        self._connecting: dict[str, threading.Lock] = {}  # one a host, held while it connects
+        self._closed = False
+        self._lock = threading.Lock()  # the dicts above; never held while connecting
+        self._record_dir = f"gpuready-steps-{secrets.token_hex(8)}"
+        self._steps = itertools.count(1)
+
+    def new_round(self) -> None:
+        """Forget the last round's failed connects: each such host is tried again."""
+        with self._lock:
+            self._failed.clear()
 
     def _client(self, name: str) -> SSHClient:
+        spec = self.hosts.get(name)
+        if spec is None:
+            raise LaunchError(f"{one_line(name)} is not in the inventory")
         with self._lock:
-            if name not in self._clients:
-                spec = self.hosts.get(name)
-                if spec is None:
-                    raise LaunchError(f"{one_line(name)} is not in the inventory")
-                deadline = time.monotonic() + 4 * self.transport.connect_timeout_s
-                try:
-                    self._clients[name] = self.transport.connect(spec, deadline)
-                except Exception as exc:  # noqa: BLE001 - every failure is one line
-                    raise LaunchError(one_line(getattr(exc, "message", exc))) from None
-            return self._clients[name][-1]
+            connecting = self._connecting.setdefault(name, threading.Lock())
+        # Hosts connect in parallel; a second step to a host waits for the first's connect.
+        with connecting:
+            with self._lock:
+                if name in self._failed:
+                    raise LaunchError(self._failed[name])
+                if name in self._clients:
+                    return self._clients[name][-1]
+            deadline = time.monotonic() + 4 * self.transport.connect_timeout_s
+            try:
+                clients = self.transport.connect(spec, deadline)
+            except Exception as exc:  # noqa: BLE001 - every failure is one line
+                why = one_line(getattr(exc, "message", exc))
+                with self._lock:
+                    self._failed[name] = why
+                raise LaunchError(why) from None
+            with self._lock:
+                if not self._closed:
+                    self._clients[name] = clients
+                    return clients[-1]
+            for client in reversed(clients):
+                client.close()
+            raise LaunchError(f"the connection to {one_line(name)} is closed")
 
     def start(self, host: HostPlan, argv: Sequence[str], env: Mapping[str, str]) -> SshStep:
         """Start ``argv`` on ``host``."""
-        return SshStep(self._client(host.name), one_line(host.name), step_command(argv, env))
+        client = self._client(host.name)
+        with self._lock:
+            record = (self._record_dir, str(next(self._steps)))
+        command = step_command(argv, env, record)
+        return SshStep(client, one_line(host.name), command, record=record)
 
     def start_group(
         self, hosts: Sequence[HostPlan], argv: Sequence[str], env: Mapping[str, str], ranks: int
@@ -235,12 +317,23 @@ class SshLauncher:
         return bool(out.strip())
 
     def close(self) -> None:
-        """Close every connection (the steps were ended by the runner)."""
+        """Remove each host's step ids, and close every connection (the steps have ended)."""
         with self._lock:
-            for clients in self._clients.values():
-                for client in reversed(clients):
-                    client.close()
+            self._closed = True
+            connected = list(self._clients.items())
             self._clients.clear()
+        cleaners = []
+        for name, clients in connected:
+            command = quoted(["sh", "-c", _CLEAN, "gpuready-clean", self._record_dir])
+            with contextlib.suppress(LaunchError):
+                cleaners.append(SshStep(clients[-1], one_line(name), command, with_pid=False))
+        end = time.monotonic() + _KILL_WAIT_S
+        for cleaner in cleaners:  # all at once: a host that hangs costs the rest nothing
+            cleaner.wait(end - time.monotonic())
+            cleaner.kill()
+        for _, clients in connected:
+            for client in reversed(clients):
+                client.close()
 
 
 def ssh_runner(
@@ -248,7 +341,29 @@ def ssh_runner(
 ) -> tuple[StepRunner, SshLauncher]:
     """A runner over SSH, and its launcher (close it when the stage is over)."""
     launcher = SshLauncher(transport, hosts, mpirun)
-    return StepRunner(launcher), launcher
+    return _RoundRunner(launcher), launcher
 
 
-__all__ = ["SshLauncher", "SshStep", "ssh_runner", "step_command"]
+class _RoundRunner(StepRunner):
+    """A :class:`StepRunner` whose every round tries again the hosts the last could not reach."""
+
+    def __init__(self, launcher: SshLauncher) -> None:
+        super().__init__(launcher)
+        self._ssh = launcher
+
+    def rdma_round(
+        self, pairs: Sequence[Pair], plan: CrossNodePlan, deadline: float
+    ) -> dict[Pair, tuple[RdmaPairResult, ...]]:
+        """:meth:`StepRunner.rdma_round`, each host connected to afresh if it failed before."""
+        self._ssh.new_round()
+        return super().rdma_round(pairs, plan, deadline)
+
+    def nccl_round(
+        self, groups: Sequence[Group], plan: CrossNodePlan, deadline: float
+    ) -> dict[Group, tuple[NcclGroupResult, ...]]:
+        """:meth:`StepRunner.nccl_round`, each host connected to afresh if it failed before."""
+        self._ssh.new_round()
+        return super().nccl_round(groups, plan, deadline)
+
+
+__all__ = ["Record", "SshLauncher", "SshStep", "ssh_runner", "step_command"]
