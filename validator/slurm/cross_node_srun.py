@@ -158,7 +158,7 @@ class SrunStep(LocalStep):
     def __init__(self, argv: Sequence[str], runner: Runner) -> None:
         super().__init__(argv, {}, srun_environment())
         self._runner = runner
-        self._ended = False
+        self._cancelled = False
 
     def step_id(self) -> str | None:
         """``J.S`` once rank 0 printed it (the program then runs on its node)."""
@@ -172,8 +172,8 @@ class SrunStep(LocalStep):
 
     def kill(self) -> None:
         """scancel the step by its id (if it runs), then end srun here."""
-        if not self._ended:
-            self._ended = True
+        if not self._cancelled:
+            self._cancelled = True
             step = self.step_id()
             if step is not None and self.wait(0) is None:
                 # srun is ended below either way; the job's own cancel ends the rest.
