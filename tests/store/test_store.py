@@ -73,7 +73,7 @@ def test_new_database_is_wal_versioned_and_ours(tmp_path: Path) -> None:
     Store.open(path).close()
     db = raw(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 4
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == TABLES | SQLITE_TABLES
@@ -96,7 +96,7 @@ def test_reopening_keeps_data_and_runs_no_migration_twice(tmp_path: Path) -> Non
         run = store.start_run("certify", 1, "p" * 64)
     with Store.open(path) as store:
         assert [row.run_id for row in store.history()] == [run]
-    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 3
+    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 4
 
 
 def test_later_migrations_run_in_order_on_an_older_database(
@@ -111,15 +111,15 @@ def test_later_migrations_run_in_order_on_an_older_database(
         "INSERT INTO notes (run_id, text) SELECT id, 'migrated' FROM runs",
     )
     monkeypatch.setattr(store_schema, "MIGRATIONS", (*store_schema.MIGRATIONS, extra))
-    assert schema_version() == 4
+    assert schema_version() == 5
     # reading an older schema does not upgrade it behind the operator's back
-    with pytest.raises(StoreError, match="has schema 3, older than this gpuready's 4"):
+    with pytest.raises(StoreError, match="has schema 4, older than this gpuready's 5"):
         Store.open(path, readonly=True)
-    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 3
+    assert raw(path).execute("PRAGMA user_version").fetchone()[0] == 4
     with Store.open(path) as store:
         assert len(store.history()) == 1
     db = raw(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     assert db.execute("SELECT run_id, text FROM notes").fetchall() == [(run, "migrated")]
 
 
@@ -133,7 +133,7 @@ def test_a_failing_migration_leaves_the_database_as_it_was(
     with pytest.raises(StoreError, match="syntax error"):
         Store.open(path)
     db = raw(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchone() is None
 
 

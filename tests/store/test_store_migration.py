@@ -232,7 +232,7 @@ def test_a_migration_that_fails_halfway_leaves_schema_1_as_it_was(
 def test_schema_1_is_read_only_refused_until_a_writer_upgrades_it(tmp_path: Path) -> None:
     old = build_v1(tmp_path / "h.db")
     before = old.path.read_bytes()
-    with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 3"):
+    with pytest.raises(StoreError, match="has schema 1, older than this gpuready's 4"):
         Store.open(old.path, readonly=True)
     assert old.path.read_bytes() == before
 

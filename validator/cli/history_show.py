@@ -3,8 +3,10 @@
 Per node: its verdict and summary, each finding that did not pass (its GPU and what to
 do), and the figures an operator compares runs by: per GPU the burn-in's TFLOPS, peak
 power and temperature and its copy bandwidths, and the node's peer and all-reduce
-bandwidth. Every text that came from a node is escaped (one line, no controls).
-``--json`` gives the same for machines.
+bandwidth. A run that ran the stage across nodes (``certify --cross-node``) also shows
+it: its summary, the nodes and links it named and why, and each pair or group test with
+its figure, floor and verdict. Every text that came from a node is escaped (one line, no
+controls). ``--json`` gives the same for machines.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from validator.error_tree import BadInputError
 from validator.fields import excerpt
 from validator.model import (
     AllReduce,
+    CrossNodeStage,
+    CrossNodeTest,
     Finding,
     Measured,
     NodeResult,
     Severity,
     Unavailable,
     measured_gb_s,
+    to_dict,
 )
 from validator.safe_text import one_line
 from validator.store import NoHistoryError, RunInfo, Store
@@ -33,6 +38,8 @@ from validator.store import NoHistoryError, RunInfo, Store
 _NUMBER = re.compile(r"[0-9]{1,18}")
 # Hosts named in a "not in run" line, at most: a run of a thousand nodes is listed elsewhere.
 _HOSTS_NAMED = 10
+# Tests across nodes listed in the text, at most (those that did not pass first); --json has all.
+_TESTS_LISTED = 40
 
 
 def parse_run(text: object) -> int:
@@ -148,9 +155,38 @@ def node_json(result: NodeResult) -> dict[str, object]:
     }
 
 
-def run_json(run: RunInfo, results: Sequence[NodeResult]) -> str:
-    """The run and its nodes as JSON text."""
-    data = {
+def _escaped(value: object) -> object:
+    """Every text in a JSON value escaped to one line, the rest as it was."""
+    if isinstance(value, str):
+        return one_line(value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {one_line(key): _escaped(item) for key, item in value.items()}
+    return value
+
+
+def _test_verdict(test: CrossNodeTest) -> str:
+    """PASS, FAIL, or UNKNOWN where the test gave no figure (never a pass)."""
+    if test.figure is None:
+        return "UNKNOWN"
+    return "PASS" if test.passed else "FAIL"
+
+
+def stage_json(stage: CrossNodeStage) -> dict[str, object]:
+    """The stage across nodes as ``--json`` gives it: every field, each test's verdict."""
+    data = _escaped(to_dict(stage))
+    assert isinstance(data, dict)  # noqa: S101 - a dataclass encodes as an object
+    for test, encoded in zip(stage.tests, data.get("tests", [])):
+        encoded["verdict"] = _test_verdict(test)
+    return data
+
+
+def run_json(
+    run: RunInfo, results: Sequence[NodeResult], stage: CrossNodeStage | None = None
+) -> str:
+    """The run and its nodes as JSON text; ``cross_node`` only where the run ran that stage."""
+    data: dict[str, object] = {
         "run": run.run_id,
         "kind": run.kind,
         "started_at": run.started_at,
@@ -158,7 +194,33 @@ def run_json(run: RunInfo, results: Sequence[NodeResult]) -> str:
         "status": run.status,
         "nodes": [node_json(result) for result in results],
     }
+    if stage is not None:
+        data["cross_node"] = stage_json(stage)
     return json.dumps(data, indent=2) + "\n"
+
+
+def _test_line(test: CrossNodeTest) -> str:
+    hosts = "-".join(one_line(host, 80) for host in test.hosts)
+    if test.figure is None:
+        figure = "no result" + (f" ({one_line(test.detail, 160)})" if test.detail else "")
+    else:
+        figure = f"{test.figure:,.1f} {test.unit}"
+    return (
+        f"    round {test.round}  {test.kind}  {hosts}  {figure}  floor {test.floor:,.1f}  "
+        f"{_test_verdict(test)}  ({one_line(test.purpose, 20)})"
+    )
+
+
+def stage_text(stage: CrossNodeStage) -> list[str]:
+    """The stage's summary lines, then its tests (those that did not pass first), bounded."""
+    from validator.report.fabric_text import stage_lines
+
+    ordered = sorted(stage.tests, key=lambda test: _test_verdict(test) == "PASS")
+    lines = [*stage_lines(stage), f"  tests: {len(stage.tests)}"]
+    lines += [_test_line(test) for test in ordered[:_TESTS_LISTED]]
+    if len(ordered) > _TESTS_LISTED:
+        lines.append(f"    ... and {len(ordered) - _TESTS_LISTED} more tests (--json)")
+    return lines
 
 
 def _cell(value: object, digits: int = 1) -> str:
@@ -224,13 +286,17 @@ def node_text(result: NodeResult) -> list[str]:
     return [line for line in lines if line]
 
 
-def run_text(run: RunInfo, results: Sequence[NodeResult]) -> str:
-    """The run's head line, then each node's lines, a blank line between nodes."""
+def run_text(
+    run: RunInfo, results: Sequence[NodeResult], stage: CrossNodeStage | None = None
+) -> str:
+    """The run's head line, each node's lines, then the stage across nodes where it ran."""
     hosts = f"{len(run.hostnames)} host" + ("" if len(run.hostnames) == 1 else "s")
     # The run's own columns too: anyone who can write the file can write them.
     kind, started, status = (one_line(text, 80) for text in (run.kind, run.started_at, run.status))
     head = f"run {run.run_id}  {kind}  started {started}  {status}  {hosts}"
     blocks = ["\n".join(node_text(result)) for result in results]
+    if stage is not None:
+        blocks.append("\n".join(stage_text(stage)))
     return "\n\n".join([head, *blocks]) + "\n"
 
 
@@ -247,8 +313,8 @@ def _not_in_run(run: RunInfo, host: str) -> BadInputError:
 
 def read_run(
     db_path: str | None, run_id: int, host: str | None
-) -> tuple[RunInfo, list[NodeResult]]:
-    """The run and its results (HOST's alone when given) from the history database.
+) -> tuple[RunInfo, list[NodeResult], CrossNodeStage | None]:
+    """The run, its results (HOST's alone when given) and its stage across nodes, if any.
 
     Raises:
         BadInputError: no such run, or no result of HOST in it (one line with the fix).
@@ -268,7 +334,8 @@ def read_run(
             raise _not_in_run(run, host)
         names = [host] if host is not None else list(run.hostnames)
         results = [store.result(run_id, name) for name in names]
-    return run, [result for result in results if result is not None]
+        stage = store.cross_node(run_id)
+    return run, [result for result in results if result is not None], stage
 
 
 @click.command("show")
@@ -282,5 +349,6 @@ def show(run_number: str, host: str | None, db_path: str | None, as_json: bool) 
     Per node: the verdict, each finding that did not pass with its GPU and action,
     and per GPU the burn-in TFLOPS, peak power and temperature and copy bandwidths.
     """
-    run, results = read_run(db_path, parse_run(run_number), host)
-    click.echo(run_json(run, results) if as_json else run_text(run, results), nl=False)
+    run, results, stage = read_run(db_path, parse_run(run_number), host)
+    text = run_json(run, results, stage) if as_json else run_text(run, results, stage)
+    click.echo(text, nl=False)

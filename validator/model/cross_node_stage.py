@@ -103,9 +103,11 @@ class CrossNodeStage:
     @property
     def good(self) -> Tuple[str, ...]:
         """Nodes good in every kind that ran (the entered order)."""
-        return tuple(
-            node for node in self.nodes if all(node in outcome.good for outcome in self.outcomes)
-        ) if self.outcomes else ()  # fmt: skip
+        if not self.outcomes:
+            return ()
+        # Sets: certify asks this once per certified node, and tuples made that n cubed.
+        kinds = [frozenset(outcome.good) for outcome in self.outcomes]
+        return tuple(node for node in self.nodes if all(node in good for good in kinds))
 
     def outcome(self, kind: str) -> Optional[KindOutcome]:
         """The outcome of ``kind``; None when it was not asked."""

@@ -13,6 +13,14 @@ other unknown; the agent's stderr goes in the suite's ``<system-err>`` and the
 host's elapsed time in its ``time``. Fleet findings (``fleet.speed``) are findings
 of their node like the rest.
 
+The stage across nodes (``certify --cross-node``), where it ran, is one more suite,
+``fabric``: a case per pair or group test run (``gpuready.fabric.rdma``/``.nccl``), a
+``<failure>`` below the floor, an ``<error>`` where it gave no figure (never a pass),
+then each node's verdict in the fabric (``gpuready.fabric.node``: a ``<failure>`` with
+why where the stage named it, ``<skipped>`` where it did not measure it). Beyond
+:data:`FABRIC_CASES_LIMIT` tests (those that did not pass listed first) the rest are
+counted in one case per kind and outcome, so a 10,000-node plan stays a bounded file.
+
 Built with :mod:`xml.etree.ElementTree`, which escapes by construction; control
 characters XML 1.0 cannot carry are made visible first.
 """
@@ -23,6 +31,8 @@ import xml.etree.ElementTree as ET
 
 from validator.model import (
     Action,
+    CrossNodeStage,
+    CrossNodeTest,
     Finding,
     NodeResult,
     Report,
@@ -33,6 +43,9 @@ from validator.model import (
 from validator.report import shared
 
 SUITES_NAME = "gpuready"
+FABRIC_SUITE = "fabric"
+# Tests across nodes given a case each, at most (a 1,000-node plan runs about 1,000).
+FABRIC_CASES_LIMIT = 1000
 
 
 def _classname(hostname: str, check: str) -> str:
@@ -219,6 +232,98 @@ def _suite(node: NodeResult, timestamp: str, *, compact: bool) -> tuple[ET.Eleme
     return suite, tally
 
 
+def _hosts_name(hosts: tuple[str, ...]) -> str:
+    """A test's nodes as its case name holds them: both ends of a pair, a group's first and last."""
+    if len(hosts) <= 2:
+        return "-".join(shared.one_line(host, 80) for host in hosts)
+    return f"{shared.one_line(hosts[0], 80)}..{shared.one_line(hosts[-1], 80)} ({len(hosts)} nodes)"
+
+
+def _add_fabric_test(suite: ET.Element, test: CrossNodeTest, tally: _Tally) -> None:
+    name = f"round{test.round}[{_hosts_name(test.hosts)}]"
+    case = _add_case(suite, f"gpuready.{FABRIC_SUITE}.{test.kind}", name, tally)
+    nodes = ", ".join(shared.one_line(host, 80) for host in test.hosts)
+    details = shared.clean(f"nodes: {nodes}\npurpose: {test.purpose}\nfloor: {test.floor:g}")
+    if test.figure is None:
+        why = shared.one_line(test.detail, 300) or "the test gave no result"
+        element = ET.SubElement(case, "error", {"message": f"no result: {why}", "type": "UNKNOWN"})
+        element.text = details
+        tally.errors += 1
+        return
+    figure = f"{test.figure:,.1f} {test.unit}"
+    if not test.passed:
+        message = f"{figure} below the floor {test.floor:,.1f} {test.unit}"
+        element = ET.SubElement(case, "failure", {"message": message, "type": "FAIL"})
+        element.text = details
+        tally.failures += 1
+        return
+    out = ET.SubElement(case, "system-out")
+    out.text = shared.clean(f"PASS: {figure}, floor {test.floor:,.1f} {test.unit}")
+
+
+def _add_folded(suite: ET.Element, tests: list[CrossNodeTest], tally: _Tally) -> None:
+    """The tests beyond the limit: one case per kind and outcome, counted; never a pass unseen."""
+    for kind in sorted({test.kind for test in tests}):
+        passed = sum(1 for test in tests if test.kind == kind and test.passed)
+        others = sum(1 for test in tests if test.kind == kind and not test.passed)
+        classname = f"gpuready.{FABRIC_SUITE}.{kind}"
+        if others:
+            case = _add_case(suite, classname, f"{others} more not passed", tally)
+            words = f"{others} more tests did not pass (below the floor or no result): report.json"
+            ET.SubElement(case, "failure", {"message": words, "type": "FAIL"})
+            tally.failures += 1
+        if passed:
+            case = _add_case(suite, classname, f"{passed} more passed", tally)
+            out = ET.SubElement(case, "system-out")
+            out.text = f"PASS: {passed} more tests, each at or above its floor (report.json)"
+
+
+def _add_fabric_node(
+    suite: ET.Element, hostname: str, verdict: tuple[str, str], tally: _Tally
+) -> None:
+    """The node's verdict in the fabric, as its certificate's ``fabric`` says it."""
+    status, why = verdict[0], shared.one_line(verdict[1], 300)
+    case = _add_case(suite, f"gpuready.{FABRIC_SUITE}.node", shared.one_line(hostname), tally)
+    if status == "failed":
+        ET.SubElement(case, "failure", {"message": why or "failed in the fabric", "type": "FAIL"})
+        tally.failures += 1
+    elif status == "not run":
+        ET.SubElement(case, "skipped", {"message": f"not run in the fabric: {why}"})
+        tally.skipped += 1
+    else:
+        out = ET.SubElement(case, "system-out")
+        out.text = "certified in the fabric"
+
+
+def _fabric_suite(report: Report, stage: CrossNodeStage) -> tuple[ET.Element, _Tally]:
+    """The stage across nodes as one suite: its tests (bounded), then each node's verdict."""
+    suite = ET.Element("testsuite", {"name": FABRIC_SUITE, "hostname": ""})
+    tally = _Tally()
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("fabric", shared.one_line(stage.fabric, 80)),
+        ("kinds", ",".join(stage.kinds)),
+        ("nodes", str(len(stage.nodes))),
+        ("rounds", str(stage.rounds)),
+        ("max_out_of_service", str(stage.max_out_of_service)),
+        ("interrupted", "yes" if stage.interrupted else "no"),
+    ):
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    ordered = sorted(stage.tests, key=lambda test: test.passed)  # those not passed first
+    for test in ordered[:FABRIC_CASES_LIMIT]:
+        _add_fabric_test(suite, test, tally)
+    _add_folded(suite, ordered[FABRIC_CASES_LIMIT:], tally)
+    from validator.report.fabric_verdicts import fabric_verdicts
+
+    nodes = shared.reading_order(report)
+    verdicts = fabric_verdicts(stage, (node.hostname for node in nodes))
+    for node in nodes:
+        _add_fabric_node(suite, node.hostname, verdicts[node.hostname], tally)
+    tally.apply(suite)
+    suite.set("timestamp", shared.one_line(report.generated_at))
+    return suite, tally
+
+
 def render_junit(report: Report) -> str:
     """Render the report as a JUnit XML document (a fleet's PASS findings grouped by check).
 
@@ -233,6 +338,10 @@ def render_junit(report: Report) -> str:
     compact = shared.is_fleet(report)
     for node in shared.reading_order(report):
         suite, tally = _suite(node, report.generated_at, compact=compact)
+        root.append(suite)
+        total.add(tally)
+    if report.cross_node is not None:
+        suite, tally = _fabric_suite(report, report.cross_node)
         root.append(suite)
         total.add(tally)
     total.apply(root)

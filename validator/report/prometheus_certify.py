@@ -13,6 +13,10 @@ backslashes and newlines as the exposition format asks.
 
 Every series is declared once in :data:`SERIES` (name, type, help, labels), which the
 README's table lists too. The GPU figures come from :mod:`validator.report.gpu_figures`.
+
+Where the run ran the stage across nodes (``certify --cross-node``), each node also has
+its verdict in the fabric (as its certificate's ``fabric`` says it) and the slowest RDMA
+and NCCL figure of the tests it took part in; a run without the stage writes none of them.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from validator.error_tree import ReportError, UnsafePathError
-from validator.model import NodeResult, NvmlStatus, Report, Verdict
+from validator.model import CrossNodeStage, NodeResult, NvmlStatus, Report, Verdict
 from validator.report.gpu_figures import GPU_LABELS, Sample, gpu_samples, node_samples
 from validator.report.prometheus import (
     host_label,
@@ -96,6 +100,22 @@ SERIES: tuple[Series, ...] = (
     _gauge(
         "gpuready_node_all_reduce_bus_bandwidth_bytes_per_second",
         "NCCL all-reduce bus bandwidth at the largest message size measured.",
+    ),
+    _gauge(
+        "gpuready_node_fabric_status",
+        "1 for the node's verdict in the stage across nodes (certify --cross-node): certified, "
+        "failed or not_run; 0 for the others. No sample when the stage was not asked.",
+        "status",
+    ),
+    _gauge(
+        "gpuready_node_fabric_rdma_bandwidth_bytes_per_second",
+        "Slowest ib_write_bw average (the pair's slowest HCA, largest message) of the RDMA pair "
+        "tests the node took part in; a slow peer lowers it too.",
+    ),
+    _gauge(
+        "gpuready_node_fabric_nccl_bus_bandwidth_per_hca_bytes_per_second",
+        "Slowest NCCL all-reduce busbw per HCA (largest size, IB-only where it ran) of the "
+        "group tests across nodes the node took part in.",
     ),
     _gpu("gpuready_gpu_info", "The GPU's model, PCI bus id and VBIOS; always 1.",
          "name", "pci_bus_id", "vbios"),
@@ -172,6 +192,7 @@ class CertifyCollector(Collector):
     def __init__(self, report: Report, now: datetime.datetime) -> None:
         """Collect the nodes of ``report``, judged at ``now`` (naive: UTC)."""
         self._nodes = report.nodes
+        self._stage = report.cross_node
         self._version = report.tool_version
         self._stamp = timestamp_seconds(now)
 
@@ -188,9 +209,12 @@ class CertifyCollector(Collector):
             counts[name] += 1
 
         add("gpuready_build_info", [label_text(self._version)], 1)
+        fabric = _fabric_samples(self._stage, [node.hostname for node in self._nodes])
         for node in self._nodes:
             host = host_label(node.hostname)
             for sample in self._node(node):
+                add(sample.name, [host, *sample.labels], sample.value)
+            for sample in fabric.get(node.hostname, ()):
                 add(sample.name, [host, *sample.labels], sample.value)
             for sample in gpu_samples(node):
                 add(sample.name, [host, *sample.labels], sample.value)
@@ -220,6 +244,45 @@ class CertifyCollector(Collector):
         if facts.nvml_status is NvmlStatus.OK:
             yield Sample("gpuready_node_gpus", (), len(facts.gpus))
         yield from node_samples(node)
+
+
+# The fabric statuses as label values, and each kind's figure to bytes per second: perftest
+# gives Gb/s (10^9 bits), nccl-tests GB/s (10^9 bytes).
+_FABRIC_STATUSES = (("certified", "certified"), ("failed", "failed"), ("not run", "not_run"))
+_FABRIC_FIGURES = {
+    "rdma": ("gpuready_node_fabric_rdma_bandwidth_bytes_per_second", 1e9 / 8),
+    "nccl": ("gpuready_node_fabric_nccl_bus_bandwidth_per_hca_bytes_per_second", 1e9),
+}
+
+
+def _fabric_samples(
+    stage: CrossNodeStage | None, hostnames: Sequence[str]
+) -> dict[str, list[Sample]]:
+    """Per host: its fabric status, and its slowest figure per kind where one was measured."""
+    if stage is None:
+        return {}
+    from validator.report.fabric_verdicts import fabric_verdicts
+
+    verdicts = fabric_verdicts(stage, hostnames)
+    found: dict[str, list[Sample]] = {}
+    for host in hostnames:
+        status = verdicts[host][0]
+        found[host] = [
+            Sample("gpuready_node_fabric_status", (label,), 1 if status == mine else 0)
+            for mine, label in _FABRIC_STATUSES
+        ]
+    worst: dict[tuple[str, str], float] = {}
+    for test in stage.tests:
+        if test.figure is None:  # no result: no sample, never a 0
+            continue
+        for host in test.hosts:
+            key = (host, test.kind)
+            worst[key] = min(worst.get(key, test.figure), test.figure)
+    for (host, kind), figure in worst.items():
+        if host in found and kind in _FABRIC_FIGURES:
+            name, scale = _FABRIC_FIGURES[kind]
+            found[host].append(Sample(name, (), figure * scale))
+    return found
 
 
 def _text(value: object) -> str:

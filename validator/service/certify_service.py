@@ -571,13 +571,19 @@ def record_report(
 ) -> bool:
     """Commit every node's final result (and certificate) in one transaction, and close the run.
 
+    The stage across nodes, where the run ran it, is kept with the run in that transaction.
+
     Returns:
         Whether the run was recorded (in the database or a pending file); when it was
         not, a warning waits among the store's notices.
     """
     from validator.service.outcome import close_run, report_interrupted
 
-    store.record_results(run_id, [(node, certificates.get(node.hostname)) for node in report.nodes])
+    store.record_results(
+        run_id,
+        [(node, certificates.get(node.hostname)) for node in report.nodes],
+        cross_node=report.cross_node,  # the stage across nodes, kept with the run
+    )
     return close_run(store, run_id, interrupted=report_interrupted(report))
 
 

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from validator import fields as doc
 from validator.error_tree import BadInputError
-from validator.model import NodeResult, SchemaError, Verdict, from_dict
+from validator.model import CrossNodeStage, NodeResult, SchemaError, Verdict, from_dict
 from validator.safe_text import one_line
 from validator.store.queries import (
     _MAX_SQL_INT,
     CERTIFICATE_OF_RESULT,
+    CROSS_NODE_OF_RUN,
     FAILED_CHECKS,
     HISTORY_OF_ALL,
     HISTORY_OF_HOST,
@@ -192,6 +193,27 @@ class HistoryReads(_StoreBase):
         except (BadInputError, SchemaError, doc.LoadError) as exc:
             raise StoreError(
                 f"history database {self.path} holds an unreadable result of {hostname} "
+                f"in run {run_id}: {one_line(exc)}"
+            ) from None
+
+    def cross_node(self, run_id: int) -> CrossNodeStage | None:
+        """A run's stage across nodes as it was recorded; None when the run ran none.
+
+        Raises:
+            StoreError: the database failed, or the stored stage cannot be read back.
+        """
+        with self._lock, _errors(self.path):
+            db = self._connection(create=False)
+            row = None
+            if db is not None:
+                row = db.execute(CROSS_NODE_OF_RUN, (min(max(0, run_id), _MAX_SQL_INT),)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        try:
+            return from_dict(CrossNodeStage, doc.load_json(_stored_text(row[0])))
+        except (BadInputError, SchemaError, doc.LoadError) as exc:
+            raise StoreError(
+                f"history database {self.path} holds an unreadable stage across nodes "
                 f"in run {run_id}: {one_line(exc)}"
             ) from None
 

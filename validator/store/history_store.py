@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from validator import __version__
-from validator.model import NodeResult
+from validator.model import CrossNodeStage, NodeResult, to_dict
 from validator.safe_text import one_line
 from validator.store.defaults import default_db_path, retry_budget
 from validator.store.history_reads import HistoryReads
@@ -48,7 +48,14 @@ from validator.store.opening import (
 )
 from validator.store.pending_runs import PendingRuns
 from validator.store.queries import RUN_KINDS, RunKind
-from validator.store.result_rows import _encode, _Encoded, _insert_result, _Recorded
+from validator.store.result_rows import (
+    _encode,
+    _Encoded,
+    _insert_result,
+    _Recorded,
+    _stage_packed,
+    _store_stage,
+)
 from validator.store.run_locks import _hold_lock, _release_lock, run_lock_path
 from validator.store.schema import _check_identity, schema_version
 from validator.store.spool import _Spool
@@ -380,13 +387,19 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
         self.record_results(run_id, [(result, certificate)])
 
     def record_results(
-        self, run_id: int, entries: Sequence[tuple[NodeResult, Certificate | None]]
+        self,
+        run_id: int,
+        entries: Sequence[tuple[NodeResult, Certificate | None]],
+        *,
+        cross_node: CrossNodeStage | None = None,
     ) -> None:
         """Commit several hosts' results (each with its certificate or None) in one transaction.
 
         Each entry is recorded as :meth:`record_result` records one: a host
         recorded again replaces its earlier result. Everything is encoded before
         the write lock is taken, so other writers wait only for the rows.
+        ``cross_node``, the run's stage across nodes, is kept with the run in the
+        same transaction (None keeps none: a run without the stage has none).
 
         Raises:
             ValueError: a certificate is for another host than its result, or a number
@@ -402,17 +415,18 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
         self._refuse_readonly()
         now = _now()
         recorded = [_Recorded(result, certificate, now) for result, certificate in entries]
-        if not recorded:
+        if not recorded and cross_node is None:
             return
         with self._lock:
             spool = self._spools.get(run_id)
         if spool is None:
             encoded = [_encode(item) for item in recorded]
+            stage = _stage_packed(cross_node)
             with self._lock:
                 spool = self._spools.get(run_id)  # spooled meanwhile by another thread
                 if spool is None:
                     try:
-                        self._record_in_db(run_id, encoded)
+                        self._record_in_db(run_id, encoded, stage)
                     except _Unwritable as exc:
                         spool = self._spool_existing(run_id, exc.reason)
                     else:
@@ -422,14 +436,19 @@ class Store(HistoryReads, Housekeeping, PendingRuns):
                 # the latest judgement, in arrival order
                 spool.results.pop(item.result.hostname, None)
                 spool.results[item.result.hostname] = item
+            if cross_node is not None:
+                spool.run["cross_node"] = to_dict(cross_node)
             self._save(spool)
 
-    def _record_in_db(self, run_id: int, encoded: Sequence[_Encoded]) -> None:
+    def _record_in_db(
+        self, run_id: int, encoded: Sequence[_Encoded], stage: bytes | None = None
+    ) -> None:
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"history database {self.path} has no run {run_id}")
             for item in encoded:
                 _insert_result(db, run_id, item)
+            _store_stage(db, run_id, stage)
 
     def finish_run(self, run_id: int, interrupted: bool = False) -> None:
         """Close a run as complete, or as interrupted when it was stopped before every host.

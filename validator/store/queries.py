@@ -147,6 +147,8 @@ CERTIFICATE_OF_RESULT = "SELECT id FROM certificates WHERE result_id = ? LIMIT 1
 # One run by its key, and its hosts in recording order (results_by_run).
 RUN_BY_ID = "SELECT id, kind, started_at, finished_at, status, pid FROM runs WHERE id = ?"
 HOSTS_OF_RUN = "SELECT hostname FROM results WHERE run_id = ? ORDER BY run_id, id"
+# A certify run's stage across nodes (schema 4); NULL for a run without one.
+CROSS_NODE_OF_RUN = "SELECT cross_node_packed FROM runs WHERE id = ?"
 # A host's stored certificate text, newest first (certificates_by_host); in one run, by
 # the host's result there (results_by_host, then certificates_by_result).
 STORED_CERTIFICATE = (

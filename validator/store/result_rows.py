@@ -6,11 +6,12 @@ A result is encoded (packed, its findings counted) before the write lock is take
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from validator.model import NodeResult, Severity, provenance_of, to_dict
+from validator.model import CrossNodeStage, NodeResult, Severity, provenance_of, to_dict
 from validator.model.check_counts import count_checks
 from validator.packed import packed_facts, packed_result, with_samples
 from validator.store.schema import _passed_counts
@@ -129,3 +130,18 @@ def _insert_result(db: sqlite3.Connection, run_id: int, encoded: _Encoded) -> No
                 encoded.certificate_packed,
             ),
         )
+
+
+def _stage_packed(stage: CrossNodeStage | None) -> bytes | None:
+    """A run's stage across nodes as ``runs.cross_node_packed`` holds it; None without one."""
+    if stage is None:
+        return None
+    from validator.codec import pack
+
+    return pack(json.dumps(to_dict(stage), sort_keys=True, allow_nan=False))
+
+
+def _store_stage(db: sqlite3.Connection, run_id: int, packed: bytes | None) -> None:
+    """Keep a run's stage with its row (inside the caller's transaction); None keeps none."""
+    if packed is not None:
+        db.execute("UPDATE runs SET cross_node_packed = ? WHERE id = ?", (packed, run_id))

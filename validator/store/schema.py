@@ -19,6 +19,10 @@ and every finding as a row: 115 KB per node per run without a burn, 1.15 GB at
 - the certificate's exact JSON text, compressed (``json_packed``): unpacked it is
   byte for byte the text its digest and signature were made over.
 
+Schema 4 keeps, per certify run that ran the stage across nodes, that stage whole (every
+pair and group test with its figures and records, each kind's outcome naming the slow
+nodes and links and why), packed, in ``runs.cross_node_packed``: a few KB per run.
+
 That is 5-15 KB per node per run (tests/store/test_store_plans.py holds it under 20 KB;
 bench/store.py measures it). Every query the store runs is served by an index
 (the same test reads each one's ``EXPLAIN QUERY PLAN``), so a run's writes and a
@@ -300,6 +304,12 @@ MIGRATIONS: tuple[tuple[MigrationStep, ...], ...] = (
         # names are case-insensitive): what revokes a certificate (Store.latest_attempt).
         "CREATE INDEX results_by_host_nocase"
         " ON results(hostname COLLATE NOCASE, recorded_at, run_id)",
+    ),
+    (
+        # The stage across nodes of a certify run that asked for it (certify --cross-node):
+        # the whole CrossNodeStage as JSON, packed; NULL for every other run, so the runs
+        # of an older schema read as runs without the stage.
+        "ALTER TABLE runs ADD COLUMN cross_node_packed BLOB",
     ),
 )
 # Run ownership (the lock files) and pending runs live beside the database, not

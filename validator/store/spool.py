@@ -20,10 +20,16 @@ from typing import Any
 from validator import fields as doc
 from validator.error_tree import BadInputError
 from validator.files import STALE_AFTER_S
-from validator.model import NodeResult, SchemaError, from_dict
+from validator.model import CrossNodeStage, NodeResult, SchemaError, from_dict
 from validator.safe_text import one_line
 from validator.store.queries import RUN_KINDS, RUN_STATUSES
-from validator.store.result_rows import _encode, _insert_result, _Recorded
+from validator.store.result_rows import (
+    _encode,
+    _insert_result,
+    _Recorded,
+    _stage_packed,
+    _store_stage,
+)
 from validator.store.run_locks import _process_alive
 
 
@@ -48,6 +54,8 @@ _PENDING_RUN = doc.Document(
         doc.Field("tool_version", str, required=True),
         doc.Field("pid", int, minimum=0, nullable=True),
         doc.Field("hostname", str, nullable=True),
+        # The run's stage across nodes (validator.model.CrossNodeStage), when it ran one.
+        doc.Field("cross_node", dict, nullable=True),
     ),
     noun="field",
     wanted="a JSON object",
@@ -135,7 +143,13 @@ def read_pending(path: Path) -> tuple[dict[str, Any], list[_Recorded]]:
         except (SchemaError, BadInputError) as exc:
             raise _PendingError(f"{path}: results[{index}]: {one_line(exc)}") from None
         recorded.append(_Recorded(result, certificate, entry["recorded_at"]))
-    return dict(checked["run"]), recorded
+    run = dict(checked["run"])
+    if run.get("cross_node") is not None:
+        try:  # checked whole now: the import then writes only a stage that reads back
+            run["cross_node"] = from_dict(CrossNodeStage, run["cross_node"])
+        except SchemaError as exc:
+            raise _PendingError(f"{path}: run.cross_node: {one_line(exc)}") from None
+    return run, recorded
 
 
 def _writer_gone(path: Path, run: dict[str, Any]) -> bool:
@@ -190,6 +204,7 @@ def _import_run(db: sqlite3.Connection, run: dict[str, Any], results: list[_Reco
     assert target is not None  # noqa: S101 - an INSERT into a rowid table sets it
     for recorded in results:
         _insert_result(db, target, _encode(recorded))
+    _store_stage(db, target, _stage_packed(run.get("cross_node")))
     # A run still "running" in its file is one whose process died (live ones wait).
     status = "interrupted" if run["status"] == "running" else run["status"]
     db.execute(
