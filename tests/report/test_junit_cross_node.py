@@ -164,18 +164,15 @@ def test_the_fleets_fabric_verdicts_are_the_certificates() -> None:
 
 
 def test_every_certificates_fabric_of_a_two_thousand_node_stage_is_read_at_once() -> None:
-    """certify asks certified_fabric once per certified node: each must not cost n squared.
+    """certify asks certified_fabric once per certified node, for every node of the stage.
 
     Before, ``CrossNodeStage.good`` looked each node up in each kind's good tuple: 8 * 10^9
-    comparisons for these 2,000 nodes (minutes); read through sets it is well under a second.
+    comparisons for these 2,000 nodes (minutes, which the suite's durations would show);
+    read through sets it is under a second. Timing is bench/'s, not this test's.
     """
-    import time
-
     from validator.model.fabric_certified import certified_fabric
 
     stage = _thousand_node_stage(2000)
-    started = time.monotonic()
     statuses = [certified_fabric(stage, host, "2026-12-07").status for host in stage.nodes]  # type: ignore[union-attr]
-    assert time.monotonic() - started < 20
     assert statuses.count("failed") == 1
     assert statuses.count("certified") == len(stage.nodes) - 1
