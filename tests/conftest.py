@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import resource
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ HARNESS_VARIABLES = frozenset(
         "GPUREADY_SKIP_HOSTS",
         "GPUREADY_STUBREPO_CACHE",
         "GPUREADY_STUBRPM_CACHE",
+        "GPUREADY_TEST_CPU_LOG",
         "GPUREADY_TESTHOSTS_CACHE",
         "GPUREADY_TESTHOSTS_MIRROR",
         "GPUREADY_TESTHOSTS_STATE",
@@ -98,3 +101,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(relative, len(rank)), position
 
     items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
+def _cpu_seconds() -> float:
+    # This process's CPU and that of the children it has reaped (subprocess.run reaps):
+    # what a test cost the machine's two cores, which the parallel runs share.
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With GPUREADY_TEST_CPU_LOG=DIR, append each test's CPU seconds to DIR/<pid>.tsv.
+
+    .ci/test sets it and names the tests that cost the most CPU (wall time under load
+    says little about what to cut: every run waits on the others).
+    """
+    del nextitem
+    folder = os.environ.get("GPUREADY_TEST_CPU_LOG")
+    before = _cpu_seconds() if folder else 0.0
+    yield
+    if folder:
+        spent = _cpu_seconds() - before
+        with open(Path(folder) / f"{os.getpid()}.tsv", "a", encoding="utf-8") as log:
+            log.write(f"{spent:.2f}\t{item.nodeid}\n")
