@@ -60,7 +60,7 @@ def cluster(
     for name, value in made.env.items():
         monkeypatch.setenv(name, value)
     for name in list(os.environ):
-        if name.startswith(("GPUREADY_STANDIN_", "SLURM_JOB", "SLURM_STEP")):
+        if name.startswith(("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_JOB", "SLURM_STEP")):
             monkeypatch.delenv(name)
     _install_standins(made)
     return made
