@@ -6,7 +6,8 @@ judged, on the nodes it certified (validator.service.cross_node_service), with t
 the reach gives:
 
 - through Slurm: srun steps in one exclusive job per pair or group
-  (validator.slurm.cross_node_srun);
+  (validator.slurm.cross_node_srun), NCCL groups with ``--mpi=pmix``, or what Slurm's
+  ``SLURM_MPI_TYPE`` names (``pmi2``);
 - over SSH: each step over the host's SSH connection, NCCL groups through mpirun where
   ``GPUREADY_MPIRUN`` names one (validator.remote.cross_node_ssh);
 - every host local (``gpuready_transport=local``, a simulated fleet): each step on this
@@ -113,8 +114,13 @@ def stage_runner(
     if slurm is not None:
         from validator.slurm.cross_node_srun import SrunOptions, slurm_runner
 
+        # Slurm's own SLURM_MPI_TYPE chooses the groups' --mpi (pmi2 where PMIx is not
+        # built): the stage passes --mpi, which srun would prefer over the variable.
         options = SrunOptions(
-            partition=slurm.partition, account=slurm.account, reservation=slurm.reservation
+            partition=slurm.partition,
+            account=slurm.account,
+            reservation=slurm.reservation,
+            mpi=os.environ.get("SLURM_MPI_TYPE") or SrunOptions.mpi,
         )
         through_slurm = slurm_runner(options)
         try:
