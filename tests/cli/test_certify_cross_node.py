@@ -29,7 +29,9 @@ HOSTS = ("n1", "n2", "n3", "n4")
 @pytest.fixture(autouse=True)
 def standins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith(("GPUREADY_STANDIN_", "SLURM_", "OMPI_", "PMIX_", "PMI_")):
+        if name.startswith(
+            ("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_", "OMPI_", "PMIX_", "PMI_")
+        ):
             monkeypatch.delenv(name)
     python_dir = str(Path(sys.executable).parent)
     monkeypatch.setenv(

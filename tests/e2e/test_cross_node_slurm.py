@@ -60,7 +60,7 @@ def cluster(
     for name, value in made.env.items():
         monkeypatch.setenv(name, value)
     for name in list(os.environ):
-        if name.startswith(("GPUREADY_STANDIN_", "SLURM_JOB", "SLURM_STEP")):
+        if name.startswith(("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_JOB", "SLURM_STEP")):
             monkeypatch.delenv(name)
     _install_standins(made)
     return made
@@ -95,7 +95,7 @@ def plan(cluster: SlurmCluster, **extra: object) -> CrossNodePlan:
         "latency": False,
         "listen_wait_s": 5.0,
         "step_margin_s": 4.0,
-        "gpus_per_node": 2,  # ranks a node: the test nodes have 4 CPUs
+        "gpus_per_node": 2,  # ranks a node: few, to keep it cheap (the nodes have 8 CPUs)
         "collectives": ("all_reduce",),
         "nccl_timeout_s": 20.0,
         **extra,

@@ -223,7 +223,8 @@ class SlurmCluster:
         ro_binds: paths on this machine bound read-only into every host at the
             same path (``/work/main``, its ``.venv``, the Python it links to).
         rw_binds: the same, read-write.
-        cpus: ``CPUs=`` of every node (slurmd takes it over what it finds).
+        cpus: ``CPUs=`` of every node (slurmd takes it over what it finds); 8, a
+            rank for each of a simulated node's 8 GPUs (srun refuses more tasks).
         real_memory: ``RealMemory=`` of every node, in MB.
         slurmd_timeout: ``SlurmdTimeout=``: how long a silent node stays up.
             With the defaults a killed slurmd's node is NOT_RESPONDING after
@@ -243,7 +244,7 @@ class SlurmCluster:
         extra_conf: Sequence[str] = (),
         ro_binds: Sequence[Path | str] = (),
         rw_binds: Sequence[Path | str] = (),
-        cpus: int = 4,
+        cpus: int = 8,
         real_memory: int = 1000,
         slurmd_timeout: int = 5,
         message_timeout: int = 5,

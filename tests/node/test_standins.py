@@ -21,14 +21,21 @@ from validator.node.parsers.perftest import parse_perftest
 
 STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
 PROGRAMS = ("ib_write_bw", "ib_write_lat", "all_reduce_perf", "alltoall_perf")
-_CLEAN = ("GPUREADY_STANDIN_", "SLURM_", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+_CLEAN = (
+    "GPUREADY_STANDIN_",
+    "GPUREADY_STEP_",
+    "SLURM_",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+)
 
 
 def _run(argv: list[str], timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(_CLEAN)}
     python_dir = str(Path(sys.executable).parent)
     base["PATH"] = f"{STANDINS}{os.pathsep}{python_dir}{os.pathsep}{base.get('PATH', '')}"
-    base.update({"GPUREADY_STANDIN_HOST": "node-a", **env})
+    base.update({"GPUREADY_STEP_HOST": "node-a", **env})
     program = shutil.which(argv[0], path=base["PATH"])
     assert program is not None
     assert Path(program).parent == STANDINS

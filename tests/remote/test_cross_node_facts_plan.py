@@ -85,3 +85,17 @@ def test_rail_order_is_numeric() -> None:
     extra = tuple(dataclasses.replace(first, device=f"mlx5_{i}") for i in (10, 9))
     wider = dataclasses.replace(network, hcas=extra + tuple(network.hcas))  # type: ignore[arg-type]
     assert active_hcas(wider)[-3:] == ("mlx5_7", "mlx5_9", "mlx5_10")
+
+
+def test_ranks_a_node_are_its_gpus() -> None:
+    # One NCCL rank a GPU (nccl-tests -g 1): a group of 4-GPU nodes runs 4 ranks a node.
+    eight = _result("n1")
+    four = _result("n2")
+    four = dataclasses.replace(
+        four, facts=dataclasses.replace(four.facts, gpus=four.facts.gpus[:4])
+    )
+    assert plan_from_facts([eight, _result("n3")], []).gpus_per_node == 8
+    assert plan_from_facts([eight, four], []).gpus_per_node == 4  # the fewest: every node
+    assert plan_from_facts([eight, four], [], gpus_per_node=2).gpus_per_node == 2  # as given
+    unread = dataclasses.replace(eight, facts=dataclasses.replace(eight.facts, gpus=()))
+    assert plan_from_facts([unread], []).gpus_per_node == 8  # none read: the default

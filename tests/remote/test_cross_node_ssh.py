@@ -2,7 +2,7 @@
 
 Each server stands for one host: it runs what it is asked with /bin/sh on this machine,
 the stand-ins (tests/fixtures/standins) first on its PATH and its own host name in
-GPUREADY_STANDIN_HOST. As sshd does for a command without a terminal, a closed channel
+GPUREADY_STEP_HOST. As sshd does for a command without a terminal, a closed channel
 does not end the command here: a step that is still running is ended only by the
 runner's kill by process id.
 """
@@ -55,7 +55,7 @@ class StandinBox(SshBox):
         )
         env = {
             "HOME": str(self.home), "PATH": path, "LANG": "C.UTF-8",
-            "GPUREADY_STANDIN_HOST": self.name, "GPUREADY_STANDIN_MAP": str(self.table),
+            "GPUREADY_STEP_HOST": self.name, "GPUREADY_STANDIN_MAP": str(self.table),
         }  # fmt: skip
         process = subprocess.Popen(
             ["/bin/sh", "-c", command],
@@ -273,7 +273,7 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-GPUREADY_STANDIN_GROUP="$group" exec "$@"
+GPUREADY_STEP_GROUP="$group" exec "$@"
 """
 
 

@@ -46,7 +46,9 @@ STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
 @pytest.fixture(autouse=True)
 def standins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith(("GPUREADY_STANDIN_", "SLURM_", "OMPI_", "PMIX_", "PMI_")):
+        if name.startswith(
+            ("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_", "OMPI_", "PMIX_", "PMI_")
+        ):
             monkeypatch.delenv(name)
     python_dir = str(Path(sys.executable).parent)
     monkeypatch.setenv(
@@ -65,8 +67,8 @@ def fabric_map(
 def launcher(table: Path) -> LocalLauncher:
     def env_for(hosts: Sequence[str]) -> dict[str, str]:
         return {
-            "GPUREADY_STANDIN_HOST": hosts[0],
-            "GPUREADY_STANDIN_GROUP": ",".join(hosts),
+            "GPUREADY_STEP_HOST": hosts[0],
+            "GPUREADY_STEP_GROUP": ",".join(hosts),
             "GPUREADY_STANDIN_MAP": str(table),
         }
 

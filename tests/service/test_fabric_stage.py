@@ -120,3 +120,29 @@ def test_runner_per_reach(tmp_path: Path) -> None:
         assert isinstance(runner, StepRunner)
         assert isinstance(runner.launcher, SshLauncher)
     assert len(made) == 1
+
+
+def test_slurm_mpi_type_is_slurms_own_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # srun reads SLURM_MPI_TYPE as --mpi; the stage's explicit --mpi would override it.
+    options = SlurmOptions(spool=str(tmp_path), partition="gpu")
+    monkeypatch.delenv("SLURM_MPI_TYPE", raising=False)
+    with stage_runner(options, TransportName.SSH, _hosts(""), SshTransport) as runner:
+        assert isinstance(runner, SlurmRunner)
+        assert runner.options.mpi == "pmix"
+    monkeypatch.setenv("SLURM_MPI_TYPE", "pmi2")
+    with stage_runner(options, TransportName.SSH, _hosts(""), SshTransport) as runner:
+        assert isinstance(runner, SlurmRunner)
+        assert runner.options.mpi == "pmi2"
+
+
+def test_a_local_step_is_told_its_host_and_group() -> None:
+    with stage_runner(None, TransportName.LOCAL, _hosts("", ""), SshTransport) as runner:
+        assert isinstance(runner, StepRunner)
+        env_for = runner.launcher.env_for  # type: ignore[attr-defined]
+        assert env_for(("n1",)) == {"GPUREADY_STEP_HOST": "n1", "GPUREADY_STEP_GROUP": "n1"}
+        assert env_for(("n3", "n1", "n2")) == {
+            "GPUREADY_STEP_HOST": "n3",
+            "GPUREADY_STEP_GROUP": "n3,n1,n2",
+        }

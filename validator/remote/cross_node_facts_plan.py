@@ -15,6 +15,9 @@ Pure: NodeFacts in, :class:`~validator.remote.cross_node_runner.CrossNodePlan` o
 - GPUs: how many the node has and its smallest GPU's memory (``memory.total``), which
   size NCCL's largest message (:func:`~validator.remote.cross_node_runner.nccl_largest_bytes`)
   and the Slurm jobs' ``--gres=gpu:N``; None where the facts do not say.
+- Ranks a node for NCCL groups (``gpus_per_node``): one a GPU (nccl-tests ``-g 1``), the
+  fewest GPUs any planned host's facts list, so every node of a group has a GPU for each
+  rank; the plan's default (8) where no host's GPUs were read.
 """
 
 from __future__ import annotations
@@ -89,10 +92,14 @@ def plan_from_facts(
         results: the nodes as the per-node stage judged them (their facts are read).
         hosts: the inventory's hosts, for each one's address (by name).
         options: the plan's other fields (``duration_s`` ...), as
-            :class:`~validator.remote.cross_node_runner.CrossNodePlan` takes them.
+            :class:`~validator.remote.cross_node_runner.CrossNodePlan` takes them
+            (``gpus_per_node`` given wins over the facts').
     """
     specs: Mapping[str, HostSpec] = {host.name: host for host in hosts}
     plans = [plan_of(result, specs.get(result.hostname)) for result in results]
+    counts = [p.gpu_count for p in plans if p is not None and p.gpu_count]
+    if counts and "gpus_per_node" not in options:
+        options = {**options, "gpus_per_node": min(counts)}
     return CrossNodePlan(tuple(p for p in plans if p is not None), **options)  # type: ignore[arg-type]
 
 

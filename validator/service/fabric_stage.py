@@ -6,11 +6,16 @@ judged, on the nodes it certified (validator.service.cross_node_service), with t
 the reach gives:
 
 - through Slurm: srun steps in one exclusive job per pair or group
-  (validator.slurm.cross_node_srun);
+  (validator.slurm.cross_node_srun), NCCL groups with ``--mpi=pmix``, or what Slurm's
+  ``SLURM_MPI_TYPE`` names (``pmi2``);
 - over SSH: each step over the host's SSH connection, NCCL groups through mpirun where
   ``GPUREADY_MPIRUN`` names one (validator.remote.cross_node_ssh);
 - every host local (``gpuready_transport=local``, a simulated fleet): each step on this
-  machine, told which host it stands for (validator.remote.cross_node_local).
+  machine (validator.remote.cross_node_local), told in its environment which host it runs
+  as, since every host is this machine: ``GPUREADY_STEP_HOST`` (a pair's step: its host's
+  inventory name; a group's: its first host's) and ``GPUREADY_STEP_GROUP`` (the hosts of
+  its pair or group, comma-separated, in the plan's order). A program run in a local fleet
+  reads them to know its place; nothing else sets them.
 
 The fabric's floors come from ``--fabric``, else from the certified nodes' SKU's network
 expectation in the catalog (its link layer and rate); where neither decides, the stage is
@@ -109,8 +114,13 @@ def stage_runner(
     if slurm is not None:
         from validator.slurm.cross_node_srun import SrunOptions, slurm_runner
 
+        # Slurm's own SLURM_MPI_TYPE chooses the groups' --mpi (pmi2 where PMIx is not
+        # built): the stage passes --mpi, which srun would prefer over the variable.
         options = SrunOptions(
-            partition=slurm.partition, account=slurm.account, reservation=slurm.reservation
+            partition=slurm.partition,
+            account=slurm.account,
+            reservation=slurm.reservation,
+            mpi=os.environ.get("SLURM_MPI_TYPE") or SrunOptions.mpi,
         )
         through_slurm = slurm_runner(options)
         try:
@@ -120,7 +130,7 @@ def stage_runner(
     elif _all_local(transport, hosts):
         from validator.remote.cross_node_local import local_runner
 
-        yield local_runner(_stands_for)
+        yield local_runner(step_identity)
     else:
         from validator.remote.cross_node_ssh import ssh_runner
         from validator.remote.ssh import SshTransport
@@ -136,10 +146,14 @@ def stage_runner(
             launcher.close()  # its SSH connections
 
 
-def _stands_for(hosts: Sequence[str]) -> dict[str, str]:
-    # Every "host" is this machine: a step is told which host (and group) it runs as,
-    # which the tests' stand-ins (tests/fixtures/standins) read to choose their output.
-    return {"GPUREADY_STANDIN_HOST": hosts[0], "GPUREADY_STANDIN_GROUP": ",".join(hosts)}
+STEP_HOST = "GPUREADY_STEP_HOST"
+STEP_GROUP = "GPUREADY_STEP_GROUP"
+
+
+def step_identity(hosts: Sequence[str]) -> dict[str, str]:
+    """A local step's environment: the host it runs as and its group (module docstring)."""
+    # Every "host" is this machine: no host name tells the step where it stands.
+    return {STEP_HOST: hosts[0], STEP_GROUP: ",".join(hosts)}
 
 
 def fabric_for(results: Sequence[NodeResult], catalog: Catalog) -> str | None:
@@ -227,6 +241,8 @@ def recounted(summary: FleetSummary | None, results: Sequence[NodeResult]) -> Fl
 
 __all__ = [
     "DEFAULT_STAGE_S",
+    "STEP_GROUP",
+    "STEP_HOST",
     "check_reach",
     "fabric_for",
     "not_run",
@@ -234,4 +250,5 @@ __all__ = [
     "recounted",
     "run_fabric_stage",
     "stage_runner",
+    "step_identity",
 ]
