@@ -345,3 +345,28 @@ def test_each_hca_pair_is_measured_both_ways(tmp_path: Path) -> None:
         ("gpu02", "gpu01", "mlx5_1"),
     ]
     assert all(r.completed for r in records)
+
+
+def test_a_group_that_failed_before_nccl_printed_names_its_status_and_last_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # srun's own refusal, as Slurm 22.05 printed it on the test cluster: no nccl-tests
+    # output at all, so the parser's "not nccl-tests output" alone hid the cause.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("all_reduce_perf", "alltoall_perf"):
+        fake = bin_dir / program
+        fake.write_text(
+            "#!/bin/sh\necho 'srun: error: Unable to create step for job 12: "
+            "More processors requested than permitted' >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    hosts = names(2)
+
+    _, stage, _ = run(hosts, fabric_map(tmp_path), ("nccl",), options=StageOptions(nccl_group=2))
+
+    (first, *_) = [t for t in stage.tests if t.kind == "nccl"]
+    assert first.figure is None
+    assert "exited with status 1" in first.detail
+    assert "More processors requested than permitted" in first.detail

@@ -492,7 +492,11 @@ class StepRunner:
             try:
                 result = nccl_group_result(out or err, collective, variant, command)
             except ParseError as exc:
-                return _failed_group(group, collective, variant, command, one_line(exc))
+                why = one_line(exc)
+                if status != 0:  # the launcher's own error (srun, mpirun) says why, not the parser
+                    last = next((line for line in reversed(err.splitlines()) if line.strip()), "")
+                    why = f"exited with status {status}" + (f": {one_line(last)}" if last else "")
+                return _failed_group(group, collective, variant, command, why)
             return result if result.hosts else _with_hosts(result, group)
         except LaunchError as exc:
             return _failed_group(group, collective, variant, command, one_line(exc))
