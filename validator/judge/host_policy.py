@@ -26,6 +26,7 @@ from typing import Any
 
 from validator import fields
 from validator.fields import Document, Field
+from validator.model import HOST_SERVICES, HOST_SYSCTL_NAMES
 
 
 @dataclass(frozen=True)
@@ -74,19 +75,6 @@ class ReferenceHost:
 REFERENCE_MEMORY_SHARE = 0.95
 
 
-# The names the node agent reads (validator.node.host_probe); kept here as words so the
-# policy room does not import the node's.
-KNOWN_SERVICES = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
-KNOWN_SYSCTL = (
-    "vm.swappiness",
-    "vm.zone_reclaim_mode",
-    "vm.overcommit_memory",
-    "vm.max_map_count",
-    "kernel.numa_balancing",
-    "kernel.nmi_watchdog",
-    "net.core.rmem_max",
-    "net.core.wmem_max",
-)
 KNOWN_COMPONENTS = ("nccl", "dcgm", "container_toolkit", "rdma_core", "mofed")
 _GIB_MAX = 1_000_000.0
 
@@ -119,8 +107,8 @@ def _known(names: tuple[str, ...]) -> Any:  # noqa: ANN401 - a convert hook
 
 def _services(value: list[str]) -> tuple[str, ...]:
     for index, name in enumerate(value):
-        if name not in KNOWN_SERVICES:
-            raise fields.Invalid(name, at=(index,), wanted=f"one of {', '.join(KNOWN_SERVICES)}")
+        if name not in HOST_SERVICES:
+            raise fields.Invalid(name, at=(index,), wanted=f"one of {', '.join(HOST_SERVICES)}")
     return tuple(value)
 
 
@@ -160,7 +148,7 @@ HOST_FIELDS = Document(
             convert=_mounts,
         ),
         Field("kernel_params", dict, max_items=256, values=_SETTING, convert=_pairs),
-        Field("sysctl", dict, max_items=256, values=_SETTING, convert=_known(KNOWN_SYSCTL)),
+        Field("sysctl", dict, max_items=256, values=_SETTING, convert=_known(HOST_SYSCTL_NAMES)),
         Field(
             "services",
             list,
@@ -209,8 +197,6 @@ def host_policy(values: dict[str, Any] | None) -> HostPolicy:
 __all__ = [
     "HOST_FIELDS",
     "KNOWN_COMPONENTS",
-    "KNOWN_SERVICES",
-    "KNOWN_SYSCTL",
     "REFERENCE_HOST_FIELDS",
     "REFERENCE_MEMORY_SHARE",
     "HostPolicy",

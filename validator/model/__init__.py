@@ -144,6 +144,8 @@ from validator.model.gpudirect_facts import (
     peermem_path,
 )
 from validator.model.host_facts import (
+    HOST_SERVICES,
+    HOST_SYSCTL_NAMES,
     HostFacts,
     KernelSetting,
     MountSpace,
@@ -201,6 +203,8 @@ __all__ = [
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
     "HARDWARE_ACTIONS",
+    "HOST_SERVICES",
+    "HOST_SYSCTL_NAMES",
     "IB_ERROR_COUNTERS",
     "IB_ONLY_ENVIRONMENT",
     "IMAGE_PATTERN",

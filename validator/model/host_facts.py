@@ -14,6 +14,23 @@ from typing import Optional, Tuple
 
 from validator.model.measured import NOT_MEASURED, Measured
 
+# The systemd units the node agent reads (validator.node.host_probe) and a policy may
+# require (validator.judge.host_policy): one list for both rooms. The DCGM host
+# engine's unit is nvidia-dcgm from DCGM 3.
+HOST_SERVICES = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
+# The kernel settings GPU and RDMA tuning guides name, which the agent reads and a
+# policy may set.
+HOST_SYSCTL_NAMES = (
+    "vm.swappiness",
+    "vm.zone_reclaim_mode",
+    "vm.overcommit_memory",
+    "vm.max_map_count",
+    "kernel.numa_balancing",
+    "kernel.nmi_watchdog",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+)
+
 
 @dataclass(frozen=True)
 class SmartHealth:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 from validator.model import (
+    HOST_SERVICES,
+    HOST_SYSCTL_NAMES,
     HostFacts,
     Measured,
     NvmeDrive,
@@ -45,8 +47,6 @@ CMDLINE = "/proc/cmdline"
 NVME_ROOT = "/sys/class/nvme"
 NVME_PATTERN = f"{NVME_ROOT}/nvme*"
 DF = ("df", "-P", "-k")
-# The units a node of GPUs may need; the DCGM host engine's unit is nvidia-dcgm from DCGM 3.
-SERVICES = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
 SYSTEMCTL = (
     "systemctl",
     "show",
@@ -56,20 +56,10 @@ SYSTEMCTL = (
     "LoadState",
     "-p",
     "ActiveState",
-    *(f"{unit}.service" for unit in SERVICES),
+    *(f"{unit}.service" for unit in HOST_SERVICES),
 )
 # The kernel settings GPU and RDMA tuning guides name; -e: an unknown one is no error.
-SYSCTL_NAMES = (
-    "vm.swappiness",
-    "vm.zone_reclaim_mode",
-    "vm.overcommit_memory",
-    "vm.max_map_count",
-    "kernel.numa_balancing",
-    "kernel.nmi_watchdog",
-    "net.core.rmem_max",
-    "net.core.wmem_max",
-)
-SYSCTL = ("sysctl", "-e", *SYSCTL_NAMES)
+SYSCTL = ("sysctl", "-e", *HOST_SYSCTL_NAMES)
 # component -> the packages it is installed as (deb, rpm), as the roles install them.
 PACKAGES: dict[str, tuple[str, ...]] = {
     "nccl": ("libnccl2", "libnccl"),
@@ -220,9 +210,7 @@ __all__ = [
     "NVME_PATTERN",
     "OFED_INFO",
     "RPM_STACK",
-    "SERVICES",
     "SYSCTL",
-    "SYSCTL_NAMES",
     "SYSTEMCTL",
     "nvme_drives",
     "probe_host",
