@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Callable, TypeVar
+from typing import Callable
 
 from validator.model import (
     IMAGE_PATTERN,
@@ -41,7 +41,7 @@ from validator.node.parsers.nvidia_ctk import (
     parse_smi_list,
 )
 from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import attempt, command_failure, parsed, read_file
+from validator.node.system_facts import command_failure, parsed, read_file, run_parsed
 
 CDI_LIST_ARGV = ("nvidia-ctk", "cdi", "list")
 CTK_VERSION_ARGV = ("nvidia-ctk", "--version")
@@ -59,28 +59,18 @@ LIBNVIDIA_CONTAINER = (
 CONTAINER_RUN_TIMEOUT_S = 600.0
 CDI_ALL = "nvidia.com/gpu=all"
 
-T = TypeVar("T")
 ConfigParser = Callable[[str], "tuple[bool, str, bool]"]
 
 
 def container_facts(system: System) -> ContainerFacts:
     """The toolkit, its CDI spec and the runtimes (no container is started here)."""
     return ContainerFacts(
-        toolkit_version=_ctk(system, CTK_VERSION_ARGV, parse_ctk_version, "nvidia-ctk --version"),
-        cdi=_ctk(system, CDI_LIST_ARGV, parse_cdi_list, "nvidia-ctk cdi list"),
+        toolkit_version=run_parsed(
+            system, CTK_VERSION_ARGV, parse_ctk_version, "nvidia-ctk --version"
+        ),
+        cdi=run_parsed(system, CDI_LIST_ARGV, parse_cdi_list, "nvidia-ctk cdi list"),
         runtimes=_runtimes(system),
     )
-
-
-def _ctk(
-    system: System, argv: tuple[str, ...], parse: Callable[[str], T], what: str
-) -> Measured[T]:
-    result = attempt(system, argv)
-    if isinstance(result, Unavailable):
-        return result
-    if not result.ok:
-        return command_failure(result, what)
-    return parsed(parse, result.stdout, what)
 
 
 def _installed(system: System, program: str) -> bool | None:

@@ -12,7 +12,6 @@ Whatever could not be read is NOT_MEASURED (or why not), never a guess.
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, TypeVar
 
 from validator.model import (
     NOT_MEASURED,
@@ -25,9 +24,7 @@ from validator.model import (
 from validator.node.parsers.lspci_acs import parse_acs_ports
 from validator.node.parsers.smi_topo import parse_topo_matrix
 from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import PROC_DRIVER_VERSION, attempt, command_failure, read_file
-
-T = TypeVar("T")
+from validator.node.system_facts import PROC_DRIVER_VERSION, attempt, read_file, run_parsed
 
 PROC_MODULES = "/proc/modules"
 PROC_CMDLINE = "/proc/cmdline"
@@ -57,8 +54,8 @@ def gpudirect_facts(system: System) -> GpudirectFacts:
         peermem_loaded=_peermem(system, modules),
         open_kernel_module=_open_module(system),
         virtualized=_virtualized(system),
-        topology=_tool(system, TOPO_ARGV, parse_topo_matrix, "nvidia-smi topo -m"),
-        acs_ports=_tool(system, LSPCI_VVV_ARGV, parse_acs_ports, "lspci -vvv"),
+        topology=run_parsed(system, TOPO_ARGV, parse_topo_matrix, "nvidia-smi topo -m"),
+        acs_ports=run_parsed(system, LSPCI_VVV_ARGV, parse_acs_ports, "lspci -vvv"),
         iommu=iommu_facts(system),
     )
 
@@ -119,22 +116,6 @@ def _virtualized(system: System) -> Measured[bool]:
         if line.startswith("flags"):
             return "hypervisor" in line.split()
     return Unavailable(Reason.ERROR, f"{PROC_CPUINFO} shows no CPU flags")
-
-
-def _tool(
-    system: System, argv: tuple[str, ...], parse: Callable[[str], T], what: str
-) -> Measured[T]:
-    from validator.node.parsers.base import ParseError
-
-    result = attempt(system, argv)
-    if isinstance(result, Unavailable):
-        return result
-    if not result.ok:
-        return command_failure(result, what)
-    try:
-        return parse(result.stdout)
-    except ParseError as exc:
-        return Unavailable(Reason.ERROR, f"{result.recorded_in or what}: {exc}")
 
 
 def iommu_facts(system: System) -> Measured[IommuFacts]:

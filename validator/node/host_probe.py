@@ -25,7 +25,6 @@ from validator.model import (
     StackVersion,
     Unavailable,
 )
-from validator.node.parsers.base import ParseError
 from validator.node.parsers.host_proc import (
     parse_cpuinfo,
     parse_df,
@@ -37,7 +36,14 @@ from validator.node.parsers.host_proc import (
 )
 from validator.node.parsers.smartctl import parse_smartctl
 from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import attempt, command_failure, read_file
+from validator.node.system_facts import (
+    checked_run,
+    command_failure,
+    parsed,
+    read_file,
+    read_parsed,
+    run_parsed,
+)
 
 T = TypeVar("T")
 
@@ -86,31 +92,10 @@ def smartctl_argv(name: str) -> tuple[str, ...]:
     return ("smartctl", "-H", "-A", "-j", f"/dev/{name}")
 
 
-def _parsed(parse: Callable[[str], T], text: str | Unavailable, what: str) -> Measured[T]:
-    if isinstance(text, Unavailable):
-        return text
-    try:
-        return parse(text)
-    except ParseError as exc:
-        return Unavailable(Reason.ERROR, f"{what}: {exc}")
-
-
-def _output(
-    system: System, argv: tuple[str, ...], what: str, *, any_rc: bool = False
-) -> str | Unavailable:
-    """A command's output, or why there is none (``any_rc``: its status says nothing)."""
-    result = attempt(system, argv)
-    if isinstance(result, Unavailable):
-        return result
-    if result.ok or (any_rc and result.rc not in (126, 127)):
-        return result.stdout
-    return command_failure(result, what)
-
-
 def probe_host(system: System) -> HostFacts:
     """The host's facts; never raises on what it finds."""
-    cpu = _parsed(parse_cpuinfo, read_file(system, CPUINFO), CPUINFO)
-    memory = _parsed(parse_meminfo, read_file(system, MEMINFO), MEMINFO)
+    cpu = read_parsed(system, CPUINFO, parse_cpuinfo)
+    memory = read_parsed(system, MEMINFO, parse_meminfo)
     cmdline = read_file(system, CMDLINE)
 
     def of_cpu(get: Callable[..., T]) -> Measured[T]:
@@ -130,12 +115,10 @@ def probe_host(system: System) -> HostFacts:
         memory_kib=of_memory("MemTotal"),
         swap_kib=of_memory("SwapTotal"),
         nvme=nvme_drives(system),
-        mounts=_parsed(parse_df, _output(system, DF, "df", any_rc=True), "df -P -k"),
+        mounts=run_parsed(system, DF, parse_df, "df", any_rc=True),
         cmdline=cmdline if isinstance(cmdline, Unavailable) else " ".join(cmdline.split()),
-        sysctl=_parsed(parse_sysctl, _output(system, SYSCTL, "sysctl", any_rc=True), "sysctl"),
-        services=_parsed(
-            parse_systemctl_show, _output(system, SYSTEMCTL, "systemctl"), "systemctl show"
-        ),
+        sysctl=run_parsed(system, SYSCTL, parse_sysctl, "sysctl", any_rc=True),
+        services=run_parsed(system, SYSTEMCTL, parse_systemctl_show, "systemctl"),
         versions=stack_versions(system),
     )
 
@@ -171,7 +154,7 @@ def _smart(system: System, name: str) -> Measured[SmartHealth]:
     if result.rc in (124, 126, 127) and not result.stdout.strip():
         return command_failure(result, "smartctl")
     # A bit mask: bit 3 (the drive is failing) comes with a whole document.
-    return _parsed(parse_smartctl, result.stdout, f"smartctl /dev/{name}")
+    return parsed(parse_smartctl, result.stdout, f"smartctl /dev/{name}")
 
 
 def stack_versions(system: System) -> Measured[tuple[StackVersion, ...]]:
@@ -180,23 +163,24 @@ def stack_versions(system: System) -> Measured[tuple[StackVersion, ...]]:
     A package not installed is "" (the check compares it with its pin); no package
     manager at all is "not measured".
     """
-    listing = _output(system, DPKG_STACK, "dpkg-query", any_rc=True)
+    listing = checked_run(system, DPKG_STACK, "dpkg-query", any_rc=True)
     if isinstance(listing, Unavailable):  # no dpkg (or none recorded): an rpm host's
-        rpm = _output(system, RPM_STACK, "rpm", any_rc=True)
+        rpm = checked_run(system, RPM_STACK, "rpm", any_rc=True)
         if isinstance(rpm, Unavailable):
             return listing
         listing = rpm
-    installed = parse_package_versions(listing)
+    installed = parse_package_versions(listing.stdout)
     found = []
     for component, names in PACKAGES.items():
         package = next((name for name in names if name in installed), names[0])
         found.append(StackVersion(component, package, installed.get(package, "")))
-    ofed = _output(system, OFED_INFO, "ofed_info")
+    ofed_run = checked_run(system, OFED_INFO, "ofed_info")
+    ofed = ofed_run if isinstance(ofed_run, Unavailable) else ofed_run.stdout
     if isinstance(ofed, str) and not ofed.strip():  # a bundle's record of no ofed_info
         ofed = Unavailable(Reason.NOT_SUPPORTED, "ofed_info not found")
     if not (isinstance(ofed, Unavailable) and ofed.reason is Reason.NOT_MEASURED):
         # No ofed_info: MOFED is not installed (rdma-core is the stack).
-        mofed = "" if isinstance(ofed, Unavailable) else _parsed(parse_ofed_info, ofed, "ofed")
+        mofed = "" if isinstance(ofed, Unavailable) else parsed(parse_ofed_info, ofed, "ofed")
         found.append(StackVersion("mofed", "ofed_info", mofed if isinstance(mofed, str) else ""))
     return tuple(found)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import posixpath
-from typing import Callable, TypeVar
 
 from validator.model import (
     IB_ERROR_COUNTERS,
@@ -36,12 +35,11 @@ from validator.node.system import CommandResult, NotRecordedError, System
 from validator.node.system_facts import (
     DMESG,
     JOURNAL_KERNEL,
-    attempt,
-    command_failure,
+    checked_run,
+    parsed,
     read_file,
+    read_parsed,
 )
-
-T = TypeVar("T")
 
 ROOT = ib_sysfs.ROOT
 IBSTAT = ("ibstat",)
@@ -53,18 +51,8 @@ PORT_FILES = ("state", "phys_state", "rate", "link_layer", "pkeys/0")
 _DEVINFO_STATE = {"PORT_ACTIVE": "ACTIVE", "PORT_DOWN": "DOWN", "PORT_INIT": "INIT"}
 
 
-def _value(system: System, path: str, parse: Callable[[str], T]) -> Measured[T]:
-    text = read_file(system, path)
-    if isinstance(text, Unavailable):
-        return text
-    try:
-        return parse(text)
-    except ParseError as exc:
-        return Unavailable(Reason.ERROR, f"{path}: {exc}")
-
-
 def _word(system: System, path: str, what: str) -> Measured[str]:
-    return _value(system, path, lambda text: ib_sysfs.parse_word(text, what))
+    return read_parsed(system, path, lambda text: ib_sysfs.parse_word(text, what))
 
 
 def _listing(system: System, pattern: str) -> list[str] | Unavailable:
@@ -78,7 +66,9 @@ def _listing(system: System, pattern: str) -> list[str] | Unavailable:
 
 def _counters(system: System, port_dir: str) -> tuple[PortCounter, ...]:
     return tuple(
-        PortCounter(name, _value(system, f"{port_dir}/counters/{name}", ib_sysfs.parse_counter))
+        PortCounter(
+            name, read_parsed(system, f"{port_dir}/counters/{name}", ib_sysfs.parse_counter)
+        )
         for name in IB_ERROR_COUNTERS
     )
 
@@ -91,14 +81,14 @@ def _port(system: System, device: str, port_dir: str) -> HcaPort | None:
     return HcaPort(
         device=device,
         port=int(number),
-        state=_value(system, f"{port_dir}/state", ib_sysfs.parse_port_state),
-        phys_state=_value(system, f"{port_dir}/phys_state", ib_sysfs.parse_phys_state),
-        rate_gbps=_value(system, f"{port_dir}/rate", ib_sysfs.parse_rate),
+        state=read_parsed(system, f"{port_dir}/state", ib_sysfs.parse_port_state),
+        phys_state=read_parsed(system, f"{port_dir}/phys_state", ib_sysfs.parse_phys_state),
+        rate_gbps=read_parsed(system, f"{port_dir}/rate", ib_sysfs.parse_rate),
         rate_text="" if isinstance(rate_text, Unavailable) else rate_text.strip()[:80],
-        link_layer=_value(
+        link_layer=read_parsed(
             system, f"{port_dir}/link_layer", lambda t: ib_sysfs.parse_word(t, "link layer")
         ),
-        pkey=_value(system, f"{port_dir}/pkeys/0", lambda t: ib_sysfs.parse_word(t, "PKey")),
+        pkey=read_parsed(system, f"{port_dir}/pkeys/0", lambda t: ib_sysfs.parse_word(t, "PKey")),
         counters=_counters(system, port_dir),
     )
 
@@ -162,22 +152,13 @@ def _ibstat_hcas(cas: list[IbstatCa]) -> tuple[Hca, ...]:
     )
 
 
-def _ran(system: System, argv: tuple[str, ...]) -> CommandResult | Unavailable:
-    result = attempt(system, argv)
-    if isinstance(result, CommandResult) and not result.ok:
-        return command_failure(result, argv[0])
-    return result
-
-
 def _from_ibstat(system: System, why_not: Unavailable) -> tuple[str, Measured[tuple[Hca, ...]]]:
     """ibstat's view where sysfs could not be read; else sysfs's reason, with ibstat's."""
-    result = _ran(system, IBSTAT)
+    result = checked_run(system, IBSTAT, "ibstat")
     if isinstance(result, Unavailable):
         return "sysfs", Unavailable(why_not.reason, f"{why_not.detail}; {result.detail}")
-    try:
-        return "ibstat", _ibstat_hcas(parse_ibstat(result.stdout))
-    except ParseError as exc:
-        return "ibstat", Unavailable(Reason.ERROR, f"{result.recorded_in or 'ibstat'}: {exc}")
+    hcas = parsed(parse_ibstat, result.stdout, result.recorded_in or "ibstat")
+    return "ibstat", hcas if isinstance(hcas, Unavailable) else _ibstat_hcas(hcas)
 
 
 def _differs(what: str, sysfs: object, tool: str, said: object) -> str | None:
@@ -226,11 +207,11 @@ def _cross_check(system: System, hcas: tuple[Hca, ...], source: str) -> tuple[st
     if source != "sysfs":
         return ()
     said: list[str] = []
-    ibstat = _ran(system, IBSTAT)
+    ibstat = checked_run(system, IBSTAT, "ibstat")
     if isinstance(ibstat, CommandResult):
         with contextlib.suppress(ParseError):  # a cross-check only: sysfs is the fact
             said += _ibstat_disagrees(hcas, parse_ibstat(ibstat.stdout))
-    devinfo = _ran(system, IBV_DEVINFO)
+    devinfo = checked_run(system, IBV_DEVINFO, "ibv_devinfo")
     if isinstance(devinfo, CommandResult):
         with contextlib.suppress(ParseError):
             said += _devinfo_disagrees(hcas, parse_ibv_devinfo(devinfo.stdout))
@@ -239,17 +220,14 @@ def _cross_check(system: System, hcas: tuple[Hca, ...], source: str) -> tuple[st
 
 def _flaps(system: System) -> Measured[tuple[LinkFlap, ...]]:
     """Link flaps from dmesg, else the journal's kernel log (as the Xids are read)."""
-    result = _ran(system, DMESG)
+    result = checked_run(system, DMESG, "dmesg")
     if isinstance(result, Unavailable) or not result.stdout.strip():
-        journal = _ran(system, JOURNAL_KERNEL)
+        journal = checked_run(system, JOURNAL_KERNEL, "journalctl")
         if isinstance(journal, CommandResult) and journal.stdout.strip():
             result = journal
     if isinstance(result, Unavailable):
         return result
-    try:
-        return parse_link_flaps(result.stdout)
-    except ParseError as exc:
-        return Unavailable(Reason.ERROR, f"{result.recorded_in or 'the kernel log'}: {exc}")
+    return parsed(parse_link_flaps, result.stdout, result.recorded_in or "the kernel log")
 
 
 def network_facts(system: System) -> NetworkFacts:

@@ -116,6 +116,45 @@ def attempt(system: System, argv: tuple[str, ...]) -> CommandResult | Unavailabl
         return Unavailable(Reason.NOT_MEASURED, str(exc))
 
 
+def checked_run(
+    system: System, argv: tuple[str, ...], what: str, *, any_rc: bool = False
+) -> CommandResult | Unavailable:
+    """A command's result where it succeeded, else why not (a timeout is the System's 124).
+
+    ``any_rc``: its exit status says nothing (``sysctl -e``, a package query), so only
+    one that did not run (126, 127) failed.
+    """
+    result = attempt(system, argv)
+    if isinstance(result, Unavailable) or result.ok:
+        return result
+    if any_rc and result.rc not in (126, 127):
+        return result
+    return command_failure(result, what)
+
+
+def run_parsed(
+    system: System,
+    argv: tuple[str, ...],
+    parse: Callable[[str], T],
+    what: str,
+    *,
+    any_rc: bool = False,
+) -> Measured[T]:
+    """A command's stdout parsed (a failure names the bundle file read, else ``what``)."""
+    result = checked_run(system, argv, what, any_rc=any_rc)
+    if isinstance(result, Unavailable):
+        return result
+    return parsed(parse, result.stdout, result.recorded_in or what)
+
+
+def read_parsed(system: System, path: str, parse: Callable[[str], T]) -> Measured[T]:
+    """A file's text parsed, or why not (:func:`read_file`, then :func:`parsed`)."""
+    text = read_file(system, path)
+    if isinstance(text, Unavailable):
+        return text
+    return parsed(parse, text, path)
+
+
 def read_file(system: System, path: str) -> str | Unavailable:
     """A file's text, or why not."""
     try:
