@@ -81,11 +81,9 @@ def record_tree(
             line = _line(system, path, read)
             if line is None:
                 continue
-            if len(line) > LINE_BYTES:
-                return f"skipped: {path[:200]!r} holds more than {LINE_BYTES} bytes"
             size += len(line.encode("utf-8"))
-            if size > max_bytes:
-                return f"skipped: {roots[0]} records to more than {max_bytes} bytes"
+            if len(line) > LINE_BYTES or size > max_bytes:
+                return _too_long(roots[0], path, line, max_bytes)
             lines.append(line)
     except NotRecordedError as exc:  # re-capturing a bundle that lacks it
         return f"skipped: {exc}"
@@ -94,4 +92,18 @@ def record_tree(
     return "".join(lines), None
 
 
-__all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "Leaf", "Recorded", "Walk", "record_tree", "tree_line"]
+def _too_long(root: str, path: str, line: str, max_bytes: int) -> str:
+    if len(line) > LINE_BYTES:  # the bundle's reader takes no longer line
+        return f"skipped: {path[:200]!r} holds more than {LINE_BYTES} bytes"
+    return f"skipped: {root} records to more than {max_bytes} bytes"
+
+
+__all__ = [
+    "MAX_TREE_BYTES",
+    "MAX_TREE_FILES",
+    "Leaf",
+    "Recorded",
+    "Walk",
+    "record_tree",
+    "tree_line",
+]
