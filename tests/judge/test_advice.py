@@ -120,8 +120,7 @@ def test_a_capture_never_says_run_it_again_and_names_the_file_to_capture(
                 how, _ = capture_advice(finding.check)
                 # The file and how to make it, or the whole bundle again, in one go.
                 assert (
-                    how in finding.message
-                    or "re-capture the bundle in one go" in finding.message
+                    how in finding.message or "re-capture the bundle in one go" in finding.message
                 ), (name, finding.message)
     assert judged >= 10
 

@@ -137,14 +137,27 @@ def _old_record_iommu(system: System) -> tuple[str, None] | str:
 
 def _hca(files: dict[str, object], device: str, ports: int, net: str) -> None:
     base = f"{IB}/{device}"
-    files.update({f"{base}/fw_ver": "28.39.1002\n", f"{base}/board_id": "MT_0000000838\n",
-                  f"{base}/node_guid": "b83f:d203:0042:1a2c\n", f"{base}/hca_type": "MT4129\n",
-                  f"{base}/device/net/{net}/ifindex": "5\n", f"{base}/ports/lid": "x\n"})
+    files.update(
+        {
+            f"{base}/fw_ver": "28.39.1002\n",
+            f"{base}/board_id": "MT_0000000838\n",
+            f"{base}/node_guid": "b83f:d203:0042:1a2c\n",
+            f"{base}/hca_type": "MT4129\n",
+            f"{base}/device/net/{net}/ifindex": "5\n",
+            f"{base}/ports/lid": "x\n",
+        }
+    )
     for port in range(1, ports + 1):
         where = f"{base}/ports/{port}"
-        files.update({f"{where}/state": "4: ACTIVE\n", f"{where}/phys_state": "5: LinkUp\n",
-                      f"{where}/rate": "400 Gb/sec (4X NDR)\n", f"{where}/link_layer":
-                      "InfiniBand\n", f"{where}/pkeys/0": "0xffff\n"})
+        files.update(
+            {
+                f"{where}/state": "4: ACTIVE\n",
+                f"{where}/phys_state": "5: LinkUp\n",
+                f"{where}/rate": "400 Gb/sec (4X NDR)\n",
+                f"{where}/link_layer": "InfiniBand\n",
+                f"{where}/pkeys/0": "0xffff\n",
+            }
+        )
         files.update({f"{where}/counters/{name}": f"{port * 7}\n" for name in IB_ERROR_COUNTERS})
     files[f"{base}/ports/1/counters/{IB_ERROR_COUNTERS[0]}"] = {"error": "permission_denied"}
     files.pop(f"{base}/ports/1/rate")  # a file the kernel does not show
@@ -154,10 +167,14 @@ def _tree() -> dict[str, object]:
     files: dict[str, object] = {}
     _hca(files, "mlx5_0", 1, "ibp12s0")
     _hca(files, "mlx5_1", 2, "ibp13s0")
-    files.update({"/sys/class/nvme/nvme0/model": "SAMSUNG MZ1L21T9HCLS-00A07   \n",
-                  "/sys/class/nvme/nvme0/serial": "  S6UHNE0T500123\n",
-                  "/sys/class/nvme/nvme1/model": "Micron_7450\n",
-                  "/sys/class/nvme/nvme1/firmware_rev": "E2MU200\n"})
+    files.update(
+        {
+            "/sys/class/nvme/nvme0/model": "SAMSUNG MZ1L21T9HCLS-00A07   \n",
+            "/sys/class/nvme/nvme0/serial": "  S6UHNE0T500123\n",
+            "/sys/class/nvme/nvme1/model": "Micron_7450\n",
+            "/sys/class/nvme/nvme1/firmware_rev": "E2MU200\n",
+        }
+    )
     files.update({f"/sys/kernel/iommu_groups/{n}/type": "DMA-FQ\n" for n in (0, 1, 12, 100)})
     files["/sys/kernel/iommu_groups/3/type"] = {"error": "permission_denied"}
     files.update({"/sys/class/iommu/dmar0/uevent": "", "/sys/class/iommu/dmar1/uevent": ""})

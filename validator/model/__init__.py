@@ -173,6 +173,8 @@ from validator.model.measured import (
     known,
 )
 from validator.model.network_facts import (
+    FLAP_LINE_CHARS,
+    FLAP_LINES,
     IB_ERROR_COUNTERS,
     Hca,
     HcaPort,
@@ -200,6 +202,8 @@ __all__ = [
     "COLLECTIVES",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
+    "FLAP_LINES",
+    "FLAP_LINE_CHARS",
     "HARDWARE_ACTIONS",
     "IB_ERROR_COUNTERS",
     "IB_ONLY_ENVIRONMENT",
