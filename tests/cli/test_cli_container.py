@@ -40,9 +40,9 @@ def test_a_stale_cdi_spec_in_the_json_report(capsys: pytest.CaptureFixture[str])
     assert set(failed) == {("container.cdi", 7), ("container.gpus_visible", None)}
     assert failed["container.cdi", 7]["action"] == "fix_software_stack"
     assert "listed 7 of the node's 8 GPUs" in failed["container.gpus_visible", None]["message"]
-    assert node["facts"]["container"]["run"]["argv"][:5] == [
-        "docker", "run", "--rm", "--device", "nvidia.com/gpu=all",
-    ]  # fmt: skip
+    argv = node["facts"]["container"]["run"]["argv"]
+    assert argv[:4] == ["docker", "run", "--rm", "--name"]
+    assert argv[5:7] == ["--device", "nvidia.com/gpu=all"]
     assert code == ExitCode.NOT_CERTIFIED
 
 

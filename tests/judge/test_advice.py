@@ -22,8 +22,9 @@ from validator.judge import judge_node
 from validator.judge.checks.advice import (
     CAPTURE_FILES,
     DCGM_AT_LEVEL,
+    RECORDED_TREES,
     TRANSIENT_CHECKS,
-    capture_file,
+    capture_advice,
     is_transient,
 )
 from validator.judge.policy import Policy
@@ -116,11 +117,10 @@ def test_a_capture_never_says_run_it_again_and_names_the_file_to_capture(
             # Certify the same bundle again and it says the same: a capture has no rerun.
             assert finding.action is not Action.RERUN, (name, finding.check, finding.message)
             if finding.action is Action.MEASURE and not finding.check.startswith("burn."):
-                file_name, command = capture_file(finding.check)
-                # The file and its command, or the whole bundle again, in one go.
+                how, _ = capture_advice(finding.check)
+                # The file and how to make it, or the whole bundle again, in one go.
                 assert (
-                    f"capture {file_name} on the host: {command}" in finding.message
-                    or "re-capture the bundle in one go" in finding.message
+                    how in finding.message or "re-capture the bundle in one go" in finding.message
                 ), (name, finding.message)
     assert judged >= 10
 
@@ -162,6 +162,10 @@ def test_the_capture_files_are_the_bundle_tables() -> None:
         else:  # recorded from the tool's own run: the module's table names the tool
             row = next(line for line in DOC.splitlines() if line.startswith(f"``{file_name}``"))
             assert f"``{shlex.split(made)[0]}" in row, file_name
+    for prefix, (file_name, root) in RECORDED_TREES.items():
+        assert prefix in CAPTURE_FILES  # the fallback a shell command makes
+        row = next(line for line in DOC.splitlines() if line.startswith(f"``{file_name}``"))
+        assert f"``{root}``" in row, file_name
 
 
 def test_no_burn_asked_for_is_measured_not_rerun() -> None:
@@ -276,3 +280,24 @@ def test_dcgm_not_run_at_the_level_asked_is_measured_and_a_failed_run_is_rerun()
     (run,) = [f for f in timed_out.findings if f.check == "dcgm.run"]
     assert run.action is Action.RERUN
     assert is_transient(run)
+
+
+def test_a_capture_without_the_hcas_names_the_sysfs_record_first_and_ibstat_after(
+    tmp_path: Path, captures_dir: Path
+) -> None:
+    (tmp_path / "nvidia-smi.txt").write_text(
+        (captures_dir / "nvidia-smi-banner" / "gls-H100SXMx8-565.57.01.txt").read_text()
+    )
+    result = _judged(collect_capture(tmp_path))
+    (ports,) = [f for f in result.findings if f.check == "network.ports"]
+    assert ports.action is Action.MEASURE
+    advice = ports.message[ports.message.index("; capture ") :]
+    # The family reads /sys/class/infiniband first: its record is the file to capture,
+    # and gpuready capture is what makes it (no one-line shell command does).
+    sysfs = advice.index("capture infiniband-sysfs.txt on the host with `gpuready capture DIR`")
+    fallback = advice.index("else ibstat.txt: ibstat > ibstat.txt")
+    assert sysfs < fallback
+    assert "/sys/class/infiniband" in advice
+    source = ports.action_source
+    assert source.startswith("gpuready: the capture lacks it: capture it on the host: ")
+    assert source.index("gpuready capture DIR") < source.index("ibstat > ibstat.txt")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from validator.node.agent import source_for
 from validator.node.capture.capture_replay import write_capture
 from validator.node.collect import CollectRequest, collect
 from validator.node.container_probe import (
+    CONTAINER_RM_TIMEOUT_S,
     CONTAINER_RUN_TIMEOUT_S,
     container_facts,
     with_container_run,
@@ -66,7 +68,8 @@ def test_the_healthy_node_has_the_toolkit_all_gpus_and_docker() -> None:
 
 def test_the_container_run_uses_cdi_through_the_scenarios_commands(tmp_path: Path) -> None:
     # Only the exact CDI command line answers: another argv would exit 127 (not found).
-    line = f"docker run --rm --device nvidia.com/gpu=all {IMAGE} nvidia-smi -L"
+    # The container's name is ours and new each run (gpuready-<12 hex digits>).
+    line = f"docker run --rm --name gpuready-* --device nvidia.com/gpu=all {IMAGE} nvidia-smi -L"
     smi = "".join(
         f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n"
         for i in range(8)
@@ -74,7 +77,9 @@ def test_the_container_run_uses_cdi_through_the_scenarios_commands(tmp_path: Pat
     path = scenario(tmp_path, commands={"docker run *": None, line: {"rc": 0, "stdout": smi}})
     found = facts_of(path, IMAGE)
     assert found.run is not None
-    assert found.run.argv == tuple(line.split())
+    name = found.run.argv[4]
+    assert re.fullmatch(r"gpuready-[0-9a-f]{12}", name)
+    assert found.run.argv == tuple(line.replace("gpuready-*", name).split())
     assert found.run.uuids == tuple(f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(8))
 
 
@@ -83,7 +88,10 @@ def test_without_cdi_docker_is_asked_for_gpus_all(tmp_path: Path) -> None:
     path = scenario(tmp_path, files={"/etc/docker/daemon.json": daemon})
     found = facts_of(path, IMAGE)
     assert found.run is not None
-    assert found.run.argv == ("docker", "run", "--rm", "--gpus", "all", IMAGE, "nvidia-smi", "-L")
+    name = found.run.argv[4]
+    assert found.run.argv == (
+        "docker", "run", "--rm", "--name", name, "--gpus", "all", IMAGE, "nvidia-smi", "-L",
+    )  # fmt: skip
 
 
 def test_a_container_that_fails_to_start_says_why(tmp_path: Path) -> None:
@@ -116,6 +124,7 @@ class _SlowSystem:
 
     def __init__(self) -> None:
         self.timeouts: list[float] = []
+        self.argvs: list[tuple[str, ...]] = []
 
     def hostname(self) -> str:
         return "slow"
@@ -131,6 +140,9 @@ class _SlowSystem:
 
     def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> CommandResult:
         self.timeouts.append(timeout_s)
+        self.argvs.append(tuple(argv))
+        if argv[1:2] == ("rm",):
+            return CommandResult(1, "", "Error response from daemon: the daemon is gone")
         return CommandResult(124, "", "timed out")
 
     def now(self) -> datetime.datetime:
@@ -141,10 +153,14 @@ def test_a_container_that_hangs_is_stopped_at_its_timeout() -> None:
     system = _SlowSystem()
     docker = RuntimeConfig("docker", True, True, "features.cdi", True)
     found = with_container_run(system, ContainerFacts(runtimes=(docker,)), IMAGE, True)
-    assert system.timeouts == [CONTAINER_RUN_TIMEOUT_S]
+    assert system.timeouts == [CONTAINER_RUN_TIMEOUT_S, CONTAINER_RM_TIMEOUT_S]
     assert found.run is not None
+    name = found.run.argv[4]
+    assert system.argvs == [found.run.argv, ("docker", "rm", "-f", name)]
     assert isinstance(found.run.uuids, Unavailable)
     assert "ran past" in found.run.uuids.detail
+    # Its removal failed: said, with the command to run by hand.
+    assert f"could not be removed: docker rm -f {name} exited 1" in found.run.uuids.detail
 
 
 def test_a_capture_keeps_the_files_and_lacks_nothing_it_recorded(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.model import LinkFlap
+from validator.model import FLAP_LINE_CHARS, FLAP_LINES, LinkFlap
 from validator.node.parsers import ib_sysfs
 from validator.node.parsers.base import ParseError
 from validator.node.parsers.ib_link_flaps import parse_link_flaps
@@ -135,9 +135,11 @@ def test_a_tree_record_outside_the_tree_is_refused(line: str) -> None:
 
 def test_link_flaps_from_real_mlx5_lines() -> None:
     text = _read("ib-kernel-log", "mlx5-cable-plugged-link-up.txt")
+    up0 = "[32710.060490] mlx5_core 0000:01:00.0 enp1s0f0: Link up"
+    up1 = "[32710.060809] mlx5_core 0000:01:00.1 enp1s0f1: Link up"
     assert parse_link_flaps(text) == (
-        LinkFlap("enp1s0f0", "0000:01:00.0", downs=0, ups=1),
-        LinkFlap("enp1s0f1", "0000:01:00.1", downs=0, ups=1),
+        LinkFlap("enp1s0f0", "0000:01:00.0", downs=0, ups=1, lines=(up0,)),
+        LinkFlap("enp1s0f1", "0000:01:00.1", downs=0, ups=1, lines=(up1,)),
     )
     # The same line shape, going down twice and back up: mlx5e's "Link down".
     flapping = text + (
@@ -145,5 +147,19 @@ def test_link_flaps_from_real_mlx5_lines() -> None:
         "[40215.240011] mlx5_core 0000:01:00.0 enp1s0f0: Link up\n"
         "[40301.000001] mlx5_core 0000:01:00.0 enp1s0f0: Link down\n"
     )
-    assert parse_link_flaps(flapping)[0] == LinkFlap("enp1s0f0", "0000:01:00.0", downs=2, ups=2)
+    flap = parse_link_flaps(flapping)[0]
+    assert (flap.interface, flap.downs, flap.ups) == ("enp1s0f0", 2, 2)
+    assert flap.lines == (up0, *flapping.splitlines()[-3:])  # the kernel's lines, whole
     assert parse_link_flaps("[1.0] igb 0000:00:14.0 eth0: igb: eth0 NIC Link is Down\n") == ()
+
+
+def test_link_flap_lines_are_bounded_in_count_and_length() -> None:
+    line = "[{n}.0] mlx5_core 0000:01:00.0 ib0: Link {way}" + " x" * 400
+    text = "".join(line.format(n=n, way="up" if n % 2 else "down") + "\n" for n in range(1, 101))
+    (flap,) = parse_link_flaps(("y" * 5000) + text)
+    assert (flap.downs, flap.ups) == (50, 50)
+    assert len(flap.lines) == FLAP_LINES
+    assert all(len(kept) == FLAP_LINE_CHARS for kept in flap.lines)
+    assert flap.lines[-1].startswith("[100.0] mlx5_core")  # the newest kept
+    long = "z" * 5000 + " mlx5_core 0000:01:00.0 ib0: Link up"
+    assert parse_link_flaps(long)[0].lines == (long[-FLAP_LINE_CHARS:],)

@@ -175,6 +175,8 @@ from validator.model.measured import (
     known,
 )
 from validator.model.network_facts import (
+    FLAP_LINE_CHARS,
+    FLAP_LINES,
     IB_ERROR_COUNTERS,
     Hca,
     HcaPort,
@@ -202,6 +204,8 @@ __all__ = [
     "COLLECTIVES",
     "DEFAULT_XID_WINDOW_HOURS",
     "DRIFT_CHECKS",
+    "FLAP_LINES",
+    "FLAP_LINE_CHARS",
     "HARDWARE_ACTIONS",
     "HOST_SERVICES",
     "HOST_SYSCTL_NAMES",

@@ -66,6 +66,10 @@ class Hca:
     netdevs: Tuple[str, ...] = ()  # its network interfaces (ibp26s0, enp27s0f0np0)
 
 
+FLAP_LINES = 16
+FLAP_LINE_CHARS = 300
+
+
 @dataclass(frozen=True)
 class LinkFlap:
     """A network interface's link going down in the kernel log within the window."""
@@ -74,6 +78,9 @@ class LinkFlap:
     pci_address: str  # 0000:01:00.0
     downs: int  # "Link down" lines
     ups: int  # "Link up" lines
+    # The kernel's own lines for it (its newest FLAP_LINES, each cut to FLAP_LINE_CHARS):
+    # the evidence an RMA file quotes. () in an older agent's facts.
+    lines: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

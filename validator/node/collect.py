@@ -64,6 +64,8 @@ SHORTEST_CUT_BURN_S = 0.5
 CUT_GRACE_MIN_S = 2.0
 # A DCGM diagnostic cut to less than this cannot finish even level 1: it is not run.
 SHORTEST_DCGM_S = 5.0
+# A container run with less than this: not started (pulling and starting take seconds).
+SHORTEST_CONTAINER_S = 5.0
 # Less than this leaves no room for the idle gate and one GPU's copies: not started.
 SHORTEST_INTERCONNECT_S = 5.0
 # Of the time left when the burn-in would start, this share is kept for the
@@ -145,7 +147,7 @@ def collect(
         GpureadyError: a bad scenario, capture, burn setting or interconnect mode.
     """
     check_mode(request.interconnect)
-    facts = _with_families(source, source.first_facts(request), request.container_image)
+    facts = _with_families(source, source.first_facts(request), request.container_image, until)
     if not source.measures:
         return facts
     facts = _gate(source, facts, request)
@@ -161,7 +163,9 @@ def collect(
     return _dcgm(source, facts, request.dcgm_level, request.dcgm_timeout_s, until)
 
 
-def _with_families(source: FactSource, facts: NodeFacts, image: str | None) -> NodeFacts:
+def _with_families(
+    source: FactSource, facts: NodeFacts, image: str | None, until: float | None
+) -> NodeFacts:
     """The families beside the GPUs': HCAs, GPUDirect readiness, host, container runtime.
 
     Every source sets them (live, capture, simulated): what one cannot read is
@@ -173,7 +177,7 @@ def _with_families(source: FactSource, facts: NodeFacts, image: str | None) -> N
 
     system = source.system()
     facts = with_network(system, facts)
-    facts = _container(system, facts, image)
+    facts = _container(system, facts, image, until)
     return dataclasses.replace(facts, gpudirect=gpudirect_facts(system), host=probe_host(system))
 
 
@@ -186,18 +190,23 @@ def _network_after_burn(source: FactSource, facts: NodeFacts) -> NodeFacts:
     return dataclasses.replace(facts, network=counters_after(source.system(), facts.network))
 
 
-def _container(system: System, facts: NodeFacts, image: str | None) -> NodeFacts:
+def _container(
+    system: System, facts: NodeFacts, image: str | None, until: float | None
+) -> NodeFacts:
     """The facts with the container runtime's (validator.node.container_probe), every source.
 
     A container is started only where an image is named; a capture records none, so
-    there the run is not measured.
+    there the run is not measured. With ``until``, its timeout is what is left then.
     """
     from validator.node import container_probe
 
     found = container_probe.container_facts(system)
     if image is not None:
         usable = container_probe.cdi_names_all(found)
-        found = container_probe.with_container_run(system, found, image, usable)
+        timeout_s: float | None = container_probe.CONTAINER_RUN_TIMEOUT_S
+        if until is not None:
+            timeout_s = container_within(until - time.monotonic())
+        found = container_probe.with_container_run(system, found, image, usable, timeout_s)
     return dataclasses.replace(facts, container=found)
 
 
@@ -427,6 +436,21 @@ def dcgm_within(level: int, timeout_s: float | None, seconds_left: float) -> flo
     return round(min(asked, room), 3)
 
 
+def container_within(seconds_left: float) -> float | None:
+    """The container run's timeout in the time left: at most its fixed cap.
+
+    Returns:
+        The timeout, ending before the deadline with the trip home kept back; None
+        when too little is left to start one.
+    """
+    from validator.node.container_probe import CONTAINER_RUN_TIMEOUT_S
+
+    room = seconds_left - _kept_back(seconds_left)
+    if room < SHORTEST_CONTAINER_S:
+        return None
+    return round(min(CONTAINER_RUN_TIMEOUT_S, room), 3)
+
+
 def _dcgm_no_time(level: int, seconds_left: float) -> DcgmDiag:
     from validator.node.dcgm_run import not_run
 
@@ -475,6 +499,7 @@ __all__ = [
     "burn_within",
     "collect",
     "collect_in_background",
+    "container_within",
     "dcgm_within",
     "interconnect_reserve",
     "interconnect_within",

@@ -14,11 +14,16 @@ Live, captured and simulated nodes share it (validator.node.collect sets
 - only when an image is named: ``nvidia-smi -L`` in a container of it, through the
   first configured runtime that can run one (docker, then podman), with CDI's
   ``--device nvidia.com/gpu=all`` where the runtime takes it, else ``--gpus all``.
+  The container is ours by name (``--name gpuready-<random>``, ``--rm``): stopped at
+  its timeout (what the deadline leaves, at most :data:`CONTAINER_RUN_TIMEOUT_S`), the
+  killed client leaves it running, so it is removed by that name (``rm -f NAME``,
+  never by a pattern that could match another's).
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import replace
 from typing import Callable
 
@@ -57,6 +62,8 @@ LIBNVIDIA_CONTAINER = (
 )
 # A container start may pull the image first: minutes on a slow registry, never forever.
 CONTAINER_RUN_TIMEOUT_S = 600.0
+CONTAINER_RM_TIMEOUT_S = 60.0  # removing a stopped run's container: the daemon answers
+CONTAINER_PREFIX = "gpuready-"
 CDI_ALL = "nvidia.com/gpu=all"
 
 ConfigParser = Callable[[str], "tuple[bool, str, bool]"]
@@ -160,19 +167,30 @@ def _podman(system: System) -> RuntimeConfig | None:
     return RuntimeConfig("podman", installed, installed, "CDI" if installed else "", installed)
 
 
-def run_argv(runtime: RuntimeConfig, image: str) -> tuple[str, ...]:
-    """The command that lists a container's GPUs through ``runtime``."""
+def container_name() -> str:
+    """A name for our container that no one else's has: ``gpuready-`` and 12 hex digits."""
+    return f"{CONTAINER_PREFIX}{secrets.token_hex(6)}"
+
+
+def run_argv(runtime: RuntimeConfig, image: str, name: str) -> tuple[str, ...]:
+    """The command that lists a container's GPUs through ``runtime``, in container ``name``."""
     how = ("--device", CDI_ALL) if runtime.cdi else ("--gpus", "all")
-    return (runtime.name, "run", "--rm", *how, image, "nvidia-smi", "-L")
+    return (runtime.name, "run", "--rm", "--name", name, *how, image, "nvidia-smi", "-L")
 
 
 def with_container_run(
-    system: System, facts: ContainerFacts, image: str, cdi_usable: bool
+    system: System,
+    facts: ContainerFacts,
+    image: str,
+    cdi_usable: bool,
+    timeout_s: float | None = CONTAINER_RUN_TIMEOUT_S,
 ) -> ContainerFacts:
     """``facts`` with what a container of ``image`` saw (``nvidia-smi -L``), or why not.
 
     ``cdi_usable``: the CDI spec names ``nvidia.com/gpu=all`` (a runtime that takes CDI
-    is then asked for it; else docker's ``--gpus all``).
+    is then asked for it; else docker's ``--gpus all``). ``timeout_s``: what the
+    deadline leaves it (at most :data:`CONTAINER_RUN_TIMEOUT_S`); None: no time was
+    left, so none is started.
     """
     if not re.fullmatch(IMAGE_PATTERN, image):  # the controller refuses it; a hand-run agent too
         why = Unavailable(Reason.ERROR, f"{image[:80]!r} is no image reference: not run")
@@ -190,18 +208,26 @@ def with_container_run(
     runtime = runnable[0]
     if runtime.cdi and not cdi_usable:
         runtime = replace(runtime, cdi=False)
-    argv = run_argv(runtime, image)
-    return replace(facts, run=ContainerRun(runtime.name, image, argv, _listed(system, argv)))
+    argv = run_argv(runtime, image, container_name())
+    if timeout_s is None:
+        why = Unavailable(
+            Reason.NOT_MEASURED,
+            "the deadline left no time to start the container: give a longer --deadline",
+        )
+        return replace(facts, run=ContainerRun(runtime.name, image, argv, why))
+    listed = _listed(system, argv, min(timeout_s, CONTAINER_RUN_TIMEOUT_S))
+    return replace(facts, run=ContainerRun(runtime.name, image, argv, listed))
 
 
-def _listed(system: System, argv: tuple[str, ...]) -> Measured[tuple[str, ...]]:
+def _listed(system: System, argv: tuple[str, ...], timeout_s: float) -> Measured[tuple[str, ...]]:
     try:
-        result = system.run(argv, timeout_s=CONTAINER_RUN_TIMEOUT_S)
+        result = system.run(argv, timeout_s=timeout_s)
     except NotRecordedError as exc:
         return Unavailable(Reason.NOT_MEASURED, str(exc))
     if result.rc == 124:
         return Unavailable(
-            Reason.ERROR, f"the container ran past {CONTAINER_RUN_TIMEOUT_S:g} s and was stopped"
+            Reason.ERROR,
+            f"the container ran past {timeout_s:g} s and was stopped; {_removed(system, argv)}",
         )
     if not result.ok:
         return command_failure(result, " ".join(argv[:2]))
@@ -209,6 +235,22 @@ def _listed(system: System, argv: tuple[str, ...]) -> Measured[tuple[str, ...]]:
     if isinstance(gpus, Unavailable):
         return gpus
     return tuple(uuid for _, uuid in gpus)
+
+
+def _removed(system: System, argv: tuple[str, ...]) -> str:
+    """Remove the stopped run's container by the name we gave it; what became of it."""
+    name = argv[argv.index("--name") + 1]
+    remove = (argv[0], "rm", "-f", name)
+    try:
+        result = system.run(remove, timeout_s=CONTAINER_RM_TIMEOUT_S)
+    except NotRecordedError:
+        return f"its container ({name}) was not removed"
+    if result.ok:
+        return f"its container was removed ({name})"
+    return (
+        f"its container could not be removed: {' '.join(remove)} exited {result.rc}; "
+        "run it on the node"
+    )
 
 
 def cdi_names_all(facts: ContainerFacts) -> bool:

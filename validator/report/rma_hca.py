@@ -50,13 +50,18 @@ def failed_hcas(node: NodeResult) -> dict[str, list[Finding]]:
         if finding.severity is not Severity.FAIL or not finding.check.startswith("network."):
             continue
         for hca in network.hcas:
-            if re.search(rf"\b{re.escape(hca.device)}\b", finding.message):
+            # A port's findings name its device; a link flap names its interface.
+            if any(_names(finding.message, name) for name in (hca.device, *hca.netdevs)):
                 named.setdefault(hca.device, []).append(finding)
     return {
         device: findings
         for device, findings in named.items()
         if any(f.action in HARDWARE_ACTIONS for f in findings)
     }
+
+
+def _names(message: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.@-]){re.escape(name)}(?![\w.@-])", message) is not None
 
 
 def file_name(hostname: str, hca: Hca) -> str:
@@ -112,14 +117,26 @@ def render(
         "== ports",
         *(line for port in hca.ports for line in _port(port)),
     ]
+    lines += ["", "== link flaps in the kernel log", *_flaps(node, hca)]
+    lines += ["", f"facts digest (sha256): {digest(node.facts)}"]
+    return "\n".join(shared.clean(line) for line in lines) + "\n"
+
+
+def _flaps(node: NodeResult, hca: Hca) -> list[str]:
+    """Each of the HCA's interfaces that went down: its port, its counts, the kernel's lines."""
     network = node.facts.network
     flaps = () if network is None or isinstance(network.flaps, Unavailable) else network.flaps
     mine = [f for f in flaps if f.interface in hca.netdevs]
-    lines += ["", "== link flaps in the kernel log"]
-    lines += [f"  {f.interface} ({f.pci_address}): {f.downs} down, {f.ups} up" for f in mine]
-    lines += [] if mine else ["  none of its interfaces went down"]
-    lines += ["", f"facts digest (sha256): {digest(node.facts)}"]
-    return "\n".join(shared.clean(line) for line in lines) + "\n"
+    if not mine:
+        return ["  none of its interfaces went down"]
+    # A netdev is one port's; where the card has several, sysfs does not say which here.
+    port = hca.ports[0].name if len(hca.ports) == 1 else f"{hca.device} (one of its ports)"
+    lines = []
+    for flap in mine:
+        lines.append(f"  {flap.interface} ({flap.pci_address}), {port}: {flap.downs} down, "
+                     f"{flap.ups} up")  # fmt: skip
+        lines += [f"    {line}" for line in flap.lines]  # escaped with the rest (clean)
+    return lines
 
 
 def hca_files(node: NodeResult, generated: str, digest: Digest) -> list[tuple[str, str]]:

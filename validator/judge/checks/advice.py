@@ -8,8 +8,10 @@ causes are tagged here (:data:`TRANSIENT_CHECKS` for a check's default row,
 
 - the driver did not answer: install or load it (the driver's own fix);
 - a capture lacks what the check needs: which file to capture, and the command that
-  makes it (the files of ``validator.node.capture.capture_replay``'s table); running
-  certify on the same bundle again can never change it;
+  makes it (the files of ``validator.node.capture.capture_replay``'s table; a sysfs
+  tree the family reads first is named first, recorded by ``gpuready capture``, the
+  shell command's file after it); running certify on the same bundle again can never
+  change it;
 - nothing was asked for (``--burn 0``, no ``--interconnect``): measure it;
 - a Python package or library is missing: install it;
 - a reading this GPU or driver does not give: measure it the way the finding says;
@@ -90,7 +92,7 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
     "nvlink.errors": ("nvidia-smi-nvlink-e.txt", "nvidia-smi nvlink -e > nvidia-smi-nvlink-e.txt"),
     "dcgm.": ("dcgmi-diag.json", "dcgmi diag -r 2 -j > dcgmi-diag.json"),
     "interconnect.": ("nvbandwidth.json", "nvbandwidth -j > nvbandwidth.json"),
-    "network.": ("ibstat.txt", "ibstat > ibstat.txt"),
+    "network.": ("ibstat.txt", "ibstat > ibstat.txt"),  # after the tree: RECORDED_TREES
     "network.link_flaps": ("dmesg.txt", "dmesg > dmesg.txt"),
     "gpudirect.peermem": ("proc-modules.txt", "cat /proc/modules > proc-modules.txt"),
     "gpudirect.nic_affinity": (
@@ -139,6 +141,12 @@ CAPTURE_FILES: dict[str, tuple[str, str]] = {
         "rdma-core > stack-packages.txt",
     ),
 }
+# The files read before CAPTURE_FILES' own, by the same prefix: a sysfs tree that no
+# one-line shell command records (gpuready capture does), as (file, tree). The
+# CAPTURE_FILES row stays the fallback: the weaker file a shell command makes.
+RECORDED_TREES: dict[str, tuple[str, str]] = {
+    "network.": ("infiniband-sysfs.txt", "/sys/class/infiniband"),
+}
 CAPTURE_SOURCE = "gpuready: the capture lacks it: capture it on the host"
 NO_BURN_IN_CAPTURE = (
     "a capture holds no burn-in: certify the host itself (gpuready certify there; it "
@@ -169,6 +177,26 @@ def capture_file(check: str) -> tuple[str, str]:
     """The bundle file a check reads, and the command that makes it."""
     prefix = max((p for p in CAPTURE_FILES if check.startswith(p)), key=len)
     return CAPTURE_FILES[prefix]
+
+
+def capture_advice(check: str) -> tuple[str, str]:
+    """What a capture lacking ``check``'s file should do: (the message's words, the source).
+
+    A file only ``gpuready capture`` makes comes first, the shell command's file after it.
+    """
+    prefix = max((p for p in CAPTURE_FILES if check.startswith(p)), key=len)
+    name, command = CAPTURE_FILES[prefix]
+    tree = RECORDED_TREES.get(prefix)
+    if tree is None:
+        how = f"capture {name} on the host: {command} (gpuready capture records it)"
+        return how, f"{CAPTURE_SOURCE}: {command}"
+    recorded, root = tree
+    how = (
+        f"capture {recorded} on the host with `gpuready capture DIR` (it records the "
+        f"files of {root} the check reads; no one-line shell command does); else "
+        f"{name}: {command}"
+    )
+    return how, f"{CAPTURE_SOURCE}: gpuready capture DIR ({recorded}), else {command}"
 
 
 def advise(findings: tuple[Finding, ...], facts: NodeFacts) -> list[Finding]:
@@ -230,13 +258,9 @@ def _capture_gap(finding: Finding) -> Finding:
         )
     if "gpuready capture" in finding.message:  # it says how already (capture it in one go)
         return with_action(finding, Action.MEASURE, CAPTURE_SOURCE)
-    name, command = capture_file(finding.check)
-    how = f"capture {name} on the host: {command} (gpuready capture records it)"
+    how, source = capture_advice(finding.check)
     return replace(
-        finding,
-        message=f"{finding.message}; {how}",
-        action=Action.MEASURE,
-        action_source=f"{CAPTURE_SOURCE}: {command}",
+        finding, message=f"{finding.message}; {how}", action=Action.MEASURE, action_source=source
     )
 
 

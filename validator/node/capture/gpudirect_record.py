@@ -9,29 +9,27 @@ unit), not a file missing.
 
 from __future__ import annotations
 
-from validator.model import Unavailable
+from collections.abc import Iterator
+
+from validator.node.capture.tree_record import Leaf, Recorded, record_tree
 from validator.node.gpudirect_probe import IOMMU_GROUP_TYPES, IOMMU_GROUPS_READ, IOMMU_UNITS
-from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import read_file
+from validator.node.system import System
 
 IOMMU_SYSFS = "iommu-sysfs.txt"
 IOMMU_ROOTS = ("/sys/kernel/iommu_groups/", "/sys/class/iommu/")
 
 
-def record_iommu(system: System) -> tuple[str, None] | str:
+def _walk(system: System) -> Iterator[Leaf]:
+    """The groups' types the probe reads (the first IOMMU_GROUPS_READ), then the units."""
+    types = system.glob(IOMMU_GROUP_TYPES)[:IOMMU_GROUPS_READ]
+    units = system.glob(IOMMU_UNITS)
+    yield from ((path, True) for path in types)
+    yield from ((path, False) for path in units)
+
+
+def record_iommu(system: System) -> Recorded:
     """The bundle text of the host's IOMMU groups' types and units, or why not."""
-    try:
-        types = system.glob(IOMMU_GROUP_TYPES)[:IOMMU_GROUPS_READ]
-        units = system.glob(IOMMU_UNITS)
-    except (NotRecordedError, OSError) as exc:
-        return f"skipped: {exc}"
-    lines = []
-    for path in types:
-        text = read_file(system, path)
-        if not isinstance(text, Unavailable):
-            lines.append(f"{path}\t{text.strip()}\n")
-    lines += [f"{path}\t\n" for path in units]
-    return "".join(lines), None
+    return record_tree(system, tuple(root.rstrip("/") for root in IOMMU_ROOTS), _walk)
 
 
 def iommu_files(text: str) -> dict[str, str]:

@@ -8,15 +8,12 @@ A sysfs tree is one text file of ``path<TAB>value`` lines; a drive's smartctl JS
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from collections.abc import Iterator
+from typing import Callable
 
-from validator.model import Unavailable
+from validator.node.capture.tree_record import Leaf, Recorded, record_tree
 from validator.node.host_probe import NVME_PATTERN, NVME_ROOT, OFED_INFO, smartctl_argv
 from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import read_file
-
-# (text, where it was found), or why it was left out.
-Recorded = Union[tuple[str, Optional[str]], str]
 
 NVME_TREE = "nvme-sysfs.txt"
 MAX_DRIVES = 32  # a bundle records smartctl for nvme0..nvme31
@@ -28,19 +25,16 @@ def smartctl_file(index: int) -> str:
     return f"smartctl-nvme{index}.json"
 
 
+def _nvme_walk(system: System) -> Iterator[Leaf]:
+    controllers = system.glob(NVME_PATTERN)
+    yield NVME_ROOT, False  # the root itself: a tree recorded empty lists no drive
+    for path in controllers:
+        yield from ((f"{path}/{leaf}", True) for leaf in NVME_FILES)
+
+
 def record_nvme_tree(system: System) -> Recorded:
     """Each controller's model and serial under /sys/class/nvme, a line a file."""
-    try:
-        controllers = system.glob(NVME_PATTERN)
-    except NotRecordedError as exc:
-        return f"skipped: {exc}"
-    lines = [f"{NVME_ROOT}\t\n"]  # the root itself: a tree recorded empty lists no drive
-    for path in controllers:
-        for leaf in NVME_FILES:
-            text = read_file(system, f"{path}/{leaf}")
-            if not isinstance(text, Unavailable):
-                lines.append(f"{path}/{leaf}\t{' '.join(text.split())}\n")
-    return "".join(lines), None
+    return record_tree(system, (NVME_ROOT,), _nvme_walk)
 
 
 def smartctl_recorder(index: int) -> Callable[[System], Recorded]:

@@ -10,44 +10,31 @@ with no RDMA device records an empty file: "no HCA", unlike a bundle without the
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
 
-from validator.model import IB_ERROR_COUNTERS, Unavailable
+from validator.model import IB_ERROR_COUNTERS
+from validator.node.capture.tree_record import Leaf, Recorded, record_tree
 from validator.node.network_probe import HCA_FILES, PORT_FILES, ROOT
-from validator.node.parsers.ib_sysfs import tree_line
-from validator.node.system import NotRecordedError, System
-from validator.node.system_facts import read_file
+from validator.node.system import System
 
 NAME = "infiniband-sysfs.txt"
 
 
-def _lines(system: System, paths: list[str]) -> list[str]:
-    lines = []
-    for path in paths:
-        text = read_file(system, path)
-        if not isinstance(text, Unavailable):
-            lines.append(tree_line(path, text))
-    return lines
+def _walk(system: System) -> Iterator[Leaf]:
+    """Each HCA's files, its interfaces (present), each numbered port's files and counters."""
+    for device in system.glob(f"{ROOT}/*"):
+        yield from ((f"{device}/{name}", True) for name in HCA_FILES)
+        yield from ((net, False) for net in system.glob(f"{device}/device/net/*"))
+        for port in system.glob(f"{device}/ports/*"):
+            if not posixpath.basename(port).isdigit():
+                continue
+            yield from ((f"{port}/{name}", True) for name in PORT_FILES)
+            yield from ((f"{port}/counters/{name}", True) for name in IB_ERROR_COUNTERS)
 
 
-def record_infiniband(system: System) -> tuple[str, None] | str:
+def record_infiniband(system: System) -> Recorded:
     """The tree's record, or why it was left out ("skipped: ...")."""
-    try:
-        devices = system.glob(f"{ROOT}/*")
-        lines: list[str] = []
-        for device in devices:
-            lines += _lines(system, [f"{device}/{name}" for name in HCA_FILES])
-            lines += [tree_line(net, "") for net in system.glob(f"{device}/device/net/*")]
-            for port in system.glob(f"{device}/ports/*"):
-                if not posixpath.basename(port).isdigit():
-                    continue
-                files = [f"{port}/{name}" for name in PORT_FILES]
-                files += [f"{port}/counters/{name}" for name in IB_ERROR_COUNTERS]
-                lines += _lines(system, files)
-    except NotRecordedError as exc:  # re-capturing a bundle that lacks it
-        return f"skipped: {exc}"
-    except OSError as exc:
-        return f"skipped: {ROOT}: {exc.strerror or exc}"
-    return "".join(lines), None
+    return record_tree(system, (ROOT,), _walk)
 
 
 __all__ = ["NAME", "record_infiniband"]

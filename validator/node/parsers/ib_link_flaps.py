@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from validator.limits import KERNEL_LOG_TAIL_BYTES
-from validator.model import LinkFlap
+from validator.model import FLAP_LINE_CHARS, FLAP_LINES, LinkFlap
 from validator.node.parsers.base import ParseError
 
 # "mlx5_core 0000:01:00.0 enp1s0f0: Link down" (dmesg, journalctl -k, with any prefix).
@@ -39,16 +39,37 @@ def parse_link_flaps(text: str) -> tuple[LinkFlap, ...]:
     pci: dict[str, str] = {}
     downs: dict[str, int] = {}
     ups: dict[str, int] = {}
+    lines: dict[str, list[str]] = {}
     for match in _LINK.finditer(text):
         netdev = match.group("netdev")
         pci.setdefault(netdev, match.group("pci").lower())
+        kept = lines.setdefault(netdev, [])
+        kept.append(_line_of(text, match.start(), match.end()))
+        del kept[:-FLAP_LINES]  # the newest are the evidence
         if match.group("way") == "up":
             ups[netdev] = ups.get(netdev, 0) + 1
         elif netdev in ups:  # a down before its first up is the driver bringing it up
             downs[netdev] = downs.get(netdev, 0) + 1
     return tuple(
         LinkFlap(
-            interface=name, pci_address=address, downs=downs.get(name, 0), ups=ups.get(name, 0)
+            interface=name,
+            pci_address=address,
+            downs=downs.get(name, 0),
+            ups=ups.get(name, 0),
+            lines=tuple(lines[name]),
         )
         for name, address in pci.items()
     )
+
+
+def _line_of(text: str, start: int, end: int) -> str:
+    """The log line around a match (its timestamp and prefix), at most FLAP_LINE_CHARS.
+
+    A longer line keeps the match whole (it is far shorter than the bound).
+    """
+    floor = max(0, end - FLAP_LINE_CHARS)
+    newline = text.rfind("\n", floor, start)
+    first = newline + 1 if newline >= 0 else floor
+    stop = first + FLAP_LINE_CHARS
+    newline = text.find("\n", end, stop)
+    return text[first : newline if newline >= 0 else stop].rstrip("\r")

@@ -91,8 +91,3 @@ def parse_tree(text: str) -> dict[str, str]:
         files[path] = value
     return files
 
-
-def tree_line(path: str, value: str) -> str:
-    """One ``path<TAB>value`` line of the record (a value's line breaks and tabs flattened)."""
-    flat = " ".join(value.split())
-    return f"{path}\t{flat}\n"
