@@ -639,12 +639,17 @@ def test_check_mode_then_install_then_converged_then_a_pin_raise(
     # One host of each shape, whose names and pins are what differs between them; several
     # hosts at once, each fetching the keyring, are the batch test's.
     site: Site = make_site(1)
+    # Ubuntu's 550 shape differs from its 590 one in its names alone (the branch in each):
+    # its install, holds and converged rerun show them; check mode and a pin raise, the
+    # same steps whatever the names, run on the other two shapes (each run is a minute of CI).
+    every_step = shape.id != "ubuntu2404-550"
 
     # Check mode on bare hosts changes nothing.
     before = {h.name: held(h) for h in site.hosts}
-    dry = provision(site, check=True)
-    assert dry.rc == 0, describe(dry)
-    assert set(dry.recap) == {h.name for h in site.hosts}
+    dry = provision(site, check=True) if every_step else None
+    if dry is not None:
+        assert dry.rc == 0, describe(dry)
+        assert set(dry.recap) == {h.name for h in site.hosts}
     for host in site.hosts:
         names = (*site.shape.pinned(), *site.shape.pinning_packages(), "cuda-keyring")
         assert installed(host, names) == dict.fromkeys(names, ""), host.name
@@ -675,6 +680,8 @@ def test_check_mode_then_install_then_converged_then_a_pin_raise(
         f"ratio {second.wall_s / first.wall_s:.2f} (bench/provision.py measures it)"
     )
 
+    if not every_step:
+        return
     # A raised pin upgrades despite the holds, and holds again at the new version.
     site.set_pin("gpuready_driver_version", site.shape.raised)
     raised = provision(site)
