@@ -51,7 +51,7 @@ def test_the_machines_settings_stay_outside(tmp_path: Path) -> None:
     name = f"{Path(__file__).relative_to(REPO)}::test_no_setting_of_the_machine_reaches_a_test"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", name],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
