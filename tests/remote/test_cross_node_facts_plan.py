@@ -99,3 +99,16 @@ def test_ranks_a_node_are_its_gpus() -> None:
     assert plan_from_facts([eight, four], [], gpus_per_node=2).gpus_per_node == 2  # as given
     unread = dataclasses.replace(eight, facts=dataclasses.replace(eight.facts, gpus=()))
     assert plan_from_facts([unread], []).gpus_per_node == 8  # none read: the default
+
+
+def test_a_node_that_failed_alone_does_not_set_the_ranks_of_those_that_passed() -> None:
+    # It lost a GPU and failed alone, so it never enters the stage: were its 7 GPUs the
+    # ranks a node, every healthy group would run 7 ranks on 8 HCAs and read slow.
+    broken = _result("n4")
+    broken = dataclasses.replace(
+        broken,
+        verdict=Verdict.NOT_CERTIFIED,
+        facts=dataclasses.replace(broken.facts, gpus=broken.facts.gpus[:7]),
+    )
+    results = [_result("n1"), _result("n2"), _result("n3"), broken]
+    assert plan_from_facts(results, []).gpus_per_node == 8

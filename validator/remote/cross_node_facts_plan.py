@@ -26,7 +26,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
-from validator.model import TOPO_LINKS, HostSpec, NodeResult, known
+from validator.model import TOPO_LINKS, HostSpec, NodeResult, Verdict, known
 from validator.model.gpudirect_facts import GpudirectFacts
 from validator.model.network_facts import NetworkFacts
 from validator.remote.cross_node_runner import CrossNodePlan, HostPlan, host_plan
@@ -97,7 +97,13 @@ def plan_from_facts(
     """
     specs: Mapping[str, HostSpec] = {host.name: host for host in hosts}
     plans = [plan_of(result, specs.get(result.hostname)) for result in results]
-    counts = [p.gpu_count for p in plans if p is not None and p.gpu_count]
+    # Only the nodes that enter (certified alone) set the ranks: one that failed for a lost
+    # GPU would make every group run fewer ranks than its nodes have HCAs, and read slow.
+    counts = [
+        p.gpu_count
+        for result, p in zip(results, plans)
+        if p is not None and p.gpu_count and result.verdict is Verdict.CERTIFIED
+    ]
     if counts and "gpus_per_node" not in options:
         options = {**options, "gpus_per_node": min(counts)}
     return CrossNodePlan(tuple(p for p in plans if p is not None), **options)  # type: ignore[arg-type]
