@@ -108,7 +108,7 @@ def _thousand_node_stage(nodes: int = 1000) -> CrossNodeStage:
             tests.append(CrossNodeTest(round_, "rdma", group, figure, 380.0, not slow, "first"))
         round_ += 1
     outcome = KindOutcome(
-        "rdma", 380.0, "catalog", good=hosts[1:],
+        "rdma", 380.0, "catalog", good=tuple(host for host in hosts if host != "gpu0013"),
         slow_nodes=(Named(("gpu0013",), "140.0 Gb/s below 380"),), rounds=round_,
     )  # fmt: skip
     return CrossNodeStage(("rdma",), "ndr-400-ib", hosts, tuple(tests), (outcome,))
@@ -176,3 +176,23 @@ def test_every_certificates_fabric_of_a_two_thousand_node_stage_is_read_at_once(
     statuses = [certified_fabric(stage, host, "2026-12-07").status for host in stage.nodes]  # type: ignore[union-attr]
     assert statuses.count("failed") == 1
     assert statuses.count("certified") == len(stage.nodes) - 1
+
+
+def test_a_node_rdma_failed_is_failed_though_nccl_was_skipped() -> None:
+    """A kind left unrun (no NCCL floor for the size) never hides another kind's failure."""
+    from validator.model.fabric_certified import certified_fabric
+    from validator.report.fabric_verdicts import fabric_verdicts
+
+    stage = sample_stage()
+    rdma, nccl = stage.outcomes
+    skipped = "the fabric catalog states no NCCL all-reduce floor for groups of 2"
+    stage = dataclasses.replace(
+        stage, outcomes=(rdma, dataclasses.replace(nccl, good=(), skipped=skipped))
+    )
+    verdicts = fabric_verdicts(stage, ["n1", "n4"])
+    assert verdicts["n4"][0] == "failed"
+    assert verdicts["n4"][1].startswith("rdma: ")
+    assert verdicts["n1"] == ("not run", skipped)  # good in RDMA, NCCL not run: not whole
+    fabric = certified_fabric(stage, "n4", "2026-12-07T00:00:00+00:00")
+    assert fabric is not None
+    assert (fabric.status, fabric.why) == verdicts["n4"]

@@ -46,15 +46,24 @@ def certified_fabric(
         return None
     fabric = stage.fabric or None
     skipped = [o.skipped for o in stage.outcomes if o.skipped]
-    if hostname not in stage.nodes or skipped or not stage.outcomes:
-        why = skipped[0] if skipped else "the node did not enter the stage"
-        return CertifiedFabric("not run", fabric, None, stage.kinds, why)
+    if hostname not in stage.nodes or not stage.outcomes:
+        return CertifiedFabric("not run", fabric, None, stage.kinds, _NOT_ENTERED)
+    named = _named(stage, hostname)
+    if named is not None:  # a kind that ran failed it: a kind left unrun never hides that
+        return CertifiedFabric("failed", fabric, issued_at[:10], stage.kinds, named)
+    if skipped:
+        return CertifiedFabric("not run", fabric, None, stage.kinds, skipped[0])
     if hostname in stage.good:
         return CertifiedFabric("certified", fabric, issued_at[:10], stage.kinds)
-    return CertifiedFabric("failed", fabric, issued_at[:10], stage.kinds, _why(stage, hostname))
+    return CertifiedFabric("failed", fabric, issued_at[:10], stage.kinds, _NOT_GOOD)
 
 
-def _why(stage: CrossNodeStage, hostname: str) -> str:
+_NOT_ENTERED = "the node did not enter the stage"
+_NOT_GOOD = "not good in every kind the stage ran"
+
+
+def _named(stage: CrossNodeStage, hostname: str) -> Optional[str]:
+    """What the first kind that named ``hostname`` (slow, a link, unreachable, undecided) said."""
     for outcome in stage.outcomes:
         for named in (
             *outcome.slow_nodes,
@@ -64,7 +73,7 @@ def _why(stage: CrossNodeStage, hostname: str) -> str:
         ):
             if hostname in named.hosts:
                 return f"{outcome.kind}: {named.why}"
-    return "not good in every kind the stage ran"
+    return None
 
 
 _FABRIC_KEYS = Document(

@@ -35,8 +35,12 @@ def fabric_verdicts(stage: CrossNodeStage, hostnames: Iterable[str]) -> dict[str
                 named.setdefault(host, f"{outcome.kind}: {entry.why}")
     verdicts: dict[str, tuple[str, str]] = {}
     for host in hostnames:
-        if host not in entered or skipped or not stage.outcomes:
-            verdicts[host] = ("not run", skipped[0] if skipped else NOT_ENTERED)
+        if host not in entered or not stage.outcomes:
+            verdicts[host] = ("not run", NOT_ENTERED)
+        elif host in named:  # a kind that ran failed it: a kind left unrun never hides that
+            verdicts[host] = ("failed", named[host])
+        elif skipped:
+            verdicts[host] = ("not run", skipped[0])
         elif host in good:
             verdicts[host] = ("certified", "")
         else:
