@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from paramiko import ECDSAKey
 from tests.interrupting import ctrl_c_after
 from tests.remote.test_remote_ssh import SshBox, _pump
 from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
+from validator.remote import cross_node_ssh
 from validator.remote.cross_node_runner import HostPlan, LaunchError, plan_from_mapping
 from validator.remote.cross_node_ssh import _KILL_RECORDED, _WITH_PID, ssh_runner, step_command
 from validator.remote.ssh import SshTransport
@@ -47,6 +49,7 @@ class StandinBox(SshBox):
         self.table = table
         self.processes: list[subprocess.Popen[bytes]] = []
         self.mute_stdout = False  # a channel whose output never comes (the step's id included)
+        self.hang_on = ""  # a command naming this runs `sleep 30` instead (a host that hangs)
         super().__init__(home, key)
 
     def execute(self, channel: paramiko.Channel, command: str) -> None:
@@ -57,8 +60,9 @@ class StandinBox(SshBox):
             "HOME": str(self.home), "PATH": path, "LANG": "C.UTF-8",
             "GPUREADY_STEP_HOST": self.name, "GPUREADY_STANDIN_MAP": str(self.table),
         }  # fmt: skip
+        hangs = bool(self.hang_on) and self.hang_on in command
         process = subprocess.Popen(
-            ["/bin/sh", "-c", command],
+            ["/bin/sh", "-c", "sleep 30" if hangs else command],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -434,3 +438,30 @@ def test_a_step_ids_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
     stopped = _sh(_KILL_RECORDED, tmp_path, "gpuready-steps-b", "1")
     assert not list(elsewhere.iterdir())
     assert stopped.returncode == 125
+
+
+def test_closing_waits_once_for_hosts_whose_cleanup_hangs(
+    fleet_of: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each step's wait used to run one after another at close: 3 hung hosts cost the
+    # shared wait and then a whole wait more each, holding up the end of the run (Ctrl-C too).
+    monkeypatch.setattr(cross_node_ssh, "_KILL_WAIT_S", 2.0)
+    names = ["gpu01", "gpu02", "gpu03"]
+    fleet: Fleet = fleet_of(names, {"default": "healthy"})  # type: ignore[operator]
+    _, launcher = ssh_runner(fleet.transport, fleet.hosts)
+    try:
+        for name in names:
+            step = launcher.start(fleet.plan.host(name), ["true"], {})
+            assert step.wait(10) == 0
+            step.kill()
+        for box in fleet.boxes.values():
+            box.hang_on = "gpuready-clean"
+        started = time.monotonic()
+        launcher.close()
+        assert time.monotonic() - started < 2.0 * 2.5  # once (2 s), not 2 + 3 * 2 s
+    finally:
+        for box in fleet.boxes.values():
+            for process in box.processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()

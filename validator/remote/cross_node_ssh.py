@@ -200,23 +200,27 @@ class SshStep:
             return
         self._killed = True
         if not self._done.is_set():
+            ended = False
             if self._pid is not None and self._pid > 0:
-                self._end_remote(_KILL, str(self._pid))
+                ended = self._end_remote(_KILL, str(self._pid))
             elif self._record is not None:  # its id line has not come: the recorded id
-                self._end_remote(_KILL_RECORDED, *self._record)
-            self._done.wait(_KILL_WAIT_S)
+                ended = self._end_remote(_KILL_RECORDED, *self._record)
+            if ended:  # its end is on its way; a step nothing was sent to is only closed
+                self._done.wait(_KILL_WAIT_S)
         with contextlib.suppress(SSHException, OSError, EOFError):
             self._channel.close()
         self._reader.join(_KILL_WAIT_S)
 
-    def _end_remote(self, script: str, *args: str) -> None:
+    def _end_remote(self, script: str, *args: str) -> bool:
+        """Run ``script`` on the host to end this step; whether it finished in time."""
         command = quoted(["sh", "-c", script, "gpuready-kill", *args])
         try:
             ender = SshStep(self._client, self.where, command, with_pid=False)
         except LaunchError:
-            return
-        ender.wait(_KILL_WAIT_S)
+            return False
+        finished = ender.wait(_KILL_WAIT_S) is not None
         ender.kill()
+        return finished
 
 
 class SshLauncher:
