@@ -242,3 +242,14 @@ def test_a_value_over_a_line_is_left_out_whole_not_cut() -> None:
     got = record_tree(system, ("/sys/t",), _leaves(["/sys/t/a", "/sys/t/b"]))
     assert isinstance(got, str)
     assert got.startswith("skipped: '/sys/t/b' holds more than")
+
+
+def test_a_line_is_measured_in_bytes_as_the_bundle_reader_counts_them() -> None:
+    from validator.limits import LINE_BYTES
+
+    # Fewer characters than a line holds, more bytes: three bytes each in UTF-8.
+    value = "\u20ac" * (LINE_BYTES // 2)
+    system = TreeSystem({"/sys/t/a": "ok\n", "/sys/t/b": value})
+    got = record_tree(system, ("/sys/t",), _leaves(["/sys/t/a", "/sys/t/b"]))
+    assert isinstance(got, str)
+    assert got.startswith("skipped: '/sys/t/b' holds more than")

@@ -135,6 +135,11 @@ def test_slurm_mpi_type_is_slurms_own_variable(
     with stage_runner(options, TransportName.SSH, _hosts(""), SshTransport) as runner:
         assert isinstance(runner, SlurmRunner)
         assert runner.options.mpi == "pmi2"
+    # "none", which some sites export, would make every rank a world of one: not taken.
+    monkeypatch.setenv("SLURM_MPI_TYPE", "none")
+    with stage_runner(options, TransportName.SSH, _hosts(""), SshTransport) as runner:
+        assert isinstance(runner, SlurmRunner)
+        assert runner.options.mpi == "pmix"
 
 
 def test_a_local_step_is_told_its_host_and_group() -> None:

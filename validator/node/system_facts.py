@@ -122,12 +122,13 @@ def checked_run(
     """A command's result where it succeeded, else why not (a timeout is the System's 124).
 
     ``any_rc``: its exit status says nothing (``sysctl -e``, a package query), so only
-    one that did not run (126, 127) failed.
+    one that did not run (126, 127) or ran out of time (124: what it printed is partial,
+    a ``df`` stuck on a dead NFS mount) failed.
     """
     result = attempt(system, argv)
     if isinstance(result, Unavailable) or result.ok:
         return result
-    if any_rc and result.rc not in (126, 127):
+    if any_rc and result.rc not in (124, 126, 127):
         return result
     return command_failure(result, what)
 

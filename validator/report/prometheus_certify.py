@@ -114,7 +114,7 @@ SERIES: tuple[Series, ...] = (
     ),
     _gauge(
         "gpuready_node_fabric_nccl_bus_bandwidth_per_hca_bytes_per_second",
-        "Slowest NCCL all-reduce busbw per HCA (largest size, IB-only where it ran) of the "
+        "Slowest NCCL all-reduce busbw per HCA (the default run's, largest size) of the "
         "group tests across nodes the node took part in.",
     ),
     _gpu("gpuready_gpu_info", "The GPU's model, PCI bus id and VBIOS; always 1.",

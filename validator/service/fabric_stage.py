@@ -120,7 +120,8 @@ def stage_runner(
             partition=slurm.partition,
             account=slurm.account,
             reservation=slurm.reservation,
-            mpi=os.environ.get("SLURM_MPI_TYPE") or SrunOptions.mpi,
+            # "none" (some sites export it) would make every rank a world of one.
+            mpi=_mpi_type(os.environ.get("SLURM_MPI_TYPE", ""), SrunOptions.mpi),
         )
         through_slurm = slurm_runner(options)
         try:
@@ -154,6 +155,12 @@ def step_identity(hosts: Sequence[str]) -> dict[str, str]:
     """A local step's environment: the host it runs as and its group (module docstring)."""
     # Every "host" is this machine: no host name tells the step where it stands.
     return {STEP_HOST: hosts[0], STEP_GROUP: ",".join(hosts)}
+
+
+def _mpi_type(slurm_mpi_type: str, default: str) -> str:
+    """srun's ``--mpi`` for NCCL groups: Slurm's own setting, unless unset or ``none``."""
+    chosen = slurm_mpi_type.strip()
+    return chosen if chosen and chosen.lower() != "none" else default
 
 
 def fabric_for(results: Sequence[NodeResult], catalog: Catalog) -> str | None:

@@ -81,8 +81,9 @@ def record_tree(
             line = _line(system, path, read)
             if line is None:
                 continue
-            size += len(line.encode("utf-8"))
-            if len(line) > LINE_BYTES or size > max_bytes:
+            length = len(line.encode("utf-8"))  # bytes, as the bundle's reader counts them
+            size += length
+            if length > LINE_BYTES or size > max_bytes:
                 return _too_long(roots[0], path, line, max_bytes)
             lines.append(line)
     except NotRecordedError as exc:  # re-capturing a bundle that lacks it
@@ -93,7 +94,7 @@ def record_tree(
 
 
 def _too_long(root: str, path: str, line: str, max_bytes: int) -> str:
-    if len(line) > LINE_BYTES:  # the bundle's reader takes no longer line
+    if len(line.encode("utf-8")) > LINE_BYTES:  # the bundle's reader takes no longer line
         return f"skipped: {path[:200]!r} holds more than {LINE_BYTES} bytes"
     return f"skipped: {root} records to more than {max_bytes} bytes"
 
