@@ -25,14 +25,13 @@ unless the step's environment already does; they are removed again after the tes
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_cross_node_slurm import IN_HOST, _install_standins
+from tests.e2e.test_cross_node_slurm import IN_HOST, standin_cluster
 from tests.hosts.slurmcluster import SlurmCluster
 from validator.cli.main import main
 from validator.error_tree import ExitCode
@@ -41,23 +40,9 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slurm]
 
 PROGRAMS = ("ib_write_bw", "ib_write_lat", "all_reduce_perf", "alltoall_perf")
 WRAPPERS = "usr/local/sbin"
-MPIRUN = "/usr/local/sbin/gpuready-test-mpirun"
+MPIRUN = "/usr/local/bin/mpirun-for-tests"  # one of the stand-ins, installed with them
 SLOW = "node03"
 MAP = f"{IN_HOST}/fabric-map.json"  # in each host's own tree
-# An mpirun for the test hosts: takes Open MPI's -np, -H host:slots and -x VAR=value as
-# the SSH runner writes them, and runs rank 0 here, told its group as a step is.
-_MPIRUN = """#!/bin/sh
-group=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -np) shift 2 ;;
-    -H) group=$(printf '%s' "$2" | sed 's/:[0-9]*//g'); shift 2 ;;
-    -x) export "$2"; shift 2 ;;
-    *) break ;;
-  esac
-done
-GPUREADY_STEP_GROUP="$group" exec "$@"
-"""
 
 
 def _wrapper(program: str) -> str:
@@ -74,22 +59,14 @@ def cluster(
     slurm_cluster: Callable[..., SlurmCluster], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SlurmCluster]:
     """The session's four nodes, healthy alone, a healthy fabric; the wrappers in place."""
-    made = slurm_cluster(n_hosts=4)
-    for name, value in made.env.items():
-        monkeypatch.setenv(name, value)
-    for name in list(os.environ):
-        if name.startswith(("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_JOB", "SLURM_STEP")):
-            monkeypatch.delenv(name)
-    _install_standins(made)
+    made = standin_cluster(slurm_cluster, monkeypatch)
     written: list[Path] = []
     for host in made.live_hosts:
         written.append(host.root / MAP.lstrip("/"))
         written[-1].write_text(json.dumps({"default": "healthy"}))
         folder = host.root / WRAPPERS
         folder.mkdir(parents=True, exist_ok=True)
-        scripts = {name: _wrapper(name) for name in PROGRAMS}
-        scripts[Path(MPIRUN).name] = _MPIRUN
-        for name, text in scripts.items():
+        for name, text in {name: _wrapper(name) for name in PROGRAMS}.items():
             path = folder / name
             path.write_text(text)
             path.chmod(0o755)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -51,11 +51,10 @@ def _install_standins(cluster: SlurmCluster) -> None:
                 shutil.copytree(FIXTURES / folder, share / folder)
 
 
-@pytest.fixture
-def cluster(
+def standin_cluster(
     slurm_cluster: Callable[..., SlurmCluster], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[SlurmCluster]:
-    """Four nodes with the stand-ins; Slurm's client commands pointed at the cluster."""
+) -> SlurmCluster:
+    """The session's four nodes with the stand-ins; Slurm's client commands pointed at it."""
     made = slurm_cluster(n_hosts=4)
     for name, value in made.env.items():
         monkeypatch.setenv(name, value)
@@ -64,6 +63,14 @@ def cluster(
             monkeypatch.delenv(name)
     _install_standins(made)
     return made
+
+
+@pytest.fixture
+def cluster(
+    slurm_cluster: Callable[..., SlurmCluster], monkeypatch: pytest.MonkeyPatch
+) -> SlurmCluster:
+    """Four nodes with the stand-ins; Slurm's client commands pointed at the cluster."""
+    return standin_cluster(slurm_cluster, monkeypatch)
 
 
 def fabric_map(cluster: SlurmCluster, **table: Mapping[str, str]) -> Path:

@@ -265,28 +265,12 @@ def test_ctrl_c_ends_every_remote_step_by_its_pid(fleet_of: object) -> None:
     fleet.nothing_left()
 
 
-# An mpirun for the test hosts: takes Open MPI's -np, -H host:slots and -x VAR=value as
-# the launcher writes them, and runs rank 0 here with the group the stand-ins read.
-_MPIRUN = """#!/bin/sh
-group=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -np) shift 2 ;;
-    -H) group=$(printf '%s' "$2" | sed 's/:[0-9]*//g'); shift 2 ;;
-    -x) export "$2"; shift 2 ;;
-    *) break ;;
-  esac
-done
-GPUREADY_STEP_GROUP="$group" exec "$@"
-"""
 
 
 def test_nccl_groups_go_through_mpirun_with_the_ib_only_variant(
     fleet_of: object, tmp_path: Path
 ) -> None:
-    mpirun = tmp_path / "mpirun"
-    mpirun.write_text(_MPIRUN)
-    mpirun.chmod(0o755)
+    mpirun = STANDINS / "mpirun-for-tests"
     table = {"default": "healthy", "pairs": {"gpu03,gpu04": "slow-link"}}
     fleet: Fleet = fleet_of(["gpu01", "gpu02", "gpu03", "gpu04"], table)  # type: ignore[operator]
     runner, launcher = ssh_runner(fleet.transport, fleet.hosts, mpirun=str(mpirun))
