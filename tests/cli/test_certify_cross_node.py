@@ -12,31 +12,22 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 import pytest
 
+from tests.standins import put_standins_on_path
 from validator.cli.main import main
 from validator.judge.fabric_catalog import load_fabric_catalog
 
-STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
 HOSTS = ("n1", "n2", "n3", "n4")
 
 
 @pytest.fixture(autouse=True)
 def standins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(
-            ("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_", "OMPI_", "PMIX_", "PMI_")
-        ):
-            monkeypatch.delenv(name)
-    python_dir = str(Path(sys.executable).parent)
-    monkeypatch.setenv(
-        "PATH", f"{STANDINS}{os.pathsep}{python_dir}{os.pathsep}{os.environ['PATH']}"
-    )
+    put_standins_on_path(monkeypatch)
 
 
 def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: dict[str, str]) -> Path:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.standins import STANDINS
 from validator.model import RdmaEnd
 from validator.node.cross_node_results import nccl_group_result, rdma_pair_result
 from validator.node.parsers.nccl_tests import parse_all_reduce, parse_alltoall
 from validator.node.parsers.perftest import parse_perftest
 
-STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
 PROGRAMS = ("ib_write_bw", "ib_write_lat", "all_reduce_perf", "alltoall_perf")
 _CLEAN = (
     "GPUREADY_STANDIN_",

@@ -30,6 +30,7 @@ from paramiko import ECDSAKey
 
 from tests.interrupting import ctrl_c_after
 from tests.remote.test_remote_ssh import SshBox, _pump
+from tests.standins import STANDINS
 from validator.model import HostSpec, NodeFacts, NodeResult, NvmlStatus, Verdict
 from validator.remote import cross_node_ssh
 from validator.remote.cross_node_runner import HostPlan, LaunchError, plan_from_mapping
@@ -37,8 +38,6 @@ from validator.remote.cross_node_ssh import _KILL_RECORDED, _WITH_PID, ssh_runne
 from validator.remote.ssh import SshTransport
 from validator.remote.transport import quoted
 from validator.service.cross_node_service import run_cross_node_stage
-
-STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
 
 
 class StandinBox(SshBox):

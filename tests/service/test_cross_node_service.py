@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.interrupting import ctrl_c_after
+from tests.standins import put_standins_on_path
 from validator.judge.cross_node_judge import LINK, NCCL_BANDWIDTH, RDMA_BANDWIDTH, REACHABLE
 from validator.model import (
     Action,
@@ -40,20 +40,10 @@ from validator.remote.cross_node_runner import (
 )
 from validator.service.cross_node_service import StageOptions, run_cross_node_stage
 
-STANDINS = Path(__file__).resolve().parent.parent / "fixtures" / "standins"
-
 
 @pytest.fixture(autouse=True)
 def standins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(
-            ("GPUREADY_STANDIN_", "GPUREADY_STEP_", "SLURM_", "OMPI_", "PMIX_", "PMI_")
-        ):
-            monkeypatch.delenv(name)
-    python_dir = str(Path(sys.executable).parent)
-    monkeypatch.setenv(
-        "PATH", f"{STANDINS}{os.pathsep}{python_dir}{os.pathsep}{os.environ['PATH']}"
-    )
+    put_standins_on_path(monkeypatch)
 
 
 def fabric_map(
