@@ -143,8 +143,7 @@ def test_a_thousand_node_plan_is_bounded() -> None:
 
 
 def test_the_fleets_fabric_verdicts_are_the_certificates() -> None:
-    from validator.model.fabric_certified import certified_fabric
-    from validator.report.fabric_verdicts import fabric_verdicts
+    from validator.model.fabric_certified import certified_fabric, fabric_verdicts
 
     skipped = dataclasses.replace(
         sample_stage(), outcomes=(KindOutcome("rdma", 380.0, "catalog", skipped="no fabric"),)
@@ -180,8 +179,7 @@ def test_every_certificates_fabric_of_a_two_thousand_node_stage_is_read_at_once(
 
 def test_a_node_rdma_failed_is_failed_though_nccl_was_skipped() -> None:
     """A kind left unrun (no NCCL floor for the size) never hides another kind's failure."""
-    from validator.model.fabric_certified import certified_fabric
-    from validator.report.fabric_verdicts import fabric_verdicts
+    from validator.model.fabric_certified import certified_fabric, fabric_verdicts
 
     stage = sample_stage()
     rdma, nccl = stage.outcomes

@@ -16,7 +16,7 @@ without it keeps the bytes its seal covers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from validator.fields import Document, Field
 from validator.model.cross_node_stage import CrossNodeStage
@@ -44,36 +44,49 @@ def certified_fabric(
     """
     if stage is None:
         return None
-    fabric = stage.fabric or None
-    skipped = [o.skipped for o in stage.outcomes if o.skipped]
-    if hostname not in stage.nodes or not stage.outcomes:
-        return CertifiedFabric("not run", fabric, None, stage.kinds, _NOT_ENTERED)
-    named = _named(stage, hostname)
-    if named is not None:  # a kind that ran failed it: a kind left unrun never hides that
-        return CertifiedFabric("failed", fabric, issued_at[:10], stage.kinds, named)
-    if skipped:
-        return CertifiedFabric("not run", fabric, None, stage.kinds, skipped[0])
-    if hostname in stage.good:
-        return CertifiedFabric("certified", fabric, issued_at[:10], stage.kinds)
-    return CertifiedFabric("failed", fabric, issued_at[:10], stage.kinds, _NOT_GOOD)
+    status, why = fabric_verdicts(stage, (hostname,))[hostname]
+    date = None if status == "not run" else issued_at[:10]
+    return CertifiedFabric(status, stage.fabric or None, date, stage.kinds, why)
 
 
-_NOT_ENTERED = "the node did not enter the stage"
-_NOT_GOOD = "not good in every kind the stage ran"
+NOT_ENTERED = "the node did not enter the stage"
+NOT_GOOD = "not good in every kind the stage ran"
 
 
-def _named(stage: CrossNodeStage, hostname: str) -> Optional[str]:
-    """What the first kind that named ``hostname`` (slow, a link, unreachable, undecided) said."""
+def fabric_verdicts(stage: CrossNodeStage, hostnames: Iterable[str]) -> Dict[str, Tuple[str, str]]:
+    """Per host: its status in the fabric (one of STATUSES) and why ("" when certified).
+
+    The stage is read once for all of ``hostnames`` (a fleet's JUnit and Prometheus ask
+    for every node at once). A kind that ran and named the node (slow, a link,
+    unreachable, undecided) fails it even where another kind was left unrun.
+    """
+    skipped = [outcome.skipped for outcome in stage.outcomes if outcome.skipped]
+    entered = set(stage.nodes)
+    good = set(stage.nodes)
+    named: Dict[str, str] = {}
     for outcome in stage.outcomes:
-        for named in (
+        good &= set(outcome.good)
+        for entry in (
             *outcome.slow_nodes,
             *outcome.slow_links,
             *outcome.unreachable,
             *outcome.unresolved,
         ):
-            if hostname in named.hosts:
-                return f"{outcome.kind}: {named.why}"
-    return None
+            for host in entry.hosts:
+                named.setdefault(host, f"{outcome.kind}: {entry.why}")
+    verdicts: Dict[str, Tuple[str, str]] = {}
+    for host in hostnames:
+        if host not in entered or not stage.outcomes:
+            verdicts[host] = ("not run", NOT_ENTERED)
+        elif host in named:
+            verdicts[host] = ("failed", named[host])
+        elif skipped:
+            verdicts[host] = ("not run", skipped[0])
+        elif host in good:
+            verdicts[host] = ("certified", "")
+        else:
+            verdicts[host] = ("failed", NOT_GOOD)
+    return verdicts
 
 
 _FABRIC_KEYS = Document(
@@ -92,4 +105,4 @@ FABRIC_FIELD = Field(
     "fabric", dict, document=_FABRIC_KEYS, convert=lambda data: CertifiedFabric(**data)
 )
 
-__all__ = ["FABRIC_FIELD", "STATUSES", "CertifiedFabric", "certified_fabric"]
+__all__ = ["FABRIC_FIELD", "STATUSES", "CertifiedFabric", "certified_fabric", "fabric_verdicts"]

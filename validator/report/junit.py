@@ -313,7 +313,7 @@ def _fabric_suite(report: Report, stage: CrossNodeStage) -> tuple[ET.Element, _T
     for test in ordered[:FABRIC_CASES_LIMIT]:
         _add_fabric_test(suite, test, tally)
     _add_folded(suite, ordered[FABRIC_CASES_LIMIT:], tally)
-    from validator.report.fabric_verdicts import fabric_verdicts
+    from validator.model.fabric_certified import fabric_verdicts
 
     nodes = shared.reading_order(report)
     verdicts = fabric_verdicts(stage, (node.hostname for node in nodes))

@@ -261,7 +261,7 @@ def _fabric_samples(
     """Per host: its fabric status, and its slowest figure per kind where one was measured."""
     if stage is None:
         return {}
-    from validator.report.fabric_verdicts import fabric_verdicts
+    from validator.model.fabric_certified import fabric_verdicts
 
     verdicts = fabric_verdicts(stage, hostnames)
     found: dict[str, list[Sample]] = {}
